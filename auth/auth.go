@@ -1,0 +1,154 @@
+// Package auth turns the credentials a request carries into the caller's Identity.
+//
+// Every request is authenticated on its own (no sessions): an API key in a header today, a JWT
+// bearer token later. A request without credentials is anonymous; a request whose credentials
+// are present but bad is refused, never downgraded to anonymous.
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Identity is the authenticated caller. The zero Identity is anonymous.
+type Identity struct {
+	// UserID is the caller's user id; posts it writes carry it as their userId.
+	UserID string
+	// Method names the credential that proved the identity, such as "api_key".
+	Method string
+}
+
+// Anonymous reports whether the request carried no credentials.
+func (id Identity) Anonymous() bool { return id.UserID == "" }
+
+type identityKey struct{}
+
+// NewContext returns a copy of ctx that carries id.
+func NewContext(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// FromContext returns the Identity carried by ctx, or the anonymous Identity.
+func FromContext(ctx context.Context) Identity {
+	id, _ := ctx.Value(identityKey{}).(Identity)
+	return id
+}
+
+// Realm is the realm named in every authentication challenge.
+const Realm = "posts"
+
+// Challenge is the WWW-Authenticate value sent when credentials are required but missing (RFC 6750 §3).
+const Challenge = `Bearer realm="` + Realm + `"`
+
+// Error is a credential that was present but could not be accepted. Its fields follow RFC 6750 §3.1.
+type Error struct {
+	// Status is the HTTP status to answer with: 401 for a bad credential, 400 for a malformed request.
+	Status int
+	// Code is the RFC 6750 error code: "invalid_token" or "invalid_request".
+	Code string
+	// Description says what is wrong, for a person; it never contains the credential.
+	Description string
+}
+
+func (e *Error) Error() string { return e.Description }
+
+// Challenge returns the WWW-Authenticate value for this error.
+func (e *Error) Challenge() string {
+	return fmt.Sprintf(`%s, error=%q, error_description=%q`, Challenge, e.Code, e.Description)
+}
+
+func invalidToken(description string) *Error {
+	return &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: description}
+}
+
+func invalidRequest(description string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: description}
+}
+
+// APIKey is a configured API key: the SHA-256 digest of the key, and the user it stands for.
+type APIKey struct {
+	Digest [sha256.Size]byte
+	UserID string
+}
+
+// digestPrefix marks a key given as the hex SHA-256 digest of the real key.
+const digestPrefix = "sha256:"
+
+// ParseAPIKey reads a configured key, either in clear or as "sha256:<64 hex digits>" of the key.
+func ParseAPIKey(key, userID string) (APIKey, error) {
+	if userID == "" {
+		return APIKey{}, errors.New("the user id is empty")
+	}
+	if hexDigest, ok := strings.CutPrefix(key, digestPrefix); ok {
+		var k APIKey
+		b, err := hex.DecodeString(hexDigest)
+		if err != nil || len(b) != sha256.Size {
+			return APIKey{}, fmt.Errorf("%q must be followed by %d hex digits", digestPrefix, 2*sha256.Size)
+		}
+		copy(k.Digest[:], b)
+		k.UserID = userID
+		return k, nil
+	}
+	if key == "" {
+		return APIKey{}, errors.New("the key is empty (is its environment variable set?)")
+	}
+	return APIKey{Digest: sha256.Sum256([]byte(key)), UserID: userID}, nil
+}
+
+// Authenticator finds the caller of a request from its credentials.
+type Authenticator struct {
+	// APIKeyHeader is the header that carries an API key.
+	APIKeyHeader string
+	// APIKeys are the accepted keys.
+	APIKeys []APIKey
+}
+
+// Authenticate returns the caller's Identity: anonymous when the request carries no credentials,
+// an *Error when it carries credentials that cannot be accepted.
+func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
+	if err := refuseBearer(r); err != nil {
+		return Identity{}, err
+	}
+	values := r.Header.Values(a.APIKeyHeader)
+	switch {
+	case len(values) == 0:
+		return Identity{}, nil
+	case len(values) > 1:
+		return Identity{}, invalidRequest(fmt.Sprintf("the %s header is given more than once", a.APIKeyHeader))
+	case values[0] == "":
+		return Identity{}, invalidRequest(fmt.Sprintf("the %s header is empty", a.APIKeyHeader))
+	}
+	userID, ok := a.lookup(values[0])
+	if !ok {
+		return Identity{}, invalidToken("unknown API key")
+	}
+	return Identity{UserID: userID, Method: "api_key"}, nil
+}
+
+// lookup compares the key's digest with every configured digest in constant time, so the time
+// taken tells nothing about which key, if any, came close.
+func (a *Authenticator) lookup(key string) (userID string, ok bool) {
+	digest := sha256.Sum256([]byte(key))
+	for _, k := range a.APIKeys {
+		if subtle.ConstantTimeCompare(digest[:], k.Digest[:]) == 1 && !ok {
+			userID, ok = k.UserID, true
+		}
+	}
+	return userID, ok
+}
+
+// refuseBearer refuses bearer tokens, which this server cannot verify yet. Other Authorization
+// schemes belong to handlers in front of this one (basic_auth, for one) and are left alone.
+func refuseBearer(r *http.Request) error {
+	scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if strings.EqualFold(scheme, "Bearer") {
+		return invalidToken("bearer tokens are not accepted by this server; use an API key")
+	}
+	return nil
+}

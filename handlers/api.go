@@ -1,0 +1,103 @@
+// Package handlers serves the posts API over plain net/http: it routes, authenticates, reads
+// and writes the HTTP and JSON shapes, and leaves every rule to posts.Service. It imports
+// nothing from Caddy, so it is tested with httptest.
+package handlers
+
+import (
+	"net/http"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+// Config is what the API needs.
+type Config struct {
+	// Posts applies the rules.
+	Posts *posts.Service
+	// Auth finds the caller of each request.
+	Auth *auth.Authenticator
+	// MaxBodySize is the largest request body read, in bytes.
+	MaxBodySize int64
+	// Logger receives the failures the client is not told about (5xx).
+	Logger *zap.Logger
+	// RequestID, if set, returns the id the request is logged under, so a 5xx in the log can be
+	// matched with the access log.
+	RequestID func(*http.Request) string
+}
+
+// API serves /posts and /posts/{id}.
+type API struct {
+	cfg        Config
+	collection http.Handler
+	item       http.Handler
+}
+
+// New returns the API described by cfg.
+func New(cfg Config) *API {
+	a := &API{cfg: cfg}
+	a.collection = a.endpoint(methods{http.MethodGet: a.list, http.MethodPost: a.create})
+	a.item = a.endpoint(methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete})
+	return a
+}
+
+// Route returns the handler for r, or nil when r is for none of the API's paths and should go
+// to whatever comes next.
+func (a *API) Route(r *http.Request) http.Handler {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/posts")
+	switch {
+	case !ok:
+		return nil
+	case rest == "":
+		return a.collection
+	case len(rest) > 1 && rest[0] == '/' && !strings.Contains(rest[1:], "/"):
+		return a.item
+	}
+	return nil
+}
+
+// postID is the {id} of a /posts/{id} request.
+func postID(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/posts/") }
+
+// methods maps the methods of one path to their handlers; HEAD is served by GET.
+type methods map[string]func(http.ResponseWriter, *http.Request) error
+
+// endpoint serves one path: it refuses other methods, authenticates the caller (on every request,
+// so that bad credentials are refused even where none are needed), and writes any error.
+func (a *API) endpoint(m methods) http.Handler {
+	allow := allowed(m)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		method := r.Method
+		if method == http.MethodHead {
+			method = http.MethodGet
+		}
+		serve, ok := m[method]
+		if !ok {
+			w.Header().Set("Allow", allow)
+			a.fail(w, r, &httpError{http.StatusMethodNotAllowed, r.Method + " is not allowed here; allowed: " + allow})
+			return
+		}
+		caller, err := a.cfg.Auth.Authenticate(r)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		r = r.WithContext(auth.NewContext(r.Context(), caller))
+		if err := serve(w, r); err != nil {
+			a.fail(w, r, err)
+		}
+	})
+}
+
+// allowed is the Allow header of a path, in a fixed order.
+func allowed(m methods) string {
+	var names []string
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		if _, ok := m[method]; ok || (method == http.MethodHead && m[http.MethodGet] != nil) {
+			names = append(names, method)
+		}
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,178 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+// postJSON is a post as clients see it.
+type postJSON struct {
+	ID        string  `json:"id"`
+	UserID    string  `json:"userId"`
+	Title     string  `json:"title"`
+	Body      *string `json:"body,omitempty"`
+	CreatedAt string  `json:"createdAt"`
+	UpdatedAt string  `json:"updatedAt"`
+}
+
+func toJSON(p posts.Post) postJSON {
+	return postJSON{
+		ID:        p.ID.Hex(),
+		UserID:    p.UserID,
+		Title:     p.Title,
+		Body:      p.Body,
+		CreatedAt: p.CreatedAt.UTC().Format(posts.TimeFormat),
+		UpdatedAt: p.UpdatedAt.UTC().Format(posts.TimeFormat),
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the status is sent; a client that went away is no one's fault
+}
+
+// member is one member of a JSON object, its value not yet decoded.
+type member struct {
+	name  string
+	value json.RawMessage
+}
+
+// readObject reads the request body as one JSON object of a media type in types.
+func (a *API) readObject(w http.ResponseWriter, r *http.Request, types ...string) ([]member, error) {
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if !slices.Contains(types, mediaType) {
+		return nil, &httpError{http.StatusUnsupportedMediaType, "Content-Type must be " + strings.Join(types, " or ")}
+	}
+	tooLarge := &httpError{http.StatusRequestEntityTooLarge, "the body is larger than the limit of " + byteCount(a.cfg.MaxBodySize)}
+	if r.ContentLength > a.cfg.MaxBodySize {
+		return nil, tooLarge
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodySize))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, tooLarge
+		}
+		return nil, badRequest("the body could not be read")
+	}
+	return parseObject(data)
+}
+
+// parseObject splits a JSON object into its members, in order, refusing anything else: other
+// JSON values, a member given twice, or data after the object.
+func parseObject(data []byte) ([]member, error) {
+	notJSON := func(err error) error {
+		if errors.Is(err, io.EOF) {
+			return badRequest("the body is empty; send a JSON object")
+		}
+		return badRequest("the body is not valid JSON: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, notJSON(err)
+	}
+	if tok != json.Delim('{') {
+		return nil, badRequest("the body must be a JSON object")
+	}
+	var members []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, notJSON(err)
+		}
+		name, _ := tok.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, notJSON(err)
+		}
+		if slices.ContainsFunc(members, func(m member) bool { return m.name == name }) {
+			return nil, badRequest("member %q is given more than once", name)
+		}
+		members = append(members, member{name, value})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, notJSON(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, badRequest("the body must hold one JSON object and nothing after it")
+	}
+	return members, nil
+}
+
+// serverOwned are the members the server sets, lower-cased: a client may not write them in any case.
+var serverOwned = []string{"id", "_id", "userid", "createdat", "updatedat"}
+
+// unknownMember is the error for a member that is not title or body.
+func unknownMember(name string) error {
+	if slices.Contains(serverOwned, strings.ToLower(name)) {
+		return unprocessable("%q is set by the server and cannot be written", name)
+	}
+	return unprocessable("unknown member %q; a post has only title and body", name)
+}
+
+// stringOrNull decodes a member that must be a JSON string or null (nil).
+func stringOrNull(m member) (*string, error) {
+	if string(m.value) == "null" {
+		return nil, nil
+	}
+	var s string
+	if err := json.Unmarshal(m.value, &s); err != nil {
+		return nil, badRequest("%s must be a string", m.name)
+	}
+	return &s, nil
+}
+
+// newPost reads the members of a POST body.
+func newPost(members []member) (in posts.NewPost, err error) {
+	for _, m := range members {
+		var s *string
+		switch m.name {
+		case "title":
+			s, err = stringOrNull(m)
+			if s != nil {
+				in.Title = *s
+			}
+		case "body":
+			in.Body, err = stringOrNull(m)
+		default:
+			err = unknownMember(m.name)
+		}
+		if err != nil {
+			return posts.NewPost{}, err
+		}
+	}
+	return in, nil
+}
+
+// changes reads the members of a PATCH body (a JSON merge patch, RFC 7396).
+func changes(members []member) (ch posts.Changes, err error) {
+	for _, m := range members {
+		var c *posts.Change
+		switch m.name {
+		case "title":
+			c = &ch.Title
+		case "body":
+			c = &ch.Body
+		default:
+			return posts.Changes{}, unknownMember(m.name)
+		}
+		c.Set = true
+		if c.Value, err = stringOrNull(m); err != nil {
+			return posts.Changes{}, err
+		}
+	}
+	return ch, nil
+}

@@ -1,0 +1,149 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+// listParams are the query parameters of GET /posts.
+var listParams = []string{"userId", "limit", "after"}
+
+// list serves GET /posts: a page of posts, newest first, with a Link to the next page.
+func (a *API) list(w http.ResponseWriter, r *http.Request) error {
+	q, err := listQuery(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	page, err := a.cfg.Posts.List(r.Context(), q)
+	if errors.Is(err, posts.ErrInvalid) {
+		return badRequest("%v", err) // a bad query parameter, not a bad entity
+	}
+	if err != nil {
+		return err
+	}
+	if page.Next != "" {
+		next := url.Values{"after": {page.Next}}
+		if q.Limit != 0 {
+			next.Set("limit", strconv.Itoa(q.Limit))
+		}
+		if q.UserID != "" {
+			next.Set("userId", q.UserID)
+		}
+		w.Header().Set("Link", fmt.Sprintf(`</posts?%s>; rel="next"`, next.Encode()))
+	}
+	out := make([]postJSON, 0, len(page.Posts))
+	for _, p := range page.Posts {
+		out = append(out, toJSON(p))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// listQuery reads the query string of GET /posts, refusing unknown, repeated or malformed
+// parameters rather than ignoring them.
+func listQuery(raw string) (q posts.ListQuery, err error) {
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return q, badRequest("the query string is malformed")
+	}
+	for name, vs := range values {
+		switch {
+		case !slices.Contains(listParams, name):
+			return q, badRequest("unknown query parameter %q; allowed: %s", name, strings.Join(listParams, ", "))
+		case len(vs) > 1:
+			return q, badRequest("query parameter %q is given more than once", name)
+		case vs[0] == "":
+			return q, badRequest("query parameter %q is empty", name)
+		}
+	}
+	q.UserID, q.After = values.Get("userId"), values.Get("after")
+	if s := values.Get("limit"); s != "" {
+		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit == 0 {
+			return q, badRequest("limit must be a whole number of posts, at least 1")
+		}
+	}
+	return q, nil
+}
+
+// get serves GET /posts/{id}.
+func (a *API) get(w http.ResponseWriter, r *http.Request) error {
+	post, err := a.cfg.Posts.Get(r.Context(), postID(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toJSON(post))
+	return nil
+}
+
+// create serves POST /posts: the post is the caller's, whatever the body says.
+func (a *API) create(w http.ResponseWriter, r *http.Request) error {
+	caller := auth.FromContext(r.Context())
+	if err := posts.RequireCaller(caller); err != nil {
+		return err // before the body is read: no credentials, no work
+	}
+	members, err := a.readObject(w, r, "application/json")
+	if err != nil {
+		return err
+	}
+	in, err := newPost(members)
+	if err != nil {
+		return err
+	}
+	post, err := a.cfg.Posts.Create(r.Context(), caller, in)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/posts/"+post.ID.Hex())
+	writeJSON(w, http.StatusCreated, toJSON(post))
+	return nil
+}
+
+// update serves PATCH /posts/{id} with a JSON merge patch of title and body.
+func (a *API) update(w http.ResponseWriter, r *http.Request) error {
+	caller := auth.FromContext(r.Context())
+	if err := posts.RequireCaller(caller); err != nil {
+		return err
+	}
+	members, err := a.readObject(w, r, "application/json", "application/merge-patch+json")
+	if err != nil {
+		return err
+	}
+	ch, err := changes(members)
+	if err != nil {
+		return err
+	}
+	post, err := a.cfg.Posts.Update(r.Context(), caller, postID(r), ch)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toJSON(post))
+	return nil
+}
+
+// delete serves DELETE /posts/{id}.
+func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
+	if err := a.cfg.Posts.Delete(r.Context(), auth.FromContext(r.Context()), postID(r)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// byteCount writes a size for people: 1 MiB, 512 KiB, 100 bytes.
+func byteCount(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -1,0 +1,32 @@
+package posts
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/postsedge/caddy-posts/store"
+)
+
+// A cursor is a post's place in the list order, opaque to clients: the post's createdAt in Unix
+// milliseconds (8 bytes) and its ObjectID (12 bytes), base64url without padding.
+const cursorSize = 8 + 12
+
+func encodeCursor(k store.Key) string {
+	var b [cursorSize]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(k.CreatedAt.UnixMilli()))
+	copy(b[8:], k.ID[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func decodeCursor(s string) (store.Key, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) != cursorSize {
+		return store.Key{}, false
+	}
+	var id bson.ObjectID
+	copy(id[:], b[8:])
+	return store.Key{CreatedAt: time.UnixMilli(int64(binary.BigEndian.Uint64(b[:8]))).UTC(), ID: id}, true
+}

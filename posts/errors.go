@@ -1,0 +1,39 @@
+package posts
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The errors every caller of the Service branches on. Transports map each to one status (REST)
+// or one extensions.code (GraphQL).
+var (
+	// ErrNotFound: no post has the id (a malformed id included).
+	ErrNotFound = errors.New("post not found")
+	// ErrForbidden: the post exists but belongs to another user.
+	ErrForbidden = errors.New("post belongs to another user")
+	// ErrUnauthenticated: the operation needs a caller and the request named none.
+	ErrUnauthenticated = errors.New("authentication required: send an API key")
+	// ErrInvalid: the input breaks a rule; the error is an *InvalidError naming the field.
+	ErrInvalid = errors.New("invalid input")
+	// ErrUnavailable: the database could not be reached or did not answer in time; nothing was
+	// reported as done.
+	ErrUnavailable = errors.New("the database is unavailable, try again shortly")
+)
+
+// InvalidError is input that breaks a rule. It matches ErrInvalid with errors.Is.
+type InvalidError struct {
+	// Field names the input member at fault.
+	Field string
+	// Message says what is wrong, for a person.
+	Message string
+}
+
+func (e *InvalidError) Error() string { return e.Message }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Message: fmt.Sprintf(format, args...)}
+}

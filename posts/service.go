@@ -1,0 +1,261 @@
+// Package posts is the domain service behind every transport: it validates input, takes the
+// author from the caller, enforces ownership and reads and writes through the store. REST and
+// GraphQL both call it, so each rule is written once, here.
+package posts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/store"
+)
+
+// Post is a stored post.
+type Post = store.Post
+
+// TimeFormat is how createdAt and updatedAt are written: RFC 3339 in UTC with milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// Limits on the input.
+const (
+	MaxTitleLength = 300    // characters, after trimming surrounding white space
+	MaxBodyLength  = 50_000 // characters
+	DefaultLimit   = 20     // posts in a page when the request names no limit
+)
+
+// NewPost is the input of Create.
+type NewPost struct {
+	Title string
+	Body  *string // nil: no body
+}
+
+// Change is one member of a partial update: left alone (Set false), set to a value, or set to
+// null (Set true, Value nil).
+type Change struct {
+	Set   bool
+	Value *string
+}
+
+// Changes is the input of Update: only the members that are Set change.
+type Changes struct {
+	Title Change
+	Body  Change // null removes the body
+}
+
+// ListQuery selects a page of posts, newest first.
+type ListQuery struct {
+	UserID string // only this user's posts, when not empty
+	Limit  int    // 0 means DefaultLimit
+	After  string // a cursor from an earlier Page.Next
+}
+
+// Page is one page of a list.
+type Page struct {
+	Posts []Post
+	// Next is the cursor of the following page, empty on the last page.
+	Next string
+}
+
+// now is the clock, replaceable in tests.
+var now = time.Now
+
+// Service applies the rules of posts. Its methods are safe for concurrent use.
+type Service struct {
+	store    *store.Posts
+	maxLimit int
+}
+
+// NewService returns a Service over st whose pages hold at most maxLimit posts.
+func NewService(st *store.Posts, maxLimit int) *Service {
+	return &Service{store: st, maxLimit: maxLimit}
+}
+
+// RequireCaller returns ErrUnauthenticated for an anonymous caller: every write needs one.
+func RequireCaller(caller auth.Identity) error {
+	if caller.Anonymous() {
+		return ErrUnauthenticated
+	}
+	return nil
+}
+
+// Get returns the post with the id.
+func (s *Service) Get(ctx context.Context, id string) (Post, error) {
+	oid, err := parseID(id)
+	if err != nil {
+		return Post{}, err
+	}
+	post, err := s.store.FindByID(ctx, oid)
+	return post, fromStore(err)
+}
+
+// List returns a page of posts, newest first.
+func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
+	limit := q.Limit
+	if limit == 0 {
+		limit = min(DefaultLimit, s.maxLimit)
+	}
+	if limit < 1 || limit > s.maxLimit {
+		return Page{}, invalid("limit", "limit must be from 1 to %d", s.maxLimit)
+	}
+	f := store.Filter{UserID: q.UserID, Limit: limit + 1} // one more tells whether a next page exists
+	if q.After != "" {
+		key, ok := decodeCursor(q.After)
+		if !ok {
+			return Page{}, invalid("after", "after is not a cursor from this API; follow the next link of the previous page")
+		}
+		f.After = &key
+	}
+	posts, err := s.store.List(ctx, f)
+	if err != nil {
+		return Page{}, fromStore(err)
+	}
+	page := Page{Posts: posts}
+	if len(posts) > limit {
+		page.Posts = posts[:limit]
+		last := page.Posts[limit-1]
+		page.Next = encodeCursor(store.Key{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return page, nil
+}
+
+// Create stores a new post by the caller.
+func (s *Service) Create(ctx context.Context, caller auth.Identity, in NewPost) (Post, error) {
+	if err := RequireCaller(caller); err != nil {
+		return Post{}, err
+	}
+	title, err := validTitle(in.Title)
+	if err != nil {
+		return Post{}, err
+	}
+	if err := validBody(in.Body); err != nil {
+		return Post{}, err
+	}
+	t := timestamp()
+	post := Post{ID: bson.NewObjectID(), UserID: caller.UserID, Title: title, Body: in.Body, CreatedAt: t, UpdatedAt: t}
+	if err := s.store.Insert(ctx, post); err != nil {
+		return Post{}, fromStore(err)
+	}
+	return post, nil
+}
+
+// Update changes the caller's post in one atomic write and returns it as it is afterwards.
+func (s *Service) Update(ctx context.Context, caller auth.Identity, id string, ch Changes) (Post, error) {
+	if err := RequireCaller(caller); err != nil {
+		return Post{}, err
+	}
+	u, err := validUpdate(ch)
+	if err != nil {
+		return Post{}, err
+	}
+	oid, err := parseID(id)
+	if err != nil {
+		return Post{}, err
+	}
+	post, err := s.store.UpdateOwned(ctx, oid, caller.UserID, u)
+	if errors.Is(err, store.ErrNotFound) {
+		return Post{}, s.whyNotOwned(ctx, oid)
+	}
+	return post, fromStore(err)
+}
+
+// Delete deletes the caller's post.
+func (s *Service) Delete(ctx context.Context, caller auth.Identity, id string) error {
+	if err := RequireCaller(caller); err != nil {
+		return err
+	}
+	oid, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	err = s.store.DeleteOwned(ctx, oid, caller.UserID)
+	if errors.Is(err, store.ErrNotFound) {
+		return s.whyNotOwned(ctx, oid)
+	}
+	return fromStore(err)
+}
+
+// whyNotOwned tells, after a write filtered by owner matched nothing, a missing post (404) from
+// someone else's (403). It is the only read that follows a write.
+func (s *Service) whyNotOwned(ctx context.Context, id bson.ObjectID) error {
+	_, err := s.store.FindByID(ctx, id)
+	if err == nil {
+		return ErrForbidden
+	}
+	return fromStore(err)
+}
+
+func validTitle(title string) (string, error) {
+	title = strings.TrimSpace(title)
+	if title == "" {
+		return "", invalid("title", "title is required and cannot be blank")
+	}
+	if n := utf8.RuneCountInString(title); n > MaxTitleLength {
+		return "", invalid("title", "title must be 1 to %d characters after trimming white space, not %d", MaxTitleLength, n)
+	}
+	return title, nil
+}
+
+func validBody(body *string) error {
+	if body != nil {
+		if n := utf8.RuneCountInString(*body); n > MaxBodyLength {
+			return invalid("body", "body must be at most %d characters, not %d", MaxBodyLength, n)
+		}
+	}
+	return nil
+}
+
+func validUpdate(ch Changes) (store.Update, error) {
+	if !ch.Title.Set && !ch.Body.Set {
+		return store.Update{}, invalid("", "the update is empty: give title, body or both")
+	}
+	u := store.Update{UpdatedAt: timestamp()}
+	if ch.Title.Set {
+		if ch.Title.Value == nil {
+			return store.Update{}, invalid("title", "title cannot be null: every post has a title")
+		}
+		title, err := validTitle(*ch.Title.Value)
+		if err != nil {
+			return store.Update{}, err
+		}
+		u.Title = &title
+	}
+	if ch.Body.Set {
+		if err := validBody(ch.Body.Value); err != nil {
+			return store.Update{}, err
+		}
+		u.Body, u.UnsetBody = ch.Body.Value, ch.Body.Value == nil
+	}
+	return u, nil
+}
+
+// parseID reads a post id; a malformed id names no post, so it is ErrNotFound.
+func parseID(id string) (bson.ObjectID, error) {
+	oid, err := bson.ObjectIDFromHex(id)
+	if err != nil {
+		return bson.ObjectID{}, ErrNotFound
+	}
+	return oid, nil
+}
+
+// timestamp is the current time as stored: UTC, milliseconds (MongoDB's own precision).
+func timestamp() time.Time { return now().UTC().Truncate(time.Millisecond) }
+
+// fromStore maps the store's errors to the service's, keeping the cause for the log.
+func fromStore(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	case errors.Is(err, store.ErrUnavailable):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}

@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+)
+
+// socketName is the embedded server's unix socket, inside its data directory.
+const socketName = "mongodb.sock"
+
+// maxSocketPath is the longest unix socket path every platform accepts (sun_path less its NUL).
+const maxSocketPath = 103
+
+// Embedded returns a Client for an embedded MongoDB-compatible server (FerretDB with its SQLite
+// backend) that keeps its files in dataDir. The server starts on first use, listens only on a
+// unix socket, and stops when the Client is closed.
+func Embedded(dataDir string, logger *zap.Logger) *Client {
+	c := &Client{}
+	var srv *embeddedServer
+	c.start = func(ctx context.Context) (*mongo.Client, error) {
+		var err error
+		srv, err = startEmbedded(dataDir, logger)
+		if err != nil {
+			return nil, err
+		}
+		return srv.client, nil
+	}
+	c.stop = func() {
+		if srv != nil {
+			srv.stop()
+		}
+	}
+	return c
+}
+
+type embeddedServer struct {
+	client *mongo.Client
+	stop   func()
+}
+
+func startEmbedded(dataDir string, logger *zap.Logger) (*embeddedServer, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded store: %w", err)
+	}
+	socket, cleanup, err := socketPath(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	// A socket that answers belongs to another process serving the same files; one that does not
+	// is left over from a crash.
+	if conn, err := net.Dial("unix", socket); err == nil {
+		conn.Close()
+		return nil, fmt.Errorf("embedded store: %s is in use by another process", dataDir)
+	}
+	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("embedded store: %w", err)
+	}
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener:  ferretdb.ListenerConfig{Unix: socket},
+		Handler:   "sqlite",
+		SQLiteURL: (&url.URL{Scheme: "file", Path: dataDir + "/"}).String(),
+		// FerretDB logs every connection at INFO; keep its warnings and errors only.
+		Logger: slog.New(zapslog.NewHandler(logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel)).Core())),
+	})
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("embedded store: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = f.Run(ctx) // returns only when ctx ends
+	}()
+	stopServer := func() {
+		cancel()
+		<-done
+		cleanup()
+	}
+	mc, err := mongo.Connect(options.Client().ApplyURI(f.MongoDBURI()))
+	if err != nil {
+		stopServer()
+		return nil, fmt.Errorf("embedded store: %w", err)
+	}
+	logger.Info("embedded store started", zap.String("data_dir", dataDir), zap.String("socket", socket))
+	return &embeddedServer{client: mc, stop: stopServer}, nil
+}
+
+// socketPath is the socket inside dataDir, or, when that path is too long for a unix socket, one
+// in a new private temporary directory that cleanup removes.
+func socketPath(dataDir string) (socket string, cleanup func(), err error) {
+	socket = filepath.Join(dataDir, socketName)
+	if len(socket) <= maxSocketPath {
+		return socket, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "caddy-posts-")
+	if err != nil {
+		return "", nil, fmt.Errorf("embedded store: %w", err)
+	}
+	return filepath.Join(dir, socketName), func() { os.RemoveAll(dir) }, nil
+}
