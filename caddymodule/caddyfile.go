@@ -2,12 +2,15 @@ package caddymodule
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+
+	"github.com/postsedge/caddy-posts/auth"
 )
 
 func init() {
@@ -66,10 +69,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "mongodb_uri":
 			h.MongoDBURI = arg
 		case "database":
+			if err := validDatabase(arg); err != nil {
+				return d.Errf("database: %v", err)
+			}
 			h.Database = arg
 		case "data_dir":
 			h.DataDir = arg
 		case "api_key":
+			if _, err := auth.ParseAPIKey(arg, args[1]); err != nil && !strings.Contains(arg+args[1], "{") {
+				return d.Errf("api_key: %v", err) // a placeholder is checked once Provision expands it
+			}
 			h.APIKeys = append(h.APIKeys, APIKey{Key: arg, UserID: args[1]})
 		case "api_key_header":
 			h.APIKeyHeader = arg

@@ -186,10 +186,18 @@ func (h *Handler) Validate() error {
 	if h.Timeout <= 0 {
 		errs = append(errs, errors.New("timeout must be positive"))
 	}
-	if strings.ContainsAny(h.Database, `/\. "$`) || len(h.Database) > 63 {
-		errs = append(errs, fmt.Errorf(`database %q is not a MongoDB database name (at most 63 characters, none of /\. "$)`, h.Database))
+	if err := validDatabase(h.Database); err != nil {
+		errs = append(errs, fmt.Errorf("database: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// validDatabase checks a name against MongoDB's rules for database names.
+func validDatabase(name string) error {
+	if name == "" || len(name) > 63 || strings.ContainsAny(name, "/\\. \"$\x00") {
+		return fmt.Errorf(`%q is not a MongoDB database name (1 to 63 characters, none of /\. "$)`, name)
+	}
+	return nil
 }
 
 // Cleanup releases this config's hold on the store.

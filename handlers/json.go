@@ -73,9 +73,12 @@ func (a *API) readObject(w http.ResponseWriter, r *http.Request, types ...string
 // parseObject splits a JSON object into its members, in order, refusing anything else: other
 // JSON values, a member given twice, or data after the object.
 func parseObject(data []byte) ([]member, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, badRequest("the body is empty; send a JSON object")
+	}
 	notJSON := func(err error) error {
 		if errors.Is(err, io.EOF) {
-			return badRequest("the body is empty; send a JSON object")
+			err = io.ErrUnexpectedEOF
 		}
 		return badRequest("the body is not valid JSON: %v", err)
 	}

@@ -101,8 +101,12 @@ func (p *Posts) collection(ctx context.Context) (*mongo.Collection, error) {
 	p.indexedMu.Lock()
 	defer p.indexedMu.Unlock()
 	if !p.indexed.Load() {
-		if _, err := coll.Indexes().CreateMany(ctx, indexes); err != nil {
-			return nil, fmt.Errorf("ensuring indexes: %w", err)
+		// One index per command: FerretDB 1.24 drops the connection when one createIndexes
+		// names two indexes that both exist already. MongoDB treats an existing index as done.
+		for _, index := range indexes {
+			if _, err := coll.Indexes().CreateOne(ctx, index); err != nil {
+				return nil, fmt.Errorf("ensuring indexes: %w", err)
+			}
 		}
 		p.indexed.Store(true)
 	}

@@ -1,0 +1,33 @@
+# caddy-posts: `make run` serves the API on http://localhost:8080 from the embedded store;
+# `make test` runs every check CI runs.
+
+GO ?= go
+
+# The API key of the user "alice" in the example Caddyfile. For local use only: set your own.
+POSTS_API_KEY ?= dev-key
+export POSTS_API_KEY
+
+SOURCES := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
+
+.PHONY: build run test clean
+
+# The binary is built from the xcaddy.json recipe by the build/ program (xcaddy as a library).
+caddy: $(SOURCES) xcaddy.json build/main.go build/go.mod
+	cd build && $(GO) run . -recipe ../xcaddy.json -o ../caddy
+
+build: caddy
+
+run: caddy
+	./caddy run --config Caddyfile
+
+test:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+	cd build && $(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+	$(MAKE) build
+	./caddy list-modules | grep -qx 'http.handlers.posts' || { echo "http.handlers.posts is not in ./caddy"; exit 1; }
+	./caddy validate --config Caddyfile
+
+clean:
+	rm -f caddy

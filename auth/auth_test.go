@@ -1,0 +1,335 @@
+package auth_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/postsedge/caddy-posts/auth"
+)
+
+// The keys the tests configure. aliceKey is configured in clear, bobKey as its SHA-256 digest.
+const (
+	aliceKey = "alice-secret-key"
+	bobKey   = "bob-secret-key"
+)
+
+func digestHex(key string) string {
+	d := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(d[:])
+}
+
+func mustParseAPIKey(t *testing.T, key, userID string) auth.APIKey {
+	t.Helper()
+	k, err := auth.ParseAPIKey(key, userID)
+	if err != nil {
+		t.Fatalf("ParseAPIKey(%q, %q): %v", key, userID, err)
+	}
+	return k
+}
+
+func TestParseAPIKey(t *testing.T) {
+	bobDigest := digestHex(bobKey)
+	valid := []struct {
+		name string
+		key  string
+	}{
+		{"a clear key is stored as its digest", bobKey},
+		{"a sha256 digest in lower-case hex is stored as given", "sha256:" + bobDigest},
+		{"a sha256 digest in upper-case hex is stored as given", "sha256:" + strings.ToUpper(bobDigest)},
+	}
+	for _, tc := range valid {
+		t.Run(tc.name, func(t *testing.T) {
+			k, err := auth.ParseAPIKey(tc.key, "bob")
+			if err != nil {
+				t.Fatalf("ParseAPIKey(%q): %v", tc.key, err)
+			}
+			if want := sha256.Sum256([]byte(bobKey)); k.Digest != want {
+				t.Errorf("Digest = %x, want %x", k.Digest, want)
+			}
+			if k.UserID != "bob" {
+				t.Errorf("UserID = %q, want %q", k.UserID, "bob")
+			}
+		})
+	}
+
+	invalid := []struct {
+		name   string
+		key    string
+		userID string
+	}{
+		{"a digest with a non-hex digit is refused", "sha256:" + bobDigest[:63] + "g", "bob"},
+		{"a digest with an odd number of hex digits is refused", "sha256:" + bobDigest[:63], "bob"},
+		{"a digest one byte short is refused", "sha256:" + bobDigest[:62], "bob"},
+		{"a digest one byte long is refused", "sha256:" + bobDigest + "00", "bob"},
+		{"the sha256 prefix with no digest is refused", "sha256:", "bob"},
+		{"an empty key is refused", "", "bob"},
+		{"an empty user id is refused", bobKey, ""},
+		{"an empty user id is refused for a digest too", "sha256:" + bobDigest, ""},
+	}
+	for _, tc := range invalid {
+		t.Run(tc.name, func(t *testing.T) {
+			k, err := auth.ParseAPIKey(tc.key, tc.userID)
+			if err == nil {
+				t.Fatalf("ParseAPIKey(%q, %q) = %+v, want an error", tc.key, tc.userID, k)
+			}
+			if k != (auth.APIKey{}) {
+				t.Errorf("ParseAPIKey returned %+v with its error, want the zero APIKey", k)
+			}
+		})
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	keys := []auth.APIKey{
+		mustParseAPIKey(t, aliceKey, "alice"),
+		mustParseAPIKey(t, "sha256:"+digestHex(bobKey), "bob"),
+	}
+	defaultHeader := &auth.Authenticator{APIKeyHeader: "X-API-Key", APIKeys: keys}
+	customHeader := &auth.Authenticator{APIKeyHeader: "X-Posts-Token", APIKeys: keys}
+
+	accepted := []struct {
+		name   string
+		authn  *auth.Authenticator
+		header http.Header
+		want   auth.Identity
+	}{
+		{
+			name:  "a request without credentials is anonymous",
+			authn: defaultHeader,
+			want:  auth.Identity{},
+		},
+		{
+			name:   "a key configured in clear identifies its user",
+			authn:  defaultHeader,
+			header: http.Header{"X-Api-Key": {aliceKey}},
+			want:   auth.Identity{UserID: "alice", Method: "api_key"},
+		},
+		{
+			name:   "a key configured as a sha256 digest matches the clear key the client sends",
+			authn:  defaultHeader,
+			header: http.Header{"X-Api-Key": {bobKey}},
+			want:   auth.Identity{UserID: "bob", Method: "api_key"},
+		},
+		{
+			name:   "a custom header name is honoured",
+			authn:  customHeader,
+			header: http.Header{"X-Posts-Token": {aliceKey}},
+			want:   auth.Identity{UserID: "alice", Method: "api_key"},
+		},
+		{
+			name:   "the default header is ignored when a custom one is configured",
+			authn:  customHeader,
+			header: http.Header{"X-Api-Key": {aliceKey}},
+			want:   auth.Identity{},
+		},
+		{
+			name:   "a Basic authorization is left to other handlers and the request stays anonymous",
+			authn:  defaultHeader,
+			header: http.Header{"Authorization": {"Basic YWxpY2U6c2VjcmV0"}},
+			want:   auth.Identity{},
+		},
+		{
+			name:   "a Basic authorization does not stop an API key from identifying its user",
+			authn:  defaultHeader,
+			header: http.Header{"Authorization": {"Basic YWxpY2U6c2VjcmV0"}, "X-Api-Key": {bobKey}},
+			want:   auth.Identity{UserID: "bob", Method: "api_key"},
+		},
+	}
+	for _, tc := range accepted {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.authn.Authenticate(newRequest(tc.header))
+			if err != nil {
+				t.Fatalf("Authenticate: %v", err)
+			}
+			if got != tc.want {
+				t.Errorf("Authenticate = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+
+	refused := []struct {
+		name       string
+		authn      *auth.Authenticator
+		header     http.Header
+		wantStatus int
+		wantCode   string
+	}{
+		{
+			name:       "an unknown key is an invalid token",
+			authn:      defaultHeader,
+			header:     http.Header{"X-Api-Key": {"not-a-configured-key"}},
+			wantStatus: http.StatusUnauthorized,
+			wantCode:   "invalid_token",
+		},
+		{
+			name:       "the configured digest sent as the key is an invalid token",
+			authn:      defaultHeader,
+			header:     http.Header{"X-Api-Key": {"sha256:" + digestHex(bobKey)}},
+			wantStatus: http.StatusUnauthorized,
+			wantCode:   "invalid_token",
+		},
+		{
+			name:       "a wrong key in the custom header is refused even when the default header holds a valid key",
+			authn:      customHeader,
+			header:     http.Header{"X-Api-Key": {aliceKey}, "X-Posts-Token": {"wrong"}},
+			wantStatus: http.StatusUnauthorized,
+			wantCode:   "invalid_token",
+		},
+		{
+			name:       "the key header given twice is an invalid request",
+			authn:      defaultHeader,
+			header:     http.Header{"X-Api-Key": {aliceKey, aliceKey}},
+			wantStatus: http.StatusBadRequest,
+			wantCode:   "invalid_request",
+		},
+		{
+			name:       "an empty key header is an invalid request",
+			authn:      defaultHeader,
+			header:     http.Header{"X-Api-Key": {""}},
+			wantStatus: http.StatusBadRequest,
+			wantCode:   "invalid_request",
+		},
+		{
+			name:       "a bearer token is an invalid token",
+			authn:      defaultHeader,
+			header:     http.Header{"Authorization": {"Bearer x"}},
+			wantStatus: http.StatusUnauthorized,
+			wantCode:   "invalid_token",
+		},
+		{
+			name:       "a bearer token is refused whatever the case of the scheme",
+			authn:      defaultHeader,
+			header:     http.Header{"Authorization": {"bEaReR x"}},
+			wantStatus: http.StatusUnauthorized,
+			wantCode:   "invalid_token",
+		},
+		{
+			name:       "a bearer token is refused even alongside a valid API key",
+			authn:      defaultHeader,
+			header:     http.Header{"Authorization": {"Bearer x"}, "X-Api-Key": {aliceKey}},
+			wantStatus: http.StatusUnauthorized,
+			wantCode:   "invalid_token",
+		},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.authn.Authenticate(newRequest(tc.header))
+			var authErr *auth.Error
+			if !errors.As(err, &authErr) {
+				t.Fatalf("Authenticate = %+v, %v; want an *auth.Error", got, err)
+			}
+			if authErr.Status != tc.wantStatus || authErr.Code != tc.wantCode {
+				t.Errorf("error = {Status: %d, Code: %q}, want {Status: %d, Code: %q}",
+					authErr.Status, authErr.Code, tc.wantStatus, tc.wantCode)
+			}
+			if got != (auth.Identity{}) {
+				t.Errorf("Authenticate returned %+v with its error, want the anonymous Identity", got)
+			}
+			for _, secret := range []string{aliceKey, bobKey} {
+				if strings.Contains(authErr.Description, secret) {
+					t.Errorf("the description %q contains a key", authErr.Description)
+				}
+			}
+		})
+	}
+}
+
+func newRequest(header http.Header) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/posts", nil)
+	for name, values := range header {
+		for _, v := range values {
+			r.Header.Add(name, v)
+		}
+	}
+	return r
+}
+
+func TestErrorChallenge(t *testing.T) {
+	tests := []struct {
+		name string
+		err  *auth.Error
+		want string
+	}{
+		{
+			name: "an invalid token names the realm, the code and the description",
+			err:  &auth.Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "unknown API key"},
+			want: `Bearer realm="posts", error="invalid_token", error_description="unknown API key"`,
+		},
+		{
+			name: "an invalid request names its own code",
+			err:  &auth.Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: "the X-Api-Key header is empty"},
+			want: `Bearer realm="posts", error="invalid_request", error_description="the X-Api-Key header is empty"`,
+		},
+		{
+			name: "a quote in the description is escaped so the header stays well formed",
+			err:  &auth.Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: `say "hi"`},
+			want: `Bearer realm="posts", error="invalid_token", error_description="say \"hi\""`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.err.Challenge(); got != tc.want {
+				t.Errorf("Challenge() = %s, want %s", got, tc.want)
+			}
+			if got := tc.err.Error(); got != tc.err.Description {
+				t.Errorf("Error() = %q, want the description %q", got, tc.err.Description)
+			}
+		})
+	}
+
+	t.Run("the challenge of a refused request is the one Authenticate's error gives", func(t *testing.T) {
+		a := &auth.Authenticator{APIKeyHeader: "X-API-Key"}
+		_, err := a.Authenticate(newRequest(http.Header{"Authorization": {"Bearer x"}}))
+		var authErr *auth.Error
+		if !errors.As(err, &authErr) {
+			t.Fatalf("Authenticate error = %v, want an *auth.Error", err)
+		}
+		want := auth.Challenge + `, error="invalid_token", error_description="` + authErr.Description + `"`
+		if got := authErr.Challenge(); got != want {
+			t.Errorf("Challenge() = %s, want %s", got, want)
+		}
+	})
+}
+
+func TestContext(t *testing.T) {
+	tests := []struct {
+		name string
+		ctx  context.Context
+		want auth.Identity
+	}{
+		{
+			name: "a bare context carries the anonymous identity",
+			ctx:  context.Background(),
+			want: auth.Identity{},
+		},
+		{
+			name: "an identity put in a context comes back out",
+			ctx:  auth.NewContext(context.Background(), auth.Identity{UserID: "alice", Method: "api_key"}),
+			want: auth.Identity{UserID: "alice", Method: "api_key"},
+		},
+		{
+			name: "the innermost identity wins",
+			ctx: auth.NewContext(
+				auth.NewContext(context.Background(), auth.Identity{UserID: "alice", Method: "api_key"}),
+				auth.Identity{UserID: "bob", Method: "api_key"}),
+			want: auth.Identity{UserID: "bob", Method: "api_key"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := auth.FromContext(tc.ctx)
+			if got != tc.want {
+				t.Errorf("FromContext = %+v, want %+v", got, tc.want)
+			}
+			if got.Anonymous() != (tc.want.UserID == "") {
+				t.Errorf("Anonymous() = %v for %+v", got.Anonymous(), got)
+			}
+		})
+	}
+}

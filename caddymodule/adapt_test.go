@@ -1,0 +1,83 @@
+package caddymodule
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+// TestCaddyfileAdaptsToJSON compares each testdata/caddyfile_adapt file's Caddyfile half, adapted,
+// with its JSON half.
+func TestCaddyfileAdaptsToJSON(t *testing.T) {
+	files, err := filepath.Glob("testdata/caddyfile_adapt/*.caddyfiletest")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden files: %v", err)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			caddyfile, expected, ok := strings.Cut(string(data), "----------")
+			if !ok {
+				t.Fatal("the file has no ---------- line between the Caddyfile and the JSON")
+			}
+			if !caddytest.CompareAdapt(t, file, strings.TrimSpace(caddyfile)+"\n", "caddyfile", strings.TrimSpace(expected)) {
+				t.Error("the adapted JSON differs from the golden JSON (diff above)")
+			}
+		})
+	}
+}
+
+// TestCaddyfileErrorsNameTheLineAndSubdirective adapts bad Caddyfiles: each fails with a message
+// that gives the file and line and names the subdirective at fault.
+func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
+	tests := []struct {
+		name, block, want string
+	}{
+		{"an unknown subdirective", "frobnicate yes", `unrecognized subdirective "frobnicate"`},
+		{"max_limit that is not a number", "max_limit lots", `max_limit: "lots" is not a whole number`},
+		{"max_limit of zero", "max_limit 0", `max_limit: "0" is not a whole number of at least 1`},
+		{"a negative max_limit", "max_limit -5", `max_limit: "-5"`},
+		{"max_body_size that is not a size", "max_body_size huge", `max_body_size: "huge" is not a size`},
+		{"max_body_size of zero", "max_body_size 0", `max_body_size: "0" is not a size`},
+		{"timeout that is not a duration", "timeout soon", `timeout: "soon" is not a positive duration`},
+		{"a negative timeout", "timeout -1s", `timeout: "-1s"`},
+		{"api_key without a user", "api_key secret", "api_key takes 2 argument(s), got 1"},
+		{"api_key with three arguments", "api_key secret alice bob", "api_key takes 2 argument(s), got 3"},
+		{"database without a name", "database", "database takes 1 argument(s), got 0"},
+		{"a database name MongoDB refuses", "database my.posts", `database: "my.posts" is not a MongoDB database name`},
+		{"an api_key digest that is not hex", "api_key sha256:xyz alice", `api_key: "sha256:" must be followed by 64 hex digits`},
+		{"an api_key digest of the wrong length", "api_key sha256:abcd alice", `api_key: "sha256:" must be followed by 64 hex digits`},
+	}
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			caddyfile := ":8080\n\nposts {\n\t\t" + tt.block + "\n}\n"
+			_, _, err := adapter.Adapt([]byte(caddyfile), nil)
+			if err == nil {
+				t.Fatalf("adapting succeeded; want an error containing %q", tt.want)
+			}
+			if !strings.Contains(err.Error(), "Caddyfile:4") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %q; want it to name Caddyfile:4 and contain %q", err, tt.want)
+			}
+		})
+	}
+	t.Run("mongodb_uri given twice", func(t *testing.T) {
+		_, _, err := adapter.Adapt([]byte(":8080\n\nposts {\n\tmongodb_uri mongodb://a\n\tmongodb_uri mongodb://b\n}\n"), nil)
+		if err == nil || !strings.Contains(err.Error(), "Caddyfile:5") || !strings.Contains(err.Error(), "mongodb_uri is given more than once") {
+			t.Errorf("error = %v; want one naming Caddyfile:5 and saying mongodb_uri is given more than once", err)
+		}
+	})
+	t.Run("arguments on the posts line itself", func(t *testing.T) {
+		_, _, err := adapter.Adapt([]byte(":8080\n\nposts extra {\n}\n"), nil)
+		if err == nil || !strings.Contains(err.Error(), "Caddyfile:3") || !strings.Contains(err.Error(), `posts takes no arguments`) {
+			t.Errorf("error = %v; want one naming Caddyfile:3 and saying posts takes no arguments", err)
+		}
+	})
+}

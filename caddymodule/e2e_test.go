@@ -1,0 +1,995 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/postsedge/caddy-posts/store"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+)
+
+// The end-to-end tests run a real Caddy in this process (caddytest) with the posts module on
+// three sites:
+//   - :9080, the embedded store in dataDir, with API keys for alice (in clear) and bob (as a digest);
+//   - :9081, a mongodb_uri that reaches the same embedded store through a TCP proxy the tests
+//     can stall, to push a storage operation past its timeout;
+//   - :9082, a mongodb_uri where no database listens.
+// The stored documents are read straight from the embedded store, over its unix socket.
+
+const (
+	site        = "http://localhost:9080"
+	stalledSite = "http://localhost:9081"
+	deadSite    = "http://localhost:9082"
+
+	aliceKey = "alice-key"
+	bobKey   = "bob-key"
+)
+
+var (
+	dataDir string
+	proxy   *stallProxy
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "posts-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	dataDir = dir
+	proxy = startStallProxy(socket())
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func config() string {
+	bobDigest := sha256.Sum256([]byte(bobKey))
+	return fmt.Sprintf(`{
+	admin localhost:2999
+	http_port 9080
+	https_port 9443
+	grace_period 1ns
+	skip_install_trust
+}
+
+%s {
+	posts {
+		data_dir %s
+		api_key %s alice
+		api_key sha256:%x bob
+		max_body_size 64KiB
+		max_limit 5
+		timeout 3s
+	}
+	respond "next handler"
+}
+
+%s {
+	posts {
+		mongodb_uri mongodb://%s/?directConnection=true
+		api_key %s alice
+		timeout 500ms
+	}
+}
+
+%s {
+	posts {
+		mongodb_uri "mongodb://127.0.0.1:1/?directConnection=true&serverSelectionTimeoutMS=300"
+		api_key %s alice
+		timeout 500ms
+	}
+}
+`, site, dataDir, aliceKey, bobDigest, stalledSite, proxy.addr, aliceKey, deadSite, aliceKey)
+}
+
+// startCaddy loads the test config into the in-process Caddy (a no-op when it is running already).
+func startCaddy(t *testing.T) *client {
+	t.Helper()
+	tc := caddytest.NewTester(t)
+	tc.InitServer(config(), "caddyfile")
+	if t.Failed() {
+		t.FailNow()
+	}
+	return &client{t: t, http: tc.Client}
+}
+
+// client makes requests and reads the store.
+type client struct {
+	t    *testing.T
+	http *http.Client
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// header lines such as "X-API-Key: alice-key"
+func (c *client) do(method, url, body string, header ...string) response {
+	c.t.Helper()
+	var reader io.Reader
+	if body != "" {
+		reader = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, reader)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, h := range header {
+		name, value, _ := strings.Cut(h, ":")
+		req.Header.Add(name, strings.TrimSpace(value))
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return response{res.StatusCode, res.Header, data}
+}
+
+const (
+	asAlice  = "X-API-Key: " + aliceKey
+	asBob    = "X-API-Key: " + bobKey
+	jsonBody = "Content-Type: application/json"
+)
+
+// create makes a post as the user of key and returns it.
+func (c *client) create(key, title string) postOut {
+	c.t.Helper()
+	res := c.do("POST", site+"/posts", fmt.Sprintf(`{"title": %q, "body": "body of %s"}`, title, title), key, jsonBody)
+	if res.status != http.StatusCreated {
+		c.t.Fatalf("creating %q: status %d, body %s", title, res.status, res.body)
+	}
+	var p postOut
+	res.decode(c.t, &p)
+	return p
+}
+
+// postOut is a post as the API writes it.
+type postOut struct {
+	ID        string  `json:"id"`
+	UserID    string  `json:"userId"`
+	Title     string  `json:"title"`
+	Body      *string `json:"body"`
+	CreatedAt string  `json:"createdAt"`
+	UpdatedAt string  `json:"updatedAt"`
+}
+
+func (r response) decode(t *testing.T, v any) {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type = %q; want application/json", ct)
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("decoding %s: %v", r.body, err)
+	}
+}
+
+// wantError checks a failure: its status, a JSON {"error": ...} body that contains want, and,
+// through the store, that nothing changed since before.
+func (r response) wantError(t *testing.T, status int, want string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status = %d; want %d (body %s)", r.status, status, r.body)
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	r.decode(t, &e)
+	if e.Error == "" || !strings.Contains(e.Error, want) {
+		t.Errorf("error = %q; want it to contain %q", e.Error, want)
+	}
+}
+
+// stored returns every document in the posts collection, in _id order, as extended JSON.
+func stored(t *testing.T) []string {
+	t.Helper()
+	coll := storeCollection(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []bson.Raw
+	if err := cur.All(ctx, &docs); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(docs))
+	for i, d := range docs {
+		out[i] = d.String()
+	}
+	return out
+}
+
+// storedPost reads one post from the store; ok is false when there is none with the id.
+func storedPost(t *testing.T, id string) (doc bson.M, ok bool) {
+	t.Helper()
+	oid, err := bson.ObjectIDFromHex(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = storeCollection(t).FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&doc)
+	if err == mongo.ErrNoDocuments {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc, true
+}
+
+// unchanged fails the test if the stored posts differ from before.
+func unchanged(t *testing.T, before []string) {
+	t.Helper()
+	after := stored(t)
+	if strings.Join(before, "\n") != strings.Join(after, "\n") {
+		t.Errorf("the stored posts changed:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// clearPosts empties the posts collection.
+func clearPosts(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := storeCollection(t).DeleteMany(ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var (
+	storeMu sync.Mutex
+	storeDB *mongo.Client // the tests' own connection to the embedded store
+)
+
+// storeCollection connects to the embedded store's socket, once the server has made it.
+func storeCollection(t *testing.T) *mongo.Collection {
+	t.Helper()
+	storeMu.Lock()
+	defer storeMu.Unlock()
+	if storeDB == nil {
+		c := &client{t: t, http: http.DefaultClient}
+		c.do("GET", site+"/posts", "") // the first request starts the embedded store
+		var err error
+		storeDB, err = mongo.Connect(options.Client().ApplyURI("mongodb://" + url.QueryEscape(socket())))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := storeDB.Ping(ctx, readpref.Primary()); err != nil {
+		t.Fatalf("the test cannot reach the embedded store: %v", err)
+	}
+	return storeDB.Database("posts").Collection("posts")
+}
+
+// disconnectStore closes the tests' connection, which would otherwise hold the embedded server
+// open for a few seconds when it stops.
+func disconnectStore(t *testing.T) {
+	storeMu.Lock()
+	defer storeMu.Unlock()
+	if storeDB != nil {
+		_ = storeDB.Disconnect(context.Background())
+		storeDB = nil
+	}
+}
+
+func socket() string { return filepath.Join(dataDir, "mongodb.sock") }
+
+var timestampRE = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
+
+func TestListingPosts(t *testing.T) {
+	c := startCaddy(t)
+
+	t.Run("an empty collection lists as [] and never null", func(t *testing.T) {
+		clearPosts(t)
+		res := c.do("GET", site+"/posts", "")
+		if res.status != 200 || string(res.body) != "[]\n" {
+			t.Fatalf("got %d %q; want 200 []", res.status, res.body)
+		}
+		if ct := res.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("Content-Type = %q", ct)
+		}
+	})
+
+	t.Run("posts come newest first", func(t *testing.T) {
+		clearPosts(t)
+		var want []string
+		for _, title := range []string{"first", "second", "third"} {
+			want = append([]string{c.create(asAlice, title).ID}, want...)
+		}
+		var got []postOut
+		c.do("GET", site+"/posts", "").decode(t, &got)
+		if ids := idsOf(got); strings.Join(ids, ",") != strings.Join(want, ",") {
+			t.Errorf("ids = %v; want newest first %v", ids, want)
+		}
+	})
+
+	t.Run("userId keeps only that user's posts", func(t *testing.T) {
+		clearPosts(t)
+		c.create(asAlice, "alice's")
+		bobs := c.create(asBob, "bob's")
+		var got []postOut
+		c.do("GET", site+"/posts?userId=bob", "").decode(t, &got)
+		if len(got) != 1 || !reflect.DeepEqual(got[0], bobs) {
+			t.Errorf("got %+v; want only %+v", got, bobs)
+		}
+		c.do("GET", site+"/posts?userId=carol", "").decode(t, &got)
+		if len(got) != 0 {
+			t.Errorf("carol has no posts, got %+v", got)
+		}
+	})
+
+	t.Run("pages follow the next link without duplicates or gaps while posts are added", func(t *testing.T) {
+		clearPosts(t)
+		var all []string // newest first
+		for i := range 6 {
+			all = append([]string{c.create(asAlice, fmt.Sprint("post ", i)).ID}, all...)
+		}
+		var seen []string
+		next := "/posts?limit=2"
+		for pages := 0; next != ""; pages++ {
+			if pages > 3 {
+				t.Fatal("more pages than posts")
+			}
+			res := c.do("GET", site+next, "")
+			var page []postOut
+			res.decode(t, &page)
+			seen = append(seen, idsOf(page)...)
+			next = nextLink(t, res.header.Get("Link"))
+			if pages == 0 {
+				c.create(asAlice, "added while paging") // newer than every page: never shows up later
+			}
+		}
+		if strings.Join(seen, ",") != strings.Join(all, ",") {
+			t.Errorf("paged through %v; want %v", seen, all)
+		}
+	})
+
+	t.Run("the next link keeps the userId filter and the limit", func(t *testing.T) {
+		clearPosts(t)
+		for i := range 3 {
+			c.create(asBob, fmt.Sprint("bob ", i))
+		}
+		res := c.do("GET", site+"/posts?userId=bob&limit=1", "")
+		link := nextLink(t, res.header.Get("Link"))
+		u, _ := url.Parse(link)
+		if u.Path != "/posts" || u.Query().Get("userId") != "bob" || u.Query().Get("limit") != "1" || u.Query().Get("after") == "" {
+			t.Errorf("next link = %q; want /posts with userId=bob, limit=1 and after", link)
+		}
+	})
+
+	t.Run("the last page has no next link", func(t *testing.T) {
+		clearPosts(t)
+		c.create(asAlice, "only")
+		res := c.do("GET", site+"/posts?limit=1", "")
+		if link := res.header.Get("Link"); link != "" {
+			t.Errorf("Link = %q on the last page", link)
+		}
+	})
+
+	t.Run("HEAD answers like GET without a body", func(t *testing.T) {
+		res := c.do("HEAD", site+"/posts", "")
+		if res.status != 200 || len(res.body) != 0 || res.header.Get("Content-Type") != "application/json" {
+			t.Errorf("HEAD /posts = %d %q %v", res.status, res.body, res.header)
+		}
+	})
+
+	bad := []struct{ name, query, want string }{
+		{"an unknown parameter, naming the allowed ones", "?sort=title", `unknown query parameter "sort"; allowed: userId, limit, after`},
+		{"an operator smuggled into a parameter name", "?userId[$ne]=x", `unknown query parameter "userId[$ne]"`},
+		{"a limit that is not a number", "?limit=ten", "limit must be a whole number"},
+		{"a limit of zero", "?limit=0", "limit must be a whole number of posts, at least 1"},
+		{"a negative limit", "?limit=-1", "limit must be from 1 to 5"},
+		{"a limit above max_limit", "?limit=6", "limit must be from 1 to 5"},
+		{"a cursor this API never made", "?after=not-a-cursor", "after is not a cursor"},
+		{"a parameter given twice", "?userId=a&userId=b", `"userId" is given more than once`},
+		{"an empty parameter", "?userId=", `"userId" is empty`},
+		{"a malformed query string", "?userId=%zz", "malformed"},
+	}
+	for _, tt := range bad {
+		t.Run("400 for "+tt.name, func(t *testing.T) {
+			before := stored(t)
+			c.do("GET", site+"/posts"+tt.query, "").wantError(t, http.StatusBadRequest, tt.want)
+			unchanged(t, before)
+		})
+	}
+}
+
+func idsOf(posts []postOut) []string {
+	ids := make([]string, len(posts))
+	for i, p := range posts {
+		ids[i] = p.ID
+	}
+	return ids
+}
+
+var linkRE = regexp.MustCompile(`^<([^>]+)>; rel="next"$`)
+
+// nextLink returns the target of a Link: <...>; rel="next" header, or "" when there is none.
+func nextLink(t *testing.T, header string) string {
+	t.Helper()
+	if header == "" {
+		return ""
+	}
+	m := linkRE.FindStringSubmatch(header)
+	if m == nil {
+		t.Fatalf("Link = %q; want <...>; rel=\"next\"", header)
+	}
+	return m[1]
+}
+
+func TestGettingAPost(t *testing.T) {
+	c := startCaddy(t)
+	created := c.create(asAlice, "to read")
+
+	t.Run("200 with the post", func(t *testing.T) {
+		var got postOut
+		c.do("GET", site+"/posts/"+created.ID, "").decode(t, &got)
+		if !reflect.DeepEqual(got, created) {
+			t.Errorf("got %+v; want %+v", got, created)
+		}
+	})
+	t.Run("HEAD answers like GET without a body", func(t *testing.T) {
+		res := c.do("HEAD", site+"/posts/"+created.ID, "")
+		if res.status != 200 || len(res.body) != 0 {
+			t.Errorf("HEAD = %d %q", res.status, res.body)
+		}
+	})
+	t.Run("404 for an id no post has", func(t *testing.T) {
+		c.do("GET", site+"/posts/"+bson.NewObjectID().Hex(), "").wantError(t, 404, "post not found")
+	})
+	t.Run("404 for a malformed id", func(t *testing.T) {
+		c.do("GET", site+"/posts/not-an-id", "").wantError(t, 404, "post not found")
+	})
+	t.Run("404 for HEAD of a missing post", func(t *testing.T) {
+		if res := c.do("HEAD", site+"/posts/"+bson.NewObjectID().Hex(), ""); res.status != 404 {
+			t.Errorf("status = %d; want 404", res.status)
+		}
+	})
+}
+
+func TestCreatingAPost(t *testing.T) {
+	c := startCaddy(t)
+
+	t.Run("201 with the post, its Location, and the caller as author", func(t *testing.T) {
+		res := c.do("POST", site+"/posts", `{"title": "  Hello  ", "body": "world"}`, asAlice, jsonBody)
+		if res.status != http.StatusCreated {
+			t.Fatalf("status = %d; body %s", res.status, res.body)
+		}
+		var p postOut
+		res.decode(t, &p)
+		if loc := res.header.Get("Location"); loc != "/posts/"+p.ID {
+			t.Errorf("Location = %q; want /posts/%s", loc, p.ID)
+		}
+		if !regexp.MustCompile(`^[0-9a-f]{24}$`).MatchString(p.ID) {
+			t.Errorf("id = %q; want 24 hex digits", p.ID)
+		}
+		if p.UserID != "alice" || p.Title != "Hello" || p.Body == nil || *p.Body != "world" {
+			t.Errorf("post = %+v; want alice's, title trimmed to Hello, body world", p)
+		}
+		if !timestampRE.MatchString(p.CreatedAt) || p.UpdatedAt != p.CreatedAt {
+			t.Errorf("createdAt = %q, updatedAt = %q; want equal RFC 3339 UTC timestamps with ms", p.CreatedAt, p.UpdatedAt)
+		}
+		doc, ok := storedPost(t, p.ID)
+		if !ok || doc["userId"] != "alice" || doc["title"] != "Hello" || doc["body"] != "world" {
+			t.Errorf("stored %v", doc)
+		}
+		created, _ := time.Parse(time.RFC3339, p.CreatedAt)
+		if got := time.Time(doc["createdAt"].(bson.DateTime).Time()); !got.Equal(created) {
+			t.Errorf("stored createdAt %v; answered %v", got, created)
+		}
+	})
+
+	t.Run("a key configured as a sha256 digest authenticates its user", func(t *testing.T) {
+		if p := c.create(asBob, "by bob"); p.UserID != "bob" {
+			t.Errorf("userId = %q; want bob", p.UserID)
+		}
+	})
+
+	t.Run("a post without a body has no body member and none stored", func(t *testing.T) {
+		res := c.do("POST", site+"/posts", `{"title": "no body"}`, asAlice, jsonBody)
+		var p postOut
+		res.decode(t, &p)
+		if res.status != 201 || p.Body != nil || bytes.Contains(res.body, []byte(`"body"`)) {
+			t.Errorf("got %d %s; want 201 without body", res.status, res.body)
+		}
+		if doc, _ := storedPost(t, p.ID); doc["body"] != nil {
+			t.Errorf("stored body %v", doc["body"])
+		}
+	})
+
+	t.Run("a null body is no body", func(t *testing.T) {
+		res := c.do("POST", site+"/posts", `{"title": "null body", "body": null}`, asAlice, jsonBody)
+		if res.status != 201 || bytes.Contains(res.body, []byte(`"body"`)) {
+			t.Errorf("got %d %s; want 201 without body", res.status, res.body)
+		}
+	})
+
+	t.Run("the largest title and body are accepted", func(t *testing.T) {
+		body := fmt.Sprintf(`{"title": %q, "body": %q}`, strings.Repeat("é", 300), strings.Repeat("b", 50_000))
+		if res := c.do("POST", site+"/posts", body, asAlice, jsonBody); res.status != 201 {
+			t.Errorf("status = %d, body %s", res.status, res.body)
+		}
+	})
+}
+
+func TestUpdatingAPost(t *testing.T) {
+	c := startCaddy(t)
+
+	t.Run("200 with the post re-read, updatedAt advanced, createdAt kept", func(t *testing.T) {
+		p := c.create(asAlice, "before")
+		time.Sleep(5 * time.Millisecond) // so the update lands in a later millisecond
+		res := c.do("PATCH", site+"/posts/"+p.ID, `{"title": "after"}`, asAlice, jsonBody)
+		var got postOut
+		res.decode(t, &got)
+		if res.status != 200 || got.Title != "after" || *got.Body != *p.Body || got.CreatedAt != p.CreatedAt || got.UserID != "alice" {
+			t.Fatalf("got %d %+v", res.status, got)
+		}
+		if got.UpdatedAt <= p.UpdatedAt {
+			t.Errorf("updatedAt %s did not advance from %s", got.UpdatedAt, p.UpdatedAt)
+		}
+		if doc, _ := storedPost(t, p.ID); doc["title"] != "after" {
+			t.Errorf("stored title %v", doc["title"])
+		}
+	})
+
+	t.Run("a merge patch with a null body removes the body", func(t *testing.T) {
+		p := c.create(asAlice, "with body")
+		res := c.do("PATCH", site+"/posts/"+p.ID, `{"body": null}`, asAlice, "Content-Type: application/merge-patch+json")
+		if res.status != 200 || bytes.Contains(res.body, []byte(`"body"`)) {
+			t.Errorf("got %d %s; want 200 without body", res.status, res.body)
+		}
+		if doc, _ := storedPost(t, p.ID); doc["body"] != nil || doc["title"] != "with body" {
+			t.Errorf("stored %v; want the title kept and no body", doc)
+		}
+	})
+
+	t.Run("404 when no post has the id", func(t *testing.T) {
+		before := stored(t)
+		c.do("PATCH", site+"/posts/"+bson.NewObjectID().Hex(), `{"title": "x"}`, asAlice, jsonBody).wantError(t, 404, "post not found")
+		unchanged(t, before)
+	})
+
+	t.Run("404 for a malformed id", func(t *testing.T) {
+		before := stored(t)
+		c.do("PATCH", site+"/posts/nope", `{"title": "x"}`, asAlice, jsonBody).wantError(t, 404, "post not found")
+		unchanged(t, before)
+	})
+
+	t.Run("403 when the post is someone else's", func(t *testing.T) {
+		p := c.create(asAlice, "alice's")
+		before := stored(t)
+		c.do("PATCH", site+"/posts/"+p.ID, `{"title": "bob was here"}`, asBob, jsonBody).wantError(t, 403, "another user")
+		unchanged(t, before)
+	})
+}
+
+func TestDeletingAPost(t *testing.T) {
+	c := startCaddy(t)
+
+	t.Run("204 with an empty body, and the post is gone", func(t *testing.T) {
+		p := c.create(asAlice, "doomed")
+		res := c.do("DELETE", site+"/posts/"+p.ID, "", asAlice)
+		if res.status != 204 || len(res.body) != 0 {
+			t.Errorf("got %d %q; want 204 and no body", res.status, res.body)
+		}
+		if _, ok := storedPost(t, p.ID); ok {
+			t.Error("the post is still stored")
+		}
+		c.do("GET", site+"/posts/"+p.ID, "").wantError(t, 404, "post not found")
+	})
+	t.Run("404 when no post has the id", func(t *testing.T) {
+		before := stored(t)
+		c.do("DELETE", site+"/posts/"+bson.NewObjectID().Hex(), "", asAlice).wantError(t, 404, "post not found")
+		unchanged(t, before)
+	})
+	t.Run("403 when the post is someone else's", func(t *testing.T) {
+		p := c.create(asAlice, "alice keeps this")
+		before := stored(t)
+		c.do("DELETE", site+"/posts/"+p.ID, "", asBob).wantError(t, 403, "another user")
+		unchanged(t, before)
+	})
+}
+
+func TestOtherMethodsGet405(t *testing.T) {
+	c := startCaddy(t)
+	p := c.create(asAlice, "target")
+	tests := []struct{ method, path, allow string }{
+		{"PUT", "/posts", "GET, HEAD, POST"},
+		{"DELETE", "/posts", "GET, HEAD, POST"},
+		{"PATCH", "/posts", "GET, HEAD, POST"},
+		{"OPTIONS", "/posts", "GET, HEAD, POST"},
+		{"PUT", "/posts/" + p.ID, "GET, HEAD, PATCH, DELETE"},
+		{"POST", "/posts/" + p.ID, "GET, HEAD, PATCH, DELETE"},
+		{"TRACE", "/posts/" + p.ID, "GET, HEAD, PATCH, DELETE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+strings.Split(tt.path, "/")[1], func(t *testing.T) {
+			before := stored(t)
+			res := c.do(tt.method, site+tt.path, `{"title": "put"}`, asAlice, jsonBody)
+			res.wantError(t, http.StatusMethodNotAllowed, tt.method+" is not allowed")
+			if got := res.header.Get("Allow"); got != tt.allow {
+				t.Errorf("Allow = %q; want %q", got, tt.allow)
+			}
+			unchanged(t, before)
+		})
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	c := startCaddy(t)
+	p := c.create(asAlice, "guarded")
+	writes := []struct{ method, path, body string }{
+		{"POST", "/posts", `{"title": "anonymous"}`},
+		{"PATCH", "/posts/" + p.ID, `{"title": "anonymous"}`},
+		{"DELETE", "/posts/" + p.ID, ""},
+	}
+	for _, w := range writes {
+		t.Run(w.method+" without credentials gets 401 with a Bearer challenge", func(t *testing.T) {
+			before := stored(t)
+			res := c.do(w.method, site+w.path, w.body, jsonBody)
+			res.wantError(t, 401, "authentication required")
+			if got := res.header.Get("WWW-Authenticate"); got != `Bearer realm="posts"` {
+				t.Errorf("WWW-Authenticate = %q", got)
+			}
+			unchanged(t, before)
+		})
+		t.Run(w.method+" with an unknown key gets 401", func(t *testing.T) {
+			before := stored(t)
+			res := c.do(w.method, site+w.path, w.body, jsonBody, "X-API-Key: not-a-key")
+			res.wantError(t, 401, "unknown API key")
+			if got := res.header.Get("WWW-Authenticate"); !strings.Contains(got, `error="invalid_token"`) {
+				t.Errorf("WWW-Authenticate = %q", got)
+			}
+			unchanged(t, before)
+		})
+	}
+	t.Run("GET needs no credentials", func(t *testing.T) {
+		if res := c.do("GET", site+"/posts/"+p.ID, ""); res.status != 200 {
+			t.Errorf("status = %d", res.status)
+		}
+	})
+	t.Run("GET with an unknown key is refused, not served as anonymous", func(t *testing.T) {
+		c.do("GET", site+"/posts", "", "X-API-Key: not-a-key").wantError(t, 401, "unknown API key")
+	})
+	t.Run("a bearer token is refused while only API keys are configured", func(t *testing.T) {
+		c.do("GET", site+"/posts", "", "Authorization: Bearer abc.def.ghi").wantError(t, 401, "bearer tokens are not accepted")
+	})
+	t.Run("the key header given twice is a malformed request", func(t *testing.T) {
+		before := stored(t)
+		c.do("POST", site+"/posts", `{"title": "twice"}`, jsonBody, asAlice, asBob).wantError(t, 400, "more than once")
+		unchanged(t, before)
+	})
+}
+
+// TestBadInputChangesNothing sends every kind of bad body to POST and PATCH: each gets its status
+// and a message, and the stored posts stay as they were.
+func TestBadInputChangesNothing(t *testing.T) {
+	c := startCaddy(t)
+	p := c.create(asAlice, "untouched")
+	tests := []struct {
+		name        string
+		contentType string
+		body        string
+		status      int
+		want        string
+		postOnly    bool
+		patchOnly   bool
+	}{
+		{name: "a body that is not JSON", body: `{"title": `, status: 400, want: "not valid JSON"},
+		{name: "an empty body", body: ``, status: 400, want: "the body is empty"},
+		{name: "a JSON array", body: `[{"title": "x"}]`, status: 400, want: "must be a JSON object"},
+		{name: "a JSON string", body: `"title"`, status: 400, want: "must be a JSON object"},
+		{name: "two objects", body: `{"title": "a"} {"title": "b"}`, status: 400, want: "nothing after it"},
+		{name: "a title that is a number", body: `{"title": 42}`, status: 400, want: "title must be a string"},
+		{name: "a body that is a boolean", body: `{"title": "t", "body": true}`, status: 400, want: "body must be a string"},
+		{name: "a member given twice", body: `{"title": "a", "title": "b"}`, status: 400, want: `"title" is given more than once`},
+		{name: "an operator as the title", body: `{"title": {"$ne": null}}`, status: 400, want: "title must be a string"},
+		{name: "a body over max_body_size", body: `{"title": "big", "body": "` + strings.Repeat("x", 65*1024) + `"}`, status: 413, want: "larger than the limit of 64 KiB"},
+		{name: "text/plain", contentType: "text/plain", body: `{"title": "x"}`, status: 415, want: "Content-Type must be application/json"},
+		{name: "no Content-Type", contentType: "-", body: `{"title": "x"}`, status: 415, want: "Content-Type must be"},
+		{name: "form encoding", contentType: "application/x-www-form-urlencoded", body: `title=x`, status: 415, want: "Content-Type must be"},
+		{name: "merge-patch+json on POST", contentType: "application/merge-patch+json", body: `{"title": "x"}`, status: 415, want: "Content-Type must be application/json", postOnly: true},
+		{name: "no title", body: `{"body": "only a body"}`, status: 422, want: "title is required", postOnly: true},
+		{name: "an empty title", body: `{"title": ""}`, status: 422, want: "title is required"},
+		{name: "a blank title", body: `{"title": " \t\n "}`, status: 422, want: "title is required"},
+		{name: "a title of 301 characters", body: `{"title": "` + strings.Repeat("t", 301) + `"}`, status: 422, want: "title must be 1 to 300 characters"},
+		{name: "a body of 50,001 characters", body: `{"title": "t", "body": "` + strings.Repeat("b", 50_001) + `"}`, status: 422, want: "body must be at most 50000 characters"},
+		{name: "a null title", body: `{"title": null}`, status: 422, want: "title"},
+		{name: "an empty object", body: `{}`, status: 422, want: "the update is empty", patchOnly: true},
+		{name: "an unknown member", body: `{"title": "t", "tags": ["a"]}`, status: 422, want: `unknown member "tags"`},
+		{name: "an update operator", body: `{"$set": {"userId": "bob"}}`, status: 422, want: `unknown member "$set"`},
+		{name: "a dotted key", body: `{"title.en": "t"}`, status: 422, want: `unknown member "title.en"`},
+		{name: "a title in another letter case", body: `{"Title": "t"}`, status: 422, want: `unknown member "Title"`},
+	}
+	for _, owned := range []string{"id", "_id", "userId", "createdAt", "updatedAt", "USERID", "CreatedAt"} {
+		tests = append(tests, struct {
+			name        string
+			contentType string
+			body        string
+			status      int
+			want        string
+			postOnly    bool
+			patchOnly   bool
+		}{name: "the server-owned member " + owned, body: fmt.Sprintf(`{"title": "t", %q: "x"}`, owned), status: 422, want: fmt.Sprintf("%q is set by the server", owned)})
+	}
+	for _, tt := range tests {
+		for _, method := range []string{"POST", "PATCH"} {
+			if (tt.postOnly && method != "POST") || (tt.patchOnly && method != "PATCH") {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s with %s gets %d", method, tt.name, tt.status), func(t *testing.T) {
+				path := "/posts"
+				if method == "PATCH" {
+					path += "/" + p.ID
+				}
+				headers := []string{asAlice}
+				switch tt.contentType {
+				case "":
+					headers = append(headers, jsonBody)
+				case "-":
+				default:
+					headers = append(headers, "Content-Type: "+tt.contentType)
+				}
+				before := stored(t)
+				c.do(method, site+path, tt.body, headers...).wantError(t, tt.status, tt.want)
+				unchanged(t, before)
+			})
+		}
+	}
+	t.Run("a body over max_body_size without a Content-Length gets 413", func(t *testing.T) {
+		before := stored(t)
+		big := `{"title": "big", "body": "` + strings.Repeat("x", 65*1024) + `"}`
+		req, _ := http.NewRequest("POST", site+"/posts", io.MultiReader(strings.NewReader(big))) // unknown length: chunked
+		req.Header.Set("X-API-Key", aliceKey)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := c.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		data, _ := io.ReadAll(res.Body)
+		response{res.StatusCode, res.Header, data}.wantError(t, 413, "larger than the limit")
+		unchanged(t, before)
+	})
+}
+
+// TestStorageUnavailable: a database that cannot be reached, or does not answer within timeout,
+// gets 503 with Retry-After and a message without internals, and nothing is reported as done.
+func TestStorageUnavailable(t *testing.T) {
+	c := startCaddy(t)
+	p := c.create(asAlice, "kept")
+	requests := []struct{ method, path, body string }{
+		{"GET", "/posts", ""},
+		{"GET", "/posts/" + p.ID, ""},
+		{"POST", "/posts", `{"title": "lost"}`},
+		{"PATCH", "/posts/" + p.ID, `{"title": "lost"}`},
+		{"DELETE", "/posts/" + p.ID, ""},
+	}
+	check := func(t *testing.T, res response) {
+		t.Helper()
+		res.wantError(t, http.StatusServiceUnavailable, "the database is unavailable")
+		if res.header.Get("Retry-After") == "" {
+			t.Error("no Retry-After")
+		}
+		if bytes.Contains(res.body, []byte("127.0.0.1")) || bytes.Contains(bytes.ToLower(res.body), []byte("mongo")) {
+			t.Errorf("the error leaks internals: %s", res.body)
+		}
+	}
+	for _, r := range requests {
+		t.Run(r.method+" "+strings.Split(r.path, "/")[1]+" with no database listening gets 503", func(t *testing.T) {
+			before := stored(t)
+			check(t, c.do(r.method, deadSite+r.path, r.body, asAlice, jsonBody))
+			unchanged(t, before)
+		})
+	}
+
+	t.Run("the proxied site works while the proxy passes traffic", func(t *testing.T) {
+		res := c.do("GET", stalledSite+"/posts/"+p.ID, "")
+		if res.status != 200 {
+			t.Fatalf("status = %d, body %s", res.status, res.body)
+		}
+	})
+	for _, r := range requests {
+		t.Run(r.method+" "+strings.Split(r.path, "/")[1]+" past the timeout gets 503", func(t *testing.T) {
+			before := stored(t)
+			proxy.stall(true)
+			res := c.do(r.method, stalledSite+r.path, r.body, asAlice, jsonBody)
+			proxy.stall(false)
+			check(t, res)
+			unchanged(t, before)
+		})
+	}
+}
+
+func TestOtherPathsGoToTheNextHandler(t *testing.T) {
+	c := startCaddy(t)
+	for _, path := range []string{"/", "/other", "/postsx", "/posts/", "/posts/a/b", "/api/posts"} {
+		t.Run(path, func(t *testing.T) {
+			res := c.do("GET", site+path, "")
+			if res.status != 200 || string(res.body) != "next handler" {
+				t.Errorf("got %d %q; want the next handler's answer", res.status, res.body)
+			}
+		})
+	}
+}
+
+// stallProxy forwards TCP connections to the embedded store's unix socket. While stalled it
+// swallows what clients send, so their operations run past their deadline; connections that
+// saw a stall are closed when it ends.
+type stallProxy struct {
+	addr    string
+	stalled atomic.Bool
+	mu      sync.Mutex
+	broken  []net.Conn
+}
+
+func startStallProxy(socket string) *stallProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	p := &stallProxy{addr: ln.Addr().String()}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(conn, socket)
+		}
+	}()
+	return p
+}
+
+func (p *stallProxy) serve(client net.Conn, socket string) {
+	defer client.Close()
+	server, err := net.Dial("unix", socket)
+	if err != nil {
+		return
+	}
+	defer server.Close()
+	go io.Copy(client, server)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := client.Read(buf)
+		if err != nil {
+			return
+		}
+		if p.stalled.Load() {
+			p.mu.Lock()
+			p.broken = append(p.broken, client)
+			p.mu.Unlock()
+			continue
+		}
+		if _, err := server.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+func (p *stallProxy) stall(on bool) {
+	p.stalled.Store(on)
+	if !on {
+		p.mu.Lock()
+		for _, c := range p.broken {
+			c.Close()
+		}
+		p.broken = nil
+		p.mu.Unlock()
+	}
+}
+
+// TestTheStoreIsSharedAcrossReloads: a reload keeps the store (and the embedded server) of the
+// config before; the last config that used a store releases it; the data outlives the server.
+func TestTheStoreIsSharedAcrossReloads(t *testing.T) {
+	c := startCaddy(t)
+	p := c.create(asAlice, "outlives the server")
+	embedded, dead := "embedded "+dataDir, "mongodb mongodb://127.0.0.1:1/?directConnection=true&serverSelectionTimeoutMS=300"
+	before := pooled(t, embedded)
+
+	t.Run("a reload that changes the handler keeps the store", func(t *testing.T) {
+		tc := caddytest.NewTester(t)
+		tc.InitServer(strings.Replace(config(), "max_limit 5", "max_limit 4", 1), "caddyfile")
+		if after := pooled(t, embedded); after != before {
+			t.Error("the reload made a new store client")
+		}
+		if refs, _ := stores.References(embedded); refs != 1 {
+			t.Errorf("%d references to the embedded store; want 1", refs)
+		}
+		c.do("GET", site+"/posts?limit=5", "").wantError(t, 400, "limit must be from 1 to 4")
+	})
+
+	t.Run("the last config that uses a store releases it", func(t *testing.T) {
+		disconnectStore(t)
+		tc := caddytest.NewTester(t)
+		tc.InitServer("{\n\tadmin localhost:2999\n\thttp_port 9080\n\tgrace_period 1ns\n}\nhttp://localhost:9080 {\n\trespond \"no posts\"\n}\n", "caddyfile")
+		for _, key := range []string{embedded, dead} {
+			if _, ok := stores.References(key); ok {
+				t.Errorf("%s is still pooled", key)
+			}
+		}
+		if _, err := os.Stat(socket()); !os.IsNotExist(err) {
+			t.Errorf("the embedded server's socket is still there: %v", err)
+		}
+	})
+
+	t.Run("the posts are there after the embedded server restarts", func(t *testing.T) {
+		c := startCaddy(t)
+		var got postOut
+		c.do("GET", site+"/posts/"+p.ID, "").decode(t, &got)
+		if !reflect.DeepEqual(got, p) {
+			t.Errorf("got %+v; want %+v", got, p)
+		}
+	})
+}
+
+// pooled returns the store client pooled under key.
+func pooled(t *testing.T, key string) *store.Client {
+	t.Helper()
+	var found *store.Client
+	stores.Range(func(k, v any) bool {
+		if k == key {
+			found = v.(pooledStore).Client
+		}
+		return true
+	})
+	if found == nil {
+		t.Fatalf("nothing pooled under %q", key)
+	}
+	return found
+}
+
+// TestBadConfigIsRefused: values only Provision or Validate can check fail the load, and the
+// running config stays.
+func TestBadConfigIsRefused(t *testing.T) {
+	startCaddy(t)
+	global := "{\n\tadmin localhost:2999\n\thttp_port 9080\n\tgrace_period 1ns\n}\n"
+	t.Run("an API key from an unset environment variable", func(t *testing.T) {
+		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tapi_key {env.POSTS_TEST_UNSET_KEY} alice\n\t}\n}\n",
+			"caddyfile", "api_keys[0]: the key is empty (is its environment variable set?)")
+	})
+	t.Run("a negative max_limit in JSON", func(t *testing.T) {
+		caddytest.AssertLoadError(t, `{"admin": {"listen": "localhost:2999"}, "apps": {"http": {"servers": {"s": {"listen": [":9080"],
+			"routes": [{"handle": [{"handler": "posts", "max_limit": -1, "data_dir": "`+dataDir+`"}]}]}}}}}`,
+			"json", "max_limit must be at least 1")
+	})
+	t.Run("the running config still serves", func(t *testing.T) {
+		c := startCaddy(t)
+		if res := c.do("GET", site+"/posts", ""); res.status != 200 {
+			t.Errorf("status = %d", res.status)
+		}
+	})
+}
