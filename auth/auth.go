@@ -146,9 +146,11 @@ func (a *Authenticator) lookup(key string) (userID string, ok bool) {
 // refuseBearer refuses bearer tokens, which this server cannot verify yet. Other Authorization
 // schemes belong to handlers in front of this one (basic_auth, for one) and are left alone.
 func refuseBearer(r *http.Request) error {
-	scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if strings.EqualFold(scheme, "Bearer") {
-		return invalidToken("bearer tokens are not accepted by this server; use an API key")
+	for _, value := range r.Header.Values("Authorization") {
+		scheme, _, _ := strings.Cut(value, " ")
+		if strings.EqualFold(scheme, "Bearer") {
+			return invalidToken("bearer tokens are not accepted by this server; use an API key")
+		}
 	}
 	return nil
 }

@@ -210,6 +210,13 @@ func TestAuthenticate(t *testing.T) {
 			wantCode:   "invalid_token",
 		},
 		{
+			name:       "a bearer token in a second Authorization header is refused",
+			authn:      defaultHeader,
+			header:     http.Header{"Authorization": {"Basic YTpi", "Bearer x"}},
+			wantStatus: http.StatusUnauthorized,
+			wantCode:   "invalid_token",
+		},
+		{
 			name:       "a bearer token is refused even alongside a valid API key",
 			authn:      defaultHeader,
 			header:     http.Header{"Authorization": {"Bearer x"}, "X-Api-Key": {aliceKey}},

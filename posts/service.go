@@ -192,6 +192,9 @@ func (s *Service) whyNotOwned(ctx context.Context, id bson.ObjectID) error {
 }
 
 func validTitle(title string) (string, error) {
+	if !utf8.ValidString(title) {
+		return "", invalid("title", "title must be valid UTF-8")
+	}
 	title = strings.TrimSpace(title)
 	if title == "" {
 		return "", invalid("title", "title is required and cannot be blank")
@@ -204,6 +207,9 @@ func validTitle(title string) (string, error) {
 
 func validBody(body *string) error {
 	if body != nil {
+		if !utf8.ValidString(*body) {
+			return invalid("body", "body must be valid UTF-8")
+		}
 		if n := utf8.RuneCountInString(*body); n > MaxBodyLength {
 			return invalid("body", "body must be at most %d characters, not %d", MaxBodyLength, n)
 		}

@@ -164,6 +164,8 @@ func TestCreate(t *testing.T) {
 		{"a title of white space only", NewPost{Title: " \t\n\u00a0\u2003"}, "title"},
 		{"a title of 301 characters", NewPost{Title: strings.Repeat("a", 301)}, "title"},
 		{"a title of 301 two-byte characters", NewPost{Title: strings.Repeat("é", 301)}, "title"},
+		{"a title that is not valid UTF-8", NewPost{Title: "bad \xff title"}, "title"},
+		{"a body that is not valid UTF-8", NewPost{Title: "t", Body: ptr("bad \xff body")}, "body"},
 		{"a body of 50,001 characters", NewPost{Title: "Long", Body: ptr(strings.Repeat("b", 50_001))}, "body"},
 		{"a body of 50,001 three-byte characters", NewPost{Title: "Long", Body: ptr(strings.Repeat("語", 50_001))}, "body"},
 	}

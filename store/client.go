@@ -101,11 +101,12 @@ func Redact(uri string) string {
 	if !ok {
 		return "(not a URI)"
 	}
-	if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		rest = rest[:i]
-	}
+	// User info first, up to the last @: a password may hold an unescaped / or ?.
 	if i := strings.LastIndex(rest, "@"); i >= 0 {
 		rest = rest[i+1:]
+	}
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		rest = rest[:i]
 	}
 	return scheme + "://" + rest
 }

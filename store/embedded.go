@@ -82,7 +82,9 @@ func startEmbedded(dataDir string, logger *zap.Logger) (*embeddedServer, error) 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = f.Run(ctx) // returns only when ctx ends
+		if err := f.Run(ctx); err != nil {
+			logger.Error("embedded store stopped", zap.Error(err))
+		}
 	}()
 	stopServer := func() {
 		cancel()

@@ -650,6 +650,16 @@ func TestRedact(t *testing.T) {
 			want: "mongodb://db1,db2",
 		},
 		{
+			name: "a password with an unescaped ? is removed whole",
+			uri:  "mongodb://user:pa?ss@h1/db",
+			want: "mongodb://h1",
+		},
+		{
+			name: "a password with an unescaped / is removed whole",
+			uri:  "mongodb://user:pa/ss@h1,h2/db",
+			want: "mongodb://h1,h2",
+		},
+		{
 			name: "a secret in the options is removed",
 			uri:  "mongodb://db1/?authMechanismProperties=AWS_SESSION_TOKEN:secret",
 			want: "mongodb://db1",
