@@ -699,15 +699,16 @@ func TestAuthentication(t *testing.T) {
 func TestBadInputChangesNothing(t *testing.T) {
 	c := startCaddy(t)
 	p := c.create(asAlice, "untouched")
-	tests := []struct {
+	type badInput struct {
 		name        string
-		contentType string
+		contentType string // "" for application/json, "-" for none
 		body        string
 		status      int
 		want        string
 		postOnly    bool
 		patchOnly   bool
-	}{
+	}
+	tests := []badInput{
 		{name: "a body that is not JSON", body: `{"title": `, status: 400, want: "not valid JSON"},
 		{name: "an empty body", body: ``, status: 400, want: "the body is empty"},
 		{name: "a JSON array", body: `[{"title": "x"}]`, status: 400, want: "must be a JSON object"},
@@ -735,15 +736,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{name: "a title in another letter case", body: `{"Title": "t"}`, status: 422, want: `unknown member "Title"`},
 	}
 	for _, owned := range []string{"id", "_id", "userId", "createdAt", "updatedAt", "USERID", "CreatedAt"} {
-		tests = append(tests, struct {
-			name        string
-			contentType string
-			body        string
-			status      int
-			want        string
-			postOnly    bool
-			patchOnly   bool
-		}{name: "the server-owned member " + owned, body: fmt.Sprintf(`{"title": "t", %q: "x"}`, owned), status: 422, want: fmt.Sprintf("%q is set by the server", owned)})
+		tests = append(tests, badInput{name: "the server-owned member " + owned, body: fmt.Sprintf(`{"title": "t", %q: "x"}`, owned), status: 422, want: fmt.Sprintf("%q is set by the server", owned)})
 	}
 	for _, tt := range tests {
 		for _, method := range []string{"POST", "PATCH"} {
