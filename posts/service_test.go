@@ -470,17 +470,7 @@ func TestUpdate(t *testing.T) {
 		})
 	}
 
-	refused := []struct {
-		name   string
-		caller auth.Identity
-		id     string
-		want   error
-	}{
-		{"another user's post is forbidden", bob, post.ID.Hex(), ErrForbidden},
-		{"an anonymous caller is unauthenticated", anonymous, post.ID.Hex(), ErrUnauthenticated},
-		{"an unknown id is not found", alice, bson.NewObjectID().Hex(), ErrNotFound},
-		{"a malformed id is not found", alice, "not-an-id", ErrNotFound},
-	}
+	refused := refusals(post)
 	for _, tc := range refused {
 		t.Run(tc.name+" and the post is unchanged", func(t *testing.T) {
 			_, err := s.Update(t.Context(), tc.caller, tc.id, Changes{Title: set("Hijacked"), Body: null})
@@ -497,17 +487,7 @@ func TestDelete(t *testing.T) {
 	s := NewService(st, 100)
 	post := create(t, s, alice, "Doomed")
 
-	refused := []struct {
-		name   string
-		caller auth.Identity
-		id     string
-		want   error
-	}{
-		{"another user's post is forbidden", bob, post.ID.Hex(), ErrForbidden},
-		{"an anonymous caller is unauthenticated", anonymous, post.ID.Hex(), ErrUnauthenticated},
-		{"an unknown id is not found", alice, bson.NewObjectID().Hex(), ErrNotFound},
-		{"a malformed id is not found", alice, "not-an-id", ErrNotFound},
-	}
+	refused := refusals(post)
 	for _, tc := range refused {
 		t.Run(tc.name+" and the post stays stored", func(t *testing.T) {
 			if err := s.Delete(t.Context(), tc.caller, tc.id); !errors.Is(err, tc.want) {
@@ -578,5 +558,24 @@ func TestUnavailable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// refusal is a write to post that must fail with want.
+type refusal struct {
+	name   string
+	caller auth.Identity
+	id     string
+	want   error
+}
+
+// refusals are the writes Update and Delete both refuse: another user's post, no caller, an
+// unknown id and a malformed one.
+func refusals(post Post) []refusal {
+	return []refusal{
+		{"another user's post is forbidden", bob, post.ID.Hex(), ErrForbidden},
+		{"an anonymous caller is unauthenticated", anonymous, post.ID.Hex(), ErrUnauthenticated},
+		{"an unknown id is not found", alice, bson.NewObjectID().Hex(), ErrNotFound},
+		{"a malformed id is not found", alice, "not-an-id", ErrNotFound},
 	}
 }

@@ -28,44 +28,32 @@ const maxSocketPath = 103
 // unix socket, and stops when the Client is closed.
 func Embedded(dataDir string, logger *zap.Logger) *Client {
 	c := &Client{}
-	var srv *embeddedServer
-	c.start = func(ctx context.Context) (*mongo.Client, error) {
-		var err error
-		srv, err = startEmbedded(dataDir, logger)
-		if err != nil {
-			return nil, err
-		}
-		return srv.client, nil
-	}
-	c.stop = func() {
-		if srv != nil {
-			srv.stop()
-		}
+	c.start = func(context.Context) (*mongo.Client, error) {
+		mc, stop, err := startEmbedded(dataDir, logger)
+		c.stop = stop // start and Close both run under c.mu
+		return mc, err
 	}
 	return c
 }
 
-type embeddedServer struct {
-	client *mongo.Client
-	stop   func()
-}
-
-func startEmbedded(dataDir string, logger *zap.Logger) (*embeddedServer, error) {
+// startEmbedded starts the server and returns a client connected to it and the function that
+// stops the server. Disconnect the client first: the server waits for open connections.
+func startEmbedded(dataDir string, logger *zap.Logger) (mc *mongo.Client, stop func(), err error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("embedded store: %w", err)
+		return nil, nil, fmt.Errorf("embedded store: %w", err)
 	}
 	socket, cleanup, err := socketPath(dataDir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// A socket that answers belongs to another process serving the same files; one that does not
 	// is left over from a crash.
 	if conn, err := net.Dial("unix", socket); err == nil {
 		conn.Close()
-		return nil, fmt.Errorf("embedded store: %s is in use by another process", dataDir)
+		return nil, nil, fmt.Errorf("embedded store: %s is in use by another process", dataDir)
 	}
 	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("embedded store: %w", err)
+		return nil, nil, fmt.Errorf("embedded store: %w", err)
 	}
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{Unix: socket},
@@ -76,7 +64,7 @@ func startEmbedded(dataDir string, logger *zap.Logger) (*embeddedServer, error) 
 	})
 	if err != nil {
 		cleanup()
-		return nil, fmt.Errorf("embedded store: %w", err)
+		return nil, nil, fmt.Errorf("embedded store: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -91,13 +79,13 @@ func startEmbedded(dataDir string, logger *zap.Logger) (*embeddedServer, error) 
 		<-done
 		cleanup()
 	}
-	mc, err := mongo.Connect(options.Client().ApplyURI(f.MongoDBURI()))
+	mc, err = mongo.Connect(options.Client().ApplyURI(f.MongoDBURI()))
 	if err != nil {
 		stopServer()
-		return nil, fmt.Errorf("embedded store: %w", err)
+		return nil, nil, fmt.Errorf("embedded store: %w", err)
 	}
 	logger.Info("embedded store started", zap.String("data_dir", dataDir), zap.String("socket", socket))
-	return &embeddedServer{client: mc, stop: stopServer}, nil
+	return mc, stopServer, nil
 }
 
 // socketPath is the socket inside dataDir, or, when that path is too long for a unix socket, one
