@@ -1,8 +1,9 @@
 // Package auth turns the credentials a request carries into the caller's Identity.
 //
-// Every request is authenticated on its own (no sessions): an API key in a header today, a JWT
-// bearer token later. A request without credentials is anonymous; a request whose credentials
-// are present but bad is refused, never downgraded to anonymous.
+// Every request is authenticated on its own (no sessions): a JWT bearer token verified against
+// the identity provider's JWKS, an API key in a header, or the user an earlier Caddy handler
+// authenticated. A request without credentials is anonymous; a request whose credentials are
+// present but bad is refused, never downgraded to anonymous.
 package auth
 
 import (
@@ -20,9 +21,20 @@ import (
 type Identity struct {
 	// UserID is the caller's user id; posts it writes carry it as their userId.
 	UserID string
-	// Method names the credential that proved the identity, such as "api_key".
+	// Method names the credential that proved the identity: MethodJWT, MethodAPIKey or MethodCaddy.
 	Method string
+	// Name and Email are the caller's profile, when the credential gives one.
+	Name, Email string
+	// Claims are the verified claims of a bearer token (nil for other methods). Read only.
+	Claims map[string]any
 }
+
+// The methods of an Identity.
+const (
+	MethodJWT    = "jwt"
+	MethodAPIKey = "api_key"
+	MethodCaddy  = "caddy" // a user authenticated by an earlier Caddy handler
+)
 
 // Anonymous reports whether the request carried no credentials.
 func (id Identity) Anonymous() bool { return id.UserID == "" }
@@ -75,6 +87,8 @@ func invalidRequest(description string) *Error {
 type APIKey struct {
 	Digest [sha256.Size]byte
 	UserID string
+	// Name and Email are the user's optional profile.
+	Name, Email string
 }
 
 // digestPrefix marks a key given as the hex SHA-256 digest of the real key.
@@ -103,18 +117,112 @@ func ParseAPIKey(key, userID string) (APIKey, error) {
 
 // Authenticator finds the caller of a request from its credentials.
 type Authenticator struct {
+	// Tokens verifies bearer tokens; nil refuses them.
+	Tokens *Tokens
 	// APIKeyHeader is the header that carries an API key.
 	APIKeyHeader string
 	// APIKeys are the accepted keys.
 	APIKeys []APIKey
+	// Upstream, when set, returns the user id that an earlier handler authenticated, or "".
+	Upstream func(*http.Request) string
 }
 
 // Authenticate returns the caller's Identity: anonymous when the request carries no credentials,
-// an *Error when it carries credentials that cannot be accepted.
+// an *Error when it carries credentials that cannot be accepted, and ErrKeysUnavailable when a
+// bearer token cannot be checked yet. Every credential present must be good, and when there are
+// several they must name the same user.
 func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
-	if err := refuseBearer(r); err != nil {
+	var found []Identity
+	token, err := bearerToken(r)
+	if err != nil {
 		return Identity{}, err
 	}
+	if token != "" {
+		if a.Tokens == nil {
+			return Identity{}, invalidToken("bearer tokens are not accepted by this server; use an API key")
+		}
+		id, err := a.Tokens.Verify(r.Context(), token)
+		if err != nil {
+			return Identity{}, err
+		}
+		found = append(found, id)
+	}
+	id, err := a.apiKey(r)
+	if err != nil {
+		return Identity{}, err
+	}
+	if !id.Anonymous() {
+		found = append(found, id)
+	}
+	if a.Upstream != nil {
+		if userID := a.Upstream(r); userID != "" {
+			found = append(found, Identity{UserID: userID, Method: MethodCaddy})
+		}
+	}
+	return oneUser(found)
+}
+
+// oneUser returns the caller named by all the credentials, with the profile of the first that
+// has one, or refuses credentials that disagree.
+func oneUser(found []Identity) (Identity, error) {
+	if len(found) == 0 {
+		return Identity{}, nil
+	}
+	caller := found[0]
+	for _, id := range found[1:] {
+		if id.UserID != caller.UserID {
+			return Identity{}, invalidRequest("the request's credentials name different users")
+		}
+		if caller.Name == "" {
+			caller.Name = id.Name
+		}
+		if caller.Email == "" {
+			caller.Email = id.Email
+		}
+	}
+	return caller, nil
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header, or "" when there is none.
+// Other schemes belong to handlers in front of this one (basic_auth, for one) and are left alone.
+func bearerToken(r *http.Request) (string, error) {
+	var token string
+	for _, value := range r.Header.Values("Authorization") {
+		scheme, rest, _ := strings.Cut(value, " ")
+		if !strings.EqualFold(scheme, "Bearer") {
+			continue
+		}
+		if token != "" {
+			return "", invalidRequest("the request has more than one bearer token")
+		}
+		token = strings.TrimSpace(rest)
+		if token == "" {
+			return "", invalidRequest("the Authorization header names the Bearer scheme but has no token")
+		}
+		if !isToken68(token) {
+			return "", invalidRequest("the bearer token has characters that no token can have")
+		}
+	}
+	return token, nil
+}
+
+// isToken68 reports whether s has the syntax of a bearer token (RFC 6750 §2.1):
+// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+func isToken68(s string) bool {
+	s = strings.TrimRight(s, "=")
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// apiKey returns the caller named by the API key header, or anonymous when there is none.
+func (a *Authenticator) apiKey(r *http.Request) (Identity, error) {
 	values := r.Header.Values(a.APIKeyHeader)
 	switch {
 	case len(values) == 0:
@@ -124,33 +232,21 @@ func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
 	case values[0] == "":
 		return Identity{}, invalidRequest(fmt.Sprintf("the %s header is empty", a.APIKeyHeader))
 	}
-	userID, ok := a.lookup(values[0])
+	key, ok := a.lookup(values[0])
 	if !ok {
 		return Identity{}, invalidToken("unknown API key")
 	}
-	return Identity{UserID: userID, Method: "api_key"}, nil
+	return Identity{UserID: key.UserID, Method: MethodAPIKey, Name: key.Name, Email: key.Email}, nil
 }
 
 // lookup compares the key's digest with every configured digest in constant time, so the time
 // taken tells nothing about which key, if any, came close.
-func (a *Authenticator) lookup(key string) (userID string, ok bool) {
+func (a *Authenticator) lookup(key string) (found APIKey, ok bool) {
 	digest := sha256.Sum256([]byte(key))
 	for _, k := range a.APIKeys {
 		if subtle.ConstantTimeCompare(digest[:], k.Digest[:]) == 1 && !ok {
-			userID, ok = k.UserID, true
+			found, ok = k, true
 		}
 	}
-	return userID, ok
-}
-
-// refuseBearer refuses bearer tokens, which this server cannot verify yet. Other Authorization
-// schemes belong to handlers in front of this one (basic_auth, for one) and are left alone.
-func refuseBearer(r *http.Request) error {
-	for _, value := range r.Header.Values("Authorization") {
-		scheme, _, _ := strings.Cut(value, " ")
-		if strings.EqualFold(scheme, "Bearer") {
-			return invalidToken("bearer tokens are not accepted by this server; use an API key")
-		}
-	}
-	return nil
+	return found, ok
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -147,7 +148,7 @@ func TestAuthenticate(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Authenticate: %v", err)
 			}
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Authenticate = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -235,7 +236,7 @@ func TestAuthenticate(t *testing.T) {
 				t.Errorf("error = {Status: %d, Code: %q}, want {Status: %d, Code: %q}",
 					authErr.Status, authErr.Code, tc.wantStatus, tc.wantCode)
 			}
-			if got != (auth.Identity{}) {
+			if !got.Anonymous() {
 				t.Errorf("Authenticate returned %+v with its error, want the anonymous Identity", got)
 			}
 			for _, secret := range []string{aliceKey, bobKey} {
@@ -331,7 +332,7 @@ func TestContext(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := auth.FromContext(tc.ctx)
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("FromContext = %+v, want %+v", got, tc.want)
 			}
 			if got.Anonymous() != (tc.want.UserID == "") {

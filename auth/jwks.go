@@ -1,0 +1,268 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+)
+
+// ErrKeysUnavailable means a bearer token arrived before the identity provider's keys could be
+// fetched, so it can be neither accepted nor refused yet; the client should try again shortly.
+var ErrKeysUnavailable = errors.New("the identity provider's keys have not been fetched yet, try again shortly")
+
+// Timings of a JWKS. Variables, so that tests need not wait a minute.
+var (
+	// fetchTimeout bounds one fetch of a key set.
+	fetchTimeout = 10 * time.Second
+	// retryMin and retryMax bound the back-off between failed fetches.
+	retryMin, retryMax = time.Second, time.Minute
+	// unknownKIDEvery is how often a token with an unknown kid may trigger a fetch.
+	unknownKIDEvery = time.Minute
+)
+
+// maxJWKSSize is the largest key set read; real ones are a few KiB.
+const maxJWKSSize = 1 << 20
+
+// JWKS is the JSON Web Key Set (RFC 7517) published at one URL. It is fetched in the background,
+// every refresh interval and sooner after a failure, and kept: a failed fetch never drops the keys
+// of the last good one. Its methods are safe for concurrent use.
+type JWKS struct {
+	url    string
+	client *http.Client
+	logger *zap.Logger
+
+	keys    *jwkset.MemoryJWKSet
+	fetched atomic.Bool   // a fetch has succeeded
+	version atomic.Uint64 // counts the changes of the key set, so verified tokens can be rechecked
+	last    []byte        // the body of the last good fetch; guarded by busy
+
+	busy       chan struct{} // a one-slot semaphore: one fetch at a time
+	unknownKID *rate.Limiter // fetches asked for by tokens with an unknown kid
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// NewJWKS starts keeping the key set at url, refetched every refresh. It returns at once: the
+// first fetch runs in the background, and until it succeeds tokens get ErrKeysUnavailable.
+// A nil client means http.DefaultClient. Close ends it.
+func NewJWKS(url string, refresh time.Duration, client *http.Client, logger *zap.Logger) *JWKS {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &JWKS{
+		url:        url,
+		client:     client,
+		logger:     logger,
+		keys:       jwkset.NewMemoryStorage(),
+		busy:       make(chan struct{}, 1),
+		unknownKID: rate.NewLimiter(rate.Every(unknownKIDEvery), 1),
+		cancel:     cancel,
+		done:       make(chan struct{}),
+	}
+	go s.run(ctx, refresh)
+	return s
+}
+
+// Close stops the background fetches and waits for them to end.
+func (s *JWKS) Close() {
+	s.cancel()
+	<-s.done
+}
+
+// URL is where the key set is fetched from.
+func (s *JWKS) URL() string { return s.url }
+
+// Fetched reports whether a fetch has succeeded.
+func (s *JWKS) Fetched() bool { return s.fetched.Load() }
+
+func (s *JWKS) run(ctx context.Context, refresh time.Duration) {
+	defer close(s.done)
+	retry := retryMin
+	for {
+		wait := refresh
+		if err := s.fetch(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			wait, retry = min(retry, refresh), min(2*retry, retryMax)
+			s.logger.Warn("could not fetch the JWKS; keeping the keys already fetched",
+				zap.String("url", s.url), zap.Bool("have_keys", s.Fetched()), zap.Duration("retry_in", wait), zap.Error(err))
+		} else {
+			retry = retryMin
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// fetch reads the key set and, if it is valid, replaces the keys with it. A fetch already
+// running makes it wait, but never past ctx.
+func (s *JWKS) fetch(ctx context.Context) error {
+	select {
+	case s.busy <- struct{}{}:
+		defer func() { <-s.busy }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the server answered %s", resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSSize+1))
+	if err != nil {
+		return err
+	}
+	if len(body) > maxJWKSSize {
+		return fmt.Errorf("the key set is larger than %d bytes", maxJWKSSize)
+	}
+	keys, err := s.parse(body)
+	if err != nil {
+		return err
+	}
+	if err := s.keys.KeyReplaceAll(ctx, keys); err != nil {
+		return err
+	}
+	if !s.fetched.Load() || !bytes.Equal(body, s.last) {
+		s.last = body
+		s.version.Add(1)
+		s.logger.Info("fetched the JWKS", zap.String("url", s.url), zap.Int("keys", len(keys)))
+	}
+	s.fetched.Store(true)
+	return nil
+}
+
+// parse reads the public keys of a key set. Keys it cannot use (symmetric keys, unsupported
+// curves, malformed members) are skipped with a warning rather than failing the whole set, so one
+// odd key at the provider does not lock every caller out.
+func (s *JWKS) parse(body []byte) ([]jwkset.JWK, error) {
+	var set jwkset.JWKSMarshal
+	if err := json.Unmarshal(body, &set); err != nil {
+		return nil, fmt.Errorf("the key set is not JSON: %w", err)
+	}
+	if set.Keys == nil {
+		return nil, errors.New(`the key set has no "keys" member`)
+	}
+	keys := make([]jwkset.JWK, 0, len(set.Keys))
+	for _, m := range set.Keys {
+		if m.KTY == jwkset.KtyOct {
+			continue // a shared secret has no place in a public key set; HMAC is never accepted
+		}
+		jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+		if err != nil {
+			s.logger.Warn("skipping a key of the JWKS", zap.String("url", s.url), zap.String("kid", m.KID), zap.Error(err))
+			continue
+		}
+		keys = append(keys, jwk)
+	}
+	return keys, nil
+}
+
+// refetchForUnknownKID fetches the key set now, for a token whose kid it lacks, at most once per
+// unknownKIDEvery; it reports whether it fetched.
+func (s *JWKS) refetchForUnknownKID(ctx context.Context) bool {
+	if !s.unknownKID.Allow() {
+		return false
+	}
+	err := s.fetch(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.logger.Warn("could not fetch the JWKS for a token with an unknown kid", zap.String("url", s.url), zap.Error(err))
+	}
+	return err == nil
+}
+
+// keyRing is the keys of every configured JWKS, as the jwkset.Storage that keyfunc reads. keyfunc
+// calls only KeyRead and KeyReadAll; the embedded Storage (always empty) completes the interface.
+type keyRing struct {
+	jwkset.Storage
+	sets []*JWKS
+}
+
+func newKeyRing(sets []*JWKS) keyRing {
+	return keyRing{Storage: jwkset.NewMemoryStorage(), sets: sets}
+}
+
+// KeyRead finds the key with the kid. When no set has it, each set may refetch once (rate
+// limited); if it is still missing the answer is ErrKeysUnavailable while some set has never been
+// fetched, and jwkset.ErrKeyNotFound otherwise.
+func (k keyRing) KeyRead(ctx context.Context, kid string) (jwkset.JWK, error) {
+	if jwk, ok := k.lookup(ctx, kid); ok {
+		return jwk, nil
+	}
+	for _, s := range k.sets {
+		if s.refetchForUnknownKID(ctx) {
+			if jwk, err := s.keys.KeyRead(ctx, kid); err == nil {
+				return jwk, nil
+			}
+		}
+	}
+	if !k.fetched() {
+		return jwkset.JWK{}, ErrKeysUnavailable
+	}
+	return jwkset.JWK{}, fmt.Errorf("%w: kid %q", jwkset.ErrKeyNotFound, kid)
+}
+
+func (k keyRing) lookup(ctx context.Context, kid string) (jwkset.JWK, bool) {
+	for _, s := range k.sets {
+		if jwk, err := s.keys.KeyRead(ctx, kid); err == nil {
+			return jwk, true
+		}
+	}
+	return jwkset.JWK{}, false
+}
+
+// KeyReadAll returns every key, for a token without a kid.
+func (k keyRing) KeyReadAll(ctx context.Context) ([]jwkset.JWK, error) {
+	var all []jwkset.JWK
+	for _, s := range k.sets {
+		keys, _ := s.keys.KeyReadAll(ctx)
+		all = append(all, keys...)
+	}
+	if len(all) == 0 && !k.fetched() {
+		return nil, ErrKeysUnavailable
+	}
+	return all, nil
+}
+
+// fetched reports whether every set has been fetched at least once.
+func (k keyRing) fetched() bool {
+	for _, s := range k.sets {
+		if !s.Fetched() {
+			return false
+		}
+	}
+	return true
+}
+
+// version changes whenever any set's keys change.
+func (k keyRing) version() uint64 {
+	var v uint64
+	for _, s := range k.sets {
+		v += s.version.Load()
+	}
+	return v
+}

@@ -1,0 +1,172 @@
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// DefaultAlgorithms are the signing algorithms accepted when none are configured.
+var DefaultAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"}
+
+// asymmetric are the algorithms a JWKS key can verify. "none" and the HMAC algorithms are not
+// among them: a public key set must never verify a token signed with a shared secret.
+var asymmetric = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+// ValidAlgorithm checks that alg may be accepted for tokens verified against a JWKS.
+func ValidAlgorithm(alg string) error {
+	if !slices.Contains(asymmetric, alg) {
+		return fmt.Errorf("%q is not an accepted signing algorithm (one of %s)", alg, strings.Join(asymmetric, " "))
+	}
+	return nil
+}
+
+// TokenConfig says which bearer tokens are accepted.
+type TokenConfig struct {
+	// Keys are the key sets that tokens are verified against; a key from any of them is accepted.
+	Keys []*JWKS
+	// Issuers, when not empty, are the accepted values of the iss claim.
+	Issuers []string
+	// Audiences, when not empty, are the accepted values of the aud claim: one must match.
+	Audiences []string
+	// Algorithms are the accepted signing algorithms; each must pass ValidAlgorithm.
+	Algorithms []string
+	// UserClaim holds the user id; NameClaim and EmailClaim the optional profile.
+	UserClaim, NameClaim, EmailClaim string
+	// Leeway is the clock skew allowed when checking exp, nbf and iat.
+	Leeway time.Duration
+	// Timeout bounds the wait for keys (a fetch for an unknown kid) on a request's behalf.
+	Timeout time.Duration
+	// CacheSize is the number of verified tokens remembered; 0 means DefaultCacheSize.
+	CacheSize int
+}
+
+// DefaultCacheSize is the number of verified tokens remembered by default.
+const DefaultCacheSize = 10_000
+
+// Tokens verifies JWT bearer tokens against the configured key sets.
+type Tokens struct {
+	cfg     TokenConfig
+	keys    keyRing
+	keyfunc keyfunc.Keyfunc
+	parser  *jwt.Parser
+	cache   *tokenCache
+}
+
+// NewTokens returns a verifier for cfg.
+func NewTokens(cfg TokenConfig) (*Tokens, error) {
+	if len(cfg.Keys) == 0 {
+		return nil, errors.New("no JWKS is configured")
+	}
+	for _, alg := range cfg.Algorithms {
+		if err := ValidAlgorithm(alg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.CacheSize == 0 {
+		cfg.CacheSize = DefaultCacheSize
+	}
+	ring := newKeyRing(cfg.Keys)
+	kf, err := keyfunc.New(keyfunc.Options{Storage: ring})
+	if err != nil {
+		return nil, err
+	}
+	options := []jwt.ParserOption{
+		jwt.WithValidMethods(cfg.Algorithms),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(cfg.Leeway),
+		jwt.WithTimeFunc(func() time.Time { return now() }),
+		jwt.WithJSONNumber(),
+	}
+	if len(cfg.Audiences) > 0 {
+		options = append(options, jwt.WithAudience(cfg.Audiences...))
+	}
+	return &Tokens{cfg: cfg, keys: ring, keyfunc: kf, parser: jwt.NewParser(options...), cache: newTokenCache(cfg.CacheSize)}, nil
+}
+
+// now is the clock, replaceable in tests.
+var now = time.Now
+
+// Verify checks a bearer token and returns the caller it names. A bad token is an *Error with
+// status 401; a token that cannot be checked yet is ErrKeysUnavailable.
+func (t *Tokens) Verify(ctx context.Context, token string) (Identity, error) {
+	digest := sha256.Sum256([]byte(token))
+	version := t.keys.version()
+	if id, ok := t.cache.get(digest, version, now()); ok {
+		return id, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	defer cancel()
+	claims := jwt.MapClaims{}
+	parsed, err := t.parser.ParseWithClaims(token, claims, t.keyfunc.KeyfuncCtx(ctx))
+	if err != nil {
+		return Identity{}, t.refusal(parsed, claims, err)
+	}
+	if len(t.cfg.Issuers) > 0 {
+		if iss, _ := claims.GetIssuer(); !slices.Contains(t.cfg.Issuers, iss) {
+			return Identity{}, invalidToken("the token's issuer (iss) is not accepted")
+		}
+	}
+	id, err := t.identity(claims)
+	if err != nil {
+		return Identity{}, err
+	}
+	if exp, _ := claims.GetExpirationTime(); exp != nil {
+		t.cache.put(digest, id, version, exp.Time)
+	}
+	return id, nil
+}
+
+// identity reads the caller from verified claims.
+func (t *Tokens) identity(claims jwt.MapClaims) (Identity, error) {
+	userID, ok := claims[t.cfg.UserClaim].(string)
+	if !ok || userID == "" {
+		return Identity{}, invalidToken(fmt.Sprintf("the token has no %s claim with the user id", t.cfg.UserClaim))
+	}
+	id := Identity{UserID: userID, Method: MethodJWT, Claims: claims}
+	id.Name, _ = claims[t.cfg.NameClaim].(string)
+	id.Email, _ = claims[t.cfg.EmailClaim].(string)
+	return id, nil
+}
+
+// refusal turns a parse error into the error the client gets. The descriptions are fixed
+// sentences: nothing from the token is echoed back.
+func (t *Tokens) refusal(parsed *jwt.Token, claims jwt.MapClaims, err error) error {
+	_, hasExp := claims["exp"]
+	switch {
+	case errors.Is(err, ErrKeysUnavailable):
+		return ErrKeysUnavailable
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return invalidToken("the token is not a well-formed JWT")
+	case parsed != nil && parsed.Method != nil && !slices.Contains(t.cfg.Algorithms, parsed.Method.Alg()):
+		return invalidToken("the token's signing algorithm is not accepted")
+	case errors.Is(err, jwkset.ErrKeyNotFound):
+		return invalidToken("the token's key id (kid) is not in the identity provider's key set")
+	case errors.Is(err, keyfunc.ErrKeyfunc), errors.Is(err, jwt.ErrInvalidKeyType):
+		return invalidToken("the token's signing algorithm does not match its key")
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return invalidToken("the token's signature is invalid")
+	case !hasExp:
+		return invalidToken("the token has no expiry (exp)")
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return invalidToken("the token has expired")
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return invalidToken("the token is not valid yet (nbf)")
+	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return invalidToken("the token's issue time (iat) is in the future")
+	case errors.Is(err, jwt.ErrTokenInvalidAudience), errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return invalidToken("the token is not meant for this audience (aud)")
+	case errors.Is(err, jwt.ErrInvalidType):
+		return invalidToken("the token has a claim of the wrong type")
+	}
+	return invalidToken("the token cannot be verified")
+}
