@@ -54,6 +54,17 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"a database name MongoDB refuses", "database my.posts", `database: "my.posts" is not a MongoDB database name`},
 		{"an api_key digest that is not hex", "api_key sha256:xyz alice", `api_key: "sha256:" must be followed by 64 hex digits`},
 		{"an api_key digest of the wrong length", "api_key sha256:abcd alice", `api_key: "sha256:" must be followed by 64 hex digits`},
+		{"jwks_url without a URL", "jwks_url", "jwks_url takes at least 1 argument(s), got 0"},
+		{"issuer without a value", "issuer", "issuer takes at least 1 argument(s), got 0"},
+		{"the none algorithm", "algorithms RS256 none", `algorithms: "none" is not an accepted signing algorithm`},
+		{"an HMAC algorithm", "algorithms HS256", `algorithms: "HS256" is not an accepted signing algorithm`},
+		{"an algorithm in the wrong case", "algorithms rs256", `algorithms: "rs256" is not an accepted signing algorithm`},
+		{"user_claim with two claims", "user_claim sub uid", "user_claim takes 1 argument(s), got 2"},
+		{"leeway that is not a duration", "leeway lots", `leeway: "lots" is not a duration from 0s to 5m0s`},
+		{"a negative leeway", "leeway -1s", `leeway: "-1s"`},
+		{"a leeway over five minutes", "leeway 1h", `leeway: "1h"`},
+		{"jwks_refresh under a second", "jwks_refresh 100ms", `jwks_refresh: "100ms" is not a duration of at least 1s`},
+		{"trust_caddy_auth with an argument", "trust_caddy_auth yes", "trust_caddy_auth takes 0 argument(s), got 1"},
 	}
 	adapter := caddyconfig.GetAdapter("caddyfile")
 	for _, tt := range tests {
@@ -74,6 +85,26 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 			t.Errorf("error = %v; want one naming Caddyfile:5 and saying mongodb_uri is given more than once", err)
 		}
 	})
+	t.Run("algorithms given twice", func(t *testing.T) {
+		_, _, err := adapter.Adapt([]byte(":8080\n\nposts {\n\talgorithms RS256\n\talgorithms ES256\n}\n"), nil)
+		if err == nil || !strings.Contains(err.Error(), "Caddyfile:5") || !strings.Contains(err.Error(), "algorithms is given more than once") {
+			t.Errorf("error = %v; want one naming Caddyfile:5 and saying algorithms is given more than once", err)
+		}
+	})
+	apiKeyBlocks := []struct{ name, block, want string }{
+		{"an unknown member", "colour red", `unrecognized api_key subdirective "colour"`},
+		{"a name without a value", "name", "api_key name takes 1 argument, got 0"},
+		{"an email with two values", "email a@example.com b@example.com", "api_key email takes 1 argument, got 2"},
+	}
+	for _, tt := range apiKeyBlocks {
+		t.Run("an api_key block with "+tt.name, func(t *testing.T) {
+			caddyfile := ":8080\n\nposts {\n\tapi_key secret alice {\n\t\t" + tt.block + "\n\t}\n}\n"
+			_, _, err := adapter.Adapt([]byte(caddyfile), nil)
+			if err == nil || !strings.Contains(err.Error(), "Caddyfile:5") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v; want one naming Caddyfile:5 and containing %q", err, tt.want)
+			}
+		})
+	}
 	t.Run("arguments on the posts line itself", func(t *testing.T) {
 		_, _, err := adapter.Adapt([]byte(":8080\n\nposts extra {\n}\n"), nil)
 		if err == nil || !strings.Contains(err.Error(), "Caddyfile:3") || !strings.Contains(err.Error(), `posts takes no arguments`) {

@@ -1,8 +1,10 @@
 package caddymodule
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -24,26 +26,64 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 	return handler, err
 }
 
-// subdirectiveArgs is the number of arguments of each subdirective.
-var subdirectiveArgs = map[string]int{
-	"mongodb_uri": 1, "database": 1, "data_dir": 1, "api_key": 2, "api_key_header": 1,
-	"max_body_size": 1, "max_limit": 1, "timeout": 1,
+// arity is the least and the most arguments a subdirective takes; many means no most.
+type arity struct{ least, most int }
+
+const many = -1
+
+// subdirectives are the arities of the subdirectives.
+var subdirectives = map[string]arity{
+	"mongodb_uri": {1, 1}, "database": {1, 1}, "data_dir": {1, 1},
+	"jwks_url": {1, many}, "issuer": {1, many}, "audience": {1, many}, "algorithms": {1, many},
+	"user_claim": {1, 1}, "name_claim": {1, 1}, "email_claim": {1, 1},
+	"leeway": {1, 1}, "jwks_refresh": {1, 1}, "trust_caddy_auth": {0, 0},
+	"api_key": {2, 2}, "api_key_header": {1, 1},
+	"max_body_size": {1, 1}, "max_limit": {1, 1}, "timeout": {1, 1},
+}
+
+// repeatable are the subdirectives that may be given more than once; their arguments add up.
+var repeatable = map[string]bool{"jwks_url": true, "issuer": true, "audience": true, "api_key": true}
+
+func (a arity) allows(n int) bool { return n >= a.least && (a.most == many || n <= a.most) }
+
+func (a arity) String() string {
+	switch {
+	case a.least == a.most:
+		return fmt.Sprintf("%d argument(s)", a.least)
+	case a.most == many:
+		return fmt.Sprintf("at least %d argument(s)", a.least)
+	}
+	return fmt.Sprintf("%d to %d arguments", a.least, a.most)
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	posts [<matcher>] {
-//	    mongodb_uri    <uri>
-//	    database       <name>
-//	    data_dir       <path>
-//	    api_key        <key>|sha256:<hex> <user-id>
-//	    api_key_header <name>
-//	    max_body_size  <size>
-//	    max_limit      <n>
-//	    timeout        <duration>
+//	    mongodb_uri      <uri>
+//	    database         <name>
+//	    data_dir         <path>
+//	    jwks_url         <url...>
+//	    issuer           <iss...>
+//	    audience         <aud...>
+//	    algorithms       <alg...>
+//	    user_claim       <claim>
+//	    name_claim       <claim>
+//	    email_claim      <claim>
+//	    leeway           <duration>
+//	    jwks_refresh     <duration>
+//	    trust_caddy_auth
+//	    api_key          <key>|sha256:<hex> <user-id> {
+//	        name  <name>
+//	        email <email>
+//	    }
+//	    api_key_header   <name>
+//	    max_body_size    <size>
+//	    max_limit        <n>
+//	    timeout          <duration>
 //	}
 //
-// Every subdirective is optional; api_key may be repeated, the others may not.
+// Every subdirective is optional. jwks_url, issuer, audience and api_key may be repeated; the
+// others may not. The block of api_key is optional.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive's name
 	if d.NextArg() {
@@ -52,19 +92,22 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
 		name := d.Val()
-		want, known := subdirectiveArgs[name]
+		want, known := subdirectives[name]
 		switch {
 		case !known:
 			return d.Errf("unrecognized subdirective %q", name)
-		case seen[name] && name != "api_key":
+		case seen[name] && !repeatable[name]:
 			return d.Errf("%s is given more than once", name)
 		}
 		seen[name] = true
 		args := d.RemainingArgs()
-		if len(args) != want {
-			return d.Errf("%s takes %d argument(s), got %d", name, want, len(args))
+		if !want.allows(len(args)) {
+			return d.Errf("%s takes %s, got %d", name, want, len(args))
 		}
-		arg := args[0]
+		var arg string
+		if len(args) > 0 {
+			arg = args[0]
+		}
 		switch name {
 		case "mongodb_uri":
 			h.MongoDBURI = arg
@@ -75,11 +118,49 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Database = arg
 		case "data_dir":
 			h.DataDir = arg
+		case "jwks_url":
+			h.JWKSURLs = append(h.JWKSURLs, args...)
+		case "issuer":
+			h.Issuers = append(h.Issuers, args...)
+		case "audience":
+			h.Audiences = append(h.Audiences, args...)
+		case "algorithms":
+			for _, alg := range args {
+				if err := auth.ValidAlgorithm(alg); err != nil {
+					return d.Errf("algorithms: %v", err)
+				}
+			}
+			h.Algorithms = args
+		case "user_claim":
+			h.UserClaim = arg
+		case "name_claim":
+			h.NameClaim = arg
+		case "email_claim":
+			h.EmailClaim = arg
+		case "leeway":
+			t, err := caddy.ParseDuration(arg)
+			if err != nil || t < 0 || t > time.Duration(MaxLeeway) {
+				return d.Errf("leeway: %q is not a duration from 0s to %s", arg, time.Duration(MaxLeeway))
+			}
+			leeway := caddy.Duration(t)
+			h.Leeway = &leeway
+		case "jwks_refresh":
+			t, err := caddy.ParseDuration(arg)
+			if err != nil || t < time.Duration(MinJWKSRefresh) {
+				return d.Errf("jwks_refresh: %q is not a duration of at least %s, such as 1h", arg, time.Duration(MinJWKSRefresh))
+			}
+			h.JWKSRefresh = caddy.Duration(t)
+		case "trust_caddy_auth":
+			h.TrustCaddyAuth = true
 		case "api_key":
 			if _, err := auth.ParseAPIKey(arg, args[1]); err != nil && !strings.Contains(arg+args[1], "{") {
 				return d.Errf("api_key: %v", err) // a placeholder is checked once Provision expands it
 			}
-			h.APIKeys = append(h.APIKeys, APIKey{Key: arg, UserID: args[1]})
+			key := APIKey{Key: arg, UserID: args[1]}
+			if err := parseAPIKeyProfile(d, &key); err != nil {
+				return err
+			}
+			h.APIKeys = append(h.APIKeys, key)
 		case "api_key_header":
 			h.APIKeyHeader = arg
 		case "max_body_size":
@@ -100,6 +181,26 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("timeout: %q is not a positive duration such as 5s", arg)
 			}
 			h.Timeout = caddy.Duration(t)
+		}
+	}
+	return nil
+}
+
+// parseAPIKeyProfile reads the optional block of api_key: the user's name and email.
+func parseAPIKeyProfile(d *caddyfile.Dispenser, key *APIKey) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		field := d.Val()
+		args := d.RemainingArgs()
+		if len(args) != 1 {
+			return d.Errf("api_key %s takes 1 argument, got %d", field, len(args))
+		}
+		switch field {
+		case "name":
+			key.Name = args[0]
+		case "email":
+			key.Email = args[0]
+		default:
+			return d.Errf("unrecognized api_key subdirective %q (want name or email)", field)
 		}
 	}
 	return nil

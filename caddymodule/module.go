@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -33,6 +35,17 @@ const (
 	DefaultMaxBodySize  = 1 << 20
 	DefaultMaxLimit     = 100
 	DefaultTimeout      = caddy.Duration(5 * time.Second)
+	DefaultUserClaim    = "sub"
+	DefaultNameClaim    = "name"
+	DefaultEmailClaim   = "email"
+	DefaultLeeway       = caddy.Duration(30 * time.Second)
+	DefaultJWKSRefresh  = caddy.Duration(time.Hour)
+)
+
+// Bounds of the config fields.
+const (
+	MaxLeeway      = caddy.Duration(5 * time.Minute)
+	MinJWKSRefresh = caddy.Duration(time.Second)
 )
 
 // Handler serves a posts REST API (GET, POST /posts; GET, PATCH, DELETE /posts/{id}) from
@@ -49,6 +62,44 @@ type Handler struct {
 	// Where the embedded store keeps its files; used only without mongodb_uri. Placeholders are
 	// expanded. Default: the "posts" folder in Caddy's data directory.
 	DataDir string `json:"data_dir,omitempty"`
+
+	// URLs of the JSON Web Key Sets whose keys sign the accepted bearer tokens, such as
+	// https://{tenant}.auth0.com/.well-known/jwks.json; a key from any of them is accepted. The
+	// sets are fetched in the background and refreshed every jwks_refresh. Placeholders are
+	// expanded. Default: none, and bearer tokens are refused.
+	JWKSURLs []string `json:"jwks_urls,omitempty"`
+
+	// The accepted values of a token's iss claim; when set, the claim must be one of them.
+	// Default: any issuer.
+	Issuers []string `json:"issuers,omitempty"`
+
+	// The accepted values of a token's aud claim; when set, the claim must hold one of them.
+	// Default: any audience.
+	Audiences []string `json:"audiences,omitempty"`
+
+	// The accepted signing algorithms. "none" and the HMAC algorithms are never accepted.
+	// Default: RS256 RS384 RS512 PS256 ES256 ES384 EdDSA.
+	Algorithms []string `json:"algorithms,omitempty"`
+
+	// The token claim that holds the user id. Default: sub.
+	UserClaim string `json:"user_claim,omitempty"`
+
+	// The token claim that holds the user's name. Default: name.
+	NameClaim string `json:"name_claim,omitempty"`
+
+	// The token claim that holds the user's email. Default: email.
+	EmailClaim string `json:"email_claim,omitempty"`
+
+	// The clock skew allowed when checking a token's exp, nbf and iat, at most 5m. Default: 30s.
+	Leeway *caddy.Duration `json:"leeway,omitempty"`
+
+	// How often the key sets are fetched again, at least 1s. A token with an unknown kid also
+	// triggers a fetch, at most once a minute. Default: 1h.
+	JWKSRefresh caddy.Duration `json:"jwks_refresh,omitempty"`
+
+	// Accept the user that an earlier Caddy handler (basic_auth, an authentication plugin)
+	// authenticated, as found in {http.auth.user.id}. Default: false.
+	TrustCaddyAuth bool `json:"trust_caddy_auth,omitempty"`
 
 	// The accepted API keys, each with the user it authenticates. Default: none.
 	APIKeys []APIKey `json:"api_keys,omitempty"`
@@ -67,6 +118,7 @@ type Handler struct {
 
 	logger   *zap.Logger
 	storeKey string
+	jwksKeys []string
 	api      *handlers.API
 }
 
@@ -78,6 +130,10 @@ type APIKey struct {
 
 	// The user the key authenticates: the userId of the posts written with it.
 	UserID string `json:"user_id"`
+
+	// The user's name and email, saved in the users collection when the key writes. Optional.
+	Name  string `json:"name,omitempty"`
+	Email string `json:"email,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -107,27 +163,148 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Timeout == 0 {
 		h.Timeout = DefaultTimeout
 	}
+	if len(h.Algorithms) == 0 {
+		h.Algorithms = auth.DefaultAlgorithms
+	}
+	if h.UserClaim == "" {
+		h.UserClaim = DefaultUserClaim
+	}
+	if h.NameClaim == "" {
+		h.NameClaim = DefaultNameClaim
+	}
+	if h.EmailClaim == "" {
+		h.EmailClaim = DefaultEmailClaim
+	}
+	if h.Leeway == nil {
+		leeway := DefaultLeeway
+		h.Leeway = &leeway
+	}
+	if h.JWKSRefresh == 0 {
+		h.JWKSRefresh = DefaultJWKSRefresh
+	}
 	repl := caddy.NewReplacer()
-	authn := &auth.Authenticator{APIKeyHeader: h.APIKeyHeader}
-	for i, k := range h.APIKeys {
-		key, err := auth.ParseAPIKey(repl.ReplaceKnown(k.Key, ""), repl.ReplaceKnown(k.UserID, ""))
-		if err != nil {
-			return fmt.Errorf("api_keys[%d]: %w", i, err)
-		}
-		authn.APIKeys = append(authn.APIKeys, key)
+	authn, err := h.authenticator(repl)
+	if err != nil {
+		return err
 	}
 	client, err := h.loadStore(repl.ReplaceKnown(h.MongoDBURI, ""), repl.ReplaceKnown(h.DataDir, ""))
 	if err != nil {
 		return err
 	}
+	timeout := time.Duration(h.Timeout)
 	h.api = handlers.New(handlers.Config{
-		Posts:       posts.NewService(store.NewPosts(client, h.Database, time.Duration(h.Timeout)), h.MaxLimit),
+		Posts: posts.NewService(posts.Config{
+			Posts:    store.NewPosts(client, h.Database, timeout),
+			Users:    store.NewUsers(client, h.Database, timeout),
+			MaxLimit: h.MaxLimit,
+			Logger:   h.logger,
+		}),
 		Auth:        authn,
 		MaxBodySize: h.MaxBodySize,
 		Logger:      h.logger,
 		RequestID:   requestID,
+		Identified:  setUserPlaceholders,
 	})
 	return nil
+}
+
+// authenticator builds the credential checks: API keys, bearer tokens against the pooled key
+// sets, and the user of an earlier Caddy handler.
+func (h *Handler) authenticator(repl *caddy.Replacer) (*auth.Authenticator, error) {
+	authn := &auth.Authenticator{APIKeyHeader: h.APIKeyHeader}
+	for i, k := range h.APIKeys {
+		key, err := auth.ParseAPIKey(repl.ReplaceKnown(k.Key, ""), repl.ReplaceKnown(k.UserID, ""))
+		if err != nil {
+			return nil, fmt.Errorf("api_keys[%d]: %w", i, err)
+		}
+		key.Name, key.Email = repl.ReplaceKnown(k.Name, ""), repl.ReplaceKnown(k.Email, "")
+		authn.APIKeys = append(authn.APIKeys, key)
+	}
+	if h.TrustCaddyAuth {
+		authn.Upstream = caddyUser
+	}
+	if len(h.JWKSURLs) == 0 {
+		if len(h.Issuers)+len(h.Audiences) > 0 {
+			return nil, errors.New("issuers and audiences apply to bearer tokens, which need jwks_urls")
+		}
+		return authn, nil
+	}
+	var sets []*auth.JWKS
+	for i, u := range h.JWKSURLs {
+		u = repl.ReplaceKnown(u, "")
+		if err := h.checkJWKSURL(u); err != nil {
+			return nil, fmt.Errorf("jwks_urls[%d]: %w", i, err)
+		}
+		set, err := h.loadJWKS(u)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, set)
+	}
+	tokens, err := auth.NewTokens(auth.TokenConfig{
+		Keys:       sets,
+		Issuers:    replaceAll(repl, h.Issuers),
+		Audiences:  replaceAll(repl, h.Audiences),
+		Algorithms: h.Algorithms,
+		UserClaim:  h.UserClaim,
+		NameClaim:  h.NameClaim,
+		EmailClaim: h.EmailClaim,
+		Leeway:     time.Duration(*h.Leeway),
+		Timeout:    time.Duration(h.Timeout),
+	})
+	if err != nil {
+		return nil, err
+	}
+	authn.Tokens = tokens
+	return authn, nil
+}
+
+func replaceAll(repl *caddy.Replacer, values []string) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = repl.ReplaceKnown(v, "")
+	}
+	return out
+}
+
+// checkJWKSURL accepts http and https URLs. Plain http lets anyone on the path swap the keys, so
+// it draws a warning unless the host is a loopback address.
+func (h *Handler) checkJWKSURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%q is not an http or https URL", raw)
+	}
+	if ip := net.ParseIP(u.Hostname()); u.Scheme == "http" && u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		h.logger.Warn("the JWKS is fetched over plain http, where anyone on the path could replace its keys; use https",
+			zap.String("url", raw))
+	}
+	return nil
+}
+
+// jwksPool holds one key set per URL and refresh interval, shared by every config that names it,
+// so a reload keeps the keys it has and does not fetch them again.
+var jwksPool = caddy.NewUsagePool()
+
+// pooledJWKS makes a key set a pool value.
+type pooledJWKS struct{ *auth.JWKS }
+
+// Destruct stops the key set's background fetches when the last config that used it is cleaned up.
+func (s pooledJWKS) Destruct() error {
+	s.Close()
+	return nil
+}
+
+func (h *Handler) loadJWKS(u string) (*auth.JWKS, error) {
+	refresh := time.Duration(h.JWKSRefresh)
+	key := fmt.Sprintf("jwks %s every %s", u, refresh)
+	val, _, err := jwksPool.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return pooledJWKS{auth.NewJWKS(u, refresh, nil, h.logger.Named("jwks"))}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.jwksKeys = append(h.jwksKeys, key)
+	return val.(pooledJWKS).JWKS, nil
 }
 
 // stores holds one store client per MongoDB URI or embedded data directory, shared by every
@@ -189,6 +366,17 @@ func (h *Handler) Validate() error {
 	if err := validDatabase(h.Database); err != nil {
 		errs = append(errs, fmt.Errorf("database: %w", err))
 	}
+	for _, alg := range h.Algorithms {
+		if err := auth.ValidAlgorithm(alg); err != nil {
+			errs = append(errs, fmt.Errorf("algorithms: %w", err))
+		}
+	}
+	if *h.Leeway < 0 || *h.Leeway > MaxLeeway {
+		errs = append(errs, fmt.Errorf("leeway must be from 0 to %s", time.Duration(MaxLeeway)))
+	}
+	if h.JWKSRefresh < MinJWKSRefresh {
+		errs = append(errs, fmt.Errorf("jwks_refresh must be at least %s", time.Duration(MinJWKSRefresh)))
+	}
 	return errors.Join(errs...)
 }
 
@@ -200,13 +388,18 @@ func validDatabase(name string) error {
 	return nil
 }
 
-// Cleanup releases this config's hold on the store.
+// Cleanup releases this config's hold on the store and the key sets.
 func (h *Handler) Cleanup() error {
-	if h.storeKey == "" {
-		return nil
+	var errs []error
+	for _, key := range h.jwksKeys {
+		_, err := jwksPool.Delete(key)
+		errs = append(errs, err)
 	}
-	_, err := stores.Delete(h.storeKey)
-	return err
+	if h.storeKey != "" {
+		_, err := stores.Delete(h.storeKey)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // ServeHTTP serves the API's paths and passes every other request to next.
@@ -227,6 +420,41 @@ func requestID(r *http.Request) string {
 	}
 	id, _ := repl.GetString("http.request.uuid")
 	return id
+}
+
+// userPlaceholder prefixes the placeholders of the caller, as Caddy's authentication handler names them.
+const userPlaceholder = "http.auth.user."
+
+// caddyUser is the user an earlier Caddy authentication handler left in {http.auth.user.id}.
+func caddyUser(r *http.Request) string {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return ""
+	}
+	id, _ := repl.GetString(userPlaceholder + "id")
+	return id
+}
+
+// setUserPlaceholders puts the caller into {http.auth.user.id} (which the access log records as
+// user_id), its token's claims into {http.auth.user.<claim>}, and an API key's profile into
+// {http.auth.user.name} and {http.auth.user.email}.
+func setUserPlaceholders(r *http.Request, caller auth.Identity) {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return
+	}
+	for claim, value := range caller.Claims {
+		repl.Set(userPlaceholder+claim, value)
+	}
+	if caller.Claims == nil {
+		if caller.Name != "" {
+			repl.Set(userPlaceholder+"name", caller.Name)
+		}
+		if caller.Email != "" {
+			repl.Set(userPlaceholder+"email", caller.Email)
+		}
+	}
+	repl.Set(userPlaceholder+"id", caller.UserID)
 }
 
 // Interface guards

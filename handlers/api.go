@@ -26,6 +26,9 @@ type Config struct {
 	// RequestID, if set, returns the id the request is logged under, so a 5xx in the log can be
 	// matched with the access log.
 	RequestID func(*http.Request) string
+	// Identified, if set, is told the caller of every authenticated request before it is served
+	// (Caddy sets its {http.auth.user.*} placeholders from it).
+	Identified func(*http.Request, auth.Identity)
 }
 
 // API serves /posts and /posts/{id}.
@@ -83,6 +86,9 @@ func (a *API) endpoint(m methods) http.Handler {
 		if err != nil {
 			a.fail(w, r, err)
 			return
+		}
+		if !caller.Anonymous() && a.cfg.Identified != nil {
+			a.cfg.Identified(r, caller)
 		}
 		r = r.WithContext(auth.NewContext(r.Context(), caller))
 		if err := serve(w, r); err != nil {

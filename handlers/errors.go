@@ -57,6 +57,9 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, posts.ErrUnavailable):
 		status, message = http.StatusServiceUnavailable, posts.ErrUnavailable.Error()
 		w.Header().Set("Retry-After", retryAfter)
+	case errors.Is(err, auth.ErrKeysUnavailable):
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", retryAfter)
 	default:
 		status, message = http.StatusInternalServerError, "internal server error"
 	}

@@ -13,7 +13,7 @@ var (
 	// ErrForbidden: the post exists but belongs to another user.
 	ErrForbidden = errors.New("post belongs to another user")
 	// ErrUnauthenticated: the operation needs a caller and the request named none.
-	ErrUnauthenticated = errors.New("authentication required: send an API key")
+	ErrUnauthenticated = errors.New("authentication required: send a bearer token or an API key")
 	// ErrInvalid: the input breaks a rule; the error is an *InvalidError naming the field.
 	ErrInvalid = errors.New("invalid input")
 	// ErrUnavailable: the database could not be reached or did not answer in time; nothing was

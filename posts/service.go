@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/store"
@@ -66,15 +67,28 @@ type Page struct {
 // now is the clock, replaceable in tests.
 var now = time.Now
 
+// Config is what a Service needs.
+type Config struct {
+	// Posts and Users are the collections it reads and writes.
+	Posts *store.Posts
+	Users *store.Users
+	// MaxLimit is the largest page of a list.
+	MaxLimit int
+	// Logger receives the failures that do not fail the request: a profile that could not be saved.
+	Logger *zap.Logger
+}
+
 // Service applies the rules of posts. Its methods are safe for concurrent use.
 type Service struct {
 	store    *store.Posts
+	users    *store.Users
 	maxLimit int
+	logger   *zap.Logger
 }
 
-// NewService returns a Service over st whose pages hold at most maxLimit posts.
-func NewService(st *store.Posts, maxLimit int) *Service {
-	return &Service{store: st, maxLimit: maxLimit}
+// NewService returns the Service that cfg describes.
+func NewService(cfg Config) *Service {
+	return &Service{store: cfg.Posts, users: cfg.Users, maxLimit: cfg.MaxLimit, logger: cfg.Logger}
 }
 
 // RequireCaller returns ErrUnauthenticated for an anonymous caller: every write needs one.
@@ -142,6 +156,7 @@ func (s *Service) Create(ctx context.Context, caller auth.Identity, in NewPost) 
 	if err := s.store.Insert(ctx, post); err != nil {
 		return Post{}, fromStore(err)
 	}
+	s.saveProfile(ctx, caller)
 	return post, nil
 }
 
@@ -162,7 +177,11 @@ func (s *Service) Update(ctx context.Context, caller auth.Identity, id string, c
 	if errors.Is(err, store.ErrNotFound) {
 		return Post{}, s.whyNotOwned(ctx, oid)
 	}
-	return post, fromStore(err)
+	if err != nil {
+		return Post{}, fromStore(err)
+	}
+	s.saveProfile(ctx, caller)
+	return post, nil
 }
 
 // Delete deletes the caller's post.
@@ -178,7 +197,30 @@ func (s *Service) Delete(ctx context.Context, caller auth.Identity, id string) e
 	if errors.Is(err, store.ErrNotFound) {
 		return s.whyNotOwned(ctx, oid)
 	}
-	return fromStore(err)
+	if err != nil {
+		return fromStore(err)
+	}
+	s.saveProfile(ctx, caller)
+	return nil
+}
+
+// saveProfile records the caller in the users collection, with the name and email its
+// credential gives, after each of its writes. The write has happened by then, so a failure here
+// is logged, not returned: the client must not retry a write that succeeded.
+func (s *Service) saveProfile(ctx context.Context, caller auth.Identity) {
+	err := s.users.Save(ctx, store.User{
+		ID: caller.UserID, Name: nonEmpty(caller.Name), Email: nonEmpty(caller.Email), UpdatedAt: timestamp(),
+	})
+	if err != nil {
+		s.logger.Warn("could not save the user's profile", zap.String("user_id", caller.UserID), zap.Error(err))
+	}
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // whyNotOwned tells, after a write filtered by owner matched nothing, a missing post (404) from

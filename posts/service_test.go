@@ -28,8 +28,8 @@ var (
 // time.Now is.
 var start = time.Date(2025, 3, 14, 17, 9, 26, 535_897_932, time.FixedZone("UTC+2", 2*60*60))
 
-// newStore returns the posts collection of a new embedded server, closed when the test ends.
-func newStore(t *testing.T) *store.Posts {
+// newStore returns the collections of a new embedded server, closed when the test ends.
+func newStore(t *testing.T) (*store.Posts, *store.Users) {
 	t.Helper()
 	client := store.Embedded(t.TempDir(), zap.NewNop())
 	t.Cleanup(func() {
@@ -39,7 +39,11 @@ func newStore(t *testing.T) *store.Posts {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	return store.NewPosts(client, "test", 5*time.Second)
+	return store.NewPosts(client, "test", 5*time.Second), store.NewUsers(client, "test", 5*time.Second)
+}
+
+func newService(st *store.Posts, users *store.Users, maxLimit int) *Service {
+	return NewService(Config{Posts: st, Users: users, MaxLimit: maxLimit, Logger: zap.NewNop()})
 }
 
 // setClock makes now return the time the returned pointer holds, until the test ends.
@@ -107,8 +111,8 @@ func wantInvalid(t *testing.T, err error, field string) {
 func ptr(s string) *string { return &s }
 
 func TestCreate(t *testing.T) {
-	st := newStore(t)
-	s := NewService(st, 100)
+	st, users := newStore(t)
+	s := newService(st, users, 100)
 	setClock(t, start)
 	storedAt := start.UTC().Truncate(time.Millisecond)
 
@@ -200,7 +204,8 @@ func TestCreate(t *testing.T) {
 }
 
 func TestGet(t *testing.T) {
-	s := NewService(newStore(t), 100)
+	st, users := newStore(t)
+	s := newService(st, users, 100)
 	post := create(t, s, alice, "Hello")
 
 	t.Run("a post is found by its id", func(t *testing.T) {
@@ -230,9 +235,9 @@ func TestGet(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	st := newStore(t)
-	wide := NewService(st, 100)
-	narrow := NewService(st, 5)
+	st, users := newStore(t)
+	wide := newService(st, users, 100)
+	narrow := newService(st, users, 5)
 	clock := setClock(t, start)
 
 	// 25 posts, in pairs sharing a createdAt, by alternating users.
@@ -373,8 +378,8 @@ func TestList(t *testing.T) {
 }
 
 func TestUpdate(t *testing.T) {
-	st := newStore(t)
-	s := NewService(st, 100)
+	st, users := newStore(t)
+	s := newService(st, users, 100)
 	clock := setClock(t, start)
 	created := start.UTC().Truncate(time.Millisecond)
 
@@ -483,8 +488,8 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	st := newStore(t)
-	s := NewService(st, 100)
+	st, users := newStore(t)
+	s := newService(st, users, 100)
 	post := create(t, s, alice, "Doomed")
 
 	refused := refusals(post)
@@ -519,7 +524,7 @@ func TestUnavailable(t *testing.T) {
 		t.Fatalf("Connect: %v", err)
 	}
 	t.Cleanup(func() { _ = client.Close(context.Background()) })
-	s := NewService(store.NewPosts(client, "test", 300*time.Millisecond), 100)
+	s := newService(store.NewPosts(client, "test", 300*time.Millisecond), store.NewUsers(client, "test", 300*time.Millisecond), 100)
 	id := bson.NewObjectID().Hex()
 
 	ops := []struct {
@@ -578,4 +583,87 @@ func refusals(post Post) []refusal {
 		{"an unknown id is not found", alice, bson.NewObjectID().Hex(), ErrNotFound},
 		{"a malformed id is not found", alice, "not-an-id", ErrNotFound},
 	}
+}
+
+func TestProfile(t *testing.T) {
+	st, users := newStore(t)
+	s := newService(st, users, 100)
+	clock := setClock(t, start)
+	carol := auth.Identity{UserID: "carol", Method: auth.MethodJWT, Name: "Carol", Email: "carol@example.com"}
+	carolByKey := auth.Identity{UserID: "carol", Method: auth.MethodAPIKey}
+
+	profile := func(t *testing.T, id string) (store.User, bool) {
+		t.Helper()
+		u, err := users.FindByID(t.Context(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.User{}, false
+		}
+		if err != nil {
+			t.Fatalf("FindByID(%q): %v", id, err)
+		}
+		return u, true
+	}
+	describeUser := func(u store.User) string {
+		deref := func(s *string) string {
+			if s == nil {
+				return "<none>"
+			}
+			return *s
+		}
+		return fmt.Sprintf("{ID: %q, Name: %q, Email: %q, UpdatedAt: %s}", u.ID, deref(u.Name), deref(u.Email), u.UpdatedAt.UTC().Format(time.RFC3339Nano))
+	}
+
+	t.Run("a refused write records no user", func(t *testing.T) {
+		if _, err := s.Create(t.Context(), carol, NewPost{Title: " "}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Create error = %v, want ErrInvalid", err)
+		}
+		if u, ok := profile(t, "carol"); ok {
+			t.Errorf("users holds %s after a refused write, want nothing", describeUser(u))
+		}
+	})
+
+	post := create(t, s, carol, "Carol's")
+	t.Run("a write records the caller with the profile its credential gives", func(t *testing.T) {
+		u, _ := profile(t, "carol")
+		want := store.User{ID: "carol", Name: ptr("Carol"), Email: ptr("carol@example.com"), UpdatedAt: start.UTC().Truncate(time.Millisecond)}
+		if describeUser(u) != describeUser(want) {
+			t.Errorf("users holds %s, want %s", describeUser(u), describeUser(want))
+		}
+	})
+
+	t.Run("a write with a credential without a profile keeps the stored profile and refreshes updatedAt", func(t *testing.T) {
+		*clock = start.Add(time.Minute)
+		if _, err := s.Update(t.Context(), carolByKey, post.ID.Hex(), Changes{Title: Change{Set: true, Value: ptr("Edited")}}); err != nil {
+			t.Fatalf("Update: %v", err)
+		}
+		u, _ := profile(t, "carol")
+		want := store.User{ID: "carol", Name: ptr("Carol"), Email: ptr("carol@example.com"), UpdatedAt: start.Add(time.Minute).UTC().Truncate(time.Millisecond)}
+		if describeUser(u) != describeUser(want) {
+			t.Errorf("users holds %s, want %s", describeUser(u), describeUser(want))
+		}
+	})
+
+	t.Run("a forbidden write records nothing for the caller", func(t *testing.T) {
+		dave := auth.Identity{UserID: "dave", Method: auth.MethodJWT, Name: "Dave"}
+		if err := s.Delete(t.Context(), dave, post.ID.Hex()); !errors.Is(err, ErrForbidden) {
+			t.Fatalf("Delete error = %v, want ErrForbidden", err)
+		}
+		if u, ok := profile(t, "dave"); ok {
+			t.Errorf("users holds %s after a forbidden write, want nothing", describeUser(u))
+		}
+	})
+
+	t.Run("a delete refreshes the profile with the new claims", func(t *testing.T) {
+		*clock = start.Add(2 * time.Minute)
+		renamed := carol
+		renamed.Name = "Carol Smith"
+		if err := s.Delete(t.Context(), renamed, post.ID.Hex()); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+		u, _ := profile(t, "carol")
+		want := store.User{ID: "carol", Name: ptr("Carol Smith"), Email: ptr("carol@example.com"), UpdatedAt: start.Add(2 * time.Minute).UTC().Truncate(time.Millisecond)}
+		if describeUser(u) != describeUser(want) {
+			t.Errorf("users holds %s, want %s", describeUser(u), describeUser(want))
+		}
+	})
 }

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// User is a user's profile as stored in the users collection, keyed by the user id.
+type User struct {
+	ID        string    `bson:"_id"`
+	Name      *string   `bson:"name,omitempty"`
+	Email     *string   `bson:"email,omitempty"`
+	UpdatedAt time.Time `bson:"updatedAt"`
+}
+
+// UsersCollectionName is the collection that holds the users.
+const UsersCollectionName = "users"
+
+// Users is the users collection of one database. Every call runs under the configured timeout.
+type Users struct {
+	client   *Client
+	database string
+	timeout  time.Duration
+}
+
+// NewUsers returns the users collection of database, reached through client.
+func NewUsers(client *Client, database string, timeout time.Duration) *Users {
+	return &Users{client: client, database: database, timeout: timeout}
+}
+
+// Save creates the user or refreshes its profile. A nil Name or Email leaves the stored one as
+// it is, so a credential without a profile never erases one.
+func (u *Users) Save(ctx context.Context, user User) error {
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	mc, err := u.client.mongo(ctx)
+	if err != nil {
+		return classify(err)
+	}
+	set := bson.D{{Key: "updatedAt", Value: user.UpdatedAt}}
+	if user.Name != nil {
+		set = append(set, bson.E{Key: "name", Value: *user.Name})
+	}
+	if user.Email != nil {
+		set = append(set, bson.E{Key: "email", Value: *user.Email})
+	}
+	_, err = mc.Database(u.database).Collection(UsersCollectionName).UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: user.ID}}, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))
+	return classify(err)
+}
+
+// FindByID returns the user with the id, or ErrNotFound.
+func (u *Users) FindByID(ctx context.Context, id string) (user User, err error) {
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	mc, err := u.client.mongo(ctx)
+	if err == nil {
+		err = mc.Database(u.database).Collection(UsersCollectionName).FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&user)
+	}
+	return user, classify(err)
+}
