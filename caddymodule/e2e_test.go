@@ -30,7 +30,8 @@ import (
 
 // The end-to-end tests run a real Caddy in this process (caddytest) with the posts module on
 // three sites:
-//   - :9080, the embedded store in dataDir, with API keys for alice (in clear) and bob (as a digest);
+//   - :9080, the embedded store in dataDir, with API keys for alice (in clear, with a profile) and
+//     bob (as a digest), and bearer tokens signed by the keys of the test's JWKS server (idp);
 //   - :9081, a mongodb_uri that reaches the same embedded store through a TCP proxy the tests
 //     can stall, to push a storage operation past its timeout;
 //   - :9082, a mongodb_uri where no database listens.
@@ -40,6 +41,7 @@ const (
 	site        = "http://localhost:9080"
 	stalledSite = "http://localhost:9081"
 	deadSite    = "http://localhost:9082"
+	basicSite   = "http://localhost:9083"
 
 	aliceKey = "alice-key"
 	bobKey   = "bob-key"
@@ -48,6 +50,7 @@ const (
 var (
 	dataDir string
 	proxy   *stallProxy
+	idp     *identityProvider
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +60,9 @@ func TestMain(m *testing.M) {
 	}
 	dataDir = dir
 	proxy = startStallProxy(socket())
+	idp = newIdentityProvider()
 	code := m.Run()
+	idp.Close()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -73,15 +78,42 @@ func config() string {
 }
 
 %s {
+	log {
+		output file %s
+		format filter {
+			request>headers>X-Api-Key delete
+		}
+	}
+	header >X-Auth-User {http.auth.user.id}
+	header >X-Auth-Name {http.auth.user.name}
+	header >X-Auth-Iss {http.auth.user.iss}
 	posts {
 		data_dir %s
-		api_key %s alice
+		jwks_url %s
+		issuer %s
+		audience %s
+		api_key %s alice {
+			name "Alice Liddell"
+			email alice@example.com
+		}
 		api_key sha256:%x bob
 		max_body_size 64KiB
 		max_limit 5
 		timeout 3s
 	}
 	respond "next handler"
+}
+
+%s {
+	basic_auth /posts* {
+		dave %s
+	}
+	posts {
+		data_dir %s
+		trust_caddy_auth
+		jwks_url %s
+		api_key %s alice
+	}
 }
 
 %s {
@@ -99,7 +131,9 @@ func config() string {
 		timeout 500ms
 	}
 }
-`, site, dataDir, aliceKey, bobDigest, stalledSite, proxy.addr, aliceKey, deadSite, aliceKey)
+`, site, accessLog(), dataDir, idp.URL+"/jwks.json", issuer, audience, aliceKey, bobDigest,
+		basicSite, daveHash, dataDir, idp.URL+"/jwks.json", aliceKey,
+		stalledSite, proxy.addr, aliceKey, deadSite, aliceKey)
 }
 
 // startCaddy loads the test config into the in-process Caddy (a no-op when it is running already).
@@ -125,7 +159,7 @@ type response struct {
 	body   []byte
 }
 
-// header lines such as "X-API-Key: alice-key"
+// header lines such as "X-API-Key: alice-key"; an empty line adds nothing
 func (c *client) do(method, url, body string, header ...string) response {
 	c.t.Helper()
 	var reader io.Reader
@@ -137,6 +171,9 @@ func (c *client) do(method, url, body string, header ...string) response {
 		c.t.Fatal(err)
 	}
 	for _, h := range header {
+		if h == "" {
+			continue // no credential
+		}
 		name, value, _ := strings.Cut(h, ":")
 		req.Header.Add(name, strings.TrimSpace(value))
 	}
@@ -684,8 +721,8 @@ func TestAuthentication(t *testing.T) {
 	t.Run("GET with an unknown key is refused, not served as anonymous", func(t *testing.T) {
 		c.do("GET", site+"/posts", "", "X-API-Key: not-a-key").wantError(t, 401, "unknown API key")
 	})
-	t.Run("a bearer token is refused while only API keys are configured", func(t *testing.T) {
-		c.do("GET", site+"/posts", "", "Authorization: Bearer abc.def.ghi").wantError(t, 401, "bearer tokens are not accepted")
+	t.Run("a bearer token is refused where no jwks_url is configured", func(t *testing.T) {
+		c.do("GET", deadSite+"/posts", "", "Authorization: Bearer abc.def.ghi").wantError(t, 401, "bearer tokens are not accepted")
 	})
 	t.Run("the key header given twice is a malformed request", func(t *testing.T) {
 		before := stored(t)
@@ -919,8 +956,8 @@ func TestTheStoreIsSharedAcrossReloads(t *testing.T) {
 		if after := pooled(t, embedded); after != before {
 			t.Error("the reload made a new store client")
 		}
-		if refs, _ := stores.References(embedded); refs != 1 {
-			t.Errorf("%d references to the embedded store; want 1", refs)
+		if refs, _ := stores.References(embedded); refs != 2 {
+			t.Errorf("%d references to the embedded store; want 2 (the two sites that use it)", refs)
 		}
 		c.do("GET", site+"/posts?limit=5", "").wantError(t, 400, "limit must be from 1 to 4")
 	})
@@ -973,6 +1010,19 @@ func TestBadConfigIsRefused(t *testing.T) {
 	t.Run("an API key from an unset environment variable", func(t *testing.T) {
 		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tapi_key {env.POSTS_TEST_UNSET_KEY} alice\n\t}\n}\n",
 			"caddyfile", "api_keys[0]: the key is empty (is its environment variable set?)")
+	})
+	t.Run("a jwks_url that is not an http URL", func(t *testing.T) {
+		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tjwks_url ftp://keys.example.com/jwks.json\n\t}\n}\n",
+			"caddyfile", `jwks_urls[0]: \"ftp://keys.example.com/jwks.json\" is not an http or https URL`)
+	})
+	t.Run("an issuer without a jwks_url", func(t *testing.T) {
+		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tissuer https://idp.example.com/\n\t}\n}\n",
+			"caddyfile", "issuers and audiences apply to bearer tokens, which need jwks_urls")
+	})
+	t.Run("an HMAC algorithm in JSON", func(t *testing.T) {
+		caddytest.AssertLoadError(t, `{"admin": {"listen": "localhost:2999"}, "apps": {"http": {"servers": {"s": {"listen": [":9080"],
+			"routes": [{"handle": [{"handler": "posts", "jwks_urls": ["https://idp.example.com/jwks.json"], "algorithms": ["HS256"], "data_dir": "`+dataDir+`"}]}]}}}}}`,
+			"json", `algorithms: \"HS256\" is not an accepted signing algorithm`)
 	})
 	t.Run("a negative max_limit in JSON", func(t *testing.T) {
 		caddytest.AssertLoadError(t, `{"admin": {"listen": "localhost:2999"}, "apps": {"http": {"servers": {"s": {"listen": [":9080"],

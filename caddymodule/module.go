@@ -211,6 +211,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // authenticator builds the credential checks: API keys, bearer tokens against the pooled key
 // sets, and the user of an earlier Caddy handler.
 func (h *Handler) authenticator(repl *caddy.Replacer) (*auth.Authenticator, error) {
+	for _, alg := range h.Algorithms {
+		if err := auth.ValidAlgorithm(alg); err != nil {
+			return nil, fmt.Errorf("algorithms: %w", err)
+		}
+	}
 	authn := &auth.Authenticator{APIKeyHeader: h.APIKeyHeader}
 	for i, k := range h.APIKeys {
 		key, err := auth.ParseAPIKey(repl.ReplaceKnown(k.Key, ""), repl.ReplaceKnown(k.UserID, ""))
@@ -365,11 +370,6 @@ func (h *Handler) Validate() error {
 	}
 	if err := validDatabase(h.Database); err != nil {
 		errs = append(errs, fmt.Errorf("database: %w", err))
-	}
-	for _, alg := range h.Algorithms {
-		if err := auth.ValidAlgorithm(alg); err != nil {
-			errs = append(errs, fmt.Errorf("algorithms: %w", err))
-		}
 	}
 	if *h.Leeway < 0 || *h.Leeway > MaxLeeway {
 		errs = append(errs, fmt.Errorf("leeway must be from 0 to %s", time.Duration(MaxLeeway)))
