@@ -9,7 +9,7 @@ export POSTS_API_KEY
 
 SOURCES := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-.PHONY: build run test clean
+.PHONY: build run test interop clean
 
 # The binary is built from the xcaddy.json recipe by the build/ program (xcaddy as a library).
 caddy: $(SOURCES) xcaddy.json build/main.go build/go.mod
@@ -28,6 +28,19 @@ test:
 	$(MAKE) build
 	./caddy list-modules | grep -qx 'http.handlers.posts' || { echo "http.handlers.posts is not in ./caddy"; exit 1; }
 	./caddy validate --config Caddyfile
+	$(GO) test -run '^$$' -bench . -benchtime 50x ./bench/
+	$(MAKE) interop
+
+# Drives ./caddy with real third-party clients (Node 20 and npm: jose for JWTs; see interop/).
+interop: caddy
+	cd interop && npm ci --no-audit --no-fund && node --test
+
+# The benchmarks of bench/ (authenticated against anonymous GETs, token verification), three
+# runs of 3s each; the output is kept in bench/results/latest.txt.
+.PHONY: bench
+bench:
+	mkdir -p bench/results
+	$(GO) test -run '^$$' -bench . -benchtime 3s -count 3 ./bench/ | tee bench/results/latest.txt
 
 clean:
 	rm -f caddy

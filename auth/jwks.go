@@ -52,9 +52,9 @@ type JWKS struct {
 	done       chan struct{}
 }
 
-// NewJWKS starts keeping the key set at url, refetched every refresh. It returns at once: the
-// first fetch runs in the background, and until it succeeds tokens get ErrKeysUnavailable.
-// A nil client means http.DefaultClient. Close ends it.
+// NewJWKS starts keeping the key set at url, refetched every refresh (at least a second). It
+// returns at once: the first fetch runs in the background, and until it succeeds tokens get
+// ErrKeysUnavailable. A nil client means http.DefaultClient. Close ends it.
 func NewJWKS(url string, refresh time.Duration, client *http.Client, logger *zap.Logger) *JWKS {
 	if client == nil {
 		client = http.DefaultClient
@@ -70,7 +70,7 @@ func NewJWKS(url string, refresh time.Duration, client *http.Client, logger *zap
 		cancel:     cancel,
 		done:       make(chan struct{}),
 	}
-	go s.run(ctx, refresh)
+	go s.run(ctx, max(refresh, time.Second))
 	return s
 }
 

@@ -37,7 +37,8 @@ type TokenConfig struct {
 	Issuers []string
 	// Audiences, when not empty, are the accepted values of the aud claim: one must match.
 	Audiences []string
-	// Algorithms are the accepted signing algorithms; each must pass ValidAlgorithm.
+	// Algorithms are the accepted signing algorithms; each must pass ValidAlgorithm. Empty means
+	// DefaultAlgorithms.
 	Algorithms []string
 	// UserClaim holds the user id; NameClaim and EmailClaim the optional profile.
 	UserClaim, NameClaim, EmailClaim string
@@ -63,8 +64,16 @@ type Tokens struct {
 
 // NewTokens returns a verifier for cfg.
 func NewTokens(cfg TokenConfig) (*Tokens, error) {
-	if len(cfg.Keys) == 0 {
+	switch {
+	case len(cfg.Keys) == 0:
 		return nil, errors.New("no JWKS is configured")
+	case cfg.UserClaim == "":
+		return nil, errors.New("no user claim is configured")
+	case cfg.Timeout <= 0:
+		return nil, errors.New("the timeout must be positive")
+	}
+	if len(cfg.Algorithms) == 0 {
+		cfg.Algorithms = DefaultAlgorithms
 	}
 	for _, alg := range cfg.Algorithms {
 		if err := ValidAlgorithm(alg); err != nil {
@@ -151,6 +160,8 @@ func (t *Tokens) refusal(parsed *jwt.Token, claims jwt.MapClaims, err error) err
 		return invalidToken("the token's signing algorithm is not accepted")
 	case errors.Is(err, jwkset.ErrKeyNotFound):
 		return invalidToken("the token's key id (kid) is not in the identity provider's key set")
+	case parsed != nil && parsed.Header["kid"] == nil && errors.Is(err, jwt.ErrTokenSignatureInvalid) && !t.keys.fetched():
+		return ErrKeysUnavailable // a token without kid may be signed by a key of a set not fetched yet
 	case errors.Is(err, keyfunc.ErrKeyfunc), errors.Is(err, jwt.ErrInvalidKeyType):
 		return invalidToken("the token's signing algorithm does not match its key")
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):

@@ -59,8 +59,7 @@ func startEmbedded(dataDir string, logger *zap.Logger) (mc *mongo.Client, stop f
 		Listener:  ferretdb.ListenerConfig{Unix: socket},
 		Handler:   "sqlite",
 		SQLiteURL: (&url.URL{Scheme: "file", Path: dataDir + "/"}).String(),
-		// FerretDB logs every connection at INFO; keep its warnings and errors only.
-		Logger: slog.New(zapslog.NewHandler(logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel)).Core())),
+		Logger:    slog.New(zapslog.NewHandler(warningsOnly(logger).Core())),
 	})
 	if err != nil {
 		cleanup()
@@ -100,4 +99,13 @@ func socketPath(dataDir string) (socket string, cleanup func(), err error) {
 		return "", nil, fmt.Errorf("embedded store: %w", err)
 	}
 	return filepath.Join(dir, socketName), func() { os.RemoveAll(dir) }, nil
+}
+
+// warningsOnly keeps FerretDB's warnings and errors: it logs every connection at INFO. A logger
+// set to a level above WARN already does, and zap refuses to lower its level.
+func warningsOnly(logger *zap.Logger) *zap.Logger {
+	if !logger.Core().Enabled(zap.InfoLevel) {
+		return logger
+	}
+	return logger.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 }
