@@ -158,6 +158,8 @@ func (t *Tokens) refusal(parsed *jwt.Token, claims jwt.MapClaims, err error) err
 		return invalidToken("the token is not a well-formed JWT")
 	case parsed != nil && parsed.Method != nil && !slices.Contains(t.cfg.Algorithms, parsed.Method.Alg()):
 		return invalidToken("the token's signing algorithm is not accepted")
+	case parsed != nil && parsed.Header["kid"] != nil && !isString(parsed.Header["kid"]):
+		return invalidToken("the token's key id (kid) is not a string")
 	case errors.Is(err, jwkset.ErrKeyNotFound):
 		return invalidToken("the token's key id (kid) is not in the identity provider's key set")
 	case parsed != nil && parsed.Header["kid"] == nil && errors.Is(err, jwt.ErrTokenSignatureInvalid) && !t.keys.fetched():
@@ -180,4 +182,9 @@ func (t *Tokens) refusal(parsed *jwt.Token, claims jwt.MapClaims, err error) err
 		return invalidToken("the token has a claim of the wrong type")
 	}
 	return invalidToken("the token cannot be verified")
+}
+
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
 }

@@ -463,6 +463,7 @@ func TestVerifyRefusesBadTokens(t *testing.T) {
 				}
 				return s
 			},
+			reason: "not a string",
 		},
 		{
 			name: "a token without the user claim is refused",
