@@ -1,12 +1,17 @@
 package handlers
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -119,4 +124,72 @@ func TestByteCount(t *testing.T) {
 			t.Errorf("byteCount(%d) = %q; want %q", n, got, want)
 		}
 	}
+}
+
+func TestFailMapsEachErrorToOneStatus(t *testing.T) {
+	a := New(Config{Logger: zap.NewNop()})
+	tests := []struct {
+		name          string
+		err           error
+		status        int
+		header, value string // a header the response must carry
+		message       string
+	}{
+		{"a refused credential carries its challenge", &auth.Error{Status: 401, Code: "invalid_token", Description: "the token has expired"},
+			401, "WWW-Authenticate", `Bearer realm="posts", error="invalid_token", error_description="the token has expired"`, "the token has expired"},
+		{"a missing credential gets the bare challenge", posts.ErrUnauthenticated, 401, "WWW-Authenticate", `Bearer realm="posts"`, posts.ErrUnauthenticated.Error()},
+		{"keys not fetched yet is a 503 to retry", auth.ErrKeysUnavailable, 503, "Retry-After", retryAfter, auth.ErrKeysUnavailable.Error()},
+		{"an unavailable database is a 503 that hides the cause", fmt.Errorf("%w: dial tcp 10.0.0.1:27017", posts.ErrUnavailable), 503, "Retry-After", retryAfter, posts.ErrUnavailable.Error()},
+		{"anything else is a 500 that hides the cause", errors.New("secret internals"), 500, "Content-Type", "application/json", "internal server error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			a.fail(w, httptest.NewRequest("GET", "/posts", nil), tt.err)
+			var body struct{ Error string }
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatalf("body %q: %v", w.Body, err)
+			}
+			if w.Code != tt.status || w.Header().Get(tt.header) != tt.value || body.Error != tt.message {
+				t.Errorf("got %d, %s: %q, error %q; want %d, %q, %q", w.Code, tt.header, w.Header().Get(tt.header), body.Error, tt.status, tt.value, tt.message)
+			}
+		})
+	}
+}
+
+func TestIdentifiedIsToldOnlyOfAuthenticatedCallers(t *testing.T) {
+	var told []string
+	a := New(Config{
+		Auth:       &auth.Authenticator{APIKeyHeader: "X-API-Key", APIKeys: []auth.APIKey{mustKey(t, "k", "alice")}},
+		Logger:     zap.NewNop(),
+		Identified: func(_ *http.Request, caller auth.Identity) { told = append(told, caller.UserID) },
+	})
+	for _, key := range []string{"", "k", "wrong"} {
+		r := httptest.NewRequest("PUT", "/posts", nil) // refused with 405 before any store access
+		if key != "" {
+			r.Header.Set("X-API-Key", key)
+		}
+		a.Route(r).ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if strings.Join(told, ",") != "" {
+		t.Errorf("told of %q for requests refused with 405; want nothing", told)
+	}
+	r := httptest.NewRequest("PATCH", "/posts/x", strings.NewReader("{"))
+	r.Header.Set("X-API-Key", "k")
+	a.Route(r).ServeHTTP(httptest.NewRecorder(), r) // refused after authentication (415)
+	r = httptest.NewRequest("PATCH", "/posts/x", nil)
+	r.Header.Set("X-API-Key", "wrong")
+	a.Route(r).ServeHTTP(httptest.NewRecorder(), r)
+	if strings.Join(told, ",") != "alice" {
+		t.Errorf("told of %q; want only alice, once", told)
+	}
+}
+
+func mustKey(t *testing.T, key, user string) auth.APIKey {
+	t.Helper()
+	k, err := auth.ParseAPIKey(key, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
