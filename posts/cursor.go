@@ -30,3 +30,6 @@ func decodeCursor(s string) (store.Key, bool) {
 	copy(id[:], b[8:])
 	return store.Key{CreatedAt: time.UnixMilli(int64(binary.BigEndian.Uint64(b[:8]))).UTC(), ID: id}, true
 }
+
+// Cursor is the cursor of a post: a List with it as After starts with the post that follows.
+func Cursor(p Post) string { return encodeCursor(store.Key{CreatedAt: p.CreatedAt, ID: p.ID}) }

@@ -134,7 +134,7 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 	if len(posts) > limit {
 		page.Posts = posts[:limit]
 		last := page.Posts[limit-1]
-		page.Next = encodeCursor(store.Key{CreatedAt: last.CreatedAt, ID: last.ID})
+		page.Next = Cursor(last)
 	}
 	return page, nil
 }
@@ -221,6 +221,35 @@ func nonEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// User is a user as a caller may see it.
+type User struct {
+	ID   string
+	Name *string
+	// Email is the user's own: it is set only when the caller is that user.
+	Email *string
+}
+
+// User returns the user with the id: the saved profile, or just the id for a user who has posts
+// but no profile. found is false when the user has neither.
+func (s *Service) User(ctx context.Context, caller auth.Identity, id string) (user User, found bool, err error) {
+	saved, err := s.users.FindByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		posts, err := s.store.List(ctx, store.Filter{UserID: id, Limit: 1})
+		if err != nil || len(posts) == 0 {
+			return User{}, false, fromStore(err)
+		}
+		return User{ID: id}, true, nil
+	}
+	if err != nil {
+		return User{}, false, fromStore(err)
+	}
+	user = User{ID: id, Name: saved.Name}
+	if caller.UserID == id {
+		user.Email = saved.Email
+	}
+	return user, true, nil
 }
 
 // whyNotOwned tells, after a write filtered by owner matched nothing, a missing post (404) from

@@ -550,6 +550,10 @@ func TestUnavailable(t *testing.T) {
 		{"Delete", func(ctx context.Context) error {
 			return s.Delete(ctx, alice, id)
 		}},
+		{"User", func(ctx context.Context) error {
+			_, _, err := s.User(ctx, alice, "alice")
+			return err
+		}},
 	}
 	for _, op := range ops {
 		t.Run(op.name+" against an unreachable database is unavailable", func(t *testing.T) {
@@ -666,4 +670,50 @@ func TestProfile(t *testing.T) {
 			t.Errorf("users holds %s, want %s", describeUser(u), describeUser(want))
 		}
 	})
+}
+
+func TestUser(t *testing.T) {
+	st, users := newStore(t)
+	s := newService(st, users, 100)
+	carol := auth.Identity{UserID: "carol", Method: auth.MethodJWT, Name: "Carol", Email: "carol@example.com"}
+	create(t, s, carol, "Carol's")
+	// A post stored without a profile, as one written before profiles were saved.
+	if err := st.Insert(t.Context(), Post{ID: bson.NewObjectID(), UserID: "dave", Title: "old", CreatedAt: start, UpdatedAt: start}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name      string
+		caller    auth.Identity
+		id        string
+		want      User
+		wantFound bool
+	}{
+		{"a user sees their own email", carol, "carol", User{ID: "carol", Name: ptr("Carol"), Email: ptr("carol@example.com")}, true},
+		{"another user sees the name but not the email", bob, "carol", User{ID: "carol", Name: ptr("Carol")}, true},
+		{"an anonymous caller sees the name but not the email", anonymous, "carol", User{ID: "carol", Name: ptr("Carol")}, true},
+		{"a user with posts but no profile is found with the id alone", bob, "dave", User{ID: "dave"}, true},
+		{"a user with neither a profile nor posts is not found", bob, "nobody", User{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, found, err := s.User(t.Context(), tc.caller, tc.id)
+			if err != nil {
+				t.Fatalf("User: %v", err)
+			}
+			if found != tc.wantFound || fmt.Sprint(describeProfile(got)) != fmt.Sprint(describeProfile(tc.want)) {
+				t.Errorf("User = %s, %v; want %s, %v", describeProfile(got), found, describeProfile(tc.want), tc.wantFound)
+			}
+		})
+	}
+}
+
+func describeProfile(u User) string {
+	deref := func(s *string) string {
+		if s == nil {
+			return "<none>"
+		}
+		return *s
+	}
+	return fmt.Sprintf("{ID: %q, Name: %q, Email: %q}", u.ID, deref(u.Name), deref(u.Email))
 }
