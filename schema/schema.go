@@ -1,0 +1,266 @@
+// Package schema is the GraphQL schema of the posts API (schema.graphql, embedded) and its
+// resolvers. The resolvers only translate: every rule is posts.Service's, so GraphQL and REST
+// answer alike.
+package schema
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/graph-gophers/graphql-go"
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+//go:embed schema.graphql
+var sdl string
+
+// SDL is the schema in the GraphQL schema language.
+func SDL() string { return sdl }
+
+// UserPostsLimit is the number of a user's posts returned when the query names no limit.
+const UserPostsLimit = 10
+
+// New parses the schema over svc. opts add limits such as graphql.MaxDepth.
+func New(svc *posts.Service, logger *zap.Logger, opts ...graphql.SchemaOpt) (*graphql.Schema, error) {
+	opts = append([]graphql.SchemaOpt{graphql.UseStringDescriptions()}, opts...)
+	return graphql.ParseSchema(sdl, &Resolver{svc: svc, logger: logger}, opts...)
+}
+
+// Resolver is the root of queries and mutations.
+type Resolver struct {
+	svc    *posts.Service
+	logger *zap.Logger
+}
+
+// Post resolves Query.post.
+func (r *Resolver) Post(ctx context.Context, args struct{ ID graphql.ID }) (*Post, error) {
+	p, err := r.svc.Get(ctx, string(args.ID))
+	if errors.Is(err, posts.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	return r.post(p), nil
+}
+
+type listArgs struct {
+	UserID *graphql.ID
+	Limit  *int32
+	After  *string
+}
+
+// Posts resolves Query.posts.
+func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
+	page, err := r.list(ctx, args.UserID, args.Limit, args.After)
+	if err != nil {
+		return nil, err
+	}
+	return r.postsOf(page.Posts), nil
+}
+
+// PostsConnection resolves Query.postsConnection.
+func (r *Resolver) PostsConnection(ctx context.Context, args struct {
+	UserID *graphql.ID
+	First  *int32
+	After  *string
+}) (*PostConnection, error) {
+	page, err := r.list(ctx, args.UserID, args.First, args.After)
+	if err != nil {
+		return nil, err
+	}
+	return &PostConnection{page: page, posts: r.postsOf(page.Posts)}, nil
+}
+
+func (r *Resolver) list(ctx context.Context, userID *graphql.ID, limit *int32, after *string) (posts.Page, error) {
+	var q posts.ListQuery
+	if userID != nil {
+		q.UserID = string(*userID)
+	}
+	if limit != nil {
+		if *limit < 1 {
+			return posts.Page{}, r.fail(&posts.InvalidError{Field: "limit", Message: "limit must be at least 1"})
+		}
+		q.Limit = int(*limit)
+	}
+	if after != nil {
+		q.After = *after
+		if q.After == "" {
+			return posts.Page{}, r.fail(&posts.InvalidError{Field: "after", Message: "after cannot be empty"})
+		}
+	}
+	page, err := r.svc.List(ctx, q)
+	if err != nil {
+		return posts.Page{}, r.fail(err)
+	}
+	return page, nil
+}
+
+// User resolves Query.user.
+func (r *Resolver) User(ctx context.Context, args struct{ ID graphql.ID }) (*User, error) {
+	u, found, err := r.svc.User(ctx, auth.FromContext(ctx), string(args.ID))
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	if !found {
+		return nil, nil
+	}
+	return &User{r: r, user: u}, nil
+}
+
+// CreatePost resolves Mutation.createPost.
+func (r *Resolver) CreatePost(ctx context.Context, args struct {
+	Input struct {
+		Title string
+		Body  *string
+	}
+}) (*Post, error) {
+	p, err := r.svc.Create(ctx, auth.FromContext(ctx), posts.NewPost{Title: args.Input.Title, Body: args.Input.Body})
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	return r.post(p), nil
+}
+
+// UpdatePost resolves Mutation.updatePost.
+func (r *Resolver) UpdatePost(ctx context.Context, args struct {
+	ID    graphql.ID
+	Input struct {
+		Title graphql.NullString
+		Body  graphql.NullString
+	}
+}) (*Post, error) {
+	ch := posts.Changes{
+		Title: posts.Change{Set: args.Input.Title.Set, Value: args.Input.Title.Value},
+		Body:  posts.Change{Set: args.Input.Body.Set, Value: args.Input.Body.Value},
+	}
+	p, err := r.svc.Update(ctx, auth.FromContext(ctx), string(args.ID), ch)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	return r.post(p), nil
+}
+
+// DeletePost resolves Mutation.deletePost.
+func (r *Resolver) DeletePost(ctx context.Context, args struct{ ID graphql.ID }) (graphql.ID, error) {
+	if err := r.svc.Delete(ctx, auth.FromContext(ctx), string(args.ID)); err != nil {
+		return "", r.fail(err)
+	}
+	return args.ID, nil
+}
+
+func (r *Resolver) post(p posts.Post) *Post { return &Post{r: r, post: p} }
+
+func (r *Resolver) postsOf(ps []posts.Post) []*Post {
+	out := make([]*Post, len(ps))
+	for i, p := range ps {
+		out[i] = r.post(p)
+	}
+	return out
+}
+
+// Post resolves a Post.
+type Post struct {
+	r    *Resolver
+	post posts.Post
+}
+
+func (p *Post) ID() graphql.ID     { return graphql.ID(p.post.ID.Hex()) }
+func (p *Post) UserID() graphql.ID { return graphql.ID(p.post.UserID) }
+func (p *Post) Title() string      { return p.post.Title }
+func (p *Post) Body() *string      { return p.post.Body }
+func (p *Post) CreatedAt() Time    { return Time{p.post.CreatedAt} }
+func (p *Post) UpdatedAt() Time    { return Time{p.post.UpdatedAt} }
+func (p *Post) Author(ctx context.Context) (*User, error) {
+	return p.r.User(ctx, struct{ ID graphql.ID }{p.UserID()})
+}
+
+// User resolves a User.
+type User struct {
+	r    *Resolver
+	user posts.User
+}
+
+func (u *User) ID() graphql.ID { return graphql.ID(u.user.ID) }
+func (u *User) Name() *string  { return u.user.Name }
+func (u *User) Email() *string { return u.user.Email }
+
+// Posts resolves User.posts.
+func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post, error) {
+	limit := args.Limit
+	if limit == nil {
+		n := int32(UserPostsLimit)
+		limit = &n
+	}
+	id := u.ID()
+	return u.r.Posts(ctx, listArgs{UserID: &id, Limit: limit})
+}
+
+// PostConnection resolves a page of posts.
+type PostConnection struct {
+	page  posts.Page
+	posts []*Post
+}
+
+func (c *PostConnection) Edges() []*PostEdge {
+	edges := make([]*PostEdge, len(c.posts))
+	for i, p := range c.posts {
+		edges[i] = &PostEdge{node: p}
+	}
+	return edges
+}
+
+func (c *PostConnection) PageInfo() *PageInfo {
+	info := &PageInfo{hasNext: c.page.Next != ""}
+	if n := len(c.page.Posts); n > 0 {
+		cursor := posts.Cursor(c.page.Posts[n-1])
+		info.endCursor = &cursor
+	}
+	return info
+}
+
+// PostEdge is a post and its cursor.
+type PostEdge struct{ node *Post }
+
+func (e *PostEdge) Cursor() string { return posts.Cursor(e.node.post) }
+func (e *PostEdge) Node() *Post    { return e.node }
+
+// PageInfo says where a page ends.
+type PageInfo struct {
+	hasNext   bool
+	endCursor *string
+}
+
+func (i *PageInfo) HasNextPage() bool  { return i.hasNext }
+func (i *PageInfo) EndCursor() *string { return i.endCursor }
+
+// Time is the Time scalar: RFC 3339 in UTC with milliseconds.
+type Time struct{ time.Time }
+
+// ImplementsGraphQLType binds Time to the schema's Time scalar.
+func (Time) ImplementsGraphQLType(name string) bool { return name == "Time" }
+
+// UnmarshalGraphQL reads a Time argument.
+func (t *Time) UnmarshalGraphQL(input any) error {
+	s, ok := input.(string)
+	if !ok {
+		return fmt.Errorf("a Time is an RFC 3339 string, not %T", input)
+	}
+	parsed, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("a Time is an RFC 3339 string such as 2026-11-21T04:35:44.036Z")
+	}
+	t.Time = parsed
+	return nil
+}
+
+// MarshalJSON writes a Time as the REST API does.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.UTC().Format(posts.TimeFormat) + `"`), nil
+}
