@@ -105,7 +105,9 @@ func TestQueriesAndMutations(t *testing.T) {
 
 	t.Run("post returns the post with times as the REST API writes them", func(t *testing.T) {
 		data, codes := exec(t, s, auth.Identity{}, `query($id: ID!) { post(id: $id) { id userId title body createdAt } }`, map[string]any{"id": first})
-		var out struct{ Post struct{ ID, UserID, Title, Body, CreatedAt string } }
+		var out struct {
+			Post struct{ ID, UserID, Title, Body, CreatedAt string }
+		}
 		json.Unmarshal([]byte(data), &out)
 		if codes != nil || out.Post.ID != first || out.Post.UserID != "alice" || out.Post.Title != "first" || len(out.Post.CreatedAt) != len("2026-11-21T04:35:44.036Z") || !strings.HasSuffix(out.Post.CreatedAt, "Z") {
 			t.Errorf("got %s %v", data, codes)
