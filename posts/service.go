@@ -91,6 +91,9 @@ func NewService(cfg Config) *Service {
 	return &Service{store: cfg.Posts, users: cfg.Users, maxLimit: cfg.MaxLimit, logger: cfg.Logger}
 }
 
+// MaxLimit is the largest page a List returns.
+func (s *Service) MaxLimit() int { return s.maxLimit }
+
 // RequireCaller returns ErrUnauthenticated for an anonymous caller: every write needs one.
 func RequireCaller(caller auth.Identity) error {
 	if caller.Anonymous() {
@@ -245,11 +248,40 @@ func (s *Service) User(ctx context.Context, caller auth.Identity, id string) (us
 	if err != nil {
 		return User{}, false, fromStore(err)
 	}
-	user = User{ID: id, Name: saved.Name}
-	if caller.UserID == id {
+	return profile(caller, saved), true, nil
+}
+
+// Authors returns the authors of ps by user id, read in one query: the saved profile, or the id
+// alone for an author without one. As with User, an email is set only for the caller.
+func (s *Service) Authors(ctx context.Context, caller auth.Identity, ps []Post) (map[string]User, error) {
+	authors := make(map[string]User)
+	var ids []string
+	for _, p := range ps {
+		if _, ok := authors[p.UserID]; !ok {
+			authors[p.UserID] = User{ID: p.UserID}
+			ids = append(ids, p.UserID)
+		}
+	}
+	if len(ids) == 0 {
+		return authors, nil
+	}
+	saved, err := s.users.FindByIDs(ctx, ids)
+	if err != nil {
+		return nil, fromStore(err)
+	}
+	for _, u := range saved {
+		authors[u.ID] = profile(caller, u)
+	}
+	return authors, nil
+}
+
+// profile is a saved user as caller may see it.
+func profile(caller auth.Identity, saved store.User) User {
+	user := User{ID: saved.ID, Name: saved.Name}
+	if caller.UserID == saved.ID {
 		user.Email = saved.Email
 	}
-	return user, true, nil
+	return user
 }
 
 // whyNotOwned tells, after a write filtered by owner matched nothing, a missing post (404) from

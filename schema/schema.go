@@ -23,7 +23,8 @@ var sdl string
 // SDL is the schema in the GraphQL schema language.
 func SDL() string { return sdl }
 
-// UserPostsLimit is the number of a user's posts returned when the query names no limit.
+// UserPostsLimit is the number of a user's posts returned when the query names no limit (or
+// max_limit, if smaller).
 const UserPostsLimit = 10
 
 // New parses the schema over svc. opts add limits such as graphql.MaxDepth.
@@ -62,7 +63,7 @@ func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.postsOf(page.Posts), nil
+	return r.withAuthors(ctx, page.Posts, graphql.HasSelectedField(ctx, "author"))
 }
 
 // PostsConnection resolves Query.postsConnection.
@@ -75,7 +76,31 @@ func (r *Resolver) PostsConnection(ctx context.Context, args struct {
 	if err != nil {
 		return nil, err
 	}
-	return &PostConnection{page: page, posts: r.postsOf(page.Posts)}, nil
+	nodes, err := r.withAuthors(ctx, page.Posts, graphql.HasSelectedField(ctx, "edges.node.author"))
+	if err != nil {
+		return nil, err
+	}
+	return &PostConnection{page: page, posts: nodes}, nil
+}
+
+// withAuthors makes the resolvers of ps; when the query asks for their authors, it reads them
+// all in one query rather than one per post.
+func (r *Resolver) withAuthors(ctx context.Context, ps []posts.Post, authorSelected bool) ([]*Post, error) {
+	out := make([]*Post, len(ps))
+	for i, p := range ps {
+		out[i] = r.post(p)
+	}
+	if !authorSelected || len(ps) == 0 {
+		return out, nil
+	}
+	authors, err := r.svc.Authors(ctx, auth.FromContext(ctx), ps)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	for _, p := range out {
+		p.author = &User{r: r, user: authors[p.post.UserID]}
+	}
+	return out, nil
 }
 
 func (r *Resolver) list(ctx context.Context, userID *graphql.ID, limit *int32, after *string) (posts.Page, error) {
@@ -157,18 +182,11 @@ func (r *Resolver) DeletePost(ctx context.Context, args struct{ ID graphql.ID })
 
 func (r *Resolver) post(p posts.Post) *Post { return &Post{r: r, post: p} }
 
-func (r *Resolver) postsOf(ps []posts.Post) []*Post {
-	out := make([]*Post, len(ps))
-	for i, p := range ps {
-		out[i] = r.post(p)
-	}
-	return out
-}
-
 // Post resolves a Post.
 type Post struct {
-	r    *Resolver
-	post posts.Post
+	r      *Resolver
+	post   posts.Post
+	author *User // read ahead with the list the post came in, if any
 }
 
 func (p *Post) ID() graphql.ID     { return graphql.ID(p.post.ID.Hex()) }
@@ -178,6 +196,9 @@ func (p *Post) Body() *string      { return p.post.Body }
 func (p *Post) CreatedAt() Time    { return Time{p.post.CreatedAt} }
 func (p *Post) UpdatedAt() Time    { return Time{p.post.UpdatedAt} }
 func (p *Post) Author(ctx context.Context) (*User, error) {
+	if p.author != nil {
+		return p.author, nil
+	}
 	return p.r.User(ctx, struct{ ID graphql.ID }{p.UserID()})
 }
 
@@ -191,15 +212,23 @@ func (u *User) ID() graphql.ID { return graphql.ID(u.user.ID) }
 func (u *User) Name() *string  { return u.user.Name }
 func (u *User) Email() *string { return u.user.Email }
 
-// Posts resolves User.posts.
+// Posts resolves User.posts. Their author is this user, so it costs no query.
 func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post, error) {
 	limit := args.Limit
 	if limit == nil {
-		n := int32(UserPostsLimit)
+		n := int32(min(UserPostsLimit, u.r.svc.MaxLimit()))
 		limit = &n
 	}
 	id := u.ID()
-	return u.r.Posts(ctx, listArgs{UserID: &id, Limit: limit})
+	page, err := u.r.list(ctx, &id, limit, nil)
+	if err != nil {
+		return nil, err
+	}
+	out, _ := u.r.withAuthors(ctx, page.Posts, false)
+	for _, p := range out {
+		p.author = u
+	}
+	return out, nil
 }
 
 // PostConnection resolves a page of posts.

@@ -3,11 +3,15 @@ package schema_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/graph-gophers/graphql-go"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
@@ -21,9 +25,9 @@ var (
 	bob   = auth.Identity{UserID: "bob", Method: auth.MethodAPIKey}
 )
 
-func newSchema(t *testing.T) *graphql.Schema {
+func newSchema(t *testing.T, opts ...*options.ClientOptions) *graphql.Schema {
 	t.Helper()
-	client := store.Embedded(t.TempDir(), zap.NewNop())
+	client := store.Embedded(t.TempDir(), zap.NewNop(), opts...)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -172,6 +176,18 @@ func TestQueriesAndMutations(t *testing.T) {
 			t.Errorf("unknown user: %s", data)
 		}
 	})
+	t.Run("the authors of a list carry their profiles, and the email only for the caller", func(t *testing.T) {
+		data, _ := exec(t, s, alice, `{ posts { author { id name email } } }`, nil)
+		bobAuthor := `{"author":{"id":"bob","name":null,"email":null}}`
+		aliceAuthor := `{"author":{"id":"alice","name":"Alice","email":"alice@example.com"}}`
+		if want := `{"posts":[` + bobAuthor + `,` + aliceAuthor + `,` + aliceAuthor + `]}`; data != want {
+			t.Errorf("got %s; want %s", data, want)
+		}
+		data, _ = exec(t, s, bob, `{ postsConnection(first: 1, after: null) { edges { node { author { id email } } } } }`, nil)
+		if want := `{"postsConnection":{"edges":[{"node":{"author":{"id":"bob","email":null}}}]}}`; data != want {
+			t.Errorf("got %s; want %s", data, want)
+		}
+	})
 	t.Run("updatePost changes only what is given, and body null removes the body", func(t *testing.T) {
 		data, codes := exec(t, s, alice, `mutation($id: ID!) { updatePost(id: $id, input: {body: null}) { title body } }`, map[string]any{"id": first})
 		if data != `{"updatePost":{"title":"first","body":null}}` || codes != nil {
@@ -219,4 +235,50 @@ func TestQueriesAndMutations(t *testing.T) {
 			t.Errorf("after delete: %s", data)
 		}
 	})
+}
+
+// TestNoNPlusOne counts the database round trips of nested queries with the driver's command
+// monitor: authors are read in one query per list, never one per post.
+func TestNoNPlusOne(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		commands []string
+	)
+	data := []string{"find", "aggregate", "getMore", "insert", "update", "delete", "findAndModify", "count"}
+	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if slices.Contains(data, e.CommandName) {
+			mu.Lock()
+			commands = append(commands, e.CommandName+" "+e.DatabaseName)
+			mu.Unlock()
+		}
+	}}
+	s := newSchema(t, options.Client().SetMonitor(monitor))
+	for _, caller := range []auth.Identity{alice, bob, {UserID: "carol", Method: auth.MethodAPIKey, Name: "Carol"}} {
+		for range 3 {
+			create(t, s, caller, "by "+caller.UserID)
+		}
+	}
+
+	queries := []struct{ name, query string }{
+		{"posts with their authors", `{ posts(limit: 5) { title author { name } } }`},
+		{"a connection with its authors", `{ postsConnection(first: 5) { edges { node { author { id name } } } } }`},
+		{"a user with their posts and the posts' author", `{ user(id: "alice") { name posts { title author { name } } } }`},
+		{"a user whose credential gave no name, with their posts", `{ user(id: "bob") { posts(limit: 5) { author { id name } } } }`},
+	}
+	for _, q := range queries {
+		t.Run(q.name+" takes at most 2 round trips", func(t *testing.T) {
+			mu.Lock()
+			commands = nil
+			mu.Unlock()
+			res := s.Exec(auth.NewContext(t.Context(), bob), q.query, "", nil)
+			if len(res.Errors) > 0 {
+				t.Fatalf("errors: %v", res.Errors)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(commands) > 2 {
+				t.Errorf("%d round trips: %v; want at most 2 (data %s)", len(commands), commands, res.Data)
+			}
+		})
+	}
 }

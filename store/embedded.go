@@ -25,11 +25,12 @@ const maxSocketPath = 103
 
 // Embedded returns a Client for an embedded MongoDB-compatible server (FerretDB with its SQLite
 // backend) that keeps its files in dataDir. The server starts on first use, listens only on a
-// unix socket, and stops when the Client is closed.
-func Embedded(dataDir string, logger *zap.Logger) *Client {
+// unix socket, and stops when the Client is closed. opts are applied to the driver's client after
+// the server's URI (tests set a command monitor with them).
+func Embedded(dataDir string, logger *zap.Logger, opts ...*options.ClientOptions) *Client {
 	c := &Client{}
 	c.start = func(context.Context) (*mongo.Client, error) {
-		mc, stop, err := startEmbedded(dataDir, logger)
+		mc, stop, err := startEmbedded(dataDir, logger, opts)
 		c.stop = stop // start and Close both run under c.mu
 		return mc, err
 	}
@@ -38,7 +39,7 @@ func Embedded(dataDir string, logger *zap.Logger) *Client {
 
 // startEmbedded starts the server and returns a client connected to it and the function that
 // stops the server. Disconnect the client first: the server waits for open connections.
-func startEmbedded(dataDir string, logger *zap.Logger) (mc *mongo.Client, stop func(), err error) {
+func startEmbedded(dataDir string, logger *zap.Logger, opts []*options.ClientOptions) (mc *mongo.Client, stop func(), err error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("embedded store: %w", err)
 	}
@@ -78,7 +79,7 @@ func startEmbedded(dataDir string, logger *zap.Logger) (mc *mongo.Client, stop f
 		<-done
 		cleanup()
 	}
-	mc, err = mongo.Connect(options.Client().ApplyURI(f.MongoDBURI()))
+	mc, err = mongo.Connect(append([]*options.ClientOptions{options.Client().ApplyURI(f.MongoDBURI())}, opts...)...)
 	if err != nil {
 		stopServer()
 		return nil, nil, fmt.Errorf("embedded store: %w", err)

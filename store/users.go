@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -61,4 +62,19 @@ func (u *Users) FindByID(ctx context.Context, id string) (user User, err error) 
 		err = mc.Database(u.database).Collection(UsersCollectionName).FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&user)
 	}
 	return user, classify(err)
+}
+
+// FindByIDs returns the users with the ids that have one, in one query.
+func (u *Users) FindByIDs(ctx context.Context, ids []string) (users []User, err error) {
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	mc, err := u.client.mongo(ctx)
+	if err == nil {
+		var cursor *mongo.Cursor
+		cursor, err = mc.Database(u.database).Collection(UsersCollectionName).Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+		if err == nil {
+			err = cursor.All(ctx, &users)
+		}
+	}
+	return users, classify(err)
 }
