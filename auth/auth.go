@@ -72,7 +72,24 @@ func (e *Error) Error() string { return e.Description }
 
 // Challenge returns the WWW-Authenticate value for this error.
 func (e *Error) Challenge() string {
-	return fmt.Sprintf(`%s, error=%q, error_description=%q`, Challenge, e.Code, e.Description)
+	return fmt.Sprintf(`%s, error="%s", error_description="%s"`, Challenge, e.Code, quotable(e.Description))
+}
+
+// quotable makes s fit an RFC 6750 error_description, which allows printable ASCII but for the
+// double quote and the backslash: " becomes ', \ becomes /, and any other byte ?.
+func quotable(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c == '"':
+			b[i] = '\''
+		case c == '\\':
+			b[i] = '/'
+		case c < 0x20 || c > 0x7e:
+			b[i] = '?'
+		}
+	}
+	return string(b)
 }
 
 func invalidToken(description string) *Error {

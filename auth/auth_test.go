@@ -275,9 +275,9 @@ func TestErrorChallenge(t *testing.T) {
 			want: `Bearer realm="posts", error="invalid_request", error_description="the X-Api-Key header is empty"`,
 		},
 		{
-			name: "a quote in the description is escaped so the header stays well formed",
-			err:  &auth.Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: `say "hi"`},
-			want: `Bearer realm="posts", error="invalid_token", error_description="say \"hi\""`,
+			name: "characters RFC 6750 does not allow in a description are replaced so the header stays well formed",
+			err:  &auth.Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: `say "hi" \ né` + "\t"},
+			want: `Bearer realm="posts", error="invalid_token", error_description="say 'hi' / n???"`,
 		},
 	}
 	for _, tc := range tests {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,51 +34,91 @@ var (
 // maxJWKSSize is the largest key set read; real ones are a few KiB.
 const maxJWKSSize = 1 << 20
 
-// JWKS is the JSON Web Key Set (RFC 7517) published at one URL. It is fetched in the background,
-// every refresh interval and sooner after a failure, and kept: a failed fetch never drops the keys
-// of the last good one. Its methods are safe for concurrent use.
+// JWKS is the JSON Web Key Set (RFC 7517) published at one URL. Once started it is fetched in
+// the background, every refresh interval and sooner after a failure, and kept: a failed fetch
+// never drops the keys of the last good one. Its methods are safe for concurrent use.
 type JWKS struct {
-	url    string
-	client *http.Client
-	logger *zap.Logger
+	url     string
+	refresh time.Duration
+	client  *http.Client
+	logger  *zap.Logger
 
 	keys    *jwkset.MemoryJWKSet
 	fetched atomic.Bool   // a fetch has succeeded
 	version atomic.Uint64 // counts the changes of the key set, so verified tokens can be rechecked
 	last    []byte        // the body of the last good fetch; guarded by busy
 
-	busy       chan struct{} // a one-slot semaphore: one fetch at a time
-	unknownKID *rate.Limiter // fetches asked for by tokens with an unknown kid
-	cancel     context.CancelFunc
-	done       chan struct{}
+	busy         chan struct{} // a one-slot semaphore: one fetch at a time
+	unknownKID   *rate.Limiter // fetches asked for by tokens with an unknown kid
+	firstAttempt chan struct{} // closed when the first fetch has succeeded or failed
+
+	life      context.Context // ends with Close; every fetch runs under it
+	cancel    context.CancelFunc
+	startOnce sync.Once
+	mu        sync.Mutex // guards closed and the Adds of fetches
+	closed    bool
+	fetches   sync.WaitGroup
 }
 
-// NewJWKS starts keeping the key set at url, refetched every refresh (at least a second). It
-// returns at once: the first fetch runs in the background, and until it succeeds tokens get
-// ErrKeysUnavailable. A nil client means http.DefaultClient. Close ends it.
+// NewJWKS returns the key set at url, refetched every refresh (at least a second) once started.
+// It does no I/O: Start, or the first token that needs the keys, begins the fetches, so that
+// loading a config (and `caddy validate`) never reaches the network. A nil client means
+// http.DefaultClient. Close ends it.
 func NewJWKS(url string, refresh time.Duration, client *http.Client, logger *zap.Logger) *JWKS {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &JWKS{
-		url:        url,
-		client:     client,
-		logger:     logger,
-		keys:       jwkset.NewMemoryStorage(),
-		busy:       make(chan struct{}, 1),
-		unknownKID: rate.NewLimiter(rate.Every(unknownKIDEvery), 1),
-		cancel:     cancel,
-		done:       make(chan struct{}),
+	life, cancel := context.WithCancel(context.Background())
+	return &JWKS{
+		url:          url,
+		refresh:      max(refresh, time.Second),
+		client:       client,
+		logger:       logger,
+		keys:         jwkset.NewMemoryStorage(),
+		busy:         make(chan struct{}, 1),
+		unknownKID:   rate.NewLimiter(rate.Every(unknownKIDEvery), 1),
+		firstAttempt: make(chan struct{}),
+		life:         life,
+		cancel:       cancel,
 	}
-	go s.run(ctx, max(refresh, time.Second))
-	return s
 }
 
-// Close stops the background fetches and waits for them to end.
+// Start begins the background fetches; later calls do nothing.
+func (s *JWKS) Start() {
+	s.startOnce.Do(func() { s.spawn(s.run) })
+}
+
+// spawn runs f in a goroutine that Close waits for, unless the key set is closed.
+func (s *JWKS) spawn(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.fetches.Add(1)
+	go func() {
+		defer s.fetches.Done()
+		f()
+	}()
+	return true
+}
+
+// Close stops the fetches and waits for them to end.
 func (s *JWKS) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.cancel()
-	<-s.done
+	s.fetches.Wait()
+}
+
+// awaitFirstAttempt starts the fetches and waits, no longer than ctx, for the first to end.
+func (s *JWKS) awaitFirstAttempt(ctx context.Context) {
+	s.Start()
+	select {
+	case <-s.firstAttempt:
+	case <-ctx.Done():
+	}
 }
 
 // URL is where the key set is fetched from.
@@ -86,23 +127,26 @@ func (s *JWKS) URL() string { return s.url }
 // Fetched reports whether a fetch has succeeded.
 func (s *JWKS) Fetched() bool { return s.fetched.Load() }
 
-func (s *JWKS) run(ctx context.Context, refresh time.Duration) {
-	defer close(s.done)
+func (s *JWKS) run() {
 	retry := retryMin
-	for {
-		wait := refresh
-		if err := s.fetch(ctx); err != nil {
-			if ctx.Err() != nil {
+	for first := true; ; first = false {
+		wait := s.refresh
+		err := s.fetch(s.life)
+		if first {
+			close(s.firstAttempt)
+		}
+		if err != nil {
+			if s.life.Err() != nil {
 				return
 			}
-			wait, retry = min(retry, refresh), min(2*retry, retryMax)
+			wait, retry = min(retry, s.refresh), min(2*retry, retryMax)
 			s.logger.Warn("could not fetch the JWKS; keeping the keys already fetched",
 				zap.String("url", s.url), zap.Bool("have_keys", s.Fetched()), zap.Duration("retry_in", wait), zap.Error(err))
 		} else {
 			retry = retryMin
 		}
 		select {
-		case <-ctx.Done():
+		case <-s.life.Done():
 			return
 		case <-time.After(wait):
 		}
@@ -158,7 +202,8 @@ func (s *JWKS) fetch(ctx context.Context) error {
 
 // parse reads the public keys of a key set. Keys it cannot use (symmetric keys, unsupported
 // curves, malformed members) are skipped with a warning rather than failing the whole set, so one
-// odd key at the provider does not lock every caller out.
+// odd key at the provider does not lock every caller out; a set of which no key is usable is a
+// failed fetch, and the keys already fetched are kept.
 func (s *JWKS) parse(body []byte) ([]jwkset.JWK, error) {
 	var set jwkset.JWKSMarshal
 	if err := json.Unmarshal(body, &set); err != nil {
@@ -179,20 +224,40 @@ func (s *JWKS) parse(body []byte) ([]jwkset.JWK, error) {
 		}
 		keys = append(keys, jwk)
 	}
+	if len(keys) == 0 && len(set.Keys) > 0 {
+		return nil, fmt.Errorf("none of the %d keys of the key set is usable", len(set.Keys))
+	}
 	return keys, nil
 }
 
 // refetchForUnknownKID fetches the key set now, for a token whose kid it lacks, at most once per
-// unknownKIDEvery; it reports whether it fetched.
+// unknownKIDEvery, and reports whether a fetch succeeded within ctx. The fetch runs on the key
+// set's own lifetime, not the request's: a client that hangs up cannot spend the allowance
+// without a fetch taking place.
 func (s *JWKS) refetchForUnknownKID(ctx context.Context) bool {
-	if !s.unknownKID.Allow() {
+	if s.life.Err() != nil || !s.unknownKID.Allow() {
 		return false
 	}
-	err := s.fetch(ctx)
-	if err != nil && ctx.Err() == nil {
-		s.logger.Warn("could not fetch the JWKS for a token with an unknown kid", zap.String("url", s.url), zap.Error(err))
+	done := make(chan error, 1)
+	if !s.spawn(func() { done <- s.fetch(s.life) }) {
+		return false
 	}
-	return err == nil
+	select {
+	case err := <-done:
+		if err != nil && s.life.Err() == nil {
+			s.logger.Warn("could not fetch the JWKS for a token with an unknown kid", zap.String("url", s.url), zap.Error(err))
+		}
+		return err == nil
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// awaitFirstAttempts starts every set and waits, no longer than ctx, until each has tried once.
+func (k keyRing) awaitFirstAttempts(ctx context.Context) {
+	for _, s := range k.sets {
+		s.awaitFirstAttempt(ctx)
+	}
 }
 
 // keyRing is the keys of every configured JWKS, as the jwkset.Storage that keyfunc reads. keyfunc

@@ -233,6 +233,7 @@ func startJWKS(t testing.TB, srv *keyServer, refresh time.Duration) (*auth.JWKS,
 	fetches := &fetchCounter{base: srv.Client().Transport}
 	jwks := auth.NewJWKS(srv.URL, refresh, &http.Client{Transport: fetches}, zaptest.NewLogger(t))
 	t.Cleanup(jwks.Close)
+	jwks.Start()
 	return jwks, fetches
 }
 
@@ -538,6 +539,10 @@ func TestJWKSKeySetContents(t *testing.T) {
 			wantFetched: true,
 		},
 		{
+			name: "a key set of which no key is usable is not used",
+			body: `{"keys":[{"kty":"RSA","kid":"broken","n":"!!","e":"AQAB"},{"kty":"oct","kid":"hmac","k":"c2VjcmV0"}]}`,
+		},
+		{
 			name: "a body that is not JSON is not used",
 			body: `not json`,
 		},
@@ -644,4 +649,57 @@ func TestJWKSURL(t *testing.T) {
 	if got := srv.hits.Load(); got != 1 {
 		t.Errorf("the JWKS was fetched %d times at start, want once", got)
 	}
+}
+
+// TestJWKSStartsOnFirstUse: a new key set makes no request (so loading a config, and `caddy
+// validate`, never reaches the network); the first token that needs it starts it and waits for
+// the first fetch, so it is verified rather than told to retry.
+func TestJWKSStartsOnFirstUse(t *testing.T) {
+	key := newRSAKey(t, 0, "rsa-first-use")
+	srv := newKeyServer(t, key)
+	jwks := auth.NewJWKS(srv.URL, time.Hour, nil, zaptest.NewLogger(t))
+	t.Cleanup(jwks.Close)
+	time.Sleep(100 * time.Millisecond)
+	if n := srv.hits.Load(); n != 0 || jwks.Fetched() {
+		t.Fatalf("%d fetches before any use; want none", n)
+	}
+	mustVerify(t, newTokens(t, tokenConfig(jwks)), key.sign(t, goodClaims()))
+	if n := srv.hits.Load(); n != 1 {
+		t.Errorf("%d fetches for the first token; want 1", n)
+	}
+}
+
+// TestJWKSUnknownKIDFetchOutlivesTheRequest: a request with an unknown kid that gives up at once
+// still gets the fetch it spent the allowance on, so a key the provider has just published is
+// picked up for the next caller.
+func TestJWKSUnknownKIDFetchOutlivesTheRequest(t *testing.T) {
+	current, next := newRSAKey(t, 0, "rsa-current"), newECKey(t, "ec-next")
+	srv := newKeyServer(t, current)
+	jwks, _ := startJWKS(t, srv, time.Hour)
+	tokens := newTokens(t, tokenConfig(jwks))
+	waitFetched(t, jwks)
+	srv.serve(t, current, next) // the provider adds a key
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := tokens.Verify(gone, next.sign(t, goodClaims())); err == nil {
+		t.Fatal("a request that had already given up was verified")
+	}
+	waitFor(t, "the new key is fetched for the request that gave up", func() bool {
+		_, err := tokens.Verify(t.Context(), next.sign(t, goodClaims()))
+		return err == nil
+	})
+}
+
+// TestJWKSKeepsItsKeysWhenARefreshHasNoUsableKey: a provider that answers 200 with nothing usable
+// after a good fetch does not lock valid tokens out.
+func TestJWKSKeepsItsKeysWhenARefreshHasNoUsableKey(t *testing.T) {
+	key := newRSAKey(t, 0, "rsa-kept")
+	srv := newKeyServer(t, key)
+	jwks, fetches := startJWKS(t, srv, time.Second)
+	tokens := newTokens(t, tokenConfig(jwks))
+	waitFetched(t, jwks)
+	srv.serveBody([]byte(`{"keys":[{"kty":"RSA","kid":"broken","n":"!!","e":"AQAB"}]}`))
+	waitFailedFetch(t, fetches)
+	fresh := withClaims(goodClaims(), map[string]any{"jti": "not cached"})
+	mustVerify(t, tokens, key.sign(t, fresh))
 }

@@ -115,6 +115,7 @@ func (t *Tokens) Verify(ctx context.Context, token string) (Identity, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
 	defer cancel()
+	t.keys.awaitFirstAttempts(ctx)
 	claims := jwt.MapClaims{}
 	parsed, err := t.parser.ParseWithClaims(token, claims, t.keyfunc.KeyfuncCtx(ctx))
 	if err != nil {

@@ -412,6 +412,7 @@ func BenchmarkVerify(b *testing.B) {
 	p := newIDP(b)
 	jwks := auth.NewJWKS(p.jwksURL, time.Hour, nil, zap.NewNop())
 	b.Cleanup(jwks.Close)
+	jwks.Start()
 	for deadline := time.Now().Add(30 * time.Second); !jwks.Fetched(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			b.Fatal("the JWKS was not fetched in 30s")
