@@ -76,11 +76,18 @@ func NewPosts(client *Client, database string, timeout time.Duration) *Posts {
 }
 
 // do runs op on the collection under the configured timeout, connecting and ensuring the
-// indexes first when this is the first use, and maps the driver's errors to this package's.
+// indexes first when this is the first use.
 func (p *Posts) do(ctx context.Context, op func(context.Context, *mongo.Collection) error) error {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	return run(ctx, p.timeout, p.collection, op)
+}
+
+// run runs op on the collection that collection returns, all under timeout, and maps the
+// driver's errors to this package's. Every call of the store goes through it.
+func run(ctx context.Context, timeout time.Duration, collection func(context.Context) (*mongo.Collection, error),
+	op func(context.Context, *mongo.Collection) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	coll, err := p.collection(ctx)
+	coll, err := collection(ctx)
 	if err == nil {
 		err = op(ctx, coll)
 	}

@@ -32,15 +32,22 @@ func NewUsers(client *Client, database string, timeout time.Duration) *Users {
 	return &Users{client: client, database: database, timeout: timeout}
 }
 
+// do runs op on the collection under the configured timeout.
+func (u *Users) do(ctx context.Context, op func(context.Context, *mongo.Collection) error) error {
+	return run(ctx, u.timeout, u.collection, op)
+}
+
+func (u *Users) collection(ctx context.Context) (*mongo.Collection, error) {
+	mc, err := u.client.mongo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return mc.Database(u.database).Collection(UsersCollectionName), nil
+}
+
 // Save creates the user or refreshes its profile. A nil Name or Email leaves the stored one as
 // it is, so a credential without a profile never erases one.
 func (u *Users) Save(ctx context.Context, user User) error {
-	ctx, cancel := context.WithTimeout(ctx, u.timeout)
-	defer cancel()
-	mc, err := u.client.mongo(ctx)
-	if err != nil {
-		return classify(err)
-	}
 	set := bson.D{{Key: "updatedAt", Value: user.UpdatedAt}}
 	if user.Name != nil {
 		set = append(set, bson.E{Key: "name", Value: *user.Name})
@@ -48,33 +55,29 @@ func (u *Users) Save(ctx context.Context, user User) error {
 	if user.Email != nil {
 		set = append(set, bson.E{Key: "email", Value: *user.Email})
 	}
-	_, err = mc.Database(u.database).Collection(UsersCollectionName).UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: user.ID}}, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))
-	return classify(err)
+	return u.do(ctx, func(ctx context.Context, c *mongo.Collection) error {
+		_, err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: user.ID}}, bson.D{{Key: "$set", Value: set}},
+			options.UpdateOne().SetUpsert(true))
+		return err
+	})
 }
 
 // FindByID returns the user with the id, or ErrNotFound.
 func (u *Users) FindByID(ctx context.Context, id string) (user User, err error) {
-	ctx, cancel := context.WithTimeout(ctx, u.timeout)
-	defer cancel()
-	mc, err := u.client.mongo(ctx)
-	if err == nil {
-		err = mc.Database(u.database).Collection(UsersCollectionName).FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&user)
-	}
-	return user, classify(err)
+	err = u.do(ctx, func(ctx context.Context, c *mongo.Collection) error {
+		return c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&user)
+	})
+	return user, err
 }
 
 // FindByIDs returns the users with the ids that have one, in one query.
 func (u *Users) FindByIDs(ctx context.Context, ids []string) (users []User, err error) {
-	ctx, cancel := context.WithTimeout(ctx, u.timeout)
-	defer cancel()
-	mc, err := u.client.mongo(ctx)
-	if err == nil {
-		var cursor *mongo.Cursor
-		cursor, err = mc.Database(u.database).Collection(UsersCollectionName).Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
-		if err == nil {
-			err = cursor.All(ctx, &users)
+	err = u.do(ctx, func(ctx context.Context, c *mongo.Collection) error {
+		cursor, err := c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+		if err != nil {
+			return err
 		}
-	}
-	return users, classify(err)
+		return cursor.All(ctx, &users)
+	})
+	return users, err
 }
