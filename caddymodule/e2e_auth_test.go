@@ -482,15 +482,5 @@ func TestTheKeySetsAreSharedAcrossReloads(t *testing.T) {
 // pooledKeys returns the key set pooled under key.
 func pooledKeys(t *testing.T, key string) *auth.JWKS {
 	t.Helper()
-	var found *auth.JWKS
-	jwksPool.Range(func(k, v any) bool {
-		if k == key {
-			found = v.(pooledJWKS).JWKS
-		}
-		return true
-	})
-	if found == nil {
-		t.Fatalf("nothing pooled under %q", key)
-	}
-	return found
+	return poolValue[pooledJWKS](t, jwksPool, key).JWKS
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/postsedge/caddy-posts/store"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -989,17 +990,24 @@ func TestTheStoreIsSharedAcrossReloads(t *testing.T) {
 // pooled returns the store client pooled under key.
 func pooled(t *testing.T, key string) *store.Client {
 	t.Helper()
-	var found *store.Client
-	stores.Range(func(k, v any) bool {
+	return poolValue[pooledStore](t, stores, key).Client
+}
+
+// poolValue returns the value pool holds under key.
+func poolValue[T any](t *testing.T, pool *caddy.UsagePool, key string) T {
+	t.Helper()
+	var found any
+	pool.Range(func(k, v any) bool {
 		if k == key {
-			found = v.(pooledStore).Client
+			found = v
 		}
 		return true
 	})
-	if found == nil {
+	v, ok := found.(T)
+	if !ok {
 		t.Fatalf("nothing pooled under %q", key)
 	}
-	return found
+	return v
 }
 
 // TestBadConfigIsRefused: values only Provision or Validate can check fail the load, and the

@@ -412,28 +412,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return nil
 }
 
-// requestID is Caddy's id of the request, as in its access log.
-func requestID(r *http.Request) string {
+// placeholder is the value of one of Caddy's placeholders for r, or "".
+func placeholder(r *http.Request, name string) string {
 	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if !ok {
 		return ""
 	}
-	id, _ := repl.GetString("http.request.uuid")
-	return id
+	value, _ := repl.GetString(name)
+	return value
 }
+
+// requestID is Caddy's id of the request, as in its access log.
+func requestID(r *http.Request) string { return placeholder(r, "http.request.uuid") }
 
 // userPlaceholder prefixes the placeholders of the caller, as Caddy's authentication handler names them.
 const userPlaceholder = "http.auth.user."
 
 // caddyUser is the user an earlier Caddy authentication handler left in {http.auth.user.id}.
-func caddyUser(r *http.Request) string {
-	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	if !ok {
-		return ""
-	}
-	id, _ := repl.GetString(userPlaceholder + "id")
-	return id
-}
+func caddyUser(r *http.Request) string { return placeholder(r, userPlaceholder+"id") }
 
 // setUserPlaceholders puts the caller into {http.auth.user.id} (which the access log records as
 // user_id), its token's claims into {http.auth.user.<claim>}, and an API key's profile into
