@@ -236,7 +236,7 @@ type User struct {
 
 // User returns the user with the id: the saved profile, or just the id for a user who has posts
 // but no profile. found is false when the user has neither.
-func (s *Service) User(ctx context.Context, caller auth.Identity, id string) (user User, found bool, err error) {
+func (s *Service) User(ctx context.Context, caller auth.Identity, id string) (User, bool, error) {
 	saved, err := s.users.FindByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		posts, err := s.store.List(ctx, store.Filter{UserID: id, Limit: 1})

@@ -86,10 +86,7 @@ func (r *Resolver) PostsConnection(ctx context.Context, args struct {
 // withAuthors makes the resolvers of ps; when the query asks for their authors, it reads them
 // all in one query rather than one per post.
 func (r *Resolver) withAuthors(ctx context.Context, ps []posts.Post, authorSelected bool) ([]*Post, error) {
-	out := make([]*Post, len(ps))
-	for i, p := range ps {
-		out[i] = r.post(p)
-	}
+	out := r.postsOf(ps)
 	if !authorSelected || len(ps) == 0 {
 		return out, nil
 	}
@@ -182,6 +179,14 @@ func (r *Resolver) DeletePost(ctx context.Context, args struct{ ID graphql.ID })
 
 func (r *Resolver) post(p posts.Post) *Post { return &Post{r: r, post: p} }
 
+func (r *Resolver) postsOf(ps []posts.Post) []*Post {
+	out := make([]*Post, len(ps))
+	for i, p := range ps {
+		out[i] = r.post(p)
+	}
+	return out
+}
+
 // Post resolves a Post.
 type Post struct {
 	r      *Resolver
@@ -224,7 +229,7 @@ func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post,
 	if err != nil {
 		return nil, err
 	}
-	out, _ := u.r.withAuthors(ctx, page.Posts, false)
+	out := u.r.postsOf(page.Posts)
 	for _, p := range out {
 		p.author = u
 	}
