@@ -253,13 +253,6 @@ func (s *JWKS) refetchForUnknownKID(ctx context.Context) bool {
 	}
 }
 
-// awaitFirstAttempts starts every set and waits, no longer than ctx, until each has tried once.
-func (k keyRing) awaitFirstAttempts(ctx context.Context) {
-	for _, s := range k.sets {
-		s.awaitFirstAttempt(ctx)
-	}
-}
-
 // keyRing is the keys of every configured JWKS, as the jwkset.Storage that keyfunc reads. keyfunc
 // calls only KeyRead and KeyReadAll; the embedded Storage (always empty) completes the interface.
 type keyRing struct {
@@ -269,6 +262,13 @@ type keyRing struct {
 
 func newKeyRing(sets []*JWKS) keyRing {
 	return keyRing{Storage: jwkset.NewMemoryStorage(), sets: sets}
+}
+
+// awaitFirstAttempts starts every set and waits, no longer than ctx, until each has tried once.
+func (k keyRing) awaitFirstAttempts(ctx context.Context) {
+	for _, s := range k.sets {
+		s.awaitFirstAttempt(ctx)
+	}
 }
 
 // KeyRead finds the key with the kid. When no set has it, each set may refetch once (rate
