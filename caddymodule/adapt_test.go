@@ -65,6 +65,13 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"a leeway over five minutes", "leeway 1h", `leeway: "1h"`},
 		{"jwks_refresh under a second", "jwks_refresh 100ms", `jwks_refresh: "100ms" is not a duration of at least 1s`},
 		{"trust_caddy_auth with an argument", "trust_caddy_auth yes", "trust_caddy_auth takes 0 argument(s), got 1"},
+		{"max_query_length that is not a size", "max_query_length long", `max_query_length: "long" is not a size`},
+		{"max_query_length of zero", "max_query_length 0", `max_query_length: "0" is not a size`},
+		{"max_depth of zero", "max_depth 0", `max_depth: "0" is not a whole number of at least 1`},
+		{"max_depth that is not a number", "max_depth deep", `max_depth: "deep" is not a whole number`},
+		{"a negative max_cost", "max_cost -1", `max_cost: "-1" is not a whole number of at least 1`},
+		{"introspection that is neither on nor off", "introspection no", `introspection: "no" is neither on nor off`},
+		{"introspection without a value", "introspection", "introspection takes 1 argument(s), got 0"},
 	}
 	adapter := caddyconfig.GetAdapter("caddyfile")
 	for _, tt := range tests {

@@ -39,6 +39,7 @@ var subdirectives = map[string]arity{
 	"leeway": {1, 1}, "jwks_refresh": {1, 1}, "trust_caddy_auth": {0, 0},
 	"api_key": {2, 2}, "api_key_header": {1, 1},
 	"max_body_size": {1, 1}, "max_limit": {1, 1}, "timeout": {1, 1},
+	"max_query_length": {1, 1}, "max_depth": {1, 1}, "max_cost": {1, 1}, "introspection": {1, 1},
 }
 
 // repeatable are the subdirectives that may be given more than once; their arguments add up.
@@ -80,6 +81,10 @@ func (a arity) String() string {
 //	    max_body_size    <size>
 //	    max_limit        <n>
 //	    timeout          <duration>
+//	    max_query_length <size>
+//	    max_depth        <n>
+//	    max_cost         <n>
+//	    introspection    on|off
 //	}
 //
 // Every subdirective is optional. jwks_url, issuer, audience and api_key may be repeated; the
@@ -169,12 +174,34 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_body_size: %q is not a size such as 1MiB or 512KB", arg)
 			}
 			h.MaxBodySize = int64(size)
-		case "max_limit":
+		case "max_query_length":
+			size, err := humanize.ParseBytes(arg)
+			if err != nil || size < 1 || size > 1<<30 {
+				return d.Errf("max_query_length: %q is not a size such as 16KiB or 8000", arg)
+			}
+			h.MaxQueryLength = int(size)
+		case "max_limit", "max_depth", "max_cost":
 			n, err := strconv.Atoi(arg)
 			if err != nil || n < 1 {
-				return d.Errf("max_limit: %q is not a whole number of at least 1", arg)
+				return d.Errf("%s: %q is not a whole number of at least 1", name, arg)
 			}
-			h.MaxLimit = n
+			switch name {
+			case "max_limit":
+				h.MaxLimit = n
+			case "max_depth":
+				h.MaxDepth = n
+			default:
+				h.MaxCost = n
+			}
+		case "introspection":
+			switch arg {
+			case "on":
+				h.DisableIntrospection = false
+			case "off":
+				h.DisableIntrospection = true
+			default:
+				return d.Errf("introspection: %q is neither on nor off", arg)
+			}
 		case "timeout":
 			t, err := caddy.ParseDuration(arg)
 			if err != nil || t <= 0 {

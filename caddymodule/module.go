@@ -21,6 +21,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/handlers"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -116,6 +117,21 @@ type Handler struct {
 	// The deadline of each storage operation; past it the client gets 503. Default: 5s.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
+	// The longest GraphQL query document accepted, in bytes. Default: 16 KiB.
+	MaxQueryLength int `json:"max_query_length,omitempty"`
+
+	// The deepest nesting of fields a GraphQL operation may have. Default: 15, what the
+	// standard introspection query of graphql-js needs.
+	MaxDepth int `json:"max_depth,omitempty"`
+
+	// The most objects (posts, users, edges, page infos) a GraphQL operation may return,
+	// counted before it runs, with every list as long as its limit or first argument (or its
+	// default) lets it be. Default: 1000.
+	MaxCost int `json:"max_cost,omitempty"`
+
+	// Refuse GraphQL introspection (__schema and __type); __typename still works. Default: false.
+	DisableIntrospection bool `json:"disable_introspection,omitempty"`
+
 	logger   *zap.Logger
 	storeKey string
 	jwksKeys []string
@@ -182,6 +198,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.JWKSRefresh == 0 {
 		h.JWKSRefresh = DefaultJWKSRefresh
 	}
+	if h.MaxQueryLength == 0 {
+		h.MaxQueryLength = schema.DefaultMaxQueryLength
+	}
+	if h.MaxDepth == 0 {
+		h.MaxDepth = schema.DefaultMaxDepth
+	}
+	if h.MaxCost == 0 {
+		h.MaxCost = schema.DefaultMaxCost
+	}
 	repl := caddy.NewReplacer()
 	authn, err := h.authenticator(repl)
 	if err != nil {
@@ -192,13 +217,24 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	timeout := time.Duration(h.Timeout)
+	svc := posts.NewService(posts.Config{
+		Posts:    store.NewPosts(client, h.Database, timeout),
+		Users:    store.NewUsers(client, h.Database, timeout),
+		MaxLimit: h.MaxLimit,
+		Logger:   h.logger,
+	})
+	graph, err := schema.New(svc, h.logger, schema.Limits{
+		MaxQueryLength:       h.MaxQueryLength,
+		MaxDepth:             h.MaxDepth,
+		MaxCost:              h.MaxCost,
+		DisableIntrospection: h.DisableIntrospection,
+	})
+	if err != nil {
+		return fmt.Errorf("graphql schema: %w", err)
+	}
 	h.api = handlers.New(handlers.Config{
-		Posts: posts.NewService(posts.Config{
-			Posts:    store.NewPosts(client, h.Database, timeout),
-			Users:    store.NewUsers(client, h.Database, timeout),
-			MaxLimit: h.MaxLimit,
-			Logger:   h.logger,
-		}),
+		Posts:       svc,
+		GraphQL:     graph,
 		Auth:        authn,
 		MaxBodySize: h.MaxBodySize,
 		Logger:      h.logger,
@@ -367,6 +403,11 @@ func (h *Handler) Validate() error {
 	}
 	if h.Timeout <= 0 {
 		errs = append(errs, errors.New("timeout must be positive"))
+	}
+	for name, n := range map[string]int{"max_query_length": h.MaxQueryLength, "max_depth": h.MaxDepth, "max_cost": h.MaxCost} {
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("%s must be at least 1", name))
+		}
 	}
 	if err := validDatabase(h.Database); err != nil {
 		errs = append(errs, fmt.Errorf("database: %w", err))

@@ -11,12 +11,15 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
 )
 
 // Config is what the API needs.
 type Config struct {
 	// Posts applies the rules.
 	Posts *posts.Service
+	// GraphQL serves /graphql.
+	GraphQL *schema.Schema
 	// Auth finds the caller of each request.
 	Auth *auth.Authenticator
 	// MaxBodySize is the largest request body read, in bytes.
@@ -31,11 +34,13 @@ type Config struct {
 	Identified func(*http.Request, auth.Identity)
 }
 
-// API serves /posts and /posts/{id}.
+// API serves /posts, /posts/{id} and /graphql.
 type API struct {
 	cfg        Config
 	collection http.Handler
 	item       http.Handler
+	graphql    http.Handler
+	graphiql   http.Handler
 }
 
 // New returns the API described by cfg.
@@ -43,12 +48,20 @@ func New(cfg Config) *API {
 	a := &API{cfg: cfg}
 	a.collection = a.endpoint(methods{http.MethodGet: a.list, http.MethodPost: a.create})
 	a.item = a.endpoint(methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete})
+	a.graphql = http.HandlerFunc(a.serveGraphQL)
+	a.graphiql = http.HandlerFunc(a.serveGraphiQLFiles)
 	return a
 }
 
 // Route returns the handler for r, or nil when r is for none of the API's paths and should go
 // to whatever comes next.
 func (a *API) Route(r *http.Request) http.Handler {
+	switch {
+	case r.URL.Path == graphqlPath:
+		return a.graphql
+	case strings.HasPrefix(r.URL.Path, graphiqlAssetPrefix):
+		return a.graphiql
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/posts")
 	switch {
 	case !ok:
@@ -59,6 +72,16 @@ func (a *API) Route(r *http.Request) http.Handler {
 		return a.item
 	}
 	return nil
+}
+
+// serveGraphiQLFiles serves GraphiQL's JavaScript and CSS, to anyone: they hold no data.
+func (a *API) serveGraphiQLFiles(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		a.fail(w, r, &httpError{http.StatusMethodNotAllowed, r.Method + " is not allowed here; allowed: GET, HEAD"})
+		return
+	}
+	serveGraphiQLAsset(w, r)
 }
 
 // postID is the {id} of a /posts/{id} request.

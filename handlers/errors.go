@@ -30,15 +30,21 @@ func unprocessable(format string, args ...any) error {
 // retryAfter is the Retry-After of a 503, in seconds.
 const retryAfter = "5"
 
-// fail writes err as {"error": "..."} with its status. This is the one place where errors become
-// statuses. A 5xx is logged and its cause never reaches the client.
+// fail writes err as {"error": "..."} with its status.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, message := a.problem(w, r, err)
+	writeJSON(w, status, map[string]string{"error": message})
+}
+
+// problem is the one place where errors become statuses: it gives err's status and the message
+// the client may see, and sets the headers that go with them. A 5xx is logged and its cause
+// never reaches the client.
+func (a *API) problem(w http.ResponseWriter, r *http.Request, err error) (status int, message string) {
 	var (
 		httpErr *httpError
 		authErr *auth.Error
-		status  int
-		message = err.Error()
 	)
+	message = err.Error()
 	switch {
 	case errors.As(err, &httpErr):
 		status = httpErr.status
@@ -66,7 +72,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		a.logFailure(r, status, err)
 	}
-	writeJSON(w, status, map[string]string{"error": message})
+	return status, message
 }
 
 func (a *API) logFailure(r *http.Request, status int, err error) {

@@ -28,6 +28,10 @@ func TestRouteMatchesOnlyTheAPIPaths(t *testing.T) {
 		{"/postsx", ""},
 		{"/", ""},
 		{"/api/posts", ""},
+		{"/graphql", "GET, HEAD, POST"},
+		{"/graphql/graphiql/3.9.0/graphiql.min.js", "GET, HEAD"},
+		{"/graphql/", ""},
+		{"/graphqlx", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {

@@ -1,8 +1,11 @@
 package schema
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/posts"
@@ -16,6 +19,9 @@ const (
 	CodeNotFound        = "NOT_FOUND"
 	CodeUnavailable     = "UNAVAILABLE"
 	CodeInternal        = "INTERNAL_SERVER_ERROR"
+	// CodeBadRequest is a request whose HTTP shape is refused (not JSON, no query, a method or
+	// media type the endpoint does not take); the message says what to change.
+	CodeBadRequest = "BAD_REQUEST"
 )
 
 // Error is an error a client can branch on: its code goes to extensions.code, and, for bad input,
@@ -56,4 +62,15 @@ func (r *Resolver) fail(err error) error {
 	}
 	r.logger.Error("graphql resolver failed", zap.String("code", CodeInternal), zap.Error(err))
 	return &Error{Code: CodeInternal, Message: "internal server error"}
+}
+
+// LogPanic logs a resolver's panic; MakePanicError then answers it as a server fault, so neither
+// the panic's value nor a stack reaches the client.
+func (r *Resolver) LogPanic(_ context.Context, value any) {
+	r.logger.Error("graphql resolver panicked", zap.String("code", CodeInternal), zap.String("panic", fmt.Sprint(value)), zap.StackSkip("stack", 2))
+}
+
+// MakePanicError is the error a client gets for a resolver's panic.
+func (r *Resolver) MakePanicError(context.Context, any) *gqlerrors.QueryError {
+	return &gqlerrors.QueryError{Message: "internal server error", Extensions: map[string]any{"code": CodeInternal}}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/graph-gophers/graphql-go"
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
@@ -27,10 +28,65 @@ func SDL() string { return sdl }
 // max_limit, if smaller).
 const UserPostsLimit = 10
 
-// New parses the schema over svc. opts add limits such as graphql.MaxDepth.
-func New(svc *posts.Service, logger *zap.Logger, opts ...graphql.SchemaOpt) (*graphql.Schema, error) {
-	opts = append([]graphql.SchemaOpt{graphql.UseStringDescriptions()}, opts...)
-	return graphql.ParseSchema(sdl, &Resolver{svc: svc, logger: logger}, opts...)
+// Schema is the executable schema with its limits.
+type Schema struct {
+	exec         *graphql.Schema
+	limits       Limits
+	fields       map[string]map[string]field // the object types' fields, for the cost
+	maxLimit     int
+	defaultSizes map[string]int
+}
+
+// New parses the schema over svc. Zero limits take their defaults.
+func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error) {
+	if limits.MaxQueryLength <= 0 {
+		limits.MaxQueryLength = DefaultMaxQueryLength
+	}
+	if limits.MaxDepth <= 0 {
+		limits.MaxDepth = DefaultMaxDepth
+	}
+	if limits.MaxCost <= 0 {
+		limits.MaxCost = DefaultMaxCost
+	}
+	r := &Resolver{svc: svc, logger: logger}
+	exec, err := graphql.ParseSchema(sdl, r,
+		graphql.UseStringDescriptions(),
+		graphql.MaxDepth(limits.MaxDepth),
+		graphql.PanicHandler(r),
+		graphql.Logger(r),
+	)
+	if err != nil {
+		return nil, err
+	}
+	fields, err := fieldsOf(sdl)
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{exec: exec, limits: limits, fields: fields, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit())}, nil
+}
+
+// Do prepares and executes req: the response has the refusal of Prepare or the result.
+func (s *Schema) Do(ctx context.Context, req Request) *graphql.Response {
+	op, refusal := s.Prepare(req)
+	if refusal != nil {
+		return &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}}
+	}
+	return s.Execute(ctx, op)
+}
+
+// Execute runs op. Errors of a request that did not run (validation) carry
+// GRAPHQL_VALIDATION_FAILED and the response has no data.
+func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
+	req := op.request
+	res := s.exec.Exec(ctx, req.Query, req.OperationName, req.Variables)
+	if res.Data == nil {
+		for _, e := range res.Errors {
+			if e.Extensions == nil {
+				e.Extensions = map[string]any{"code": CodeValidationFailed}
+			}
+		}
+	}
+	return res
 }
 
 // Resolver is the root of queries and mutations.

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graph-gophers/graphql-go"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
@@ -25,7 +24,12 @@ var (
 	bob   = auth.Identity{UserID: "bob", Method: auth.MethodAPIKey}
 )
 
-func newSchema(t *testing.T, opts ...*options.ClientOptions) *graphql.Schema {
+func newSchema(t *testing.T, opts ...*options.ClientOptions) *schema.Schema {
+	return newSchemaWith(t, 5, schema.Limits{}, opts...)
+}
+
+// newSchemaWith is a schema over a fresh embedded store, with the given max_limit and limits.
+func newSchemaWith(t *testing.T, maxLimit int, limits schema.Limits, opts ...*options.ClientOptions) *schema.Schema {
 	t.Helper()
 	client := store.Embedded(t.TempDir(), zap.NewNop(), opts...)
 	t.Cleanup(func() {
@@ -36,10 +40,10 @@ func newSchema(t *testing.T, opts ...*options.ClientOptions) *graphql.Schema {
 	svc := posts.NewService(posts.Config{
 		Posts:    store.NewPosts(client, "test", 5*time.Second),
 		Users:    store.NewUsers(client, "test", 5*time.Second),
-		MaxLimit: 5,
+		MaxLimit: maxLimit,
 		Logger:   zap.NewNop(),
 	})
-	s, err := schema.New(svc, zap.NewNop())
+	s, err := schema.New(svc, zap.NewNop(), limits)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -47,9 +51,9 @@ func newSchema(t *testing.T, opts ...*options.ClientOptions) *graphql.Schema {
 }
 
 // exec runs an operation as caller and returns its data as JSON and the codes of its errors.
-func exec(t *testing.T, s *graphql.Schema, caller auth.Identity, query string, vars map[string]any) (data string, codes []string) {
+func exec(t *testing.T, s *schema.Schema, caller auth.Identity, query string, vars map[string]any) (data string, codes []string) {
 	t.Helper()
-	res := s.Exec(auth.NewContext(t.Context(), caller), query, "", vars)
+	res := s.Do(auth.NewContext(t.Context(), caller), schema.Request{Query: query, Variables: vars})
 	for _, e := range res.Errors {
 		code, _ := e.Extensions["code"].(string)
 		codes = append(codes, code)
@@ -60,7 +64,7 @@ func exec(t *testing.T, s *graphql.Schema, caller auth.Identity, query string, v
 	return string(res.Data), codes
 }
 
-func create(t *testing.T, s *graphql.Schema, caller auth.Identity, title string) string {
+func create(t *testing.T, s *schema.Schema, caller auth.Identity, title string) string {
 	t.Helper()
 	data, codes := exec(t, s, caller, `mutation($t: String!) { createPost(input: {title: $t, body: "b"}) { id } }`, map[string]any{"t": title})
 	if codes != nil {
@@ -240,18 +244,7 @@ func TestQueriesAndMutations(t *testing.T) {
 // TestNoNPlusOne counts the database round trips of nested queries with the driver's command
 // monitor: authors are read in one query per list, never one per post.
 func TestNoNPlusOne(t *testing.T) {
-	var (
-		mu       sync.Mutex
-		commands []string
-	)
-	data := []string{"find", "aggregate", "getMore", "insert", "update", "delete", "findAndModify", "count"}
-	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
-		if slices.Contains(data, e.CommandName) {
-			mu.Lock()
-			commands = append(commands, e.CommandName+" "+e.DatabaseName)
-			mu.Unlock()
-		}
-	}}
+	commands, monitor := roundTrips()
 	s := newSchema(t, options.Client().SetMonitor(monitor))
 	for _, caller := range []auth.Identity{alice, bob, {UserID: "carol", Method: auth.MethodAPIKey, Name: "Carol"}} {
 		for range 3 {
@@ -267,18 +260,41 @@ func TestNoNPlusOne(t *testing.T) {
 	}
 	for _, q := range queries {
 		t.Run(q.name+" takes at most 2 round trips", func(t *testing.T) {
-			mu.Lock()
-			commands = nil
-			mu.Unlock()
-			res := s.Exec(auth.NewContext(t.Context(), bob), q.query, "", nil)
+			commands.reset()
+			res := s.Do(auth.NewContext(t.Context(), bob), schema.Request{Query: q.query})
 			if len(res.Errors) > 0 {
 				t.Fatalf("errors: %v", res.Errors)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(commands) > 2 {
-				t.Errorf("%d round trips: %v; want at most 2 (data %s)", len(commands), commands, res.Data)
+			if got := commands.list(); len(got) > 2 {
+				t.Errorf("%d round trips: %v; want at most 2 (data %s)", len(got), got, res.Data)
 			}
 		})
 	}
+}
+
+// commandLog records the data commands the driver sends.
+type commandLog struct {
+	mu       sync.Mutex
+	commands []string
+}
+
+func (l *commandLog) reset() { l.mu.Lock(); l.commands = nil; l.mu.Unlock() }
+
+func (l *commandLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.commands)
+}
+
+// roundTrips is a command monitor that logs every command that reads or writes data.
+func roundTrips() (*commandLog, *event.CommandMonitor) {
+	log := &commandLog{}
+	data := []string{"find", "aggregate", "getMore", "insert", "update", "delete", "findAndModify", "count"}
+	return log, &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if slices.Contains(data, e.CommandName) {
+			log.mu.Lock()
+			log.commands = append(log.commands, e.CommandName+" "+e.DatabaseName)
+			log.mu.Unlock()
+		}
+	}}
 }

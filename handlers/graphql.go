@@ -1,0 +1,280 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/graph-gophers/graphql-go"
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
+)
+
+// graphqlPath is the GraphQL endpoint.
+const graphqlPath = "/graphql"
+
+// The media types of GraphQL responses (GraphQL over HTTP): the first is the spec's own, the
+// second the one older clients accept.
+const (
+	graphQLResponseJSON = "application/graphql-response+json"
+	applicationJSON     = "application/json"
+)
+
+// graphQLParams are the members of a GraphQL request, as JSON members or query parameters.
+var graphQLParams = []string{"query", "variables", "operationName", "extensions"}
+
+// serveGraphQL serves /graphql: GraphiQL to browsers, and GraphQL over HTTP (POST for every
+// operation, GET for queries) to everyone else.
+func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
+	w.Header().Add("Vary", "Accept")
+	get := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if !get && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		a.failGraphQL(w, r, graphQLResponseJSON, &httpError{http.StatusMethodNotAllowed, r.Method + " is not allowed here; allowed: GET, HEAD, POST"})
+		return
+	}
+	accept := r.Header.Get("Accept")
+	if get && prefersHTML(accept) {
+		serveGraphiQL(w, r)
+		return
+	}
+	media := responseType(accept)
+	if media == "" {
+		a.failGraphQL(w, r, applicationJSON, &httpError{http.StatusNotAcceptable, "the response can only be " + graphQLResponseJSON + " or " + applicationJSON})
+		return
+	}
+	caller, err := a.cfg.Auth.Authenticate(r)
+	if err != nil {
+		a.failGraphQL(w, r, media, err)
+		return
+	}
+	if !caller.Anonymous() && a.cfg.Identified != nil {
+		a.cfg.Identified(r, caller)
+	}
+	var req schema.Request
+	if get {
+		req, err = graphQLQuery(r.URL.RawQuery)
+	} else {
+		req, err = a.graphQLBody(w, r)
+	}
+	if err != nil {
+		a.failGraphQL(w, r, media, err)
+		return
+	}
+	op, refusal := a.cfg.GraphQL.Prepare(req)
+	switch {
+	case refusal != nil:
+		writeGraphQL(w, media, requestErrorStatus(media), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
+		return
+	case get && op.Type != "query":
+		w.Header().Set("Allow", http.MethodPost)
+		a.failGraphQL(w, r, media, &httpError{http.StatusMethodNotAllowed, "a " + op.Type + " cannot be sent with GET; use POST"})
+		return
+	case op.Type == "mutation" && caller.Anonymous():
+		a.failGraphQL(w, r, media, posts.ErrUnauthenticated)
+		return
+	}
+	res := a.cfg.GraphQL.Execute(auth.NewContext(r.Context(), caller), op)
+	status := http.StatusOK
+	if res.Data == nil { // it did not run: a request error
+		status = requestErrorStatus(media)
+	}
+	writeGraphQL(w, media, status, res)
+}
+
+// requestErrorStatus is the status of a request that is well-formed HTTP but was refused
+// before it ran (a syntax error, an invalid operation, a limit): 400 in the spec's own media
+// type; 200 in application/json, which older clients read only on 200.
+func requestErrorStatus(media string) int {
+	if media == graphQLResponseJSON {
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// failGraphQL writes err as GraphQL errors, with the status and headers problem gives it.
+func (a *API) failGraphQL(w http.ResponseWriter, r *http.Request, media string, err error) {
+	status, message := a.problem(w, r, err)
+	code, ok := errorCodes[status]
+	if !ok {
+		code = schema.CodeBadRequest
+	}
+	if e, ok := errors.AsType[*graphQLError](err); ok {
+		code = e.code
+	}
+	writeGraphQL(w, media, status, &graphql.Response{Errors: []*gqlerrors.QueryError{{Message: message, Extensions: map[string]any{"code": code}}}})
+}
+
+// errorCodes are the extensions.code of statuses that are not a fault in the request's shape.
+var errorCodes = map[int]string{
+	http.StatusUnauthorized:        schema.CodeUnauthenticated,
+	http.StatusForbidden:           schema.CodeForbidden,
+	http.StatusNotFound:            schema.CodeNotFound,
+	http.StatusUnprocessableEntity: schema.CodeBadUserInput,
+	http.StatusServiceUnavailable:  schema.CodeUnavailable,
+	http.StatusInternalServerError: schema.CodeInternal,
+}
+
+// graphQLError is an httpError with an extensions.code of its own.
+type graphQLError struct {
+	*httpError
+	code string
+}
+
+func (e *graphQLError) Unwrap() error { return e.httpError }
+
+func writeGraphQL(w http.ResponseWriter, media string, status int, res *graphql.Response) {
+	h := w.Header()
+	h.Set("Content-Type", media+"; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(res)
+}
+
+// graphQLBody reads the request of a POST: a JSON object with the members of graphQLParams.
+// Other members are ignored, as clients add their own (Relay's id, Apollo's extensions).
+func (a *API) graphQLBody(w http.ResponseWriter, r *http.Request) (schema.Request, error) {
+	members, err := a.readObject(w, r, applicationJSON)
+	if err != nil {
+		return schema.Request{}, err
+	}
+	params := map[string]json.RawMessage{}
+	for _, m := range members {
+		params[m.name] = m.value
+	}
+	return graphQLRequest(func(name string) (json.RawMessage, error) { return params[name], nil }, false)
+}
+
+// graphQLQuery reads the request of a GET from its query string: query, and optionally
+// variables and extensions as JSON objects, and operationName.
+func graphQLQuery(raw string) (schema.Request, error) {
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return schema.Request{}, badRequest("the query string is malformed")
+	}
+	return graphQLRequest(func(name string) (json.RawMessage, error) {
+		vs := values[name]
+		switch {
+		case len(vs) == 0:
+			return nil, nil
+		case len(vs) > 1:
+			return nil, badRequest("query parameter %q is given more than once", name)
+		case name == "query" || name == "operationName":
+			return json.Marshal(vs[0]) // a JSON string, to be read as a POST's member is
+		}
+		return json.RawMessage(vs[0]), nil
+	}, true)
+}
+
+// graphQLRequest reads the parameters that param gives, as raw JSON values (nil when absent).
+// inQuery says they come from a query string, which changes how errors name them.
+func graphQLRequest(param func(name string) (json.RawMessage, error), inQuery bool) (req schema.Request, err error) {
+	where := "member"
+	if inQuery {
+		where = "query parameter"
+	}
+	raw := map[string]json.RawMessage{}
+	for _, name := range graphQLParams {
+		if raw[name], err = param(name); err != nil {
+			return req, err
+		}
+		if string(raw[name]) == "null" {
+			raw[name] = nil
+		}
+	}
+	if raw["query"] == nil {
+		if persistedQuery(raw["extensions"]) {
+			return req, &graphQLError{&httpError{http.StatusBadRequest, "PersistedQueryNotSupported"}, "PERSISTED_QUERY_NOT_SUPPORTED"}
+		}
+		return req, badRequest("the %s query is required: it holds the GraphQL document", where)
+	}
+	if json.Unmarshal(raw["query"], &req.Query) != nil {
+		return req, badRequest("the %s query must be a string", where)
+	}
+	if raw["operationName"] != nil && json.Unmarshal(raw["operationName"], &req.OperationName) != nil {
+		return req, badRequest("the %s operationName must be a string", where)
+	}
+	for _, name := range []string{"variables", "extensions"} {
+		var object map[string]any
+		if raw[name] != nil && (json.Unmarshal(raw[name], &object) != nil || object == nil) {
+			return req, badRequest("the %s %s must be a JSON object", where, name)
+		}
+		if name == "variables" {
+			req.Variables = object
+		}
+	}
+	return req, nil
+}
+
+// persistedQuery says whether extensions asks for an automatic persisted query (Apollo's APQ),
+// which this server does not keep: the client then sends the whole query.
+func persistedQuery(extensions json.RawMessage) bool {
+	var ext struct{ PersistedQuery json.RawMessage }
+	return json.Unmarshal(extensions, &ext) == nil && ext.PersistedQuery != nil
+}
+
+// responseType is the media type of the response the Accept header asks for: the spec's own
+// when the client takes it at least as gladly as application/json (or says nothing), else
+// application/json, else "" (406).
+func responseType(accept string) string {
+	if strings.TrimSpace(accept) == "" {
+		return graphQLResponseJSON
+	}
+	own, legacy := quality(accept, graphQLResponseJSON), quality(accept, applicationJSON)
+	switch {
+	case own > 0 && own >= legacy:
+		return graphQLResponseJSON
+	case legacy > 0:
+		return applicationJSON
+	}
+	return ""
+}
+
+// prefersHTML says whether the client (a browser) takes text/html more gladly than JSON.
+func prefersHTML(accept string) bool {
+	html := quality(accept, "text/html")
+	return html > 0 && html > max(quality(accept, graphQLResponseJSON), quality(accept, applicationJSON))
+}
+
+// quality is the q that accept gives media, from its most specific matching range (RFC 9110
+// §12.5.1); 0 when none matches.
+func quality(accept, media string) float64 {
+	typ, _, _ := strings.Cut(media, "/")
+	best, q := -1, 0.0
+	for _, item := range strings.Split(accept, ",") {
+		mediaRange, params, err := mime.ParseMediaType(strings.TrimSpace(item))
+		if err != nil {
+			continue
+		}
+		specificity := -1
+		switch mediaRange {
+		case media:
+			specificity = 2
+		case typ + "/*":
+			specificity = 1
+		case "*/*":
+			specificity = 0
+		}
+		if specificity <= best {
+			continue
+		}
+		best, q = specificity, 1
+		if v, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f <= 1 {
+				q = f
+			} else {
+				q = 0
+			}
+		}
+	}
+	return q
+}

@@ -1,0 +1,190 @@
+package handlers
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
+)
+
+func TestResponseType(t *testing.T) {
+	tests := []struct{ accept, want string }{
+		{"", graphQLResponseJSON},
+		{"*/*", graphQLResponseJSON},
+		{"application/*", graphQLResponseJSON},
+		{"application/graphql-response+json", graphQLResponseJSON},
+		{"application/json", applicationJSON},
+		{"application/json, application/graphql-response+json", graphQLResponseJSON},
+		{"application/graphql-response+json;q=0.9, application/json", applicationJSON},
+		{"application/json;q=0.5, application/graphql-response+json;q=0.5", graphQLResponseJSON},
+		{"application/json; charset=utf-8", applicationJSON},
+		{"application/json, */*;q=0.1", applicationJSON},
+		{"application/graphql-response+json;q=0, application/json", applicationJSON},
+		{"application/graphql-response+json;q=0, application/json;q=0", ""},
+		{"*/*;q=0", ""},
+		{"text/xml", ""},
+		{"text/html", ""},
+		{"application/json;q=lots", ""},
+		{"garbage;;;", ""},
+	}
+	for _, tt := range tests {
+		if got := responseType(tt.accept); got != tt.want {
+			t.Errorf("responseType(%q) = %q; want %q", tt.accept, got, tt.want)
+		}
+	}
+}
+
+func TestPrefersHTML(t *testing.T) {
+	tests := []struct {
+		accept string
+		want   bool
+	}{
+		{"text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8", true}, // Chromium and Firefox
+		{"text/html", true},
+		{"*/*", false},
+		{"", false},
+		{"application/json", false},
+		{"text/html;q=0.5, application/json", false},
+		{"text/html, application/graphql-response+json", false},
+	}
+	for _, tt := range tests {
+		if got := prefersHTML(tt.accept); got != tt.want {
+			t.Errorf("prefersHTML(%q) = %v; want %v", tt.accept, got, tt.want)
+		}
+	}
+}
+
+// graphQLAPI is an API whose schema can prepare operations (its store is never reached).
+func graphQLAPI(t testing.TB) *API {
+	svc := posts.NewService(posts.Config{MaxLimit: 100, Logger: zap.NewNop()})
+	s, err := schema.New(svc, zap.NewNop(), schema.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Config{GraphQL: s, MaxBodySize: 4 << 10, Logger: zap.NewNop()})
+}
+
+func postGraphQL(a *API, body string) (schema.Request, error) {
+	r := httptest.NewRequest(http.MethodPost, graphqlPath, strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	return a.graphQLBody(httptest.NewRecorder(), r)
+}
+
+func TestGraphQLRequests(t *testing.T) {
+	a := graphQLAPI(t)
+	ok := []struct {
+		name, body string
+		want       schema.Request
+	}{
+		{"a query", `{"query": "{ posts { id } }"}`, schema.Request{Query: "{ posts { id } }"}},
+		{"every member", `{"query": "q", "variables": {"n": 1}, "operationName": "Op", "extensions": {"x": 1}}`,
+			schema.Request{Query: "q", OperationName: "Op", Variables: map[string]any{"n": 1.0}}},
+		{"null members", `{"query": "q", "variables": null, "operationName": null, "extensions": null}`, schema.Request{Query: "q"}},
+		{"members of other clients, ignored", `{"id": "relay-1", "query": "q", "documentId": "d"}`, schema.Request{Query: "q"}},
+	}
+	for _, tt := range ok {
+		t.Run(tt.name+" is read", func(t *testing.T) {
+			got, err := postGraphQL(a, tt.body)
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+	refused := []struct{ name, body, message string }{
+		{"no query", `{"variables": {}}`, "member query is required"},
+		{"a null query", `{"query": null}`, "member query is required"},
+		{"a query that is not a string", `{"query": 1}`, "member query must be a string"},
+		{"variables that are a list", `{"query": "q", "variables": [1]}`, "member variables must be a JSON object"},
+		{"variables that are a string", `{"query": "q", "variables": "{}"}`, "member variables must be a JSON object"},
+		{"an operationName that is not a string", `{"query": "q", "operationName": 1}`, "member operationName must be a string"},
+		{"extensions that are not an object", `{"query": "q", "extensions": true}`, "member extensions must be a JSON object"},
+		{"a persisted query hash without the query", `{"extensions": {"persistedQuery": {"version": 1, "sha256Hash": "ab"}}}`, "PersistedQueryNotSupported"},
+		{"a query given twice", `{"query": "a", "query": "b"}`, `member "query" is given more than once`},
+		{"a list", `[{"query": "q"}]`, "must be a JSON object"},
+		{"JSON cut short", `{"query": "q"`, "not valid JSON"},
+		{"an empty body", ``, "the body is empty"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name+" is refused with 400", func(t *testing.T) {
+			_, err := postGraphQL(a, tt.body)
+			w := httptest.NewRecorder()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			status, message := a.problem(w, httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
+			if status != http.StatusBadRequest || !strings.Contains(message, tt.message) {
+				t.Errorf("%d %q; want 400 and a message containing %q", status, message, tt.message)
+			}
+		})
+	}
+	t.Run("a GET reads the same parameters from the query string", func(t *testing.T) {
+		q := url.Values{"query": {"query Op($n: Int) { posts(limit: $n) { id } }"}, "variables": {`{"n": 2}`}, "operationName": {"Op"}, "extensions": {`{}`}}
+		got, err := graphQLQuery(q.Encode())
+		want := schema.Request{Query: q.Get("query"), OperationName: "Op", Variables: map[string]any{"n": 2.0}}
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("got %+v, %v; want %+v", got, err, want)
+		}
+	})
+	for name, raw := range map[string]string{
+		"a query given twice":         "query=a&query=b",
+		"variables that are not JSON": "query=q&variables=%7Bn",
+		"no query":                    "variables=%7B%7D",
+		"a malformed query string":    "query=%zz",
+	} {
+		t.Run("a GET with "+name+" is refused", func(t *testing.T) {
+			if _, err := graphQLQuery(raw); err == nil {
+				t.Error("no error")
+			}
+		})
+	}
+}
+
+// FuzzGraphQLRequest feeds hostile bodies to the decoding of a POST and to Prepare: neither may
+// panic, a refusal is a 4xx with a message, and what is read holds together.
+func FuzzGraphQLRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"query": "{ posts { id } }"}`,
+		`{"query": "query($n: Int = 100) { posts(limit: $n) { author { posts(limit: $n) { id } } } }", "variables": {"n": 1e308}}`,
+		`{"query": "{ ...A } fragment A on Query { ...A }"}`,
+		`{"query": "{ __schema { types { fields { type { fields { name } } } } } }"}`,
+		`{"query": "mutation { createPost(input: {title: \"\u0000\"}) { id } }", "operationName": "x"}`,
+		`{"query": "{ posts(limit: -2147483649) { id } }"}`,
+		`{"query": "query A { a } query A { b }", "operationName": "A"}`,
+		`{"query": "{ a(b: \"\"\"\n\"\"\") }"}`,
+		`{"query": "` + strings.Repeat("{a", 2000) + `"}`,
+		`{"query": "q", "variables": ` + strings.Repeat("[", 3000) + `}`,
+		`{"query": "\xff\xfe"}`,
+		"\xef\xbb\xbf{\"query\": \"{ posts { id } }\"}",
+		`{"query": "{ posts { id } }"} {"query": "again"}`,
+		`{"query": "{ posts { id } }", "query": "{ user { id } }"}`,
+		`{"__proto__": {"query": 1}}`,
+		`[]`, `null`, `"query"`, `{`, ``,
+	} {
+		f.Add(seed)
+	}
+	a := graphQLAPI(f)
+	f.Fuzz(func(t *testing.T, body string) {
+		req, err := postGraphQL(a, body)
+		if err != nil {
+			status, message := a.problem(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
+			if status < 400 || status > 499 || message == "" {
+				t.Fatalf("refused with %d %q; want a 4xx with a message", status, message)
+			}
+			return
+		}
+		op, refusal := a.cfg.GraphQL.Prepare(req)
+		switch {
+		case refusal != nil && (refusal.Message == "" || refusal.Extensions["code"] == nil):
+			t.Fatalf("a refusal without a message or code: %+v", refusal)
+		case refusal == nil && op.Type != "query" && op.Type != "mutation" && op.Type != "subscription":
+			t.Fatalf("operation type %q", op.Type)
+		}
+	})
+}

@@ -1,0 +1,317 @@
+package schema
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+// Limits bound what one operation may ask for. Prepare checks them before any resolver runs, so a
+// refused operation costs no database call.
+type Limits struct {
+	// MaxQueryLength is the longest query document accepted, in bytes.
+	MaxQueryLength int
+	// MaxDepth is the deepest nesting of fields accepted.
+	MaxDepth int
+	// MaxCost is the most objects (posts, users, edges, page infos) an operation may return,
+	// counting every list as long as its limit or first argument, or its default, lets it be.
+	MaxCost int
+	// DisableIntrospection refuses operations that select __schema or __type.
+	DisableIntrospection bool
+}
+
+// The default limits. The standard introspection query of graphql-js passes them.
+const (
+	DefaultMaxQueryLength = 16 << 10
+	DefaultMaxDepth       = 15
+	DefaultMaxCost        = 1000
+)
+
+// The codes of requests refused before execution, as Apollo Server names them.
+const (
+	CodeParseFailed      = "GRAPHQL_PARSE_FAILED"
+	CodeValidationFailed = "GRAPHQL_VALIDATION_FAILED"
+)
+
+// maxIntrospectionLists is how deep the lists of introspection that lead back to types may
+// nest (graphql-js's MaxIntrospectionDepthRule): the standard query needs 2, and each level
+// more multiplies the answer by the number of types.
+const maxIntrospectionLists = 2
+
+// introspectionLists are the introspection fields that rule counts.
+var introspectionLists = map[string]bool{"fields": true, "interfaces": true, "possibleTypes": true, "inputFields": true}
+
+// Request is one GraphQL request, as any transport receives it.
+type Request struct {
+	Query         string
+	OperationName string
+	Variables     map[string]any
+}
+
+// Operation is a request that passed the limits, ready to execute.
+type Operation struct {
+	// Type is "query", "mutation" or "subscription".
+	Type    string
+	request Request
+}
+
+// field is what the cost needs to know of a field of the schema.
+type field struct {
+	typeName string // the named type it returns
+	object   bool   // it returns objects, which count; scalars are free
+	list     bool
+}
+
+// fieldsOf reads the fields of every object type of the SDL.
+func fieldsOf(sdl string) (map[string]map[string]field, error) {
+	doc, err := parser.ParseSchema(&ast.Source{Name: "schema.graphql", Input: sdl})
+	if err != nil {
+		return nil, err
+	}
+	objects := map[string]bool{}
+	for _, def := range doc.Definitions {
+		objects[def.Name] = def.Kind == ast.Object || def.Kind == ast.Interface || def.Kind == ast.Union
+	}
+	types := map[string]map[string]field{}
+	for _, def := range doc.Definitions {
+		if def.Kind != ast.Object {
+			continue
+		}
+		types[def.Name] = map[string]field{}
+		for _, f := range def.Fields {
+			t := f.Type
+			for t.Elem != nil && t.NamedType == "" {
+				t = t.Elem
+			}
+			types[def.Name][f.Name] = field{typeName: t.NamedType, object: objects[t.NamedType], list: f.Type.Elem != nil}
+		}
+	}
+	return types, nil
+}
+
+// Prepare parses req, picks its operation and checks it against the limits. A refusal is a
+// request error: nothing has run.
+func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
+	if n := s.limits.MaxQueryLength; len(req.Query) > n {
+		return nil, refused(CodeValidationFailed, nil, "the query is %d bytes long, more than the limit of %d (max_query_length)", len(req.Query), n)
+	}
+	doc, err := parser.ParseQuery(&ast.Source{Input: req.Query})
+	if err != nil {
+		var at []gqlerrors.Location
+		if e, ok := err.(*gqlerror.Error); ok {
+			for _, l := range e.Locations {
+				at = append(at, gqlerrors.Location{Line: l.Line, Column: l.Column})
+			}
+			err = fmt.Errorf("%s", e.Message)
+		}
+		return nil, refused(CodeParseFailed, at, "syntax error: %v", err)
+	}
+	op, qerr := operation(doc, req.OperationName)
+	if qerr != nil {
+		return nil, qerr
+	}
+	c := &coster{schema: s, doc: doc, op: op, vars: req.Variables, memo: map[costKey]int{}, active: map[string]bool{}}
+	root := "Query"
+	if op.Operation == ast.Mutation {
+		root = "Mutation"
+	}
+	cost := c.selections(op.SelectionSet, root, 0, -1)
+	if c.refusal != nil {
+		return nil, c.refusal
+	}
+	if cost > s.limits.MaxCost {
+		return nil, refused(CodeValidationFailed, nil,
+			"the operation could return more than %d objects (max_cost): ask for fewer with smaller limit or first arguments, or fewer nested lists", s.limits.MaxCost)
+	}
+	return &Operation{Type: string(op.Operation), request: req}, nil
+}
+
+// operation is the operation of doc that req names, or its only one.
+func operation(doc *ast.QueryDocument, name string) (*ast.OperationDefinition, *gqlerrors.QueryError) {
+	switch {
+	case len(doc.Operations) == 0:
+		return nil, refused(CodeValidationFailed, nil, "the document has no operation to run")
+	case name != "":
+		if op := doc.Operations.ForName(name); op != nil {
+			return op, nil
+		}
+		return nil, refused(CodeValidationFailed, nil, "the document has no operation named %q", name)
+	case len(doc.Operations) > 1:
+		return nil, refused(CodeValidationFailed, nil, "the document has %d operations: name the one to run in operationName", len(doc.Operations))
+	}
+	return doc.Operations[0], nil
+}
+
+func refused(code string, at []gqlerrors.Location, format string, args ...any) *gqlerrors.QueryError {
+	return &gqlerrors.QueryError{Message: fmt.Sprintf(format, args...), Locations: at, Extensions: map[string]any{"code": code}}
+}
+
+// coster counts the objects an operation can return, the upper bound that MaxCost limits.
+type coster struct {
+	schema  *Schema
+	doc     *ast.QueryDocument
+	op      *ast.OperationDefinition
+	vars    map[string]any
+	memo    map[costKey]int // fragments already counted: shared fragments cost no walk twice
+	active  map[string]bool // fragments being walked: a cycle (refused by validation) stops here
+	refusal *gqlerrors.QueryError
+}
+
+type costKey struct {
+	fragment string
+	size     int
+	lists    int
+}
+
+// selections is the cost of set, on an object of typeName. size is the length its lists take
+// when they have no argument of their own (the first of a connection, for its edges); lists
+// is how deep introspection lists nest here, or -1 outside introspection.
+func (c *coster) selections(set ast.SelectionSet, typeName string, size, lists int) int {
+	total := 0
+	for _, sel := range set {
+		if total > c.schema.limits.MaxCost || c.refusal != nil {
+			break
+		}
+		switch sel := sel.(type) {
+		case *ast.Field:
+			total += c.field(sel, typeName, size, lists)
+		case *ast.InlineFragment:
+			on := typeName
+			if sel.TypeCondition != "" {
+				on = sel.TypeCondition
+			}
+			total += c.selections(sel.SelectionSet, on, size, lists)
+		case *ast.FragmentSpread:
+			def := c.doc.Fragments.ForName(sel.Name)
+			if def == nil || c.active[sel.Name] {
+				continue // validation refuses both
+			}
+			key := costKey{sel.Name, size, lists}
+			cost, ok := c.memo[key]
+			if !ok {
+				c.active[sel.Name] = true
+				cost = c.selections(def.SelectionSet, def.TypeCondition, size, lists)
+				c.active[sel.Name] = false
+				c.memo[key] = cost
+			}
+			total += cost
+		}
+	}
+	return c.capped(total)
+}
+
+func (c *coster) field(f *ast.Field, typeName string, size, lists int) int {
+	if lists >= 0 || f.Name == "__schema" || f.Name == "__type" {
+		c.introspection(f, lists)
+		return 0 // bounded by the schema's size and the nesting rule, not by data
+	}
+	def, ok := c.schema.fields[typeName][f.Name]
+	if !ok || !def.object {
+		return 0 // a scalar, __typename, or a field validation refuses
+	}
+	own, hasOwn := c.size(f, typeName)
+	n := 1
+	if def.list {
+		switch {
+		case hasOwn:
+			n = own
+		case size > 0:
+			n = size
+		default:
+			n = c.schema.maxLimit
+		}
+		own = 0 // the list's own argument is spent on it
+	}
+	return c.capped(n * (1 + c.selections(f.SelectionSet, def.typeName, own, -1)))
+}
+
+// capped keeps a cost that is already over the limit from growing further, so nested lists
+// cannot overflow it.
+func (c *coster) capped(cost int) int { return min(cost, c.schema.limits.MaxCost+1) }
+
+// introspection refuses __schema and __type when introspection is off, and lists of types
+// nested deeper than maxIntrospectionLists.
+func (c *coster) introspection(f *ast.Field, lists int) {
+	if c.schema.limits.DisableIntrospection {
+		c.refusal = refused(CodeValidationFailed, at(f.Position), "introspection is turned off on this server")
+		return
+	}
+	if lists < 0 {
+		lists = 0
+	}
+	if introspectionLists[f.Name] {
+		lists++
+		if lists > maxIntrospectionLists {
+			c.refusal = refused(CodeValidationFailed, at(f.Position), "introspection lists (fields, interfaces, possibleTypes, inputFields) nest more than %d deep", maxIntrospectionLists)
+			return
+		}
+	}
+	c.selections(f.SelectionSet, "", 0, lists)
+}
+
+// size is the length that the limit or first argument of f gives it, or the default of
+// Type.field when it names none, within 1..max_limit as posts.Service keeps it. A value it
+// cannot read (a variable not given) counts as max_limit.
+func (c *coster) size(f *ast.Field, typeName string) (int, bool) {
+	arg := f.Arguments.ForName("limit")
+	if arg == nil {
+		arg = f.Arguments.ForName("first")
+	}
+	if arg == nil {
+		n, ok := c.schema.defaultSizes[typeName+"."+f.Name]
+		return n, ok
+	}
+	n, ok := c.intValue(arg.Value)
+	if !ok {
+		return c.schema.maxLimit, true
+	}
+	return max(1, min(n, c.schema.maxLimit)), true
+}
+
+func (c *coster) intValue(v *ast.Value) (int, bool) {
+	if v.Kind == ast.Variable {
+		if value, given := c.vars[v.Raw]; given {
+			switch n := value.(type) {
+			case float64:
+				return int(min(n, 1<<31)), n == float64(int64(n))
+			case int:
+				return n, true
+			}
+			return 0, false
+		}
+		def := c.op.VariableDefinitions.ForName(v.Raw)
+		if def == nil || def.DefaultValue == nil {
+			return 0, false
+		}
+		v = def.DefaultValue
+	}
+	if v.Kind != ast.IntValue {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v.Raw), 10, 32)
+	return int(n), err == nil
+}
+
+func at(p *ast.Position) []gqlerrors.Location {
+	if p == nil {
+		return nil
+	}
+	return []gqlerrors.Location{{Line: p.Line, Column: p.Column}}
+}
+
+// defaultSizes are the lengths of the lists (and connections) of the schema when the query
+// names no limit: what posts.Service and the resolvers use.
+func defaultSizes(maxLimit int) map[string]int {
+	return map[string]int{
+		"Query.posts":           min(posts.DefaultLimit, maxLimit),
+		"Query.postsConnection": min(posts.DefaultLimit, maxLimit),
+		"User.posts":            min(UserPostsLimit, maxLimit),
+	}
+}
