@@ -120,8 +120,8 @@ type Handler struct {
 	// The longest GraphQL query document accepted, in bytes. Default: 16 KiB.
 	MaxQueryLength int `json:"max_query_length,omitempty"`
 
-	// The deepest nesting of fields a GraphQL operation may have. Default: 15, what the
-	// standard introspection query of graphql-js needs.
+	// The deepest nesting of fields a GraphQL operation may have. Default: 15 (the standard
+	// introspection query of graphql-js reaches 13).
 	MaxDepth int `json:"max_depth,omitempty"`
 
 	// The most objects (posts, users, edges, page infos) a GraphQL operation may return,

@@ -120,7 +120,8 @@ func graphiqlContentType(name string) string {
 	return "text/plain; charset=utf-8"
 }
 
-// serveGraphiQL writes the GraphiQL page (it is called for GET/HEAD /graphql when the browser prefers text/html).
+// serveGraphiQL writes the GraphiQL page, for a GET of /graphql from a browser (serveGraphQL has
+// set Vary: Accept, since the same URL also answers JSON).
 func serveGraphiQL(w http.ResponseWriter, r *http.Request) {
 	site := loadGraphiQL()
 	nonce := rand.Text()
@@ -131,12 +132,11 @@ func serveGraphiQL(w http.ResponseWriter, r *http.Request) {
 	// Each response has its own nonce, so none is stored; the page is 1 kB and its assets are
 	// cached.
 	h.Set("Cache-Control", "no-store")
-	// /graphql answers with JSON too, depending on Accept; caches must keep the two apart.
-	h.Add("Vary", "Accept")
 	http.ServeContent(w, r, "", time.Time{}, strings.NewReader(site.pageHead+nonce+site.pageTail))
 }
 
-// serveGraphiQLAsset serves one embedded file under graphiqlAssetPrefix (GET/HEAD only are routed to it), 404 {"error": "..."} JSON otherwise.
+// serveGraphiQLAsset serves one embedded file under graphiqlAssetPrefix to a GET or HEAD, or a
+// 404 in JSON.
 func serveGraphiQLAsset(w http.ResponseWriter, r *http.Request) {
 	name, _ := strings.CutPrefix(r.URL.Path, graphiqlAssetPrefix)
 	// An exact lookup: "..", unknown names and the directories themselves are simply not there.
