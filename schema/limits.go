@@ -62,36 +62,15 @@ type Operation struct {
 	request Request
 }
 
-// field is what the cost needs to know of a field of the schema.
-type field struct {
-	typeName string // the named type it returns
-	object   bool   // it returns objects, which count; scalars are free
-	list     bool
-}
-
-// fieldsOf reads the fields of every object type of the SDL.
-func fieldsOf(sdl string) (map[string]map[string]field, error) {
+// definitions reads the types that the SDL defines, by name.
+func definitions(sdl string) (map[string]*ast.Definition, error) {
 	doc, err := parser.ParseSchema(&ast.Source{Name: "schema.graphql", Input: sdl})
 	if err != nil {
 		return nil, err
 	}
-	objects := map[string]bool{}
+	types := map[string]*ast.Definition{}
 	for _, def := range doc.Definitions {
-		objects[def.Name] = def.Kind == ast.Object || def.Kind == ast.Interface || def.Kind == ast.Union
-	}
-	types := map[string]map[string]field{}
-	for _, def := range doc.Definitions {
-		if def.Kind != ast.Object {
-			continue
-		}
-		types[def.Name] = map[string]field{}
-		for _, f := range def.Fields {
-			t := f.Type
-			for t.Elem != nil && t.NamedType == "" {
-				t = t.Elem
-			}
-			types[def.Name][f.Name] = field{typeName: t.NamedType, object: objects[t.NamedType], list: f.Type.Elem != nil}
-		}
+		types[def.Name] = def
 	}
 	return types, nil
 }
@@ -115,6 +94,9 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 	}
 	op, qerr := operation(doc, req.OperationName)
 	if qerr != nil {
+		return nil, qerr
+	}
+	if req.Variables, qerr = s.variables(op, req.Variables); qerr != nil {
 		return nil, qerr
 	}
 	c := &coster{schema: s, doc: doc, op: op, vars: req.Variables, memo: map[costKey]int{}, active: map[string]bool{}}
@@ -212,13 +194,13 @@ func (c *coster) field(f *ast.Field, typeName string, size, lists int) int {
 		c.introspection(f, lists)
 		return 0 // bounded by the schema's size and the nesting rule, not by data
 	}
-	def, ok := c.schema.fields[typeName][f.Name]
-	if !ok || !def.object {
+	def := c.schema.field(typeName, f.Name)
+	if def == nil || !c.schema.isObject(def.Type.Name()) {
 		return 0 // a scalar, __typename, or a field validation refuses
 	}
 	own, hasOwn := c.size(f, typeName)
 	n := 1
-	if def.list {
+	if def.Type.Elem != nil { // a list
 		switch {
 		case hasOwn:
 			n = own
@@ -229,7 +211,7 @@ func (c *coster) field(f *ast.Field, typeName string, size, lists int) int {
 		}
 		own = 0 // the list's own argument is spent on it
 	}
-	return c.capped(n * (1 + c.selections(f.SelectionSet, def.typeName, own, -1)))
+	return c.capped(n * (1 + c.selections(f.SelectionSet, def.Type.Name(), own, -1)))
 }
 
 // capped keeps a cost that is already over the limit from growing further, so nested lists
@@ -297,6 +279,20 @@ func (c *coster) intValue(v *ast.Value) (int, bool) {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v.Raw), 10, 32)
 	return int(n), err == nil
+}
+
+// field is the definition of the field name of the type typeName, or nil.
+func (s *Schema) field(typeName, name string) *ast.FieldDefinition {
+	if def := s.types[typeName]; def != nil {
+		return def.Fields.ForName(name)
+	}
+	return nil
+}
+
+// isObject says whether values of the type typeName are objects, which count in the cost.
+func (s *Schema) isObject(typeName string) bool {
+	def := s.types[typeName]
+	return def != nil && (def.Kind == ast.Object || def.Kind == ast.Interface || def.Kind == ast.Union)
 }
 
 func at(p *ast.Position) []gqlerrors.Location {

@@ -8,10 +8,12 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/graph-gophers/graphql-go"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	"github.com/vektah/gqlparser/v2/ast"
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
@@ -32,7 +34,7 @@ const UserPostsLimit = 10
 type Schema struct {
 	exec         *graphql.Schema
 	limits       Limits
-	fields       map[string]map[string]field // the object types' fields, for the cost
+	types        map[string]*ast.Definition // the types of the SDL, for the limits and variables
 	maxLimit     int
 	defaultSizes map[string]int
 }
@@ -58,11 +60,11 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error)
 	if err != nil {
 		return nil, err
 	}
-	fields, err := fieldsOf(sdl)
+	types, err := definitions(sdl)
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{exec: exec, limits: limits, fields: fields, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit())}, nil
+	return &Schema{exec: exec, limits: limits, types: types, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit())}, nil
 }
 
 // Do prepares and executes req: the response has the refusal of Prepare or the result.
@@ -115,7 +117,7 @@ type listArgs struct {
 
 // Posts resolves Query.posts.
 func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
-	page, err := r.list(ctx, args.UserID, args.Limit, args.After)
+	page, err := r.list(ctx, args.UserID, args.Limit, "limit", args.After)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +130,7 @@ func (r *Resolver) PostsConnection(ctx context.Context, args struct {
 	First  *int32
 	After  *string
 }) (*PostConnection, error) {
-	page, err := r.list(ctx, args.UserID, args.First, args.After)
+	page, err := r.list(ctx, args.UserID, args.First, "first", args.After)
 	if err != nil {
 		return nil, err
 	}
@@ -156,16 +158,18 @@ func (r *Resolver) withAuthors(ctx context.Context, ps []posts.Post, authorSelec
 	return out, nil
 }
 
-func (r *Resolver) list(ctx context.Context, userID *graphql.ID, limit *int32, after *string) (posts.Page, error) {
+// list reads a page of posts. limitName is the argument that gave limit (limit, or first for a
+// connection), which the error names.
+func (r *Resolver) list(ctx context.Context, userID *graphql.ID, limit *int32, limitName string, after *string) (posts.Page, error) {
 	var q posts.ListQuery
 	if userID != nil {
 		q.UserID = string(*userID)
 	}
 	if limit != nil {
-		if *limit < 1 {
-			return posts.Page{}, r.fail(&posts.InvalidError{Field: "limit", Message: "limit must be at least 1"})
-		}
 		q.Limit = int(*limit)
+		if q.Limit == 0 {
+			q.Limit = -1 // to posts.Service 0 means the default; from a client it is out of range
+		}
 	}
 	if after != nil {
 		q.After = *after
@@ -174,6 +178,9 @@ func (r *Resolver) list(ctx context.Context, userID *graphql.ID, limit *int32, a
 		}
 	}
 	page, err := r.svc.List(ctx, q)
+	if invalid, ok := errors.AsType[*posts.InvalidError](err); ok && invalid.Field == "limit" {
+		err = &posts.InvalidError{Field: limitName, Message: limitName + strings.TrimPrefix(invalid.Message, "limit")}
+	}
 	if err != nil {
 		return posts.Page{}, r.fail(err)
 	}
@@ -281,7 +288,7 @@ func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post,
 		limit = &n
 	}
 	id := u.ID()
-	page, err := u.r.list(ctx, &id, limit, nil)
+	page, err := u.r.list(ctx, &id, limit, "limit", nil)
 	if err != nil {
 		return nil, err
 	}
