@@ -65,7 +65,9 @@ func (s *Schema) coerce(value any, t *ast.Type, path string) (coerced any, probl
 		}
 		return out, ""
 	}
-	wrong := func(want string) (any, string) { return nil, fmt.Sprintf("%s must be %s, not %s", path, want, jsonKind(value)) }
+	wrong := func(want string) (any, string) {
+		return nil, fmt.Sprintf("%s must be %s, not %s", path, want, jsonKind(value))
+	}
 	switch t.NamedType {
 	case "Int":
 		if n, ok := value.(float64); ok && n == math.Trunc(n) && n >= math.MinInt32 && n <= math.MaxInt32 {
