@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -229,15 +230,32 @@ var (
 	anonymous = kind{"anonymous", "anon"}
 	bearer    = kind{"bearer_rs256", "bearer"}
 	withKey   = kind{"api_key", "apikey"}
+	// The same post read anonymously through GraphQL: POST /graphql of post(id) with every field.
+	graphQL = kind{"graphql", "graphql"}
 	// anonymous against anonymous: the ratio the method measures where there is no difference,
 	// which shows its bias and noise.
 	anonymousAgain = kind{"anonymous", "anon2"}
 
-	kinds = []kind{bearer, withKey, anonymousAgain}
+	kinds = []kind{bearer, withKey, graphQL, anonymousAgain}
 )
 
-// request builds one GET /posts/{id} of kind k. A request is reused, one use at a time.
+// postQuery reads what GET /posts/{id} answers, through GraphQL.
+const postQuery = `query($id: ID!) { post(id: $id) { id userId title body createdAt updatedAt } }`
+
+// request builds one read of the post, of kind k. A request is reused, one use at a time.
 func (s *server) request(k kind) (*http.Request, error) {
+	if k == graphQL {
+		body, err := json.Marshal(map[string]any{"query": postQuery, "variables": map[string]string{"id": s.postID}})
+		if err != nil {
+			return nil, err
+		}
+		req, err := http.NewRequest(http.MethodPost, s.base+"/graphql", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		return req, nil
+	}
 	req, err := http.NewRequest(http.MethodGet, s.base+"/posts/"+s.postID, nil)
 	if err != nil {
 		return nil, err
@@ -253,6 +271,12 @@ func (s *server) request(k kind) (*http.Request, error) {
 
 // get makes the request and reads its whole answer; it returns the time that took.
 func (s *server) get(req *http.Request) (time.Duration, error) {
+	if req.GetBody != nil { // a POST: its body again
+		var err error
+		if req.Body, err = req.GetBody(); err != nil {
+			return 0, err
+		}
+	}
 	start := time.Now()
 	res, err := s.client.Do(req)
 	if err != nil {
@@ -265,7 +289,7 @@ func (s *server) get(req *http.Request) (time.Duration, error) {
 		return 0, err
 	}
 	if res.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s with %v: status %d; want 200", req.URL.Path, headerNames(req), res.StatusCode)
+		return 0, fmt.Errorf("%s %s with %v: status %d; want 200", req.Method, req.URL.Path, headerNames(req), res.StatusCode)
 	}
 	return elapsed, nil
 }
@@ -315,7 +339,7 @@ func report(b *testing.B, k kind, anon, other time.Duration, n int64) {
 }
 
 // BenchmarkGetPost measures GET /posts/{id} of one post through a real Caddy, anonymous against
-// each way of authenticating, side by side:
+// each way of authenticating, and against the same read through GraphQL, side by side:
 //
 //   - interleaved/<kind>: one client, one keep-alive connection; each iteration (ns/op) is one
 //     anonymous GET and one GET of the kind, alternately first.
@@ -323,9 +347,11 @@ func report(b *testing.B, k kind, anon, other time.Duration, n int64) {
 //     the client's pool of keep-alive connections, as concurrent users would.
 //
 // bearer_rs256 sends the same RS256 token every time, so after the first request it is verified
-// from the token cache; anonymous against anonymous shows the noise floor of the ratio.
+// from the token cache; graphql is the anonymous POST /graphql of post(id) with every field of
+// the REST answer; anonymous against anonymous shows the noise floor of the ratio.
 func BenchmarkGetPost(b *testing.B) {
 	s := startServer(b)
+	s.checkGraphQL(b)
 	for _, k := range kinds {
 		b.Run("interleaved/"+k.name, func(b *testing.B) { interleaved(b, s, k) })
 	}
@@ -398,6 +424,26 @@ func parallel(b *testing.B, s *server, k kind) {
 	// Each goroutine made as many requests of both kinds, so the ratio of the summed times is
 	// the ratio of the throughputs.
 	report(b, k, time.Duration(anonNs.Load()), time.Duration(otherNs.Load()), anonN.Load())
+}
+
+// checkGraphQL fails b unless the GraphQL read answers the post itself, not errors.
+func (s *server) checkGraphQL(b *testing.B) {
+	req, err := s.request(graphQL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := s.client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct {
+		Data   struct{ Post struct{ ID, Title string } }
+		Errors []any
+	}
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || out.Errors != nil || out.Data.Post.ID != s.postID {
+		b.Fatalf("the GraphQL read: %+v, %v; want post %s", out, err, s.postID)
+	}
 }
 
 // BenchmarkVerify measures the check of a bearer token alone, without HTTP:
