@@ -31,7 +31,8 @@ test:
 	$(GO) test -run '^$$' -bench . -benchtime 50x ./bench/
 	$(MAKE) interop
 
-# Drives ./caddy with real third-party clients (Node 20 and npm: jose for JWTs; see interop/).
+# Drives ./caddy with real third-party clients (Node 20 and npm: jose for JWTs, graphql-http's audit,
+# graphql-js, GraphiQL in headless Chromium through puppeteer-core; see interop/).
 interop: caddy
 	cd interop && npm ci --no-audit --no-fund && node --test
 

@@ -1,16 +1,14 @@
 // JWT interop: drives the real ./caddy (built by `make caddy`) with tokens signed by jose, checked
 // against a JWKS served from this process. Run with `make interop`, or `node --test` in interop/.
-import { test as nodeTest, before, after } from 'node:test';
+import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
+import { countingTest, postsCaddyfile, startCaddy as startCaddyOn, stopCaddy as stopCaddyOf } from './lib.mjs';
 
-const CADDY = fileURLToPath(new URL('../caddy', import.meta.url));
 const ISSUER = 'https://issuer.example.test/';
 const AUDIENCE = 'posts-interop';
 const BOB_KEY = 'interop-key-of-bob';
@@ -25,30 +23,11 @@ let tmp; // the scratch directory: Caddyfile, data, Caddy's home
 let jwks; // { server, url }
 let caddy; // { child, exited, log(), base }
 let keys; // { alice: {alg, kid, privateKey}, carol: ..., stranger: ... }
-let failures = 0;
 
 // test is node:test's test, counting failures so that Caddy's log is shown when something failed.
-function test(name, fn) {
-  nodeTest(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (err) {
-      failures++;
-      throw err;
-    }
-  });
-}
+const { test, failures } = countingTest();
 
 // --- helpers ------------------------------------------------------------------------------------
-
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-async function freePort() {
-  const server = http.createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** A signing key: its private half, and its public half as a JWK with kid and alg. */
 async function signingKey(alg, kid) {
@@ -175,95 +154,33 @@ async function stored(id) {
   return res.body;
 }
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Starts ./caddy on a Caddyfile of its own and waits until it serves /posts and checks tokens. */
 async function startCaddy() {
-  if (!fs.existsSync(CADDY)) {
-    throw new Error(`${CADDY} is missing: run \`make caddy\` in the repository root first (or \`make interop\`)`);
-  }
-  const port = await freePort();
-  const caddyfile = path.join(tmp, 'Caddyfile');
-  fs.writeFileSync(
-    caddyfile,
-    `{
-	admin off
-}
-
-http://127.0.0.1:${port} {
-	log {
-		output stderr
-		format filter {
-			request>headers>X-Api-Key delete
-		}
-	}
-	posts {
-		data_dir ${path.join(tmp, 'data')}
-		jwks_url ${jwks.url}
-		issuer ${ISSUER}
-		audience ${AUDIENCE}
-		api_key ${BOB_KEY} bob
-	}
-}
-`,
-  );
-  const home = path.join(tmp, 'home');
-  fs.mkdirSync(home);
-  const child = spawn(CADDY, ['run', '--config', caddyfile, '--adapter', 'caddyfile'], {
-    cwd: tmp,
-    env: {
-      ...process.env,
-      HOME: home,
-      XDG_DATA_HOME: path.join(home, 'data'),
-      XDG_CONFIG_HOME: path.join(home, 'config'),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let log = '';
-  child.stdout.on('data', (chunk) => (log += chunk));
-  child.stderr.on('data', (chunk) => (log += chunk));
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-  let exit = null;
-  exited.then((e) => (exit = e));
-  caddy = { child, exited, log: () => log, base: `http://127.0.0.1:${port}` };
-
   // Ready when an anonymous list answers 200 and a good token is no longer answered 503 (the
   // JWKS is fetched in the background after start).
   const probe = await mint(keys.alice, 'alice');
-  const deadline = Date.now() + 20_000;
-  let last = 'no answer yet';
-  for (;;) {
-    if (exit) {
-      throw new Error(`caddy exited (${JSON.stringify(exit)}) before it was ready; its log:\n${log}`);
-    }
-    try {
-      const anonymous = await fetch(`${caddy.base}/posts`);
+  caddy = await startCaddyOn({
+    dir: tmp,
+    caddyfile: (base) =>
+      postsCaddyfile(base, [
+        `data_dir ${path.join(tmp, 'data')}`,
+        `jwks_url ${jwks.url}`,
+        `issuer ${ISSUER}`,
+        `audience ${AUDIENCE}`,
+        `api_key ${BOB_KEY} bob`,
+      ]),
+    ready: async (base) => {
+      const anonymous = await fetch(`${base}/posts`);
       await anonymous.arrayBuffer();
-      last = `GET /posts: ${anonymous.status}`;
-      if (anonymous.status === 200) {
-        const signed = await fetch(`${caddy.base}/posts`, { headers: { Authorization: `Bearer ${probe}` } });
-        await signed.arrayBuffer();
-        last = `GET /posts with a token: ${signed.status}`;
-        if (signed.status !== 503) return;
-      }
-    } catch (err) {
-      last = String(err.cause ?? err);
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`caddy was not ready after 20s (last: ${last}); its log:\n${log}`);
-    }
-    await sleep(100);
-  }
+      if (anonymous.status !== 200) return `GET /posts: ${anonymous.status}`;
+      const signed = await fetch(`${base}/posts`, { headers: { Authorization: `Bearer ${probe}` } });
+      await signed.arrayBuffer();
+      return signed.status !== 503 || `GET /posts with a token: ${signed.status}`;
+    },
+  });
 }
 
-/** Stops Caddy: SIGTERM, then SIGKILL if it has not exited after 10s. */
-async function stopCaddy() {
-  if (!caddy || caddy.child.exitCode !== null || caddy.child.signalCode !== null) return;
-  caddy.child.kill('SIGTERM');
-  const timer = setTimeout(() => caddy.child.kill('SIGKILL'), 10_000);
-  await caddy.exited;
-  clearTimeout(timer);
-}
+const stopCaddy = () => stopCaddyOf(caddy);
 
 // --- setup --------------------------------------------------------------------------------------
 
@@ -282,8 +199,8 @@ before(async () => {
 after(async () => {
   await stopCaddy();
   await new Promise((resolve) => jwks?.server.close(resolve) ?? resolve());
-  if (failures > 0 && caddy) {
-    console.error(`--- caddy's log (${failures} test(s) failed) ---\n${caddy.log()}--- end of caddy's log ---`);
+  if (failures() > 0 && caddy) {
+    console.error(`--- caddy's log (${failures()} test(s) failed) ---\n${caddy.log()}--- end of caddy's log ---`);
   }
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });

@@ -75,15 +75,19 @@ func create(t *testing.T, s *schema.Schema, caller auth.Identity, title string) 
 	return out.CreatePost.ID
 }
 
-func TestEveryTypeAndFieldIsDescribed(t *testing.T) {
+func TestEveryTypeFieldAndArgumentIsDescribed(t *testing.T) {
 	s := newSchema(t)
-	data, _ := exec(t, s, auth.Identity{}, `{ __schema { types { name description fields { name description } inputFields { name description } } } }`, nil)
+	data, _ := exec(t, s, auth.Identity{}, `{ __schema { types { name description fields { name description args { name description } } inputFields { name description } } } }`, nil)
+	type described struct{ Name, Description string }
 	var out struct {
 		Schema struct {
 			Types []struct {
 				Name, Description string
-				Fields            []struct{ Name, Description string }
-				InputFields       []struct{ Name, Description string }
+				Fields            []struct {
+					Name, Description string
+					Args              []described
+				}
+				InputFields []described
 			}
 		} `json:"__schema"`
 	}
@@ -97,7 +101,17 @@ func TestEveryTypeAndFieldIsDescribed(t *testing.T) {
 		if typ.Description == "" {
 			t.Errorf("type %s has no description", typ.Name)
 		}
-		for _, f := range append(typ.Fields, typ.InputFields...) {
+		for _, f := range typ.Fields {
+			if f.Description == "" {
+				t.Errorf("%s.%s has no description", typ.Name, f.Name)
+			}
+			for _, arg := range f.Args {
+				if arg.Description == "" {
+					t.Errorf("the argument %s of %s.%s has no description", arg.Name, typ.Name, f.Name)
+				}
+			}
+		}
+		for _, f := range typ.InputFields {
 			if f.Description == "" {
 				t.Errorf("%s.%s has no description", typ.Name, f.Name)
 			}

@@ -1,0 +1,129 @@
+// Helpers the interop tests share: a free port, ./caddy started on a Caddyfile of its own and
+// stopped again, and a test() that counts failures so that Caddy's log is shown when one failed.
+// Nothing here holds state across test files: each file starts its own Caddy in its own directory.
+import { test as nodeTest } from 'node:test';
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The binary `make caddy` builds. */
+export const CADDY = fileURLToPath(new URL('../caddy', import.meta.url));
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A TCP port on 127.0.0.1 that was free a moment ago. */
+export async function freePort() {
+  const server = http.createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/**
+ * node:test's test, counting the tests that failed: `const { test, failures } = countingTest()`,
+ * then `failures()` in `after` says whether to show Caddy's log.
+ */
+export function countingTest() {
+  let failed = 0;
+  const test = (name, fn) =>
+    nodeTest(name, async (t) => {
+      try {
+        await fn(t);
+      } catch (err) {
+        failed++;
+        throw err;
+      }
+    });
+  return { test, failures: () => failed };
+}
+
+/**
+ * A Caddyfile with one site at base that runs the posts module with the subdirectives given
+ * (lines such as "api_key <key> <user>"), without the admin API, logging requests to stderr with
+ * the API key header deleted (as the README shows).
+ */
+export function postsCaddyfile(base, subdirectives) {
+  return `{
+	admin off
+}
+
+${base} {
+	log {
+		output stderr
+		format filter {
+			request>headers>X-Api-Key delete
+		}
+	}
+	posts {
+${subdirectives.map((line) => `\t\t${line}\n`).join('')}	}
+}
+`;
+}
+
+/**
+ * Starts ./caddy with the Caddyfile that caddyfile(base) returns, base being
+ * http://127.0.0.1:<a free port>, written into dir, which also becomes Caddy's home. Waits until
+ * ready(base) answers true; until then it answers what it saw (a string for the error message)
+ * or throws. Returns { child, exited, log(), base }; on failure Caddy is stopped and the error
+ * carries its log.
+ */
+export async function startCaddy({ dir, caddyfile, ready, timeoutMs = 20_000 }) {
+  if (!fs.existsSync(CADDY)) {
+    throw new Error(`${CADDY} is missing: run \`make caddy\` in the repository root first (or \`make interop\`)`);
+  }
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const file = path.join(dir, 'Caddyfile');
+  fs.writeFileSync(file, caddyfile(base));
+  const home = path.join(dir, 'home');
+  fs.mkdirSync(home);
+  const child = spawn(CADDY, ['run', '--config', file, '--adapter', 'caddyfile'], {
+    cwd: dir,
+    env: {
+      ...process.env,
+      HOME: home,
+      XDG_DATA_HOME: path.join(home, 'data'),
+      XDG_CONFIG_HOME: path.join(home, 'config'),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  child.stdout.on('data', (chunk) => (log += chunk));
+  child.stderr.on('data', (chunk) => (log += chunk));
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  let exit = null;
+  exited.then((e) => (exit = e));
+  const caddy = { child, exited, log: () => log, base };
+
+  const deadline = Date.now() + timeoutMs;
+  let last = 'no answer yet';
+  for (;;) {
+    if (exit) {
+      throw new Error(`caddy exited (${JSON.stringify(exit)}) before it was ready; its log:\n${log}`);
+    }
+    try {
+      const state = await ready(base);
+      if (state === true) return caddy;
+      last = state;
+    } catch (err) {
+      last = String(err.cause ?? err);
+    }
+    if (Date.now() > deadline) {
+      await stopCaddy(caddy);
+      throw new Error(`caddy was not ready after ${timeoutMs / 1000}s (last: ${last}); its log:\n${log}`);
+    }
+    await sleep(100);
+  }
+}
+
+/** Stops Caddy: SIGTERM, then SIGKILL if it has not exited after 10s. */
+export async function stopCaddy(caddy) {
+  if (!caddy || caddy.child.exitCode !== null || caddy.child.signalCode !== null) return;
+  caddy.child.kill('SIGTERM');
+  const timer = setTimeout(() => caddy.child.kill('SIGKILL'), 10_000);
+  await caddy.exited;
+  clearTimeout(timer);
+}
