@@ -778,6 +778,19 @@ func TestGraphQLOverHTTP(t *testing.T) {
 		check(t, res, gqlWant{status: 405, header: map[string]string{"Allow": "POST"}, errors: []wantError{{code: "BAD_REQUEST", message: "use POST"}}})
 		unchanged(t, before)
 	})
+	t.Run("GET cannot run a mutation that block strings hide from one reading of the document", func(t *testing.T) {
+		// graphql-go's lexer ends a block string at \""", the spec does not: each reading finds
+		// a different operation B. What runs is the document the server checked, never the other.
+		before := stored(t)
+		query := `query A { post(id: """\""") { id } } mutation B { createPost(input: {title: "via GET"}) { id } } query C { post(id: """) { id } } query B { __typename } query D { post(id: """) { id } } #""") { id } }`
+		for _, header := range [][]string{{asAlice}, nil} {
+			res := c.graphqlGet(site, url.Values{"query": {query}, "operationName": {"B"}}, header...)
+			if bytes.Contains(res.body, []byte("createPost")) {
+				t.Errorf("GET ran the mutation: %d %s", res.status, res.body)
+			}
+		}
+		unchanged(t, before)
+	})
 	t.Run("GET of a query from a document that also has a mutation runs the query", func(t *testing.T) {
 		res := c.graphqlGet(site, url.Values{"query": {`query Q { __typename } mutation M { createPost(input: {title: "x"}) { id } }`}, "operationName": {"Q"}})
 		check(t, res, dataOnly(`{"__typename": "Query"}`))
@@ -1058,7 +1071,7 @@ func TestGraphiQL(t *testing.T) {
 // graphql 16), which GraphiQL and most tools send.
 func introspectionQuery(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("testdata/introspection_query.graphql")
+	b, err := os.ReadFile("../schema/testdata/introspection.graphql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1084,7 +1097,7 @@ func TestGraphQLLimits(t *testing.T) {
 	// user, 7 times posts and author, id: depth 16
 	deep := `{ user(id: "alice") {` + strings.Repeat(` posts(limit: 1) { author {`, 7) + ` id` + strings.Repeat(` } }`, 7) + ` } }`
 	refused := func(message string) gqlWant { return requestError(400, "GRAPHQL_VALIDATION_FAILED", message) }
-	overCost := "could return more than 1000 objects (max_cost)"
+	overCost := "could return more than 2000 values (max_cost)"
 	for _, tt := range []struct {
 		name   string
 		query  string
@@ -1183,16 +1196,18 @@ func TestGraphQLLimits(t *testing.T) {
 			want: refused("introspection is turned off on this server")},
 		{name: "with introspection off __typename still works", site: strictSite, query: `{ __typename posts(limit: 1) { __typename } }`,
 			want: gqlWant{data: anyData}},
-		{name: "with max_cost 5 five posts are accepted", site: strictSite, query: `{ posts(limit: 5) { id } }`,
+		{name: "with max_cost 5 two posts with their ids, 4 values, are accepted", site: strictSite, query: `{ posts(limit: 2) { id } }`,
 			want: gqlWant{data: anyData}},
-		{name: "with max_cost 5 six posts are refused", site: strictSite, query: `{ posts(limit: 6) { id } }`,
-			want: refused("could return more than 5 objects (max_cost)")},
+		{name: "with max_cost 5 three posts with their ids, 6 values, are refused", site: strictSite, query: `{ posts(limit: 3) { id } }`,
+			want: refused("could return more than 5 values (max_cost)")},
+		{name: "with max_cost 5 one post with 5 aliases of its title, 6 values, is refused", site: strictSite, query: `{ posts(limit: 1) { a: title b: title c: title d: title e: title } }`,
+			want: refused("could return more than 5 values (max_cost)")},
 		{name: "with max_cost 5 the default of 20 posts is refused", site: strictSite, query: `{ posts { id } }`,
-			want: refused("could return more than 5 objects (max_cost)")},
-		{name: "with max_cost 5 two posts with their authors, 4 objects, are accepted", site: strictSite, query: `{ posts(limit: 2) { author { id } } }`,
+			want: refused("could return more than 5 values (max_cost)")},
+		{name: "with max_cost 5 one post with its author's id, 3 values, is accepted", site: strictSite, query: `{ posts(limit: 1) { author { id } } }`,
 			want: gqlWant{data: anyData}},
 		{name: "with max_cost 5 a mutation's costly selection is refused", site: strictSite, query: `mutation { createPost(input: {title: "x"}) { author { posts(limit: 5) { id } } } }`, header: []string{asAlice},
-			want: refused("could return more than 5 objects (max_cost)")},
+			want: refused("could return more than 5 values (max_cost)")},
 		{name: "with max_depth 4 a query of depth 4 runs", site: strictSite, query: `{ user(id: "alice") { posts(limit: 1) { author { id } } } }`,
 			want: dataOnly(`{"user": {"posts": [{"author": {"id": "alice"}}]}}`)},
 		{name: "with max_depth 4 a query of depth 5 is refused", site: strictSite, query: `{ user(id: "alice") { posts(limit: 1) { author { posts(limit: 1) { id } } } } }`,

@@ -124,9 +124,9 @@ type Handler struct {
 	// introspection query of graphql-js reaches 13).
 	MaxDepth int `json:"max_depth,omitempty"`
 
-	// The most objects (posts, users, edges, page infos) a GraphQL operation may return,
-	// counted before it runs, with every list as long as its limit or first argument (or its
-	// default) lets it be. Default: 1000.
+	// The most values a GraphQL operation may return, counted before it runs: each object
+	// (post, user, edge, page info) and each of its fields, with every list as long as its limit
+	// or first argument (or its default) lets it be. At most 2^30. Default: 2000.
 	MaxCost int `json:"max_cost,omitempty"`
 
 	// Refuse GraphQL introspection (__schema and __type); __typename still works. Default: false.
@@ -197,15 +197,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.JWKSRefresh == 0 {
 		h.JWKSRefresh = DefaultJWKSRefresh
-	}
-	if h.MaxQueryLength == 0 {
-		h.MaxQueryLength = schema.DefaultMaxQueryLength
-	}
-	if h.MaxDepth == 0 {
-		h.MaxDepth = schema.DefaultMaxDepth
-	}
-	if h.MaxCost == 0 {
-		h.MaxCost = schema.DefaultMaxCost
 	}
 	repl := caddy.NewReplacer()
 	authn, err := h.authenticator(repl)
@@ -405,9 +396,12 @@ func (h *Handler) Validate() error {
 		errs = append(errs, errors.New("timeout must be positive"))
 	}
 	for name, n := range map[string]int{"max_query_length": h.MaxQueryLength, "max_depth": h.MaxDepth, "max_cost": h.MaxCost} {
-		if n < 1 {
+		if n < 0 { // 0 is the default, which schema.New fills in
 			errs = append(errs, fmt.Errorf("%s must be at least 1", name))
 		}
+	}
+	if h.MaxCost > schema.MaxMaxCost {
+		errs = append(errs, fmt.Errorf("max_cost must be at most %d", schema.MaxMaxCost))
 	}
 	if err := validDatabase(h.Database); err != nil {
 		errs = append(errs, fmt.Errorf("database: %w", err))

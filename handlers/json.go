@@ -91,6 +91,7 @@ func parseObject(data []byte) ([]member, error) {
 		return nil, badRequest("the body must be a JSON object")
 	}
 	var members []member
+	seen := map[string]bool{} // not a search of members: a body of many members must not cost their square
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -101,9 +102,10 @@ func parseObject(data []byte) ([]member, error) {
 		if err := dec.Decode(&value); err != nil {
 			return nil, notJSON(err)
 		}
-		if slices.ContainsFunc(members, func(m member) bool { return m.name == name }) {
+		if seen[name] {
 			return nil, badRequest("member %q is given more than once", name)
 		}
+		seen[name] = true
 		members = append(members, member{name, value})
 	}
 	if _, err := dec.Token(); err != nil {

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/formatter"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 
@@ -20,8 +22,9 @@ type Limits struct {
 	MaxQueryLength int
 	// MaxDepth is the deepest nesting of fields accepted.
 	MaxDepth int
-	// MaxCost is the most objects (posts, users, edges, page infos) an operation may return,
-	// counting every list as long as its limit or first argument, or its default, lets it be.
+	// MaxCost is the most values an operation may return: every object (post, user, edge, page
+	// info) and every field of one counts, with every list as long as its limit or first
+	// argument, or its default, lets it be.
 	MaxCost int
 	// DisableIntrospection refuses operations that select __schema or __type.
 	DisableIntrospection bool
@@ -31,7 +34,9 @@ type Limits struct {
 const (
 	DefaultMaxQueryLength = 16 << 10
 	DefaultMaxDepth       = 15
-	DefaultMaxCost        = 1000
+	DefaultMaxCost        = 2000
+	// MaxMaxCost bounds max_cost, so that the count cannot overflow.
+	MaxMaxCost = 1 << 30
 )
 
 // The codes of requests refused before execution, as Apollo Server names them.
@@ -60,6 +65,10 @@ type Operation struct {
 	// Type is "query", "mutation" or "subscription".
 	Type    string
 	request Request
+	// document is the query printed from the syntax tree that the limits checked: graphql-go
+	// runs it rather than the client's text, whose reading by graphql-go's own lexer may differ
+	// (it ends a block string at \""", for one), so what runs is what was checked.
+	document string
 }
 
 // definitions reads the types that the SDL defines, by name.
@@ -81,6 +90,9 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 	if n := s.limits.MaxQueryLength; len(req.Query) > n {
 		return nil, refused(CodeValidationFailed, nil, "the query is %d bytes long, more than the limit of %d (max_query_length)", len(req.Query), n)
 	}
+	if !utf8.ValidString(req.Query) {
+		return nil, refused(CodeParseFailed, nil, "syntax error: the query is not valid UTF-8")
+	}
 	doc, err := parser.ParseQuery(&ast.Source{Input: req.Query})
 	if err != nil {
 		var at []gqlerrors.Location
@@ -100,19 +112,18 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 		return nil, qerr
 	}
 	c := &coster{schema: s, doc: doc, op: op, vars: req.Variables, memo: map[costKey]int{}, active: map[string]bool{}}
-	root := "Query"
-	if op.Operation == ast.Mutation {
-		root = "Mutation"
-	}
+	root := map[ast.Operation]string{ast.Query: "Query", ast.Mutation: "Mutation", ast.Subscription: "Subscription"}[op.Operation]
 	cost := c.selections(op.SelectionSet, root, 0, -1)
 	if c.refusal != nil {
 		return nil, c.refusal
 	}
 	if cost > s.limits.MaxCost {
 		return nil, refused(CodeValidationFailed, nil,
-			"the operation could return more than %d objects (max_cost): ask for fewer with smaller limit or first arguments, or fewer nested lists", s.limits.MaxCost)
+			"the operation could return more than %d values (max_cost): ask for fewer fields, smaller limit or first arguments, or fewer nested lists", s.limits.MaxCost)
 	}
-	return &Operation{Type: string(op.Operation), request: req}, nil
+	var document strings.Builder
+	formatter.NewFormatter(&document, formatter.WithoutDescription()).FormatQueryDocument(doc)
+	return &Operation{Type: string(op.Operation), request: req, document: document.String()}, nil
 }
 
 // operation is the operation of doc that req names, or its only one.
@@ -195,8 +206,11 @@ func (c *coster) field(f *ast.Field, typeName string, size, lists int) int {
 		return 0 // bounded by the schema's size and the nesting rule, not by data
 	}
 	def := c.schema.field(typeName, f.Name)
-	if def == nil || !c.schema.isObject(def.Type.Name()) {
-		return 0 // a scalar, __typename, or a field validation refuses
+	if def == nil {
+		return 1 // __typename, or a field validation refuses
+	}
+	if !c.schema.isObject(def.Type.Name()) {
+		return 1 // a scalar: one value (the schema has no lists of scalars)
 	}
 	own, hasOwn := c.size(f, typeName)
 	n := 1
@@ -209,13 +223,14 @@ func (c *coster) field(f *ast.Field, typeName string, size, lists int) int {
 		default:
 			n = c.schema.maxLimit
 		}
-		own = 0 // the list's own argument is spent on it
+		n = c.capped(n) // a list longer than the limit is over it already
+		own = 0         // the list's own argument is spent on it
 	}
 	return c.capped(n * (1 + c.selections(f.SelectionSet, def.Type.Name(), own, -1)))
 }
 
-// capped keeps a cost that is already over the limit from growing further, so nested lists
-// cannot overflow it.
+// capped keeps a cost that is already over the limit from growing further: with MaxCost at most
+// MaxMaxCost, a product of two capped costs cannot overflow.
 func (c *coster) capped(cost int) int { return min(cost, c.schema.limits.MaxCost+1) }
 
 // introspection refuses __schema and __type when introspection is off, and lists of types
@@ -261,10 +276,8 @@ func (c *coster) intValue(v *ast.Value) (int, bool) {
 	if v.Kind == ast.Variable {
 		if value, given := c.vars[v.Raw]; given {
 			switch n := value.(type) {
-			case float64:
-				return int(min(n, 1<<31)), n == float64(int64(n))
-			case int:
-				return n, true
+			case float64: // as JSON decodes it, and variables has checked it is an Int
+				return int(n), true
 			}
 			return 0, false
 		}

@@ -38,6 +38,15 @@ func fanOut(n, limit int) string {
 	return b.String() + "}"
 }
 
+// aliases selects field n times under different aliases.
+func aliases(field string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "a%d: %s ", i, field)
+	}
+	return b.String()
+}
+
 // exponential is a document whose fragments spread each other ten times a level, five levels:
 // 10^5 copies of the list at the bottom when expanded.
 const exponential = `{ ...A }
@@ -70,7 +79,7 @@ func TestLimits(t *testing.T) {
 		refusal   string // a part of the message, or "" when the operation must run
 		parseFail bool
 	}{
-		{"a user's 100 posts, each with its author's 100 posts, is refused", defaults, deepTwice, nil, "more than 1000 objects (max_cost)", false},
+		{"a user's 100 posts, each with its author's 100 posts, is refused", defaults, deepTwice, nil, "more than 2000 values (max_cost)", false},
 		{"the same with the limits in variables is refused", defaults,
 			`query($n: Int) { user(id: "alice") { posts(limit: $n) { author { posts(limit: $n) { id } } } } }`, map[string]any{"n": 100.0}, "max_cost", false},
 		{"the same with the limits in variable defaults is refused", defaults,
@@ -87,8 +96,10 @@ func TestLimits(t *testing.T) {
 			`{ posts(limit: 100000) { author { posts(limit: 100000) { id } } } }`, nil, "max_cost", false},
 		{"an unset variable counts as max_limit", defaults,
 			`query($n: Int) { posts(limit: $n) { author { posts(limit: $n) { id } } } }`, nil, "max_cost", false},
-		{"11 aliases of 100 posts (1100 objects) are refused", defaults, fanOut(11, 100), nil, "max_cost", false},
-		{"10 aliases of 100 posts (1000 objects) run", defaults, fanOut(10, 100), nil, "", false},
+		{"11 aliases of 100 posts with their ids (2200 values) are refused", defaults, fanOut(11, 100), nil, "max_cost", false},
+		{"10 aliases of 100 posts with their ids (2000 values) run", defaults, fanOut(10, 100), nil, "", false},
+		{"100 posts with 20 aliases of their body (2100 values) are refused", defaults,
+			"{ posts(limit: 100) { " + aliases("body", 20) + "} }", nil, "max_cost", false},
 		{"fragments that expand to 100,000 lists are refused at once", defaults, exponential, nil, "max_cost", false},
 		{"fragments that spread each other are refused by validation", defaults,
 			`{ ...A } fragment A on Query { ...B } fragment B on Query { ...A }`, nil, "", false},
@@ -110,8 +121,8 @@ func TestLimits(t *testing.T) {
 		{"the strict site refuses __schema", strict, `{ __schema { queryType { name } } }`, nil, "introspection is turned off", false},
 		{"the strict site refuses __type inside a fragment", strict, `{ ...F } fragment F on Query { __type(name: "Post") { name } }`, nil, "introspection is turned off", false},
 		{"the strict site still answers __typename", strict, `{ __typename }`, nil, "", false},
-		{"the strict site refuses 6 objects", strict, `{ posts(limit: 6) { id } }`, nil, "more than 5 objects", false},
-		{"the strict site runs 5 objects", strict, `{ posts(limit: 5) { id } }`, nil, "", false},
+		{"the strict site refuses 6 values", strict, `{ posts(limit: 3) { id } }`, nil, "more than 5 values", false},
+		{"the strict site runs 4 values", strict, `{ posts(limit: 2) { id } }`, nil, "", false},
 		{"the strict site refuses a depth of 4", strict, nest(4), nil, "exceeds max depth 3", false},
 		{"the strict site refuses 201 bytes", strict, "{ posts { id } }" + strings.Repeat(" ", 185), nil, "201 bytes long, more than the limit of 200", false},
 	}
@@ -146,6 +157,31 @@ func TestLimits(t *testing.T) {
 			}
 			if elapsed > time.Second {
 				t.Errorf("refusing took %v", elapsed)
+			}
+		})
+	}
+}
+
+// TestWhatRunsIsWhatWasChecked sends documents that graphql-go's lexer reads otherwise than the
+// GraphQL spec (it ends a block string at \"""): what runs is what the limits checked, a post
+// whose id is the long string, never the selections graphql-go would have found in it.
+func TestWhatRunsIsWhatWasChecked(t *testing.T) {
+	defaults := newSchemaWith(t, 100, schema.Limits{})
+	strict := newSchemaWith(t, 100, schema.Limits{DisableIntrospection: true})
+	tests := []struct {
+		name  string
+		s     *schema.Schema
+		query string
+	}{
+		{"a costly selection", defaults, `{ post(id: """\""") { id } evil: posts(limit: 100) { author { posts(limit: 100) { id } } } } #""") { id } }`},
+		{"__schema where introspection is off", strict, `{ post(id: """\""") { id } __schema { types { name fields { name } } } } #""") { id } }`},
+		{"nested introspection lists", defaults, `{ post(id: """\""") { id } __type(name: "Post") { fields { type { fields { type { fields { name } } } } } } } #""") { id } }`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+" hidden in a block string does not run", func(t *testing.T) {
+			res := tt.s.Do(auth.NewContext(t.Context(), alice), schema.Request{Query: tt.query})
+			if len(res.Errors) > 0 || string(res.Data) != `{"post":null}` {
+				t.Errorf("data %s, errors %v; want only the post, null", res.Data, res.Errors)
 			}
 		})
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/graph-gophers/graphql-go"
-	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 	"github.com/vektah/gqlparser/v2/ast"
 	"go.uber.org/zap"
 
@@ -51,12 +50,16 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error)
 		limits.MaxCost = DefaultMaxCost
 	}
 	r := &Resolver{svc: svc, logger: logger}
-	exec, err := graphql.ParseSchema(sdl, r,
+	opts := []graphql.SchemaOpt{
 		graphql.UseStringDescriptions(),
 		graphql.MaxDepth(limits.MaxDepth),
 		graphql.PanicHandler(r),
 		graphql.Logger(r),
-	)
+	}
+	if limits.DisableIntrospection {
+		opts = append(opts, graphql.DisableIntrospection()) // Prepare refuses it; this is a second lock
+	}
+	exec, err := graphql.ParseSchema(sdl, r, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -67,21 +70,17 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error)
 	return &Schema{exec: exec, limits: limits, types: types, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit())}, nil
 }
 
-// Do prepares and executes req: the response has the refusal of Prepare or the result.
-func (s *Schema) Do(ctx context.Context, req Request) *graphql.Response {
-	op, refusal := s.Prepare(req)
-	if refusal != nil {
-		return &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}}
-	}
-	return s.Execute(ctx, op)
-}
-
 // Execute runs op. Errors of a request that did not run (validation) carry
 // GRAPHQL_VALIDATION_FAILED and the response has no data.
 func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 	req := op.request
-	res := s.exec.Exec(ctx, req.Query, req.OperationName, req.Variables)
+	res := s.exec.Exec(ctx, op.document, req.OperationName, req.Variables)
 	if res.Data == nil {
+		// The errors' locations are in the printed document; the client's own text, checked
+		// the same way, gives them where the client wrote them.
+		if errs := s.exec.ValidateWithVariables(req.Query, req.Variables); len(errs) > 0 {
+			res.Errors = errs
+		}
 		for _, e := range res.Errors {
 			if e.Extensions == nil {
 				e.Extensions = map[string]any{"code": CodeValidationFailed}

@@ -27,7 +27,7 @@ func (s *Schema) variables(op *ast.OperationDefinition, given map[string]any) (m
 		value, ok := given[v.Variable]
 		if !ok {
 			if v.Type.NonNull && v.DefaultValue == nil {
-				return nil, badVariable(v, "$%s is required: give it a %s", v.Variable, v.Type)
+				return nil, badVariable(v, "$%s is required: give a value of type %s", v.Variable, v.Type)
 			}
 			continue
 		}
@@ -48,7 +48,7 @@ func badVariable(v *ast.VariableDefinition, format string, args ...any) *gqlerro
 func (s *Schema) coerce(value any, t *ast.Type, path string) (coerced any, problem string) {
 	if value == nil {
 		if t.NonNull {
-			return nil, path + " cannot be null: give a " + t.String()
+			return nil, path + " cannot be null: give a value of type " + t.String()
 		}
 		return nil, ""
 	}

@@ -48,7 +48,7 @@ func TestVariables(t *testing.T) {
 		{"an input without its required member", create, map[string]any{"in": map[string]any{"body": "b"}}, `$in.title is required`},
 		{"null for a required member", create, map[string]any{"in": map[string]any{"title": nil}}, `$in.title cannot be null`},
 		{"a list for an input object", create, map[string]any{"in": []any{"t"}}, `$in must be a PostInput object, not a list`},
-		{"a required variable not given", patch, map[string]any{"p": map[string]any{}}, `$id is required: give it a ID!`},
+		{"a required variable not given", patch, map[string]any{"p": map[string]any{}}, `$id is required: give a value of type ID!`},
 		{"a fractional ID", patch, map[string]any{"id": 1.5, "p": map[string]any{}}, `$id must be an ID`},
 	}
 	for _, tt := range refused {
