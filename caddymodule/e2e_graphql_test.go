@@ -1229,20 +1229,8 @@ type commandLog struct {
 }
 
 var commands = sync.OnceValue(func() *commandLog {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	p := &commandLog{addr: ln.Addr().String()}
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(conn)
-		}
-	}()
+	p := &commandLog{}
+	p.addr = serveTCP(p.serve)
 	return p
 })
 

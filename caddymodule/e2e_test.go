@@ -877,6 +877,25 @@ func TestOtherPathsGoToTheNextHandler(t *testing.T) {
 	}
 }
 
+// serveTCP listens on a free loopback port for as long as the tests run, hands each connection
+// to serve in its own goroutine, and returns the address.
+func serveTCP(serve func(net.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(conn)
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // stallProxy forwards TCP connections to the embedded store's unix socket. While stalled it
 // swallows what clients send, so their operations run past their deadline; connections that
 // saw a stall are closed when it ends.
@@ -888,20 +907,8 @@ type stallProxy struct {
 }
 
 func startStallProxy(socket string) *stallProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	p := &stallProxy{addr: ln.Addr().String()}
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(conn, socket)
-		}
-	}()
+	p := &stallProxy{}
+	p.addr = serveTCP(func(conn net.Conn) { p.serve(conn, socket) })
 	return p
 }
 
