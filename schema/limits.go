@@ -146,7 +146,7 @@ func refused(code string, at []gqlerrors.Location, format string, args ...any) *
 	return &gqlerrors.QueryError{Message: fmt.Sprintf(format, args...), Locations: at, Extensions: map[string]any{"code": code}}
 }
 
-// coster counts the objects an operation can return, the upper bound that MaxCost limits.
+// coster counts the values an operation can return, the upper bound that MaxCost limits.
 type coster struct {
 	schema  *Schema
 	doc     *ast.QueryDocument
@@ -302,7 +302,7 @@ func (s *Schema) field(typeName, name string) *ast.FieldDefinition {
 	return nil
 }
 
-// isObject says whether values of the type typeName are objects, which count in the cost.
+// isObject says whether values of the type typeName are objects, whose fields count in the cost too.
 func (s *Schema) isObject(typeName string) bool {
 	def := s.types[typeName]
 	return def != nil && (def.Kind == ast.Object || def.Kind == ast.Interface || def.Kind == ast.Union)
