@@ -122,7 +122,9 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 			"the operation could return more than %d values (max_cost): ask for fewer fields, smaller limit or first arguments, or fewer nested lists", s.limits.MaxCost)
 	}
 	var document strings.Builder
-	formatter.NewFormatter(&document, formatter.WithoutDescription()).FormatQueryDocument(doc)
+	// No indentation: indenting each level would make the document grow with the square of its
+	// depth, which is checked only later, by graphql-go.
+	formatter.NewFormatter(&document, formatter.WithoutDescription(), formatter.WithIndent("")).FormatQueryDocument(doc)
 	return &Operation{Type: string(op.Operation), request: req, document: document.String()}, nil
 }
 
@@ -233,11 +235,18 @@ func (c *coster) field(f *ast.Field, typeName string, size, lists int) int {
 // MaxMaxCost, a product of two capped costs cannot overflow.
 func (c *coster) capped(cost int) int { return min(cost, c.schema.limits.MaxCost+1) }
 
-// introspection refuses __schema and __type when introspection is off, and lists of types
-// nested deeper than maxIntrospectionLists.
+// introspection refuses __schema and __type when introspection is off, aliases within them, and
+// lists of types nested deeper than maxIntrospectionLists. Without aliases each field answers
+// once per object, so the answer is bounded by the schema's size and that nesting, and the cost
+// need not count it; with them, a few kilobytes of query could ask for the schema thousands of
+// times over.
 func (c *coster) introspection(f *ast.Field, lists int) {
-	if c.schema.limits.DisableIntrospection {
+	switch {
+	case c.schema.limits.DisableIntrospection:
 		c.refusal = refused(CodeValidationFailed, at(f.Position), "introspection is turned off on this server")
+		return
+	case f.Alias != f.Name:
+		c.refusal = refused(CodeValidationFailed, at(f.Position), "introspection takes no aliases (%s: %s)", f.Alias, f.Name)
 		return
 	}
 	if lists < 0 {

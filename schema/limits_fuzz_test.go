@@ -44,7 +44,7 @@ func FuzzPrepare(f *testing.F) {
 			t.Fatalf("the printed document %q does not parse: %v", op.document, err)
 		}
 		var b strings.Builder
-		formatter.NewFormatter(&b, formatter.WithoutDescription()).FormatQueryDocument(again)
+		formatter.NewFormatter(&b, formatter.WithoutDescription(), formatter.WithIndent("")).FormatQueryDocument(again)
 		if b.String() != op.document {
 			t.Fatalf("printing %q again gives %q", op.document, b.String())
 		}

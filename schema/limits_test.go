@@ -118,6 +118,11 @@ func TestLimits(t *testing.T) {
 			`{ __schema { types { fields { type { fields { type { fields { name } } } } } } } }`, nil, "nest more than 2 deep", false},
 		{"introspection lists nested three deep through a fragment are refused", defaults,
 			`{ __type(name: "Post") { ...T } } fragment T on __Type { fields { type { interfaces { possibleTypes { name } } } } }`, nil, "nest more than 2 deep", false},
+		{"an alias of __schema is refused", defaults, `{ a: __schema { queryType { name } } }`, nil, "introspection takes no aliases (a: __schema)", false},
+		{"an alias within __type is refused", defaults, `{ __type(name: "Post") { n: name } }`, nil, "introspection takes no aliases (n: name)", false},
+		{"aliases that repeat the schema through fragments are refused", defaults,
+			`{ __schema { types { fields { ...A } } } } fragment A on __Field { t0: type { name } t1: type { name } }`, nil, "introspection takes no aliases (t0: type)", false},
+		{"__type without aliases runs", defaults, `{ __type(name: "Post") { name fields { name type { name ofType { name } } } } }`, nil, "", false},
 		{"the strict site refuses __schema", strict, `{ __schema { queryType { name } } }`, nil, "introspection is turned off", false},
 		{"the strict site refuses __type inside a fragment", strict, `{ ...F } fragment F on Query { __type(name: "Post") { name } }`, nil, "introspection is turned off", false},
 		{"the strict site still answers __typename", strict, `{ __typename }`, nil, "", false},
@@ -177,6 +182,14 @@ func TestWhatRunsIsWhatWasChecked(t *testing.T) {
 		{"__schema where introspection is off", strict, `{ post(id: """\""") { id } __schema { types { name fields { name } } } } #""") { id } }`},
 		{"nested introspection lists", defaults, `{ post(id: """\""") { id } __type(name: "Post") { fields { type { fields { type { fields { name } } } } } } } #""") { id } }`},
 	}
+	t.Run("a client's text that graphql-go cannot even parse is refused, not a panic", func(t *testing.T) {
+		// gqlparser reads one operation with the unknown field a; graphql-go's parser, asked
+		// where the error is, panics on the "\400" it reads as a description.
+		res := defaults.Do(t.Context(), schema.Request{Query: `{ a(x: """\""") } "\400" query Q { a } #""") }`})
+		if res.Data != nil || len(res.Errors) == 0 || res.Errors[0].Extensions["code"] != schema.CodeValidationFailed {
+			t.Errorf("data %s, errors %v; want a validation error and no data", res.Data, res.Errors)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name+" hidden in a block string does not run", func(t *testing.T) {
 			res := tt.s.Do(auth.NewContext(t.Context(), alice), schema.Request{Query: tt.query})

@@ -8,10 +8,12 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/graph-gophers/graphql-go"
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 	"github.com/vektah/gqlparser/v2/ast"
 	"go.uber.org/zap"
 
@@ -76,10 +78,8 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 	req := op.request
 	res := s.exec.Exec(ctx, op.document, req.OperationName, req.Variables)
 	if res.Data == nil {
-		// The errors' locations are in the printed document; the client's own text, checked
-		// the same way, gives them where the client wrote them.
-		if errs := s.exec.ValidateWithVariables(req.Query, req.Variables); len(errs) > 0 {
-			res.Errors = errs
+		if invalid(res.Errors) {
+			res.Errors = s.locatedInQuery(req, res.Errors)
 		}
 		for _, e := range res.Errors {
 			if e.Extensions == nil {
@@ -88,6 +88,24 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 		}
 	}
 	return res
+}
+
+// invalid says whether errs are all errors of validation, which say nothing ran.
+func invalid(errs []*gqlerrors.QueryError) bool {
+	return len(errs) > 0 && !slices.ContainsFunc(errs, func(e *gqlerrors.QueryError) bool { return e.Rule == "" })
+}
+
+// locatedInQuery gives the validation errors of the printed document where the client wrote
+// them: graphql-go validates the client's own text. That text is only parsed and validated,
+// never run; if graphql-go's parser cannot read it (it panics on some malformed descriptions)
+// or finds no error in it, errs stand as they are.
+func (s *Schema) locatedInQuery(req Request, errs []*gqlerrors.QueryError) (located []*gqlerrors.QueryError) {
+	defer func() {
+		if recover() != nil || !invalid(located) {
+			located = errs
+		}
+	}()
+	return s.exec.ValidateWithVariables(req.Query, req.Variables)
 }
 
 // Resolver is the root of queries and mutations.
