@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -76,6 +77,25 @@ type Config struct {
 	MaxLimit int
 	// Logger receives the failures that do not fail the request: a profile that could not be saved.
 	Logger *zap.Logger
+	// Events, if set, receives every write once it is stored.
+	Events *events.Broker[Event]
+}
+
+// EventKind is what a write did.
+type EventKind int
+
+// The kinds of writes.
+const (
+	Created EventKind = iota + 1
+	Updated
+	Deleted
+)
+
+// Event is a write, published after it is stored: the post as it is afterwards (of a deleted
+// post, only its ID and UserID).
+type Event struct {
+	Kind EventKind
+	Post Post
 }
 
 // Service applies the rules of posts. Its methods are safe for concurrent use.
@@ -84,11 +104,20 @@ type Service struct {
 	users    *store.Users
 	maxLimit int
 	logger   *zap.Logger
+	events   *events.Broker[Event]
 }
 
 // NewService returns the Service that cfg describes.
 func NewService(cfg Config) *Service {
-	return &Service{store: cfg.Posts, users: cfg.Users, maxLimit: cfg.MaxLimit, logger: cfg.Logger}
+	return &Service{store: cfg.Posts, users: cfg.Users, maxLimit: cfg.MaxLimit, logger: cfg.Logger, events: cfg.Events}
+}
+
+// written does what follows every stored write: the caller's profile, then the event.
+func (s *Service) written(ctx context.Context, caller auth.Identity, kind EventKind, post Post) {
+	s.saveProfile(ctx, caller)
+	if s.events != nil {
+		s.events.Publish(Event{Kind: kind, Post: post})
+	}
 }
 
 // MaxLimit is the largest page a List returns.
@@ -159,7 +188,7 @@ func (s *Service) Create(ctx context.Context, caller auth.Identity, in NewPost) 
 	if err := s.store.Insert(ctx, post); err != nil {
 		return Post{}, fromStore(err)
 	}
-	s.saveProfile(ctx, caller)
+	s.written(ctx, caller, Created, post)
 	return post, nil
 }
 
@@ -183,7 +212,7 @@ func (s *Service) Update(ctx context.Context, caller auth.Identity, id string, c
 	if err != nil {
 		return Post{}, fromStore(err)
 	}
-	s.saveProfile(ctx, caller)
+	s.written(ctx, caller, Updated, post)
 	return post, nil
 }
 
@@ -203,7 +232,7 @@ func (s *Service) Delete(ctx context.Context, caller auth.Identity, id string) e
 	if err != nil {
 		return fromStore(err)
 	}
-	s.saveProfile(ctx, caller)
+	s.written(ctx, caller, Deleted, Post{ID: oid, UserID: caller.UserID})
 	return nil
 }
 

@@ -1,0 +1,117 @@
+// Package events is the publish/subscribe broker that carries the writes of posts.Service to the
+// subscriptions of GraphQL. Publishing never waits for a subscriber: each has a bounded queue,
+// and one whose queue is full is dropped, so a slow reader cannot slow the writer or the others.
+package events
+
+import (
+	"errors"
+	"sync"
+)
+
+// Why a subscription ended.
+var (
+	// ErrTooSlow: the subscriber let its queue fill up, and was dropped.
+	ErrTooSlow = errors.New("the subscriber fell behind the events and was dropped")
+	// ErrClosed: the broker closed (its config was unloaded).
+	ErrClosed = errors.New("the event broker closed")
+)
+
+// Broker fans events of type T out to its subscriptions. It is safe for concurrent use.
+type Broker[T any] struct {
+	queue int // the length of each subscription's queue
+
+	mu     sync.Mutex
+	subs   map[*Subscription[T]]struct{}
+	closed bool
+}
+
+// NewBroker returns a broker whose subscriptions queue up to queue events each.
+func NewBroker[T any](queue int) *Broker[T] {
+	return &Broker[T]{queue: max(queue, 1), subs: map[*Subscription[T]]struct{}{}}
+}
+
+// Subscription receives the events that match its filter, on C, until it ends: then C is
+// closed and Err says why.
+type Subscription[T any] struct {
+	broker *Broker[T]
+	match  func(T) bool
+	c      chan T
+	err    error // set, under the broker's lock, before c is closed
+}
+
+// C delivers the events, in the order they were published.
+func (s *Subscription[T]) C() <-chan T { return s.c }
+
+// Err is why the subscription ended: ErrTooSlow, ErrClosed, or nil when its owner closed it.
+// It is meaningful once C is closed.
+func (s *Subscription[T]) Err() error {
+	s.broker.mu.Lock()
+	defer s.broker.mu.Unlock()
+	return s.err
+}
+
+// Close ends the subscription; it may be called more than once.
+func (s *Subscription[T]) Close() {
+	s.broker.mu.Lock()
+	defer s.broker.mu.Unlock()
+	s.broker.end(s, nil)
+}
+
+// Subscribe returns a subscription to the events that match (nil: all of them). After the
+// broker closed, the subscription it returns has ended already.
+func (b *Broker[T]) Subscribe(match func(T) bool) *Subscription[T] {
+	s := &Subscription[T]{broker: b, match: match, c: make(chan T, b.queue)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		s.err = ErrClosed
+		close(s.c)
+		return s
+	}
+	b.subs[s] = struct{}{}
+	return s
+}
+
+// Publish hands v to every subscription that matches it, without waiting: a subscription whose
+// queue is full ends with ErrTooSlow.
+func (b *Broker[T]) Publish(v T) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.subs {
+		if s.match != nil && !s.match(v) {
+			continue
+		}
+		select {
+		case s.c <- v:
+		default:
+			b.end(s, ErrTooSlow)
+		}
+	}
+}
+
+// Subscribers is how many subscriptions are open.
+func (b *Broker[T]) Subscribers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs)
+}
+
+// Close ends every subscription with ErrClosed, and every later one at once.
+func (b *Broker[T]) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for s := range b.subs {
+		b.end(s, ErrClosed)
+	}
+}
+
+// end removes s and closes its channel, once; b.mu is held.
+func (b *Broker[T]) end(s *Subscription[T], why error) {
+	if _, open := b.subs[s]; !open {
+		return
+	}
+	delete(b.subs, s)
+	s.err = why
+	close(s.c)
+}

@@ -1,0 +1,75 @@
+package posts
+
+import (
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/events"
+)
+
+func TestEveryStoredWriteIsPublishedOnceAndNothingElse(t *testing.T) {
+	st, users := newStore(t)
+	broker := events.NewBroker[Event](100)
+	svc := NewService(Config{Posts: st, Users: users, MaxLimit: 10, Logger: zap.NewNop(), Events: broker})
+	sub := broker.Subscribe(nil)
+	defer sub.Close()
+	next := func() (Event, bool) {
+		select {
+		case e := <-sub.C():
+			return e, true
+		default:
+			return Event{}, false
+		}
+	}
+	alice := auth.Identity{UserID: "alice", Method: auth.MethodAPIKey}
+	bob := auth.Identity{UserID: "bob", Method: auth.MethodAPIKey}
+	ctx := t.Context()
+
+	p, err := svc.Create(ctx, alice, NewPost{Title: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := next(); !ok || e.Kind != Created || e.Post != p {
+		t.Errorf("after Create: %+v, %v; want Created with the stored post", e, ok)
+	}
+	title := "changed"
+	updated, err := svc.Update(ctx, alice, p.ID.Hex(), Changes{Title: Change{Set: true, Value: &title}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := next(); !ok || e.Kind != Updated || e.Post.Title != "changed" || e.Post != updated {
+		t.Errorf("after Update: %+v, %v; want Updated with the post as it is now", e, ok)
+	}
+
+	// Writes that fail publish nothing.
+	refused := []struct {
+		name string
+		do   func() error
+	}{
+		{"an anonymous create", func() error { _, err := svc.Create(ctx, auth.Identity{}, NewPost{Title: "x"}); return err }},
+		{"an invalid create", func() error { _, err := svc.Create(ctx, alice, NewPost{Title: " "}); return err }},
+		{"an update by another user", func() error {
+			_, err := svc.Update(ctx, bob, p.ID.Hex(), Changes{Title: Change{Set: true, Value: &title}})
+			return err
+		}},
+		{"a delete by another user", func() error { return svc.Delete(ctx, bob, p.ID.Hex()) }},
+		{"a delete of a missing post", func() error { return svc.Delete(ctx, alice, "6b011fa03aa928307595aeda") }},
+	}
+	for _, r := range refused {
+		if err := r.do(); err == nil {
+			t.Fatalf("%s succeeded", r.name)
+		}
+		if e, ok := next(); ok {
+			t.Errorf("%s published %+v", r.name, e)
+		}
+	}
+
+	if err := svc.Delete(ctx, alice, p.ID.Hex()); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := next(); !ok || e.Kind != Deleted || e.Post.ID != p.ID || e.Post.UserID != "alice" {
+		t.Errorf("after Delete: %+v, %v; want Deleted with the id and owner", e, ok)
+	}
+}
