@@ -833,6 +833,7 @@ func TestGraphQLOverHTTP(t *testing.T) {
 		{"two operations and no operationName", `{"query": "query A { __typename } query B { __typename }"}`, "GRAPHQL_VALIDATION_FAILED", "name the one to run in operationName", 200},
 		{"an operationName the document does not have", `{"query": "query A { __typename }", "operationName": "C"}`, "GRAPHQL_VALIDATION_FAILED", `no operation named "C"`, 200},
 		{"a document without an operation", `{"query": "fragment F on Query { __typename }"}`, "GRAPHQL_VALIDATION_FAILED", "", 200},
+		{"a subscription over HTTP", `{"query": "subscription { postCreated { id } }"}`, "BAD_REQUEST", "a subscription runs over a WebSocket", 400},
 		{"a body that is not JSON", `{"query": `, "BAD_REQUEST", "the body is not valid JSON", 400},
 		{"an empty body", ``, "BAD_REQUEST", "the body is empty", 400},
 		{"a JSON array", `[{"query": "{ __typename }"}]`, "BAD_REQUEST", "must be a JSON object", 400},

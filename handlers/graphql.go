@@ -77,6 +77,9 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
 		a.failGraphQL(w, r, media, &httpError{http.StatusMethodNotAllowed, "a " + op.Type + " cannot be sent with GET; use POST"})
 		return
+	case op.Type == "subscription":
+		a.failGraphQL(w, r, media, badRequest("a subscription runs over a WebSocket to this URL (subprotocol graphql-transport-ws), not over HTTP"))
+		return
 	case op.Type == "mutation" && caller.Anonymous():
 		a.failGraphQL(w, r, media, posts.ErrUnauthenticated)
 		return

@@ -112,6 +112,15 @@ func NewService(cfg Config) *Service {
 	return &Service{store: cfg.Posts, users: cfg.Users, maxLimit: cfg.MaxLimit, logger: cfg.Logger, events: cfg.Events}
 }
 
+// Subscribe returns a subscription to the writes that match, as they are stored. It fails with
+// ErrUnavailable when the service publishes no events.
+func (s *Service) Subscribe(match func(Event) bool) (*events.Subscription[Event], error) {
+	if s.events == nil {
+		return nil, fmt.Errorf("%w: this service publishes no events", ErrUnavailable)
+	}
+	return s.events.Subscribe(match), nil
+}
+
 // written does what follows every stored write: the caller's profile, then the event.
 func (s *Service) written(ctx context.Context, caller auth.Identity, kind EventKind, post Post) {
 	s.saveProfile(ctx, caller)

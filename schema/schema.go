@@ -81,13 +81,18 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 		if invalid(res.Errors) {
 			res.Errors = s.locatedInQuery(req, res.Errors)
 		}
-		for _, e := range res.Errors {
-			if e.Extensions == nil {
-				e.Extensions = map[string]any{"code": CodeValidationFailed}
-			}
-		}
+		tagRequestErrors(res.Errors)
 	}
 	return res
+}
+
+// tagRequestErrors gives the errors of a request that did not run the code that says so.
+func tagRequestErrors(errs []*gqlerrors.QueryError) {
+	for _, e := range errs {
+		if e.Extensions == nil {
+			e.Extensions = map[string]any{"code": CodeValidationFailed}
+		}
+	}
 }
 
 // invalid says whether errs are all errors of validation, which say nothing ran.
