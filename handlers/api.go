@@ -20,6 +20,8 @@ type Config struct {
 	Posts *posts.Service
 	// GraphQL serves /graphql.
 	GraphQL *schema.Schema
+	// Subscriptions configures GraphQL over WebSocket; zero fields take their defaults.
+	Subscriptions Subscriptions
 	// Auth finds the caller of each request.
 	Auth *auth.Authenticator
 	// MaxBodySize is the largest request body read, in bytes.
@@ -41,10 +43,12 @@ type API struct {
 	item       http.Handler
 	graphql    http.Handler
 	graphiql   http.Handler
+	conns      conns // the open WebSocket connections
 }
 
 // New returns the API described by cfg.
 func New(cfg Config) *API {
+	cfg.Subscriptions = cfg.Subscriptions.withDefaults()
 	a := &API{cfg: cfg}
 	a.collection = a.endpoint(methods{http.MethodGet: a.list, http.MethodPost: a.create})
 	a.item = a.endpoint(methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete})

@@ -30,9 +30,13 @@ const (
 // graphQLParams are the members of a GraphQL request, as JSON members or query parameters.
 var graphQLParams = []string{"query", "variables", "operationName", "extensions"}
 
-// serveGraphQL serves /graphql: GraphiQL to browsers, and GraphQL over HTTP (POST for every
-// operation, GET for queries) to everyone else.
+// serveGraphQL serves /graphql: WebSocket upgrades, GraphiQL to browsers, and GraphQL over HTTP
+// (POST for every operation, GET for queries) to everyone else.
 func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
+	if isWebSocket(r) {
+		a.serveWebSocket(w, r)
+		return
+	}
 	w.Header().Add("Vary", "Accept")
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if !get && r.Method != http.MethodPost {

@@ -1,0 +1,588 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
+)
+
+// Subscriptions configures GraphQL over WebSocket.
+type Subscriptions struct {
+	// RequireAuth refuses connections without credentials.
+	RequireAuth bool
+	// OriginPatterns are the origins besides the request's host that browsers may connect from
+	// (path.Match patterns of hosts, or of scheme://host). A request without Origin is not a
+	// browser's and is let in.
+	OriginPatterns []string
+	// ReadLimit is the largest message a client may send, in bytes; a larger one closes with 1009.
+	ReadLimit int64
+	// InitTimeout is how long a client has to send connection_init (4408 after it).
+	InitTimeout time.Duration
+	// MaxSubscriptions is how many operations one connection may run at once.
+	MaxSubscriptions int
+	// MaxConnectionsPerUser is how many connections one authenticated user may hold (0: any).
+	MaxConnectionsPerUser int
+	// KeepAlive is how often the server pings; a peer that does not answer within it is closed.
+	KeepAlive time.Duration
+	// SendQueue is how many messages may wait for a slow client before it is closed with 1013.
+	SendQueue int
+}
+
+// The defaults of Subscriptions.
+const (
+	DefaultReadLimit        = 32 << 10
+	DefaultInitTimeout      = 3 * time.Second
+	DefaultMaxSubscriptions = 100
+	DefaultKeepAlive        = 12 * time.Second
+	DefaultSendQueue        = 64
+)
+
+func (s Subscriptions) withDefaults() Subscriptions {
+	if s.ReadLimit <= 0 {
+		s.ReadLimit = DefaultReadLimit
+	}
+	if s.InitTimeout <= 0 {
+		s.InitTimeout = DefaultInitTimeout
+	}
+	if s.MaxSubscriptions <= 0 {
+		s.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if s.KeepAlive <= 0 {
+		s.KeepAlive = DefaultKeepAlive
+	}
+	if s.SendQueue <= 0 {
+		s.SendQueue = DefaultSendQueue
+	}
+	return s
+}
+
+// The subprotocols: graphql-ws's protocol, and the older one of subscriptions-transport-ws.
+const (
+	transportWS = "graphql-transport-ws"
+	legacyWS    = "graphql-ws"
+)
+
+// Close codes of the graphql-transport-ws protocol, and the standard ones this server uses.
+const (
+	closeBadRequest           websocket.StatusCode = 4400
+	closeUnauthorized         websocket.StatusCode = 4401
+	closeForbidden            websocket.StatusCode = 4403
+	closeInitTimeout          websocket.StatusCode = 4408
+	closeSubscriberExists     websocket.StatusCode = 4409
+	closeTooManyInitialisings websocket.StatusCode = 4429
+	closeInternal             websocket.StatusCode = 4500
+)
+
+// closeError ends a connection with a code and a reason.
+type closeError struct {
+	code   websocket.StatusCode
+	reason string
+}
+
+func (e *closeError) Error() string { return e.reason }
+
+// message is one message of either protocol.
+type message struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// protocol names the messages of one subprotocol, by what they do.
+type protocol struct {
+	subscribe, stop, next, complete, connectionError string
+	pings                                            bool // ping and pong messages (graphql-transport-ws)
+	keepAlive                                        string
+}
+
+var protocols = map[string]protocol{
+	transportWS: {subscribe: "subscribe", stop: "complete", next: "next", complete: "complete", pings: true},
+	legacyWS:    {subscribe: "start", stop: "stop", next: "data", complete: "complete", connectionError: "connection_error", keepAlive: "ka"},
+}
+
+// isWebSocket says whether r asks for a WebSocket.
+func isWebSocket(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// conns tracks the open connections, so that Close can end them and the per-user cap holds.
+type conns struct {
+	mu     sync.Mutex
+	all    map[*wsConn]struct{}
+	users  map[string]int
+	closed bool
+}
+
+// serveWebSocket serves GraphQL over a WebSocket on /graphql.
+func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
+	offered := websocketProtocols(r)
+	if !slices.Contains(offered, transportWS) && !slices.Contains(offered, legacyWS) {
+		a.fail(w, r, badRequest("Sec-WebSocket-Protocol must offer %s or %s", transportWS, legacyWS))
+		return
+	}
+	upgradeCaller, err := a.cfg.Auth.Authenticate(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	cfg := a.cfg.Subscriptions
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
+	if err != nil {
+		return // Accept has answered (403 for a foreign origin)
+	}
+	ws.SetReadLimit(cfg.ReadLimit)
+	// The connection outlives the request: its context comes from the API, not from r.
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &wsConn{
+		api: a, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel,
+		out: make(chan message, cfg.SendQueue), closing: make(chan struct{}),
+		caller: upgradeCaller, ops: map[string]context.CancelFunc{},
+	}
+	if !a.conns.add(c) {
+		_ = ws.Close(websocket.StatusGoingAway, "the server is shutting down")
+		return
+	}
+	c.run()
+	a.conns.remove(c)
+}
+
+// websocketProtocols are the subprotocols r offers.
+func websocketProtocols(r *http.Request) []string {
+	var out []string
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(h, ",") {
+			out = append(out, strings.TrimSpace(p))
+		}
+	}
+	return out
+}
+
+// wsConn is one client's connection. Its goroutines: run (reading), the writer, the keep-alive
+// and one per operation; run waits for all of them.
+type wsConn struct {
+	api    *API
+	ws     *websocket.Conn
+	proto  protocol
+	ctx    context.Context // the operations': ends with the connection
+	cancel context.CancelFunc
+	out    chan message // to the writer; full means the client is too slow
+
+	closeOnce sync.Once
+	closing   chan struct{} // closed by fail, after closeErr is set
+	closeErr  *closeError
+
+	mu     sync.Mutex
+	caller auth.Identity
+	acked  bool
+	ops    map[string]context.CancelFunc // the operations running, by id
+	user   string                        // the user counted in conns.users, if any
+	expiry *time.Timer                   // closes the connection when its token expires
+	wg     sync.WaitGroup                // the operations' goroutines
+}
+
+// run serves the connection until it ends, and waits for everything it started.
+func (c *wsConn) run() {
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); c.write() }()
+	keepAliveDone := make(chan struct{})
+	go func() { defer close(keepAliveDone); c.keepAlive() }()
+	initTimer := time.AfterFunc(c.api.cfg.Subscriptions.InitTimeout, func() {
+		if !c.initialised() {
+			c.fail(&closeError{closeInitTimeout, "Connection initialisation timeout"})
+		}
+	})
+	c.read()
+	initTimer.Stop()
+	c.mu.Lock()
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	<-writerDone
+	<-keepAliveDone
+	_ = c.ws.CloseNow() // if the writer has not closed it with a code
+}
+
+func (c *wsConn) initialised() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acked
+}
+
+// fail ends the connection with why (the first reason wins): the writer sends what is queued,
+// then closes with its code. It never blocks, so any goroutine may call it.
+func (c *wsConn) fail(why *closeError) {
+	c.closeOnce.Do(func() {
+		c.closeErr = why
+		close(c.closing)
+	})
+}
+
+// read reads messages until the connection ends.
+func (c *wsConn) read() {
+	for {
+		// Not c.ctx: cancelling a read would drop the connection before the writer's close code.
+		typ, data, err := c.ws.Read(context.Background())
+		if err != nil {
+			return // the client left, the read limit (1009), or the writer closed the connection
+		}
+		if typ != websocket.MessageText {
+			c.fail(&closeError{closeBadRequest, "Invalid message: binary messages are not accepted"})
+			return
+		}
+		var m message
+		if err := json.Unmarshal(data, &m); err != nil || m.Type == "" {
+			c.fail(&closeError{closeBadRequest, "Invalid message received"})
+			return
+		}
+		if why := c.handle(m); why != nil {
+			c.fail(why)
+			return
+		}
+	}
+}
+
+// handle acts on one message; a non-nil result closes the connection.
+func (c *wsConn) handle(m message) *closeError {
+	switch m.Type {
+	case "connection_init":
+		return c.init(m.Payload)
+	case "ping":
+		if c.proto.pings {
+			c.send(message{Type: "pong", Payload: m.Payload})
+			return nil
+		}
+	case "pong":
+		if c.proto.pings {
+			return nil
+		}
+	case "connection_terminate":
+		if !c.proto.pings {
+			return &closeError{websocket.StatusNormalClosure, "terminated by the client"}
+		}
+	case c.proto.subscribe:
+		return c.subscribe(m)
+	case c.proto.stop:
+		c.mu.Lock()
+		stop := c.ops[m.ID]
+		delete(c.ops, m.ID)
+		c.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+		return nil
+	}
+	return &closeError{closeBadRequest, "Invalid message received: unknown type " + truncate(m.Type)}
+}
+
+// init authenticates the connection with the credentials of the connection_init payload, or
+// of the upgrade request, and acknowledges it.
+func (c *wsConn) init(payload json.RawMessage) *closeError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.acked {
+		return &closeError{closeTooManyInitialisings, "Too many initialisation requests"}
+	}
+	caller, err := c.authenticate(payload)
+	switch {
+	case err != nil:
+		return c.refuse("Forbidden: " + err.Error())
+	case caller.Anonymous() && c.api.cfg.Subscriptions.RequireAuth:
+		return c.refuse("Forbidden: " + posts.ErrUnauthenticated.Error())
+	}
+	if !caller.Anonymous() {
+		if !c.api.conns.addUser(caller.UserID, c.api.cfg.Subscriptions.MaxConnectionsPerUser) {
+			return c.refuse("Forbidden: this user has too many connections open")
+		}
+		c.user = caller.UserID
+		if until, ok := expiry(caller); ok {
+			c.expiry = time.AfterFunc(time.Until(until), func() { c.fail(&closeError{closeForbidden, "Forbidden: the token has expired"}) })
+		}
+	}
+	c.caller, c.acked = caller, true
+	c.send(message{Type: "connection_ack"})
+	if c.proto.keepAlive != "" {
+		c.send(message{Type: c.proto.keepAlive})
+	}
+	return nil
+}
+
+// refuse is a refused connection_init; the legacy protocol says why in a message first.
+func (c *wsConn) refuse(reason string) *closeError {
+	if c.proto.connectionError != "" {
+		c.send(message{Type: c.proto.connectionError, Payload: mustJSON(map[string]string{"message": reason})})
+	}
+	return &closeError{closeForbidden, reason}
+}
+
+// authenticate finds the caller from the credentials of payload, which it reads as headers
+// (Authorization, or the API key header), or else keeps the caller of the upgrade request.
+func (c *wsConn) authenticate(payload json.RawMessage) (auth.Identity, error) {
+	var fields map[string]any
+	if len(payload) > 0 && string(payload) != "null" && json.Unmarshal(payload, &fields) != nil {
+		return auth.Identity{}, errors.New("the connection_init payload must be an object")
+	}
+	r := &http.Request{Header: http.Header{}}
+	for name, value := range fields {
+		if s, ok := value.(string); ok {
+			r.Header.Set(name, s) // canonical, so "authorization" counts as Authorization
+		}
+	}
+	if r.Header.Get("Authorization") == "" && r.Header.Get(c.api.cfg.Auth.APIKeyHeader) == "" {
+		return c.caller, nil
+	}
+	return c.api.cfg.Auth.Authenticate(r)
+}
+
+// expiry is when the token of a JWT caller expires.
+func expiry(caller auth.Identity) (time.Time, bool) {
+	if caller.Method != auth.MethodJWT {
+		return time.Time{}, false
+	}
+	switch exp := caller.Claims["exp"].(type) {
+	case json.Number:
+		if f, err := exp.Float64(); err == nil {
+			return time.Unix(int64(f), 0), true
+		}
+	case float64:
+		return time.Unix(int64(exp), 0), true
+	}
+	return time.Time{}, false
+}
+
+// subscribe starts an operation.
+func (c *wsConn) subscribe(m message) *closeError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case !c.acked:
+		return &closeError{closeUnauthorized, "Unauthorized"}
+	case m.ID == "":
+		return &closeError{closeBadRequest, "Invalid message received: an operation needs an id"}
+	case c.ops[m.ID] != nil:
+		return &closeError{closeSubscriberExists, "Subscriber for " + truncate(m.ID) + " already exists"}
+	}
+	req, err := graphQLRequest(func(name string) (json.RawMessage, error) {
+		var payload map[string]json.RawMessage
+		if json.Unmarshal(m.Payload, &payload) != nil {
+			return nil, badRequest("the payload must be a JSON object")
+		}
+		return payload[name], nil
+	}, false)
+	if err != nil {
+		c.sendErrors(m.ID, &gqlerrors.QueryError{Message: err.Error(), Extensions: map[string]any{"code": schema.CodeBadRequest}})
+		return nil
+	}
+	if len(c.ops) >= c.api.cfg.Subscriptions.MaxSubscriptions {
+		c.sendErrors(m.ID, &gqlerrors.QueryError{Message: "this connection runs as many operations as it may; complete one first", Extensions: map[string]any{"code": schema.CodeBadRequest}})
+		return nil
+	}
+	op, refusal := c.api.cfg.GraphQL.Prepare(req)
+	if refusal != nil {
+		c.sendErrors(m.ID, refusal)
+		return nil
+	}
+	if op.Type == "mutation" && c.caller.Anonymous() {
+		c.sendErrors(m.ID, &gqlerrors.QueryError{Message: posts.ErrUnauthenticated.Error(), Extensions: map[string]any{"code": schema.CodeUnauthenticated}})
+		return nil
+	}
+	ctx, stop := context.WithCancel(auth.NewContext(c.ctx, c.caller))
+	ctx = schema.WithOverflow(ctx, func() { c.fail(&closeError{websocket.StatusTryAgainLater, "the client reads events too slowly"}) })
+	c.ops[m.ID] = stop
+	c.wg.Go(func() { c.stream(ctx, m.ID, op, stop) })
+	return nil
+}
+
+// stream sends the responses of one operation, then complete, unless the client stopped it.
+func (c *wsConn) stream(ctx context.Context, id string, op *schema.Operation, stop context.CancelFunc) {
+	defer stop()
+	for res := range c.api.cfg.GraphQL.Subscribe(ctx, op) {
+		if res.Data == nil && len(res.Errors) > 0 {
+			c.sendErrors(id, res.Errors...)
+			c.forget(id)
+			return
+		}
+		c.send(message{ID: id, Type: c.proto.next, Payload: mustJSON(res)})
+	}
+	if c.forget(id) { // not stopped by the client, nor ended with the connection
+		c.send(message{ID: id, Type: c.proto.complete})
+	}
+}
+
+// forget removes the operation id; it says whether it was still running.
+func (c *wsConn) forget(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, running := c.ops[id]
+	delete(c.ops, id)
+	return running && c.ctx.Err() == nil
+}
+
+func (c *wsConn) sendErrors(id string, errs ...*gqlerrors.QueryError) {
+	c.send(message{ID: id, Type: "error", Payload: mustJSON(errs)})
+}
+
+// send queues m for the writer. A client that lets the queue fill up is too slow, and is closed
+// rather than allowed to hold events (and memory) back.
+func (c *wsConn) send(m message) {
+	select {
+	case c.out <- m:
+	case <-c.ctx.Done():
+	default:
+		c.fail(&closeError{websocket.StatusTryAgainLater, "the client reads messages too slowly"})
+	}
+}
+
+// write is the connection's only writer. When fail is called, it sends what is queued, then
+// closes the connection with fail's code.
+func (c *wsConn) write() {
+	for {
+		select {
+		case m := <-c.out:
+			if !c.writeMessage(m) {
+				return
+			}
+		case <-c.closing:
+			for drained := false; !drained; {
+				select {
+				case m := <-c.out:
+					drained = !c.writeMessage(m)
+				default:
+					drained = true
+				}
+			}
+			c.cancel()
+			_ = c.ws.Close(c.closeErr.code, c.closeErr.reason)
+			return
+		case <-c.ctx.Done(): // the reader ended: the client left
+			return
+		}
+	}
+}
+
+func (c *wsConn) writeMessage(m message) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
+	defer cancel()
+	if err := c.ws.Write(ctx, websocket.MessageText, mustJSON(m)); err != nil {
+		c.cancel()
+		return false
+	}
+	return true
+}
+
+// keepAlive pings the client; one that does not answer in time is gone. The legacy protocol
+// also gets its ka message.
+func (c *wsConn) keepAlive() {
+	t := time.NewTicker(c.api.cfg.Subscriptions.KeepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.closing:
+			return
+		case <-t.C:
+			if c.proto.keepAlive != "" && c.initialised() {
+				c.send(message{Type: c.proto.keepAlive})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil && c.ctx.Err() == nil {
+				c.fail(&closeError{websocket.StatusGoingAway, "no answer to the keep-alive ping"})
+				return
+			}
+		}
+	}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil { // every value here encodes; a fault of ours if not
+		b, _ = json.Marshal(map[string]string{"message": "internal server error"})
+	}
+	return b
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// add registers c, unless the API is closed.
+func (t *conns) add(c *wsConn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if t.all == nil {
+		t.all, t.users = map[*wsConn]struct{}{}, map[string]int{}
+	}
+	t.all[c] = struct{}{}
+	return true
+}
+
+// addUser counts a connection of user, unless it already has max (0: no cap).
+func (t *conns) addUser(user string, max int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if max > 0 && t.users[user] >= max {
+		return false
+	}
+	t.users[user]++
+	return true
+}
+
+func (t *conns) remove(c *wsConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.all, c)
+	if c.user != "" {
+		if t.users[c.user]--; t.users[c.user] <= 0 {
+			delete(t.users, c.user)
+		}
+	}
+}
+
+// closeAll ends every connection with 1001, so clients reconnect (to the next config), and
+// refuses new ones.
+func (t *conns) closeAll() {
+	t.mu.Lock()
+	t.closed = true
+	all := make([]*wsConn, 0, len(t.all))
+	for c := range t.all {
+		all = append(all, c)
+	}
+	t.mu.Unlock()
+	for _, c := range all {
+		c.fail(&closeError{websocket.StatusGoingAway, "the server is reloading or shutting down"})
+	}
+}
+
+// Close ends the API's WebSocket connections with 1001 (going away); a reload or shutdown
+// calls it, and clients reconnect.
+func (a *API) Close() { a.conns.closeAll() }
+
+// Open is how many WebSocket connections are open.
+func (a *API) Open() int {
+	a.conns.mu.Lock()
+	defer a.conns.mu.Unlock()
+	return len(a.conns.all)
+}

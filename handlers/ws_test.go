@@ -1,0 +1,367 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
+	"github.com/postsedge/caddy-posts/store"
+)
+
+const wsKey = "key-of-alice"
+
+// wsServer is the API with subscriptions, over the embedded store, behind an httptest server.
+type wsServer struct {
+	api    *API
+	url    string // ws://…/graphql
+	http   string // http://…
+	broker *events.Broker[posts.Event]
+}
+
+func newWSServer(t *testing.T, subs Subscriptions) *wsServer {
+	t.Helper()
+	client := store.Embedded(t.TempDir(), zap.NewNop())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = client.Close(ctx)
+	})
+	broker := events.NewBroker[posts.Event](16)
+	svc := posts.NewService(posts.Config{
+		Posts: store.NewPosts(client, "test", 5*time.Second), Users: store.NewUsers(client, "test", 5*time.Second),
+		MaxLimit: 10, Logger: zap.NewNop(), Events: broker,
+	})
+	s, err := schema.New(svc, zap.NewNop(), schema.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(Config{
+		Posts: svc, GraphQL: s, Subscriptions: subs, MaxBodySize: 1 << 20, Logger: zap.NewNop(),
+		Auth: &auth.Authenticator{APIKeyHeader: "X-API-Key", APIKeys: []auth.APIKey{mustKey(t, wsKey, "alice")}},
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := a.Route(r); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(func() { a.Close(); srv.Close() })
+	return &wsServer{api: a, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/graphql", http: srv.URL, broker: broker}
+}
+
+func (s *wsServer) dial(t *testing.T, subprotocol string, header http.Header) *websocket.Conn {
+	t.Helper()
+	c, res, err := websocket.Dial(t.Context(), s.url, &websocket.DialOptions{Subprotocols: []string{subprotocol}, HTTPHeader: header})
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, res)
+	}
+	t.Cleanup(func() { _ = c.CloseNow() })
+	if c.Subprotocol() != subprotocol {
+		t.Fatalf("subprotocol %q; want %q", c.Subprotocol(), subprotocol)
+	}
+	return c
+}
+
+func send(t *testing.T, c *websocket.Conn, m string) {
+	t.Helper()
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(m)); err != nil {
+		t.Fatalf("write %s: %v", m, err)
+	}
+}
+
+// recv reads the next message; it fails t if none comes in 5s.
+func recv(t *testing.T, c *websocket.Conn) message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, data, err := c.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	var m message
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("%s: %v", data, err)
+	}
+	return m
+}
+
+// closedWith reads until the server closes the connection and returns its code and reason.
+func closedWith(t *testing.T, c *websocket.Conn) (websocket.StatusCode, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) {
+				t.Fatalf("the connection ended without a close frame: %v", err)
+			}
+			return ce.Code, ce.Reason
+		}
+	}
+}
+
+// initialise sends connection_init with payload and expects connection_ack.
+func initialise(t *testing.T, c *websocket.Conn, payload string) {
+	t.Helper()
+	send(t, c, `{"type": "connection_init", "payload": `+payload+`}`)
+	if m := recv(t, c); m.Type != "connection_ack" {
+		t.Fatalf("after connection_init: %+v; want connection_ack", m)
+	}
+}
+
+// waitFor polls cond for up to 5s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 5s for %s", what)
+		}
+	}
+}
+
+// createPost writes a post through REST, as alice.
+func (s *wsServer) createPost(t *testing.T, title string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.http+"/posts", strings.NewReader(`{"title": "`+title+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", wsKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var p struct{ ID string }
+	if res.StatusCode != http.StatusCreated || json.NewDecoder(res.Body).Decode(&p) != nil {
+		t.Fatalf("POST /posts: %d", res.StatusCode)
+	}
+	return p.ID
+}
+
+func TestGraphQLTransportWS(t *testing.T) {
+	s := newWSServer(t, Subscriptions{})
+	c := s.dial(t, transportWS, nil)
+	initialise(t, c, `{"X-API-Key": "`+wsKey+`"}`)
+
+	send(t, c, `{"id": "1", "type": "subscribe", "payload": {"query": "subscription { postCreated { title userId } }"}}`)
+	waitFor(t, "the subscription", func() bool { return s.broker.Subscribers() == 1 })
+	s.createPost(t, "over REST")
+	if m := recv(t, c); m.ID != "1" || m.Type != "next" || string(m.Payload) != `{"data":{"postCreated":{"title":"over REST","userId":"alice"}}}` {
+		t.Errorf("after a REST POST: %+v %s", m, m.Payload)
+	}
+
+	send(t, c, `{"id": "2", "type": "subscribe", "payload": {"query": "mutation { createPost(input: {title: \"over the socket\"}) { title } }"}}`)
+	got := map[string]message{}
+	for range 3 { // the mutation's next and complete, and the event it causes, in any order
+		m := recv(t, c)
+		got[m.ID+" "+m.Type] = m
+	}
+	if m := got["2 next"]; string(m.Payload) != `{"data":{"createPost":{"title":"over the socket"}}}` {
+		t.Errorf("the mutation's result: %s", m.Payload)
+	}
+	if _, ok := got["2 complete"]; !ok {
+		t.Errorf("no complete for the mutation: %v", got)
+	}
+	if m := got["1 next"]; !strings.Contains(string(m.Payload), "over the socket") {
+		t.Errorf("no event for the mutation: %v", got)
+	}
+
+	send(t, c, `{"type": "ping", "payload": {"n": 1}}`)
+	if m := recv(t, c); m.Type != "pong" || string(m.Payload) != `{"n":1}` {
+		t.Errorf("after ping: %+v", m)
+	}
+	send(t, c, `{"id": "3", "type": "subscribe", "payload": {"query": "{ nope }"}}`)
+	if m := recv(t, c); m.ID != "3" || m.Type != "error" || !strings.Contains(string(m.Payload), "GRAPHQL_VALIDATION_FAILED") {
+		t.Errorf("an invalid operation: %+v %s", m, m.Payload)
+	}
+	send(t, c, `{"id": "1", "type": "complete"}`)
+	waitFor(t, "the end of the subscription", func() bool { return s.broker.Subscribers() == 0 })
+	s.createPost(t, "after complete")
+	send(t, c, `{"type": "ping"}`)
+	if m := recv(t, c); m.Type != "pong" { // nothing for the completed subscription came first
+		t.Errorf("after complete: %+v %s", m, m.Payload)
+	}
+}
+
+func TestGraphQLTransportWSCloseCodes(t *testing.T) {
+	s := newWSServer(t, Subscriptions{InitTimeout: 300 * time.Millisecond, ReadLimit: 1024})
+	subscribe := `{"id": "1", "type": "subscribe", "payload": {"query": "subscription { postCreated { id } }"}}`
+	tests := []struct {
+		name     string
+		messages []string // after connecting
+		init     bool     // send a good connection_init first
+		code     websocket.StatusCode
+	}{
+		{"a second connection_init", []string{`{"type": "connection_init"}`}, true, closeTooManyInitialisings},
+		{"subscribe before connection_ack", []string{subscribe}, false, closeUnauthorized},
+		{"a duplicate operation id", []string{subscribe, subscribe}, true, closeSubscriberExists},
+		{"a message that is not JSON", []string{`{"type": `}, true, closeBadRequest},
+		{"a message of an unknown type", []string{`{"type": "start", "id": "1"}`}, true, closeBadRequest},
+		{"subscribe without an id", []string{`{"type": "subscribe", "payload": {"query": "{ __typename }"}}`}, true, closeBadRequest},
+		{"a bad API key in connection_init", []string{`{"type": "connection_init", "payload": {"X-API-Key": "wrong"}}`}, false, closeForbidden},
+		{"a payload that is not an object", []string{`{"type": "connection_init", "payload": [1]}`}, false, closeForbidden},
+		{"a message over the read limit", []string{`{"type": "ping", "payload": "` + strings.Repeat("x", 2000) + `"}`}, true, websocket.StatusMessageTooBig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+" closes with "+tt.code.String(), func(t *testing.T) {
+			c := s.dial(t, transportWS, nil)
+			if tt.init {
+				initialise(t, c, `{}`)
+			}
+			for _, m := range tt.messages {
+				send(t, c, m)
+			}
+			if code, reason := closedWith(t, c); code != tt.code {
+				t.Errorf("closed with %d %q; want %d", code, reason, tt.code)
+			}
+		})
+	}
+	t.Run("a binary message closes with 4400", func(t *testing.T) {
+		c := s.dial(t, transportWS, nil)
+		_ = c.Write(t.Context(), websocket.MessageBinary, []byte(`{"type": "connection_init"}`))
+		if code, _ := closedWith(t, c); code != closeBadRequest {
+			t.Errorf("closed with %d; want 4400", code)
+		}
+	})
+	t.Run("no connection_init within the timeout closes with 4408, on time", func(t *testing.T) {
+		start := time.Now()
+		c := s.dial(t, transportWS, nil)
+		code, _ := closedWith(t, c)
+		elapsed := time.Since(start)
+		if code != closeInitTimeout || elapsed < 270*time.Millisecond || elapsed > 330*time.Millisecond+100*time.Millisecond {
+			t.Errorf("closed with %d after %v; want 4408 after 300ms (±10%%, plus the dial)", code, elapsed)
+		}
+	})
+	t.Run("the API's Close ends connections with 1001", func(t *testing.T) {
+		other := newWSServer(t, Subscriptions{})
+		c := other.dial(t, transportWS, nil)
+		initialise(t, c, `{}`)
+		other.api.Close()
+		if code, _ := closedWith(t, c); code != websocket.StatusGoingAway {
+			t.Errorf("closed with %d; want 1001", code)
+		}
+	})
+}
+
+func TestWebSocketUpgradesThatAreRefused(t *testing.T) {
+	s := newWSServer(t, Subscriptions{OriginPatterns: []string{"app.example.com"}})
+	for _, tt := range []struct {
+		name        string
+		subprotocol string
+		origin      string
+		status      int
+	}{
+		{"no subprotocol of ours", "chat", "", http.StatusBadRequest},
+		{"a foreign origin", transportWS, "https://evil.example", http.StatusForbidden},
+	} {
+		t.Run(tt.name+" is refused", func(t *testing.T) {
+			h := http.Header{}
+			if tt.origin != "" {
+				h.Set("Origin", tt.origin)
+			}
+			_, res, err := websocket.Dial(t.Context(), s.url, &websocket.DialOptions{Subprotocols: []string{tt.subprotocol}, HTTPHeader: h})
+			if err == nil || res == nil || res.StatusCode != tt.status {
+				t.Errorf("dial: %v, %v; want status %d", err, res, tt.status)
+			}
+		})
+	}
+	t.Run("an allowed origin, and no origin, are let in", func(t *testing.T) {
+		s.dial(t, transportWS, http.Header{"Origin": {"https://app.example.com"}})
+		s.dial(t, transportWS, nil)
+	})
+	t.Run("with subscriptions_require_auth an anonymous connection_init closes with 4403", func(t *testing.T) {
+		strict := newWSServer(t, Subscriptions{RequireAuth: true})
+		c := strict.dial(t, transportWS, nil)
+		send(t, c, `{"type": "connection_init"}`)
+		if code, _ := closedWith(t, c); code != closeForbidden {
+			t.Errorf("closed with %d; want 4403", code)
+		}
+	})
+	t.Run("an anonymous mutation over the socket is refused and runs nothing", func(t *testing.T) {
+		c := s.dial(t, transportWS, nil)
+		initialise(t, c, `{}`)
+		send(t, c, `{"id": "m", "type": "subscribe", "payload": {"query": "mutation { createPost(input: {title: \"x\"}) { id } }"}}`)
+		if m := recv(t, c); m.Type != "error" || !strings.Contains(string(m.Payload), "UNAUTHENTICATED") {
+			t.Errorf("got %+v %s", m, m.Payload)
+		}
+	})
+	t.Run("operations past MaxSubscriptions get an error, and the connection stays", func(t *testing.T) {
+		capped := newWSServer(t, Subscriptions{MaxSubscriptions: 1})
+		c := capped.dial(t, transportWS, nil)
+		initialise(t, c, `{}`)
+		send(t, c, `{"id": "1", "type": "subscribe", "payload": {"query": "subscription { postDeleted }"}}`)
+		send(t, c, `{"id": "2", "type": "subscribe", "payload": {"query": "subscription { postDeleted }"}}`)
+		if m := recv(t, c); m.ID != "2" || m.Type != "error" {
+			t.Errorf("got %+v %s", m, m.Payload)
+		}
+	})
+}
+
+func TestLegacyGraphQLWS(t *testing.T) {
+	s := newWSServer(t, Subscriptions{})
+	c := s.dial(t, legacyWS, nil)
+	initialise(t, c, `{"x-api-key": "`+wsKey+`"}`)
+	if m := recv(t, c); m.Type != "ka" {
+		t.Errorf("after connection_ack: %+v; want ka", m)
+	}
+	send(t, c, `{"id": "a", "type": "start", "payload": {"query": "subscription { postCreated { title } }"}}`)
+	waitFor(t, "the subscription", func() bool { return s.broker.Subscribers() == 1 })
+	s.createPost(t, "legacy")
+	if m := recv(t, c); m.ID != "a" || m.Type != "data" || string(m.Payload) != `{"data":{"postCreated":{"title":"legacy"}}}` {
+		t.Errorf("got %+v %s", m, m.Payload)
+	}
+	send(t, c, `{"id": "a", "type": "stop"}`)
+	waitFor(t, "the end of the subscription", func() bool { return s.broker.Subscribers() == 0 })
+	send(t, c, `{"type": "connection_terminate"}`)
+	if code, _ := closedWith(t, c); code != websocket.StatusNormalClosure {
+		t.Errorf("closed with %d; want 1000", code)
+	}
+	t.Run("a refused connection_init gets connection_error, then 4403", func(t *testing.T) {
+		c := s.dial(t, legacyWS, nil)
+		send(t, c, `{"type": "connection_init", "payload": {"X-API-Key": "wrong"}}`)
+		if m := recv(t, c); m.Type != "connection_error" {
+			t.Errorf("got %+v", m)
+		}
+		if code, _ := closedWith(t, c); code != closeForbidden {
+			t.Errorf("closed with %d; want 4403", code)
+		}
+	})
+}
+
+// TestNoGoroutineOutlivesItsConnection connects, subscribes and drops the connection without a
+// close handshake, many times: afterwards no connection, no broker subscription and no
+// goroutine of them is left.
+func TestNoGoroutineOutlivesItsConnection(t *testing.T) {
+	s := newWSServer(t, Subscriptions{})
+	c := s.dial(t, transportWS, nil) // warm up: the store and the HTTP server start their goroutines
+	initialise(t, c, `{}`)
+	_ = c.CloseNow()
+	waitFor(t, "the warm-up connection to end", func() bool { return s.api.Open() == 0 })
+	baseline := goleak.IgnoreCurrent()
+	for range 1000 {
+		c, _, err := websocket.Dial(t.Context(), s.url, &websocket.DialOptions{Subprotocols: []string{transportWS}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		initialise(t, c, `{}`)
+		send(t, c, `{"id": "1", "type": "subscribe", "payload": {"query": "subscription { postCreated { id } }"}}`)
+		_ = c.CloseNow()
+	}
+	waitFor(t, "every connection to end", func() bool { return s.api.Open() == 0 && s.broker.Subscribers() == 0 })
+	http.DefaultClient.CloseIdleConnections()
+	goleak.VerifyNone(t, baseline)
+}
