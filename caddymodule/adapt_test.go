@@ -72,6 +72,11 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"a negative max_cost", "max_cost -1", `max_cost: "-1" is not a whole number of at least 1`},
 		{"introspection that is neither on nor off", "introspection no", `introspection: "no" is neither on nor off`},
 		{"introspection without a value", "introspection", "introspection takes 1 argument(s), got 0"},
+		{"allowed_origins without a pattern", "allowed_origins", "allowed_origins takes at least 1 argument(s), got 0"},
+		{"subscriptions_require_auth with an argument", "subscriptions_require_auth yes", "subscriptions_require_auth takes 0 argument(s), got 1"},
+		{"ws_init_timeout that is not a duration", "ws_init_timeout soon", `ws_init_timeout: "soon" is not a positive duration`},
+		{"ws_read_limit that is not a size", "ws_read_limit big", `ws_read_limit: "big" is not a size`},
+		{"max_subscriptions of zero", "max_subscriptions 0", `max_subscriptions: "0" is not a whole number of at least 1`},
 	}
 	adapter := caddyconfig.GetAdapter("caddyfile")
 	for _, tt := range tests {

@@ -40,10 +40,12 @@ var subdirectives = map[string]arity{
 	"api_key": {2, 2}, "api_key_header": {1, 1},
 	"max_body_size": {1, 1}, "max_limit": {1, 1}, "timeout": {1, 1},
 	"max_query_length": {1, 1}, "max_depth": {1, 1}, "max_cost": {1, 1}, "introspection": {1, 1},
+	"subscriptions_require_auth": {0, 0}, "allowed_origins": {1, many}, "ws_read_limit": {1, 1},
+	"ws_init_timeout": {1, 1}, "ws_keepalive": {1, 1}, "max_subscriptions": {1, 1}, "max_connections_per_user": {1, 1},
 }
 
 // repeatable are the subdirectives that may be given more than once; their arguments add up.
-var repeatable = map[string]bool{"jwks_url": true, "issuer": true, "audience": true, "api_key": true}
+var repeatable = map[string]bool{"jwks_url": true, "issuer": true, "audience": true, "api_key": true, "allowed_origins": true}
 
 func (a arity) allows(n int) bool { return n >= a.least && (a.most == many || n <= a.most) }
 
@@ -85,10 +87,17 @@ func (a arity) String() string {
 //	    max_depth        <n>
 //	    max_cost         <n>
 //	    introspection    on|off
+//	    subscriptions_require_auth
+//	    allowed_origins  <pattern...>
+//	    ws_read_limit    <size>
+//	    ws_init_timeout  <duration>
+//	    ws_keepalive     <duration>
+//	    max_subscriptions <n>
+//	    max_connections_per_user <n>
 //	}
 //
-// Every subdirective is optional. jwks_url, issuer, audience and api_key may be repeated; the
-// others may not. The block of api_key is optional.
+// Every subdirective is optional. jwks_url, issuer, audience, api_key and allowed_origins may be
+// repeated; the others may not. The block of api_key is optional.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive's name
 	if d.NextArg() {
@@ -180,19 +189,31 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_query_length: %q is not a size such as 16KiB or 8000", arg)
 			}
 			h.MaxQueryLength = int(size)
-		case "max_limit", "max_depth", "max_cost":
+		case "max_limit", "max_depth", "max_cost", "max_subscriptions", "max_connections_per_user":
 			n, err := strconv.Atoi(arg)
 			if err != nil || n < 1 {
 				return d.Errf("%s: %q is not a whole number of at least 1", name, arg)
 			}
-			switch name {
-			case "max_limit":
-				h.MaxLimit = n
-			case "max_depth":
-				h.MaxDepth = n
-			default:
-				h.MaxCost = n
+			*map[string]*int{
+				"max_limit": &h.MaxLimit, "max_depth": &h.MaxDepth, "max_cost": &h.MaxCost,
+				"max_subscriptions": &h.MaxSubscriptions, "max_connections_per_user": &h.MaxConnectionsPerUser,
+			}[name] = n
+		case "subscriptions_require_auth":
+			h.SubscriptionsRequireAuth = true
+		case "allowed_origins":
+			h.AllowedOrigins = append(h.AllowedOrigins, args...)
+		case "ws_read_limit":
+			size, err := humanize.ParseBytes(arg)
+			if err != nil || size < 1 || size > 1<<30 {
+				return d.Errf("ws_read_limit: %q is not a size such as 32KiB", arg)
 			}
+			h.WSReadLimit = int64(size)
+		case "ws_init_timeout", "ws_keepalive":
+			t, err := caddy.ParseDuration(arg)
+			if err != nil || t <= 0 {
+				return d.Errf("%s: %q is not a positive duration such as 3s", name, arg)
+			}
+			*map[string]*caddy.Duration{"ws_init_timeout": &h.WSInitTimeout, "ws_keepalive": &h.WSKeepAlive}[name] = caddy.Duration(t)
 		case "introspection":
 			switch arg {
 			case "on":

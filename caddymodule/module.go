@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/handlers"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
@@ -132,10 +133,37 @@ type Handler struct {
 	// Refuse GraphQL introspection (__schema and __type); __typename still works. Default: false.
 	DisableIntrospection bool `json:"disable_introspection,omitempty"`
 
-	logger   *zap.Logger
-	storeKey string
-	jwksKeys []string
-	api      *handlers.API
+	// Refuse WebSocket connections without credentials. Default: false (anyone may subscribe
+	// to the public events of posts).
+	SubscriptionsRequireAuth bool `json:"subscriptions_require_auth,omitempty"`
+
+	// The origins besides the site's own that browsers may open WebSockets from: host patterns
+	// such as app.example.com or *.example.com, or scheme://host. A client that sends no Origin
+	// is not a browser and is let in. Default: the site's own origin only.
+	AllowedOrigins []string `json:"allowed_origins,omitempty"`
+
+	// The largest WebSocket message a client may send, in bytes; larger closes with 1009.
+	// Default: 32 KiB.
+	WSReadLimit int64 `json:"ws_read_limit,omitempty"`
+
+	// How long a WebSocket client has to send connection_init; then 4408. Default: 3s.
+	WSInitTimeout caddy.Duration `json:"ws_init_timeout,omitempty"`
+
+	// How often the server pings a WebSocket client; one that does not answer in that time is
+	// closed. Default: 12s.
+	WSKeepAlive caddy.Duration `json:"ws_keepalive,omitempty"`
+
+	// How many operations one WebSocket connection may run at once. Default: 100.
+	MaxSubscriptions int `json:"max_subscriptions,omitempty"`
+
+	// How many WebSocket connections one authenticated user may hold. Default: 0, no cap.
+	MaxConnectionsPerUser int `json:"max_connections_per_user,omitempty"`
+
+	logger    *zap.Logger
+	storeKey  string
+	eventsKey string
+	jwksKeys  []string
+	api       *handlers.API
 }
 
 // APIKey is one accepted API key.
@@ -208,11 +236,18 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	timeout := time.Duration(h.Timeout)
+	// Every config on the same store and database shares one broker, so a write through one
+	// site reaches the subscribers of the others, and a reload keeps it.
+	h.eventsKey = "events " + h.storeKey + " " + h.Database
+	broker, _, _ := brokers.LoadOrNew(h.eventsKey, func() (caddy.Destructor, error) {
+		return pooledBroker{events.NewBroker[posts.Event](EventQueue)}, nil
+	})
 	svc := posts.NewService(posts.Config{
 		Posts:    store.NewPosts(client, h.Database, timeout),
 		Users:    store.NewUsers(client, h.Database, timeout),
 		MaxLimit: h.MaxLimit,
 		Logger:   h.logger,
+		Events:   broker.(pooledBroker).Broker,
 	})
 	graph, err := schema.New(svc, h.logger, schema.Limits{
 		MaxQueryLength:       h.MaxQueryLength,
@@ -224,8 +259,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("graphql schema: %w", err)
 	}
 	h.api = handlers.New(handlers.Config{
-		Posts:       svc,
-		GraphQL:     graph,
+		Posts:   svc,
+		GraphQL: graph,
+		Subscriptions: handlers.Subscriptions{
+			RequireAuth:           h.SubscriptionsRequireAuth,
+			OriginPatterns:        h.AllowedOrigins,
+			ReadLimit:             h.WSReadLimit,
+			InitTimeout:           time.Duration(h.WSInitTimeout),
+			KeepAlive:             time.Duration(h.WSKeepAlive),
+			MaxSubscriptions:      h.MaxSubscriptions,
+			MaxConnectionsPerUser: h.MaxConnectionsPerUser,
+		},
 		Auth:        authn,
 		MaxBodySize: h.MaxBodySize,
 		Logger:      h.logger,
@@ -343,6 +387,21 @@ func (h *Handler) loadJWKS(u string) (*auth.JWKS, error) {
 // config that names it, so a reload keeps its connections (and the embedded server) running.
 var stores = caddy.NewUsagePool()
 
+// brokers holds the event brokers, one per store and database.
+var brokers = caddy.NewUsagePool()
+
+// EventQueue is how many events a subscription may have waiting before it is dropped as too slow.
+const EventQueue = 256
+
+// pooledBroker makes a broker a pool value.
+type pooledBroker struct{ *events.Broker[posts.Event] }
+
+// Destruct ends the broker's subscriptions when the last config that used it is cleaned up.
+func (b pooledBroker) Destruct() error {
+	b.Close()
+	return nil
+}
+
 // pooledStore makes a store client a pool value.
 type pooledStore struct{ *store.Client }
 
@@ -400,6 +459,14 @@ func (h *Handler) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be at least 1", name))
 		}
 	}
+	for name, n := range map[string]int64{
+		"ws_read_limit": h.WSReadLimit, "ws_init_timeout": int64(h.WSInitTimeout), "ws_keepalive": int64(h.WSKeepAlive),
+		"max_subscriptions": int64(h.MaxSubscriptions), "max_connections_per_user": int64(h.MaxConnectionsPerUser),
+	} {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("%s cannot be negative", name))
+		}
+	}
 	if h.MaxCost > schema.MaxMaxCost {
 		errs = append(errs, fmt.Errorf("max_cost must be at most %d", schema.MaxMaxCost))
 	}
@@ -426,6 +493,13 @@ func validDatabase(name string) error {
 // Cleanup releases this config's hold on the store and the key sets.
 func (h *Handler) Cleanup() error {
 	var errs []error
+	if h.api != nil {
+		h.api.Close() // WebSocket clients reconnect, to the next config if there is one
+	}
+	if h.eventsKey != "" {
+		_, err := brokers.Delete(h.eventsKey)
+		errs = append(errs, err)
+	}
 	for _, key := range h.jwksKeys {
 		_, err := jwksPool.Delete(key)
 		errs = append(errs, err)

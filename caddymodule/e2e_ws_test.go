@@ -1,0 +1,131 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/coder/websocket"
+)
+
+// wsDial opens a graphql-transport-ws connection to the main site, through Caddy.
+func wsDial(t *testing.T, subprotocol string) *websocket.Conn {
+	t.Helper()
+	c, res, err := websocket.Dial(t.Context(), "ws://127.0.0.1:9080/graphql", &websocket.DialOptions{
+		Subprotocols: []string{subprotocol}, Host: "localhost:9080",
+	})
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, res)
+	}
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return c
+}
+
+func wsSend(t *testing.T, c *websocket.Conn, m string) {
+	t.Helper()
+	if err := c.Write(t.Context(), websocket.MessageText, []byte(m)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type wsMessage struct {
+	ID      string          `json:"id"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+func wsRecv(t *testing.T, c *websocket.Conn) wsMessage {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, data, err := c.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	var m wsMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestSubscriptionsThroughCaddy(t *testing.T) {
+	caddy := startCaddy(t)
+	for _, subprotocol := range []string{"graphql-transport-ws", "graphql-ws"} {
+		t.Run(subprotocol+": a REST POST, PATCH and DELETE reach the subscriber", func(t *testing.T) {
+			c := &client{t: t, http: caddy.http}
+			ws := wsDial(t, subprotocol)
+			wsSend(t, ws, `{"type": "connection_init", "payload": {"X-API-Key": "`+aliceKey+`"}}`)
+			if m := wsRecv(t, ws); m.Type != "connection_ack" {
+				t.Fatalf("got %+v", m)
+			}
+			start := map[string]string{"graphql-transport-ws": "subscribe", "graphql-ws": "start"}[subprotocol]
+			next := map[string]string{"graphql-transport-ws": "next", "graphql-ws": "data"}[subprotocol]
+			for id, q := range map[string]string{"c": "postCreated(userId: \"alice\") { title userId }", "u": "postUpdated { title }", "d": "postDeleted"} {
+				wsSend(t, ws, `{"id": "`+id+`", "type": "`+start+`", "payload": {"query": "subscription { `+strings.ReplaceAll(q, `"`, `\"`)+` }"}}`)
+			}
+			waitForSubscribers(t, 3)
+			p := c.create(asAlice, "live")
+			c.do("PATCH", site+"/posts/"+p.ID, `{"title": "live, edited"}`, asAlice, "Content-Type: application/merge-patch+json")
+			c.do("DELETE", site+"/posts/"+p.ID, "", asAlice)
+			want := map[string]string{
+				"c": `{"data":{"postCreated":{"title":"live","userId":"alice"}}}`,
+				"u": `{"data":{"postUpdated":{"title":"live, edited"}}}`,
+				"d": `{"data":{"postDeleted":"` + p.ID + `"}}`,
+			}
+			for range 3 {
+				m := wsRecv(t, ws)
+				for m.Type == "ka" {
+					m = wsRecv(t, ws)
+				}
+				if m.Type != next || string(m.Payload) != want[m.ID] {
+					t.Errorf("got %s %s %s; want %s", m.ID, m.Type, m.Payload, want[m.ID])
+				}
+			}
+		})
+	}
+	t.Run("a reload closes the connections with 1001, and clients can reconnect", func(t *testing.T) {
+		ws := wsDial(t, "graphql-transport-ws")
+		wsSend(t, ws, `{"type": "connection_init"}`)
+		if m := wsRecv(t, ws); m.Type != "connection_ack" {
+			t.Fatalf("got %+v", m)
+		}
+		tc := caddytest.NewTester(t)
+		tc.InitServer(strings.Replace(config(), "max_limit 5", "max_limit 4", 1), "caddyfile")
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		_, _, err := ws.Read(ctx)
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.StatusGoingAway {
+			t.Errorf("after the reload: %v; want a close with 1001", err)
+		}
+		again := wsDial(t, "graphql-transport-ws")
+		wsSend(t, again, `{"type": "connection_init"}`)
+		if m := wsRecv(t, again); m.Type != "connection_ack" {
+			t.Errorf("after the reload: %+v", m)
+		}
+		startCaddy(t) // the usual config for the tests after this one
+	})
+}
+
+// waitForSubscribers waits until some event broker of the running configs has n subscriptions.
+func waitForSubscribers(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		found := false
+		brokers.Range(func(_, value any) bool {
+			found = value.(pooledBroker).Subscribers() >= n
+			return !found
+		})
+		if found {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no broker has %d subscriptions after 5s", n)
+		}
+	}
+}
