@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/posts"
@@ -195,9 +196,9 @@ type wsConn struct {
 // run serves the connection until it ends, and waits for everything it started.
 func (c *wsConn) run() {
 	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); c.write() }()
+	go func() { defer close(writerDone); defer c.recoverFault(); c.write() }()
 	keepAliveDone := make(chan struct{})
-	go func() { defer close(keepAliveDone); c.keepAlive() }()
+	go func() { defer close(keepAliveDone); defer c.recoverFault(); c.keepAlive() }()
 	initTimer := time.AfterFunc(c.api.cfg.Subscriptions.InitTimeout, func() {
 		if !c.initialised() {
 			c.fail(&closeError{closeInitTimeout, "Connection initialisation timeout"})
@@ -221,6 +222,16 @@ func (c *wsConn) initialised() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.acked
+}
+
+// recoverFault turns a panic of one of the connection's goroutines, which would otherwise stop
+// Caddy (only the HTTP handler's own goroutine is recovered by net/http), into a 4500 close
+// and a log line.
+func (c *wsConn) recoverFault() {
+	if v := recover(); v != nil {
+		c.api.cfg.Logger.Error("websocket connection failed", zap.Any("panic", v), zap.StackSkip("stack", 1))
+		c.fail(&closeError{closeInternal, "Internal server error"})
+	}
 }
 
 // fail ends the connection with why (the first reason wins): the writer sends what is queued,
@@ -403,7 +414,7 @@ func (c *wsConn) subscribe(m message) *closeError {
 	ctx, stop := context.WithCancel(auth.NewContext(c.ctx, c.caller))
 	ctx = schema.WithOverflow(ctx, func() { c.fail(&closeError{websocket.StatusTryAgainLater, "the client reads events too slowly"}) })
 	c.ops[m.ID] = stop
-	c.wg.Go(func() { c.stream(ctx, m.ID, op, stop) })
+	c.wg.Go(func() { defer c.recoverFault(); c.stream(ctx, m.ID, op, stop) })
 	return nil
 }
 
@@ -457,21 +468,31 @@ func (c *wsConn) write() {
 				return
 			}
 		case <-c.closing:
-			for drained := false; !drained; {
-				select {
-				case m := <-c.out:
-					drained = !c.writeMessage(m)
-				default:
-					drained = true
-				}
-			}
-			c.cancel()
-			_ = c.ws.Close(c.closeErr.code, c.closeErr.reason)
+			c.closeWithReason()
 			return
-		case <-c.ctx.Done(): // the reader ended: the client left
+		case <-c.ctx.Done(): // the reader ended: the client left, or it failed the connection
+			select {
+			case <-c.closing:
+				c.closeWithReason()
+			default:
+			}
 			return
 		}
 	}
+}
+
+// closeWithReason sends what is queued, then closes the connection with fail's code.
+func (c *wsConn) closeWithReason() {
+	for drained := false; !drained; {
+		select {
+		case m := <-c.out:
+			drained = !c.writeMessage(m)
+		default:
+			drained = true
+		}
+	}
+	c.cancel()
+	_ = c.ws.Close(c.closeErr.code, c.closeErr.reason)
 }
 
 func (c *wsConn) writeMessage(m message) bool {
