@@ -1,0 +1,420 @@
+// Subscriptions interop: drives GraphQL over WebSocket on the real ./caddy (built by `make caddy`)
+// with graphql-ws's client (protocol graphql-transport-ws), the legacy subscriptions-transport-ws
+// client (protocol graphql-ws), tokens minted by jose that expire mid-subscription, and a raw `ws`
+// client for the close codes of the protocol. Events come from writes made through REST. Run with
+// `make interop`, or `node --test` in interop/.
+import { before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createClient } from 'graphql-ws';
+import { SubscriptionClient } from 'subscriptions-transport-ws';
+import WebSocket from 'ws';
+import { SignJWT, exportJWK, generateKeyPair } from 'jose';
+import { countingTest, postsCaddyfile, sleep, startCaddy, stopCaddy } from './lib.mjs';
+
+const ISSUER = 'https://issuer.example.test/';
+const AUDIENCE = 'posts-interop-subscriptions';
+const ALICE_KEY = 'interop-subscriptions-key-of-alice';
+const INIT_TIMEOUT_MS = 1000; // ws_init_timeout below
+const PROBE = 'probe'; // the title prefix of the writes that only check that a subscription is live
+
+// Every credential sent to Caddy; none may ever show up in its log.
+const secrets = new Set([ALICE_KEY]);
+
+let tmp; // the scratch directory: Caddyfile, data, Caddy's home
+let jwks; // { server, url }
+let signing; // { alg, kid, privateKey, jwk }
+let caddy; // { child, exited, log(), base }
+let wsURL; // ws://127.0.0.1:<port>/graphql
+
+// test is node:test's test, counting failures so that Caddy's log is shown when something failed.
+const { test, failures } = countingTest();
+
+// --- helpers ------------------------------------------------------------------------------------
+
+/** Serves the public key as a JWKS at /.well-known/jwks.json on 127.0.0.1 and a free port. */
+async function serveJWKS(publicKeys) {
+  const body = JSON.stringify({ keys: publicKeys });
+  const server = http.createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/.well-known/jwks.json') {
+      res.writeHead(200, { 'Content-Type': 'application/jwk-set+json' }).end(body);
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://127.0.0.1:${server.address().port}/.well-known/jwks.json` };
+}
+
+/** A token for sub, signed with the key in the JWKS, that expires at exp (seconds) or after 5m. */
+async function mint(sub, exp = '5m') {
+  const token = await new SignJWT({ name: `${sub} (interop)` })
+    .setProtectedHeader({ alg: signing.alg, kid: signing.kid, typ: 'JWT' })
+    .setIssuer(ISSUER)
+    .setAudience(AUDIENCE)
+    .setSubject(sub)
+    .setIssuedAt()
+    .setExpirationTime(exp)
+    .sign(signing.privateKey);
+  secrets.add(token);
+  return token;
+}
+
+/** One REST request as alice (her API key); body (an object) goes as JSON, or as contentType. */
+async function rest(method, path, { body, contentType = 'application/json' } = {}) {
+  const headers = { 'X-API-Key': ALICE_KEY };
+  if (body !== undefined) headers['Content-Type'] = contentType;
+  const res = await fetch(caddy.base + path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, text, body: text === '' ? null : JSON.parse(text) };
+}
+
+/** Creates a post as alice through REST; returns the post REST answered with. */
+async function createPost(title, body = 'written through REST') {
+  const res = await rest('POST', '/posts', { body: { title, body } });
+  assert.equal(res.status, 201, `POST /posts: ${res.text}`);
+  return res.body;
+}
+
+/** A title no other write uses. */
+const uniqueTitle = (what) => `${what} ${Math.random().toString(36).slice(2, 10)}`;
+
+/** The fields of post that a subscription selected. */
+const pick = (post, fields) => Object.fromEntries(fields.map((f) => [f, post[f]]));
+
+/**
+ * What one subscription (or one socket) received, in order: push() adds, next(ms) takes the
+ * oldest, waiting up to ms for it.
+ */
+class Inbox {
+  #items = [];
+  #waiters = [];
+
+  push(item) {
+    const waiter = this.#waiters.shift();
+    if (waiter) waiter(item);
+    else this.#items.push(item);
+  }
+
+  next(ms, what = 'a message') {
+    if (this.#items.length > 0) return Promise.resolve(this.#items.shift());
+    return new Promise((resolve, reject) => {
+      const waiter = (item) => {
+        clearTimeout(timer);
+        resolve(item);
+      };
+      const timer = setTimeout(() => {
+        this.#waiters.splice(this.#waiters.indexOf(waiter), 1);
+        reject(new Error(`no ${what} within ${ms}ms`));
+      }, ms);
+      this.#waiters.push(waiter);
+    });
+  }
+}
+
+/** A sink for graphql-ws and an observer for subscriptions-transport-ws, both filling inbox. */
+function sinkInto(inbox) {
+  return {
+    next: (result) => inbox.push({ result }),
+    error: (error) => inbox.push({ error }),
+    complete: () => inbox.push({ complete: true }),
+  };
+}
+
+/** Describes what an inbox held, for an assertion message. */
+function describe(item) {
+  if (item.error) {
+    const e = item.error;
+    return `an error: ${'code' in e ? `close ${e.code} ${JSON.stringify(e.reason)}` : JSON.stringify(e.message ?? e)}`;
+  }
+  return item.complete ? 'complete' : `a result: ${JSON.stringify(item.result)}`;
+}
+
+/**
+ * Waits until the subscription feeding inbox is live on the server. Nothing in either protocol
+ * says when the server has started an operation, and a write that comes before that is not seen:
+ * so poke (a write the subscription sees, titled or remembered as a probe) until an event arrives.
+ * Returns how many pokes it took.
+ */
+async function untilLive(inbox, poke, what) {
+  const deadline = Date.now() + 5000;
+  for (let probes = 1; Date.now() < deadline; probes++) {
+    await poke();
+    let item;
+    try {
+      item = await inbox.next(200, 'event');
+    } catch {
+      continue; // not live yet
+    }
+    assert.ok(item.result && !item.result.errors, `${what}: waiting for the subscription, got ${describe(item)}`);
+    return probes;
+  }
+  assert.fail(`${what}: no event within 5s of probing writes`);
+}
+
+/** The next result in inbox that is not a probe's, within ms; anything but a result fails. */
+async function nextEvent(inbox, isProbe, what, ms = 3000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const item = await inbox.next(Math.max(deadline - Date.now(), 1), `${what} event`);
+    assert.ok(item.result, `${what}: want an event, got ${describe(item)}`);
+    if (!isProbe(item.result)) return item.result;
+  }
+}
+
+/** A graphql-ws client (protocol graphql-transport-ws) on /graphql, without retries. */
+function transportClient(connectionParams, on = {}) {
+  return createClient({
+    url: wsURL,
+    webSocketImpl: WebSocket,
+    connectionParams,
+    retryAttempts: 0, // a close must reach the test, not be hidden by a reconnect
+    on,
+  });
+}
+
+/**
+ * A raw `ws` socket on /graphql offering protocol. Its messages (parsed) go into messages; closed
+ * resolves with {code, reason, at} when it closes.
+ */
+async function rawSocket(protocol) {
+  const ws = new WebSocket(wsURL, protocol);
+  const messages = new Inbox();
+  ws.on('message', (data, isBinary) => messages.push(isBinary ? { binary: data } : JSON.parse(String(data))));
+  const closed = new Promise((resolve) =>
+    ws.on('close', (code, reason) => resolve({ code, reason: String(reason), at: Date.now() })),
+  );
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  assert.equal(ws.protocol, protocol, 'the subprotocol the server chose');
+  return { ws, messages, closed, openedAt: Date.now() };
+}
+
+/** Resolves with what promise resolves with, or fails after ms saying what it waited for. */
+function within(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms}ms`)), ms);
+    }),
+  ]);
+}
+
+// --- setup --------------------------------------------------------------------------------------
+
+before(async () => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-posts-interop-subscriptions-'));
+  const { publicKey, privateKey } = await generateKeyPair('ES256');
+  signing = { alg: 'ES256', kid: 'interop-subscriptions-es256', privateKey };
+  jwks = await serveJWKS([{ ...(await exportJWK(publicKey)), kid: signing.kid, alg: signing.alg, use: 'sig' }]);
+  // Ready when an anonymous list answers 200 and a good token is no longer answered 503 (the
+  // JWKS is fetched in the background after start).
+  const probe = await mint('alice');
+  caddy = await startCaddy({
+    dir: tmp,
+    caddyfile: (base) =>
+      postsCaddyfile(base, [
+        `data_dir ${path.join(tmp, 'data')}`,
+        `jwks_url ${jwks.url}`,
+        `issuer ${ISSUER}`,
+        `audience ${AUDIENCE}`,
+        'leeway 0s', // so that a token ends exactly at its exp
+        `api_key ${ALICE_KEY} alice`,
+        `ws_init_timeout ${INIT_TIMEOUT_MS / 1000}s`,
+      ]),
+    ready: async (base) => {
+      const anonymous = await fetch(`${base}/posts`);
+      await anonymous.arrayBuffer();
+      if (anonymous.status !== 200) return `GET /posts: ${anonymous.status}`;
+      const signed = await fetch(`${base}/posts`, { headers: { Authorization: `Bearer ${probe}` } });
+      await signed.arrayBuffer();
+      return signed.status !== 503 || `GET /posts with a token: ${signed.status}`;
+    },
+  });
+  wsURL = `${caddy.base.replace(/^http/, 'ws')}/graphql`;
+});
+
+after(async () => {
+  await stopCaddy(caddy);
+  await new Promise((resolve) => jwks?.server.close(resolve) ?? resolve());
+  if (failures() > 0 && caddy) {
+    console.error(`--- caddy's log (${failures()} test(s) failed) ---\n${caddy.log()}--- end of caddy's log ---`);
+  }
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+// --- the tests ----------------------------------------------------------------------------------
+
+test('graphql-ws: postCreated, postUpdated and postDeleted carry the REST writes of the same user', async (t) => {
+  const client = transportClient({ 'X-API-Key': ALICE_KEY });
+  try {
+    // postCreated: the post exactly as REST answered it, in the fields asked for.
+    const created = new Inbox();
+    const stopCreated = client.subscribe({ query: 'subscription { postCreated { id title userId createdAt } }' }, sinkInto(created));
+    const isProbeCreated = (r) => r.data?.postCreated?.title?.startsWith(PROBE);
+    const probes = { postCreated: await untilLive(created, () => createPost(uniqueTitle(PROBE)), 'postCreated') };
+    const post = await createPost(uniqueTitle('Pushed over graphql-ws'));
+    assert.equal(post.userId, 'alice');
+    const event = await nextEvent(created, isProbeCreated, 'postCreated');
+    assert.deepEqual(event, { data: { postCreated: pick(post, ['id', 'title', 'userId', 'createdAt']) } });
+    stopCreated();
+
+    // postUpdated of this one post, after a merge-patch through REST.
+    const updated = new Inbox();
+    const stopUpdated = client.subscribe(
+      {
+        query: 'subscription ($id: ID) { postUpdated(id: $id) { id title body userId createdAt updatedAt } }',
+        variables: { id: post.id },
+      },
+      sinkInto(updated),
+    );
+    const isProbeUpdated = (r) => r.data?.postUpdated?.title?.startsWith(PROBE);
+    const patch = (title) =>
+      rest('PATCH', `/posts/${post.id}`, { body: { title }, contentType: 'application/merge-patch+json' });
+    probes.postUpdated = await untilLive(updated, async () => assert.equal((await patch(uniqueTitle(PROBE))).status, 200), 'postUpdated');
+    const patched = await patch(uniqueTitle('Edited over REST'));
+    assert.equal(patched.status, 200, `PATCH: ${patched.text}`);
+    assert.equal(patched.body.body, 'written through REST', 'the merge-patch kept the body');
+    const updateEvent = await nextEvent(updated, isProbeUpdated, 'postUpdated');
+    assert.deepEqual(updateEvent, {
+      data: { postUpdated: pick(patched.body, ['id', 'title', 'body', 'userId', 'createdAt', 'updatedAt']) },
+    });
+    assert.equal(updateEvent.data.postUpdated.createdAt, post.createdAt);
+    stopUpdated();
+
+    // postDeleted of alice's posts: the id REST deleted.
+    const deleted = new Inbox();
+    const stopDeleted = client.subscribe({ query: 'subscription { postDeleted(userId: "alice") }' }, sinkInto(deleted));
+    const probeIds = new Set();
+    probes.postDeleted = await untilLive(
+      deleted,
+      async () => {
+        const probe = await createPost(uniqueTitle(PROBE));
+        probeIds.add(probe.id);
+        assert.equal((await rest('DELETE', `/posts/${probe.id}`)).status, 204);
+      },
+      'postDeleted',
+    );
+    const gone = await rest('DELETE', `/posts/${post.id}`);
+    assert.equal(gone.status, 204, `DELETE: ${gone.text}`);
+    const deleteEvent = await nextEvent(deleted, (r) => probeIds.has(r.data?.postDeleted), 'postDeleted');
+    assert.deepEqual(deleteEvent, { data: { postDeleted: post.id } });
+    stopDeleted();
+    t.diagnostic(`probing writes until each subscription was live: ${JSON.stringify(probes)}`);
+  } finally {
+    await client.dispose();
+  }
+});
+
+test('subscriptions-transport-ws (legacy graphql-ws protocol): postCreated carries a REST write', async (t) => {
+  const connected = [];
+  const client = new SubscriptionClient(
+    wsURL,
+    {
+      lazy: false,
+      reconnect: false,
+      connectionParams: { 'X-API-Key': ALICE_KEY },
+      connectionCallback: (errors) => connected.push(errors ?? null),
+    },
+    WebSocket,
+  );
+  try {
+    const created = new Inbox();
+    const subscription = client
+      .request({ query: 'subscription { postCreated { id title userId createdAt } }' })
+      .subscribe(sinkInto(created));
+    const probes = await untilLive(created, () => createPost(uniqueTitle(PROBE)), 'postCreated (legacy)');
+    t.diagnostic(`probing writes until the subscription was live: ${probes}`);
+    assert.deepEqual(connected, [null], 'connectionCallback: acknowledged once, without errors');
+    assert.equal(client.client.protocol, 'graphql-ws', 'the subprotocol the server chose');
+
+    const post = await createPost(uniqueTitle('Pushed over subscriptions-transport-ws'));
+    const event = await nextEvent(created, (r) => r.data?.postCreated?.title?.startsWith(PROBE), 'postCreated (legacy)');
+    assert.deepEqual(event, { data: { postCreated: pick(post, ['id', 'title', 'userId', 'createdAt']) } });
+    subscription.unsubscribe();
+  } finally {
+    client.close();
+  }
+});
+
+test('graphql-ws: a JWT connection is closed with 4403 when its token expires mid-subscription', async (t) => {
+  const exp = Math.ceil(Date.now() / 1000) + 3;
+  const token = await mint('alice', exp);
+  let closedEvent;
+  const closed = new Promise((resolve) => {
+    closedEvent = (event) => resolve({ code: event.code, reason: event.reason, at: Date.now() });
+  });
+  const client = transportClient({ Authorization: `Bearer ${token}` }, { closed: closedEvent });
+  try {
+    const created = new Inbox();
+    client.subscribe({ query: 'subscription { postCreated { id userId } }' }, sinkInto(created));
+    // The token was accepted: the subscription sees writes.
+    await untilLive(created, () => createPost(uniqueTitle(PROBE)), 'postCreated with a JWT');
+    assert.ok(Date.now() < exp * 1000, 'the subscription was live before the token expired');
+
+    const close = await within(closed, exp * 1000 + 3000 - Date.now(), 'the close after the token expired');
+    assert.equal(close.code, 4403, `close code (reason ${JSON.stringify(close.reason)})`);
+    assert.equal(close.reason, 'Forbidden: the token has expired');
+    const late = close.at - exp * 1000;
+    assert.ok(late >= 0, `closed ${-late}ms before the token's exp`);
+    assert.ok(late < 1500, `closed ${late}ms after the token's exp`);
+    t.diagnostic(`closed ${late}ms after the token's exp: ${close.code} ${JSON.stringify(close.reason)}`);
+
+    // The subscription ends with the close, as its error.
+    let item;
+    do item = await created.next(1000, 'the end of the subscription');
+    while (item.result && item.result.data?.postCreated);
+    assert.equal(item.error?.code, 4403, `the subscription ended with ${describe(item)}`);
+  } finally {
+    await client.dispose();
+  }
+});
+
+test('raw ws: a second connection_init is closed with 4429', async () => {
+  const { ws, messages, closed } = await rawSocket('graphql-transport-ws');
+  ws.send(JSON.stringify({ type: 'connection_init', payload: { 'X-API-Key': ALICE_KEY } }));
+  assert.deepEqual(await messages.next(3000, 'connection_ack'), { type: 'connection_ack' });
+  ws.send(JSON.stringify({ type: 'connection_init', payload: { 'X-API-Key': ALICE_KEY } }));
+  const close = await within(closed, 3000, 'the close after a second connection_init');
+  assert.deepEqual(
+    { code: close.code, reason: close.reason },
+    { code: 4429, reason: 'Too many initialisation requests' },
+  );
+  await assert.rejects(messages.next(0, 'message'), /no message/, 'nothing was sent after the ack');
+});
+
+test(`raw ws: a connection without connection_init is closed with 4408 after ws_init_timeout (${INIT_TIMEOUT_MS}ms)`, async (t) => {
+  const { messages, closed, openedAt } = await rawSocket('graphql-transport-ws');
+  const close = await within(closed, INIT_TIMEOUT_MS + 3000, 'the close of a connection never initialised');
+  assert.deepEqual(
+    { code: close.code, reason: close.reason },
+    { code: 4408, reason: 'Connection initialisation timeout' },
+  );
+  const after = close.at - openedAt;
+  assert.ok(after >= INIT_TIMEOUT_MS - 100, `closed ${after}ms after the upgrade, before the timeout`);
+  assert.ok(after < INIT_TIMEOUT_MS + 1500, `closed ${after}ms after the upgrade`);
+  t.diagnostic(`closed ${after}ms after the upgrade`);
+  await assert.rejects(messages.next(0, 'message'), /no message/, 'nothing was sent before the close');
+});
+
+test("no token and no API key sent over the WebSocket reaches Caddy's log", async () => {
+  await sleep(100); // let the last connections' log lines arrive
+  await stopCaddy(caddy); // so that the log includes whatever Caddy writes on the way out
+  const log = caddy.log();
+  assert.ok(log.includes('/graphql'), 'the access log saw the upgrades (else this test checks nothing)');
+  for (const secret of secrets) {
+    assert.ok(!log.includes(secret), `caddy's log contains a credential: ${secret.slice(0, 12)}…`);
+    const signature = secret.split('.')[2];
+    if (signature) assert.ok(!log.includes(signature), "caddy's log contains a token's signature");
+  }
+});
