@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Identity is the authenticated caller. The zero Identity is anonymous.
@@ -27,6 +28,9 @@ type Identity struct {
 	Name, Email string
 	// Claims are the verified claims of a bearer token (nil for other methods). Read only.
 	Claims map[string]any
+	// Expires is when the credential stops being accepted: a token's exp plus the leeway. Zero
+	// for credentials that do not expire.
+	Expires time.Time
 }
 
 // The methods of an Identity.

@@ -131,6 +131,7 @@ func (t *Tokens) Verify(ctx context.Context, token string) (Identity, error) {
 		return Identity{}, err
 	}
 	if exp, _ := claims.GetExpirationTime(); exp != nil {
+		id.Expires = exp.Time.Add(t.cfg.Leeway) // as long as Verify accepts the token
 		t.cache.put(digest, id, version, exp.Time)
 	}
 	return id, nil

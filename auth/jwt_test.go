@@ -662,7 +662,12 @@ func TestAuthenticateWithBearerTokens(t *testing.T) {
 				t.Fatalf("Authenticate: %v", err)
 			}
 			claims := got.Claims
-			got.Claims = nil
+			// A token's identity expires when Verify stops accepting it: exp plus the leeway.
+			exp, _ := claims["exp"].(json.Number).Int64()
+			if want := time.Unix(exp, 0).Add(30 * time.Second); !got.Expires.Equal(want) {
+				t.Errorf("Expires = %v; want exp + 30s = %v", got.Expires, want)
+			}
+			got.Claims, got.Expires = nil, time.Time{}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Authenticate = %+v, want %+v", got, tc.want)
 			}

@@ -320,8 +320,8 @@ func (c *wsConn) init(payload json.RawMessage) *closeError {
 			return c.refuse("Forbidden: this user has too many connections open")
 		}
 		c.user = caller.UserID
-		if until, ok := expiry(caller); ok {
-			c.expiry = time.AfterFunc(time.Until(until), func() { c.fail(&closeError{closeForbidden, "Forbidden: the token has expired"}) })
+		if !caller.Expires.IsZero() { // closed when HTTP would refuse the token, so that a reconnect with it fails too
+			c.expiry = time.AfterFunc(time.Until(caller.Expires), func() { c.fail(&closeError{closeForbidden, "Forbidden: the token has expired"}) })
 		}
 	}
 	c.caller, c.acked = caller, true
@@ -357,22 +357,6 @@ func (c *wsConn) authenticate(payload json.RawMessage) (auth.Identity, error) {
 		return c.caller, nil
 	}
 	return c.api.cfg.Auth.Authenticate(r)
-}
-
-// expiry is when the token of a JWT caller expires.
-func expiry(caller auth.Identity) (time.Time, bool) {
-	if caller.Method != auth.MethodJWT {
-		return time.Time{}, false
-	}
-	switch exp := caller.Claims["exp"].(type) {
-	case json.Number:
-		if f, err := exp.Float64(); err == nil {
-			return time.Unix(int64(f), 0), true
-		}
-	case float64:
-		return time.Unix(int64(exp), 0), true
-	}
-	return time.Time{}, false
 }
 
 // subscribe starts an operation.
