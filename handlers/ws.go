@@ -101,6 +101,19 @@ type message struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
+// encode writes m as JSON, its payload as it is: an event's payload is encoded once, by its
+// feed, for every subscriber.
+func (m message) encode() []byte {
+	b := append([]byte(`{"type":`), mustJSON(m.Type)...)
+	if m.ID != "" {
+		b = append(append(b, `,"id":`...), mustJSON(m.ID)...)
+	}
+	if len(m.Payload) > 0 {
+		b = append(append(b, `,"payload":`...), m.Payload...)
+	}
+	return append(b, '}')
+}
+
 // protocol names the messages of one subprotocol, by what they do.
 type protocol struct {
 	subscribe, stop, next, complete, connectionError string
@@ -396,7 +409,6 @@ func (c *wsConn) subscribe(m message) *closeError {
 		return nil
 	}
 	ctx, stop := context.WithCancel(auth.NewContext(c.ctx, c.caller))
-	ctx = schema.WithOverflow(ctx, func() { c.fail(&closeError{websocket.StatusTryAgainLater, "the client reads events too slowly"}) })
 	c.ops[m.ID] = stop
 	c.wg.Go(func() { defer c.recoverFault(); c.stream(ctx, m.ID, op, stop) })
 	return nil
@@ -405,16 +417,48 @@ func (c *wsConn) subscribe(m message) *closeError {
 // stream sends the responses of one operation, then complete, unless the client stopped it.
 func (c *wsConn) stream(ctx context.Context, id string, op *schema.Operation, stop context.CancelFunc) {
 	defer stop()
-	for res := range c.api.cfg.GraphQL.Subscribe(ctx, op) {
-		if res.Data == nil && len(res.Errors) > 0 {
+	if op.Type != "subscription" {
+		res := c.api.cfg.GraphQL.Execute(ctx, op)
+		if res.Data == nil {
 			c.sendErrors(id, res.Errors...)
 			c.forget(id)
 			return
 		}
 		c.send(message{ID: id, Type: c.proto.next, Payload: mustJSON(res)})
+	} else if !c.listen(ctx, id, op) {
+		return
 	}
 	if c.forget(id) { // not stopped by the client, nor ended with the connection
 		c.send(message{ID: id, Type: c.proto.complete})
+	}
+}
+
+// listen forwards the responses of op's shared feed, each encoded once for all its listeners,
+// until the client stops it, the connection ends or the feed does. It says whether the
+// subscription completed.
+func (c *wsConn) listen(ctx context.Context, id string, op *schema.Operation) bool {
+	l := c.api.cfg.GraphQL.Listen(op, auth.FromContext(ctx), c.api.cfg.Subscriptions.SendQueue)
+	defer l.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case payload, ok := <-l.C():
+			if !ok {
+				var refused *schema.RefusedError
+				switch err := l.Err(); {
+				case errors.As(err, &refused):
+					c.sendErrors(id, refused.Errors...)
+					c.forget(id)
+					return false
+				case errors.Is(err, schema.ErrFellBehind):
+					c.fail(&closeError{websocket.StatusTryAgainLater, "the client reads events too slowly"})
+					return false
+				}
+				return true
+			}
+			c.send(message{ID: id, Type: c.proto.next, Payload: payload})
+		}
 	}
 }
 
@@ -482,7 +526,7 @@ func (c *wsConn) closeWithReason() {
 func (c *wsConn) writeMessage(m message) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
 	defer cancel()
-	if err := c.ws.Write(ctx, websocket.MessageText, mustJSON(m)); err != nil {
+	if err := c.ws.Write(ctx, websocket.MessageText, m.encode()); err != nil {
 		c.cancel()
 		return false
 	}

@@ -181,7 +181,7 @@ func TestGraphQLTransportWS(t *testing.T) {
 	}
 
 	send(t, c, `{"type": "ping", "payload": {"n": 1}}`)
-	if m := recv(t, c); m.Type != "pong" || string(m.Payload) != `{"n":1}` {
+	if m := recv(t, c); m.Type != "pong" || string(m.Payload) != `{"n": 1}` {
 		t.Errorf("after ping: %+v", m)
 	}
 	send(t, c, `{"id": "3", "type": "subscribe", "payload": {"query": "{ nope }"}}`)

@@ -65,6 +65,9 @@ type Operation struct {
 	// Type is "query", "mutation" or "subscription".
 	Type    string
 	request Request
+	// personal says the answer depends on the caller: it selects User.email, which only the user
+	// themselves may read. Subscribers of other operations share one feed.
+	personal bool
 	// document is the query printed from the syntax tree that the limits checked: graphql-go
 	// runs it rather than the client's text, whose reading by graphql-go's own lexer may differ
 	// (it ends a block string at \""", for one), so what runs is what was checked.
@@ -125,7 +128,7 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 	// No indentation: indenting each level would make the document grow with the square of its
 	// depth, which is checked only later, by graphql-go.
 	formatter.NewFormatter(&document, formatter.WithoutDescription(), formatter.WithIndent("")).FormatQueryDocument(doc)
-	return &Operation{Type: string(op.Operation), request: req, document: document.String()}, nil
+	return &Operation{Type: string(op.Operation), request: req, personal: c.personal, document: document.String()}, nil
 }
 
 // operation is the operation of doc that req names, or its only one.
@@ -150,13 +153,14 @@ func refused(code string, at []gqlerrors.Location, format string, args ...any) *
 
 // coster counts the values an operation can return, the upper bound that MaxCost limits.
 type coster struct {
-	schema  *Schema
-	doc     *ast.QueryDocument
-	op      *ast.OperationDefinition
-	vars    map[string]any
-	memo    map[costKey]int // fragments already counted: shared fragments cost no walk twice
-	active  map[string]bool // fragments being walked: a cycle (refused by validation) stops here
-	refusal *gqlerrors.QueryError
+	schema   *Schema
+	doc      *ast.QueryDocument
+	op       *ast.OperationDefinition
+	vars     map[string]any
+	memo     map[costKey]int // fragments already counted: shared fragments cost no walk twice
+	active   map[string]bool // fragments being walked: a cycle (refused by validation) stops here
+	refusal  *gqlerrors.QueryError
+	personal bool // User.email is selected
 }
 
 type costKey struct {
@@ -210,6 +214,9 @@ func (c *coster) field(f *ast.Field, typeName string, size, lists int) int {
 	def := c.schema.field(typeName, f.Name)
 	if def == nil {
 		return 1 // __typename, or a field validation refuses
+	}
+	if typeName == "User" && f.Name == "email" {
+		c.personal = true
 	}
 	if !c.schema.isObject(def.Type.Name()) {
 		return 1 // a scalar: one value (the schema has no lists of scalars)

@@ -36,6 +36,7 @@ type Schema struct {
 	exec         *graphql.Schema
 	limits       Limits
 	types        map[string]*ast.Definition // the types of the SDL, for the limits and variables
+	feeds        feeds                      // the running subscriptions, shared by their subscribers
 	maxLimit     int
 	defaultSizes map[string]int
 }

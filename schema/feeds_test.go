@@ -1,0 +1,131 @@
+package schema_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
+)
+
+func prepare(t *testing.T, s *schema.Schema, query string, vars map[string]any) *schema.Operation {
+	t.Helper()
+	op, refusal := s.Prepare(schema.Request{Query: query, Variables: vars})
+	if refusal != nil {
+		t.Fatal(refusal)
+	}
+	return op
+}
+
+func next(t *testing.T, l *schema.Listener) string {
+	t.Helper()
+	select {
+	case p, ok := <-l.C():
+		if !ok {
+			t.Fatalf("the listener ended: %v", l.Err())
+		}
+		return string(p)
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing in 5s")
+	}
+	return ""
+}
+
+func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
+	s, svc, broker := subscribed(t, 16)
+	ctx := t.Context()
+	const query = `subscription($u: ID) { postCreated(userId: $u) { title author { id name } } }`
+	a := s.Listen(prepare(t, s, query, map[string]any{"u": "alice"}), alice, 4)
+	b := s.Listen(prepare(t, s, query, map[string]any{"u": "alice"}), bob, 4)
+	other := s.Listen(prepare(t, s, query, map[string]any{"u": "bob"}), alice, 4)
+	if n := s.Feeds(); n != 2 {
+		t.Errorf("%d feeds for two distinct operations; want 2", n)
+	}
+	waitFor := func(n int) {
+		for deadline := time.Now().Add(5 * time.Second); broker.Subscribers() != n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d broker subscriptions; want %d", broker.Subscribers(), n)
+			}
+		}
+	}
+	waitFor(2) // one per feed, not one per subscriber
+	if _, err := svc.Create(ctx, alice, posts.NewPost{Title: "shared"}); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"data":{"postCreated":{"title":"shared","author":{"id":"alice","name":"Alice"}}}}`
+	if got := next(t, a); got != want {
+		t.Errorf("alice got %s; want %s", got, want)
+	}
+	if got := next(t, b); got != want {
+		t.Errorf("bob got %s; want %s", got, want)
+	}
+	select {
+	case p := <-other.C():
+		t.Errorf("the feed of bob's posts got %s", p)
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	t.Run("an operation that selects the author's email gets a feed per caller", func(t *testing.T) {
+		const personal = `subscription { postCreated { author { email } } }`
+		mine := s.Listen(prepare(t, s, personal, nil), alice, 4)
+		theirs := s.Listen(prepare(t, s, personal, nil), bob, 4)
+		defer mine.Close()
+		defer theirs.Close()
+		if n := s.Feeds(); n != 4 {
+			t.Errorf("%d feeds; want 4", n)
+		}
+		waitFor(4)
+		if _, err := svc.Create(ctx, alice, posts.NewPost{Title: "mine"}); err != nil {
+			t.Fatal(err)
+		}
+		for l, want := range map[*schema.Listener]string{
+			mine:   `{"data":{"postCreated":{"author":{"email":"alice@example.com"}}}}`,
+			theirs: `{"data":{"postCreated":{"author":{"email":null}}}}`,
+		} {
+			if got := next(t, l); got != want {
+				t.Errorf("got %s; want %s", got, want)
+			}
+		}
+		next(t, a)
+		next(t, b)
+	})
+
+	t.Run("a listener that falls behind is dropped; the others keep the feed", func(t *testing.T) {
+		for range 6 { // b never reads: its queue of 4 fills
+			if _, err := svc.Create(ctx, alice, posts.NewPost{Title: "more"}); err != nil {
+				t.Fatal(err)
+			}
+			next(t, a)
+		}
+		for range b.C() {
+		}
+		if !errors.Is(b.Err(), schema.ErrFellBehind) {
+			t.Errorf("b ended with %v; want ErrFellBehind", b.Err())
+		}
+	})
+
+	a.Close()
+	other.Close()
+	if n := s.Feeds(); n != 0 {
+		t.Errorf("%d feeds after their last listeners left", n)
+	}
+	waitFor(0)
+}
+
+func TestAFeedThatCannotRunTellsItsListeners(t *testing.T) {
+	s := newSchema(t) // no event broker
+	l := s.Listen(prepare(t, s, `subscription { postDeleted }`, nil), auth.Identity{}, 1)
+	for range l.C() {
+	}
+	var refused *schema.RefusedError
+	if !errors.As(l.Err(), &refused) || len(refused.Errors) != 1 || refused.Errors[0].Extensions["code"] != schema.CodeUnavailable {
+		b, _ := json.Marshal(refused)
+		t.Errorf("ended with %v %s; want a RefusedError with UNAVAILABLE", l.Err(), b)
+	}
+	if n := s.Feeds(); n != 0 {
+		t.Errorf("%d feeds left", n)
+	}
+}
