@@ -42,6 +42,7 @@ var subdirectives = map[string]arity{
 	"max_query_length": {1, 1}, "max_depth": {1, 1}, "max_cost": {1, 1}, "introspection": {1, 1},
 	"subscriptions_require_auth": {0, 0}, "allowed_origins": {1, many}, "ws_read_limit": {1, 1},
 	"ws_init_timeout": {1, 1}, "ws_keepalive": {1, 1}, "max_subscriptions": {1, 1}, "max_connections_per_user": {1, 1},
+	"max_connections": {1, 1},
 }
 
 // repeatable are the subdirectives that may be given more than once; their arguments add up.
@@ -94,6 +95,7 @@ func (a arity) String() string {
 //	    ws_keepalive     <duration>
 //	    max_subscriptions <n>
 //	    max_connections_per_user <n>
+//	    max_connections  <n>
 //	}
 //
 // Every subdirective is optional. jwks_url, issuer, audience, api_key and allowed_origins may be
@@ -189,7 +191,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_query_length: %q is not a size such as 16KiB or 8000", arg)
 			}
 			h.MaxQueryLength = int(size)
-		case "max_limit", "max_depth", "max_cost", "max_subscriptions", "max_connections_per_user":
+		case "max_limit", "max_depth", "max_cost", "max_subscriptions", "max_connections_per_user", "max_connections":
 			n, err := strconv.Atoi(arg)
 			if err != nil || n < 1 {
 				return d.Errf("%s: %q is not a whole number of at least 1", name, arg)
@@ -197,6 +199,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			*map[string]*int{
 				"max_limit": &h.MaxLimit, "max_depth": &h.MaxDepth, "max_cost": &h.MaxCost,
 				"max_subscriptions": &h.MaxSubscriptions, "max_connections_per_user": &h.MaxConnectionsPerUser,
+				"max_connections": &h.MaxConnections,
 			}[name] = n
 		case "subscriptions_require_auth":
 			h.SubscriptionsRequireAuth = true

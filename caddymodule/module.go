@@ -156,8 +156,12 @@ type Handler struct {
 	// How many operations one WebSocket connection may run at once. Default: 100.
 	MaxSubscriptions int `json:"max_subscriptions,omitempty"`
 
-	// How many WebSocket connections one authenticated user may hold. Default: 0, no cap.
+	// How many WebSocket connections one user may hold, anonymous connections counted by
+	// client address. Default: 0, no cap.
 	MaxConnectionsPerUser int `json:"max_connections_per_user,omitempty"`
+
+	// How many WebSocket connections this handler may hold at once; more get 503. Default: 10000.
+	MaxConnections int `json:"max_connections,omitempty"`
 
 	logger    *zap.Logger
 	storeKey  string
@@ -269,6 +273,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			KeepAlive:             time.Duration(h.WSKeepAlive),
 			MaxSubscriptions:      h.MaxSubscriptions,
 			MaxConnectionsPerUser: h.MaxConnectionsPerUser,
+			MaxConnections:        h.MaxConnections,
 		},
 		Auth:        authn,
 		MaxBodySize: h.MaxBodySize,
@@ -462,6 +467,7 @@ func (h *Handler) Validate() error {
 	for name, n := range map[string]int64{
 		"ws_read_limit": h.WSReadLimit, "ws_init_timeout": int64(h.WSInitTimeout), "ws_keepalive": int64(h.WSKeepAlive),
 		"max_subscriptions": int64(h.MaxSubscriptions), "max_connections_per_user": int64(h.MaxConnectionsPerUser),
+		"max_connections": int64(h.MaxConnections),
 	} {
 		if n < 0 {
 			errs = append(errs, fmt.Errorf("%s cannot be negative", name))

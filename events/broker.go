@@ -36,11 +36,15 @@ type Subscription[T any] struct {
 	broker *Broker[T]
 	match  func(T) bool
 	c      chan T
-	err    error // set, under the broker's lock, before c is closed
+	done   chan struct{} // closed with c
+	err    error         // set, under the broker's lock, before c is closed
 }
 
 // C delivers the events, in the order they were published.
 func (s *Subscription[T]) C() <-chan T { return s.c }
+
+// Done is closed when the subscription ends, even while events are still queued on C.
+func (s *Subscription[T]) Done() <-chan struct{} { return s.done }
 
 // Err is why the subscription ended: ErrTooSlow, ErrClosed, or nil when its owner closed it.
 // It is meaningful once C is closed.
@@ -60,12 +64,13 @@ func (s *Subscription[T]) Close() {
 // Subscribe returns a subscription to the events that match (nil: all of them). After the
 // broker closed, the subscription it returns has ended already.
 func (b *Broker[T]) Subscribe(match func(T) bool) *Subscription[T] {
-	s := &Subscription[T]{broker: b, match: match, c: make(chan T, b.queue)}
+	s := &Subscription[T]{broker: b, match: match, c: make(chan T, b.queue), done: make(chan struct{})}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		s.err = ErrClosed
 		close(s.c)
+		close(s.done)
 		return s
 	}
 	b.subs[s] = struct{}{}
@@ -114,4 +119,5 @@ func (b *Broker[T]) end(s *Subscription[T], why error) {
 	delete(b.subs, s)
 	s.err = why
 	close(s.c)
+	close(s.done)
 }

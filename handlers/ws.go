@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
@@ -33,8 +35,11 @@ type Subscriptions struct {
 	InitTimeout time.Duration
 	// MaxSubscriptions is how many operations one connection may run at once.
 	MaxSubscriptions int
-	// MaxConnectionsPerUser is how many connections one authenticated user may hold (0: any).
+	// MaxConnectionsPerUser is how many connections one user may hold, counting anonymous
+	// connections by client address (0: any).
 	MaxConnectionsPerUser int
+	// MaxConnections is how many connections may be open at once; more get 503.
+	MaxConnections int
 	// KeepAlive is how often the server pings; a peer that does not answer within it is closed.
 	KeepAlive time.Duration
 	// SendQueue is how many messages may wait for a slow client before it is closed with 1013.
@@ -48,6 +53,7 @@ const (
 	DefaultMaxSubscriptions = 100
 	DefaultKeepAlive        = 12 * time.Second
 	DefaultSendQueue        = 64
+	DefaultMaxConnections   = 10000
 )
 
 func (s Subscriptions) withDefaults() Subscriptions {
@@ -65,6 +71,9 @@ func (s Subscriptions) withDefaults() Subscriptions {
 	}
 	if s.SendQueue <= 0 {
 		s.SendQueue = DefaultSendQueue
+	}
+	if s.MaxConnections <= 0 {
+		s.MaxConnections = DefaultMaxConnections
 	}
 	return s
 }
@@ -152,6 +161,11 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg := a.cfg.Subscriptions
+	if a.Open() >= cfg.MaxConnections {
+		w.Header().Set("Retry-After", retryAfter)
+		a.fail(w, r, &httpError{http.StatusServiceUnavailable, "the server holds as many WebSocket connections as it may; try again later"})
+		return
+	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
 	if err != nil {
 		return // Accept has answered (403 for a foreign origin)
@@ -162,7 +176,7 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	c := &wsConn{
 		api: a, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel,
 		out: make(chan message, cfg.SendQueue), closing: make(chan struct{}),
-		caller: upgradeCaller, ops: map[string]context.CancelFunc{},
+		caller: upgradeCaller, ops: map[string]*operation{}, address: clientAddress(r),
 	}
 	if !a.conns.add(c) {
 		_ = ws.Close(websocket.StatusGoingAway, "the server is shutting down")
@@ -170,6 +184,15 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	c.run()
 	a.conns.remove(c)
+}
+
+// clientAddress is the host of r's peer.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // websocketProtocols are the subprotocols r offers.
@@ -197,13 +220,14 @@ type wsConn struct {
 	closing   chan struct{} // closed by fail, after closeErr is set
 	closeErr  *closeError
 
-	mu     sync.Mutex
-	caller auth.Identity
-	acked  bool
-	ops    map[string]context.CancelFunc // the operations running, by id
-	user   string                        // the user counted in conns.users, if any
-	expiry *time.Timer                   // closes the connection when its token expires
-	wg     sync.WaitGroup                // the operations' goroutines
+	mu      sync.Mutex
+	caller  auth.Identity
+	acked   bool
+	ops     map[string]*operation // the operations running, by id
+	user    string                // the user counted in conns.users, once initialised
+	address string                // the client's address, by which anonymous connections count
+	expiry  *time.Timer           // closes the connection when its token expires
+	wg      sync.WaitGroup        // the operations' goroutines
 }
 
 // run serves the connection until it ends, and waits for everything it started.
@@ -217,18 +241,21 @@ func (c *wsConn) run() {
 			c.fail(&closeError{closeInitTimeout, "Connection initialisation timeout"})
 		}
 	})
+	defer func() {
+		initTimer.Stop()
+		c.mu.Lock()
+		if c.expiry != nil {
+			c.expiry.Stop()
+		}
+		c.mu.Unlock()
+		c.cancel()
+		c.wg.Wait()
+		<-writerDone
+		<-keepAliveDone
+		_ = c.ws.CloseNow() // if the writer has not closed it with a code
+	}()
+	defer c.recoverFault()
 	c.read()
-	initTimer.Stop()
-	c.mu.Lock()
-	if c.expiry != nil {
-		c.expiry.Stop()
-	}
-	c.mu.Unlock()
-	c.cancel()
-	c.wg.Wait()
-	<-writerDone
-	<-keepAliveDone
-	_ = c.ws.CloseNow() // if the writer has not closed it with a code
 }
 
 func (c *wsConn) initialised() bool {
@@ -253,7 +280,18 @@ func (c *wsConn) fail(why *closeError) {
 	c.closeOnce.Do(func() {
 		c.closeErr = why
 		close(c.closing)
+		c.cancel() // no operation runs on, and none starts, once the connection is ending
 	})
+}
+
+// ending says whether fail was called.
+func (c *wsConn) ending() bool {
+	select {
+	case <-c.closing:
+		return true
+	default:
+		return false
+	}
 }
 
 // read reads messages until the connection ends.
@@ -261,8 +299,8 @@ func (c *wsConn) read() {
 	for {
 		// Not c.ctx: cancelling a read would drop the connection before the writer's close code.
 		typ, data, err := c.ws.Read(context.Background())
-		if err != nil {
-			return // the client left, the read limit (1009), or the writer closed the connection
+		if err != nil || c.ending() {
+			return // the client left, the read limit (1009), or the connection is ending
 		}
 		if typ != websocket.MessageText {
 			c.fail(&closeError{closeBadRequest, "Invalid message: binary messages are not accepted"})
@@ -287,7 +325,7 @@ func (c *wsConn) handle(m message) *closeError {
 		return c.init(m.Payload)
 	case "ping":
 		if c.proto.pings {
-			c.send(message{Type: "pong", Payload: m.Payload})
+			c.reply(message{Type: "pong", Payload: m.Payload})
 			return nil
 		}
 	case "pong":
@@ -302,11 +340,11 @@ func (c *wsConn) handle(m message) *closeError {
 		return c.subscribe(m)
 	case c.proto.stop:
 		c.mu.Lock()
-		stop := c.ops[m.ID]
+		op := c.ops[m.ID]
 		delete(c.ops, m.ID)
 		c.mu.Unlock()
-		if stop != nil {
-			stop()
+		if op != nil {
+			op.stop()
 		}
 		return nil
 	}
@@ -328,19 +366,21 @@ func (c *wsConn) init(payload json.RawMessage) *closeError {
 	case caller.Anonymous() && c.api.cfg.Subscriptions.RequireAuth:
 		return c.refuse("Forbidden: " + posts.ErrUnauthenticated.Error())
 	}
-	if !caller.Anonymous() {
-		if !c.api.conns.addUser(caller.UserID, c.api.cfg.Subscriptions.MaxConnectionsPerUser) {
-			return c.refuse("Forbidden: this user has too many connections open")
-		}
-		c.user = caller.UserID
-		if !caller.Expires.IsZero() { // closed when HTTP would refuse the token, so that a reconnect with it fails too
-			c.expiry = time.AfterFunc(time.Until(caller.Expires), func() { c.fail(&closeError{closeForbidden, "Forbidden: the token has expired"}) })
-		}
+	user := caller.UserID
+	if caller.Anonymous() {
+		user = "anonymous at " + c.address
+	}
+	if !c.api.conns.addUser(user, c.api.cfg.Subscriptions.MaxConnectionsPerUser) {
+		return c.refuse("Forbidden: this user has too many connections open")
+	}
+	c.user = user
+	if !caller.Expires.IsZero() { // closed when HTTP would refuse the token, so that a reconnect with it fails too
+		c.expiry = time.AfterFunc(time.Until(caller.Expires), func() { c.fail(&closeError{closeForbidden, "Forbidden: the token has expired"}) })
 	}
 	c.caller, c.acked = caller, true
-	c.send(message{Type: "connection_ack"})
+	c.reply(message{Type: "connection_ack"})
 	if c.proto.keepAlive != "" {
-		c.send(message{Type: c.proto.keepAlive})
+		c.reply(message{Type: c.proto.keepAlive})
 	}
 	return nil
 }
@@ -348,7 +388,7 @@ func (c *wsConn) init(payload json.RawMessage) *closeError {
 // refuse is a refused connection_init; the legacy protocol says why in a message first.
 func (c *wsConn) refuse(reason string) *closeError {
 	if c.proto.connectionError != "" {
-		c.send(message{Type: c.proto.connectionError, Payload: mustJSON(map[string]string{"message": reason})})
+		c.reply(message{Type: c.proto.connectionError, Payload: mustJSON(map[string]string{"message": reason})})
 	}
 	return &closeError{closeForbidden, reason}
 }
@@ -362,14 +402,31 @@ func (c *wsConn) authenticate(payload json.RawMessage) (auth.Identity, error) {
 	}
 	r := &http.Request{Header: http.Header{}}
 	for name, value := range fields {
-		if s, ok := value.(string); ok {
-			r.Header.Set(name, s) // canonical, so "authorization" counts as Authorization
+		name = http.CanonicalHeaderKey(name) // so that "authorization" counts as Authorization
+		if name != "Authorization" && name != http.CanonicalHeaderKey(c.api.cfg.Auth.APIKeyHeader) {
+			continue
 		}
+		s, ok := value.(string)
+		if !ok {
+			return auth.Identity{}, errors.New("the credential " + name + " must be a string")
+		}
+		r.Header.Set(name, s)
 	}
-	if r.Header.Get("Authorization") == "" && r.Header.Get(c.api.cfg.Auth.APIKeyHeader) == "" {
+	if len(r.Header) == 0 {
 		return c.caller, nil
 	}
-	return c.api.cfg.Auth.Authenticate(r)
+	caller, err := c.api.cfg.Auth.Authenticate(r)
+	if err == nil && !c.caller.Anonymous() && caller.UserID != c.caller.UserID {
+		return auth.Identity{}, errors.New("the credentials of the upgrade request and of connection_init name different users")
+	}
+	return caller, err
+}
+
+// operation is one running operation of a connection.
+type operation struct {
+	id   string
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 // subscribe starts an operation.
@@ -384,103 +441,121 @@ func (c *wsConn) subscribe(m message) *closeError {
 	case c.ops[m.ID] != nil:
 		return &closeError{closeSubscriberExists, "Subscriber for " + truncate(m.ID) + " already exists"}
 	}
-	req, err := graphQLRequest(func(name string) (json.RawMessage, error) {
-		var payload map[string]json.RawMessage
-		if json.Unmarshal(m.Payload, &payload) != nil {
-			return nil, badRequest("the payload must be a JSON object")
-		}
-		return payload[name], nil
-	}, false)
+	var payload map[string]json.RawMessage
+	if json.Unmarshal(m.Payload, &payload) != nil || payload == nil {
+		return &closeError{closeBadRequest, "Invalid message received: the payload must be an object"}
+	}
+	req, err := graphQLRequest(func(name string) (json.RawMessage, error) { return payload[name], nil }, false)
 	if err != nil {
-		c.sendErrors(m.ID, &gqlerrors.QueryError{Message: err.Error(), Extensions: map[string]any{"code": schema.CodeBadRequest}})
-		return nil
+		return &closeError{closeBadRequest, "Invalid message received: " + truncate(err.Error())}
 	}
 	if len(c.ops) >= c.api.cfg.Subscriptions.MaxSubscriptions {
-		c.sendErrors(m.ID, &gqlerrors.QueryError{Message: "this connection runs as many operations as it may; complete one first", Extensions: map[string]any{"code": schema.CodeBadRequest}})
+		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{{
+			Message: "this connection runs as many operations as it may; complete one first", Extensions: map[string]any{"code": schema.CodeBadRequest}}})})
 		return nil
 	}
 	op, refusal := c.api.cfg.GraphQL.Prepare(req)
 	if refusal != nil {
-		c.sendErrors(m.ID, refusal)
+		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{refusal})})
 		return nil
 	}
 	if op.Type == "mutation" && c.caller.Anonymous() {
-		c.sendErrors(m.ID, &gqlerrors.QueryError{Message: posts.ErrUnauthenticated.Error(), Extensions: map[string]any{"code": schema.CodeUnauthenticated}})
+		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{{
+			Message: posts.ErrUnauthenticated.Error(), Extensions: map[string]any{"code": schema.CodeUnauthenticated}}})})
 		return nil
 	}
 	ctx, stop := context.WithCancel(auth.NewContext(c.ctx, c.caller))
-	c.ops[m.ID] = stop
-	c.wg.Go(func() { defer c.recoverFault(); c.stream(ctx, m.ID, op, stop) })
+	o := &operation{id: m.ID, ctx: ctx, stop: stop}
+	c.ops[m.ID] = o
+	c.wg.Go(func() { defer c.recoverFault(); c.stream(o, op) })
 	return nil
 }
 
-// stream sends the responses of one operation, then complete, unless the client stopped it.
-func (c *wsConn) stream(ctx context.Context, id string, op *schema.Operation, stop context.CancelFunc) {
-	defer stop()
+// stream runs one operation: its result (a query or mutation) or its events (a subscription),
+// then complete, unless the client stopped it or the connection is ending.
+func (c *wsConn) stream(o *operation, op *schema.Operation) {
+	defer o.stop()
+	var errs []*gqlerrors.QueryError
 	if op.Type != "subscription" {
-		res := c.api.cfg.GraphQL.Execute(ctx, op)
+		res := c.api.cfg.GraphQL.Execute(o.ctx, op)
 		if res.Data == nil {
-			c.sendErrors(id, res.Errors...)
-			c.forget(id)
-			return
+			errs = res.Errors
+		} else {
+			c.reply(message{ID: o.id, Type: c.proto.next, Payload: mustJSON(res)})
 		}
-		c.send(message{ID: id, Type: c.proto.next, Payload: mustJSON(res)})
-	} else if !c.listen(ctx, id, op) {
+	} else {
+		errs = c.listen(o, op)
+	}
+	if !c.forget(o) {
 		return
 	}
-	if c.forget(id) { // not stopped by the client, nor ended with the connection
-		c.send(message{ID: id, Type: c.proto.complete})
+	if errs != nil {
+		c.reply(message{ID: o.id, Type: "error", Payload: mustJSON(errs)})
+	} else {
+		c.reply(message{ID: o.id, Type: c.proto.complete})
 	}
 }
 
 // listen forwards the responses of op's shared feed, each encoded once for all its listeners,
-// until the client stops it, the connection ends or the feed does. It says whether the
-// subscription completed.
-func (c *wsConn) listen(ctx context.Context, id string, op *schema.Operation) bool {
-	l := c.api.cfg.GraphQL.Listen(op, auth.FromContext(ctx), c.api.cfg.Subscriptions.SendQueue)
+// until the client stops it, the connection ends or the feed does. It returns the errors of a
+// feed that could not run.
+func (c *wsConn) listen(o *operation, op *schema.Operation) []*gqlerrors.QueryError {
+	l, err := c.api.cfg.GraphQL.Listen(op, auth.FromContext(o.ctx), c.api.cfg.Subscriptions.SendQueue)
+	if err != nil {
+		return []*gqlerrors.QueryError{{Message: err.Error(), Extensions: map[string]any{"code": schema.CodeUnavailable}}}
+	}
 	defer l.Close()
 	for {
 		select {
-		case <-ctx.Done():
-			return false
+		case <-o.ctx.Done():
+			return nil
 		case payload, ok := <-l.C():
 			if !ok {
 				var refused *schema.RefusedError
 				switch err := l.Err(); {
 				case errors.As(err, &refused):
-					c.sendErrors(id, refused.Errors...)
-					c.forget(id)
-					return false
+					return refused.Errors
 				case errors.Is(err, schema.ErrFellBehind):
 					c.fail(&closeError{websocket.StatusTryAgainLater, "the client reads events too slowly"})
-					return false
+				case errors.Is(err, schema.ErrFeedFellBehind):
+					c.fail(&closeError{websocket.StatusTryAgainLater, "the server fell behind the events; reconnect"})
 				}
-				return true
+				return nil
 			}
-			c.send(message{ID: id, Type: c.proto.next, Payload: payload})
+			c.push(message{ID: o.id, Type: c.proto.next, Payload: payload})
 		}
 	}
 }
 
-// forget removes the operation id; it says whether it was still running.
-func (c *wsConn) forget(id string) bool {
+// forget removes o from the running operations; it says whether o was still running, so that
+// its end should be told: not when the client stopped it, and not when the connection is ending.
+func (c *wsConn) forget(o *operation) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, running := c.ops[id]
-	delete(c.ops, id)
-	return running && c.ctx.Err() == nil
+	if c.ops[o.id] != o {
+		return false // stopped by the client, and its id maybe reused since
+	}
+	delete(c.ops, o.id)
+	return !c.ending() && o.ctx.Err() == nil
 }
 
-func (c *wsConn) sendErrors(id string, errs ...*gqlerrors.QueryError) {
-	c.send(message{ID: id, Type: "error", Payload: mustJSON(errs)})
-}
-
-// send queues m for the writer. A client that lets the queue fill up is too slow, and is closed
-// rather than allowed to hold events (and memory) back.
-func (c *wsConn) send(m message) {
+// reply queues a message the client's own messages call for (ack, pong, a result, an error),
+// waiting while the queue is full: a client that sends faster than it reads is slowed down.
+func (c *wsConn) reply(m message) {
 	select {
 	case c.out <- m:
 	case <-c.ctx.Done():
+	}
+}
+
+// push queues an event. A client that lets the queue fill up is too slow, and is closed rather
+// than allowed to hold events (and memory) back.
+func (c *wsConn) push(m message) {
+	if c.ctx.Err() != nil {
+		return
+	}
+	select {
+	case c.out <- m:
 	default:
 		c.fail(&closeError{websocket.StatusTryAgainLater, "the client reads messages too slowly"})
 	}
@@ -546,7 +621,7 @@ func (c *wsConn) keepAlive() {
 			return
 		case <-t.C:
 			if c.proto.keepAlive != "" && c.initialised() {
-				c.send(message{Type: c.proto.keepAlive})
+				c.reply(message{Type: c.proto.keepAlive})
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
 			err := c.ws.Ping(ctx)
@@ -567,11 +642,16 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
+// truncate shortens s for a close reason, which may not exceed 123 bytes, at a character boundary.
 func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
+	if len(s) <= 64 {
+		return s
 	}
-	return s
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // add registers c, unless the API is closed.

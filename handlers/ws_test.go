@@ -214,6 +214,8 @@ func TestGraphQLTransportWSCloseCodes(t *testing.T) {
 		{"subscribe without an id", []string{`{"type": "subscribe", "payload": {"query": "{ __typename }"}}`}, true, closeBadRequest},
 		{"a bad API key in connection_init", []string{`{"type": "connection_init", "payload": {"X-API-Key": "wrong"}}`}, false, closeForbidden},
 		{"a payload that is not an object", []string{`{"type": "connection_init", "payload": [1]}`}, false, closeForbidden},
+		{"a subscribe whose payload is not an object", []string{`{"id": "1", "type": "subscribe", "payload": "{ __typename }"}`}, true, closeBadRequest},
+		{"a credential that is not a string", []string{`{"type": "connection_init", "payload": {"Authorization": 5}}`}, false, closeForbidden},
 		{"a message over the read limit", []string{`{"type": "ping", "payload": "` + strings.Repeat("x", 2000) + `"}`}, true, websocket.StatusMessageTooBig},
 	}
 	for _, tt := range tests {
@@ -308,6 +310,43 @@ func TestWebSocketUpgradesThatAreRefused(t *testing.T) {
 		if m := recv(t, c); m.ID != "2" || m.Type != "error" {
 			t.Errorf("got %+v %s", m, m.Payload)
 		}
+	})
+}
+
+func TestConnectionCaps(t *testing.T) {
+	t.Run("a user over max_connections_per_user, anonymous ones counted by address, gets 4403", func(t *testing.T) {
+		s := newWSServer(t, Subscriptions{MaxConnectionsPerUser: 1})
+		first := s.dial(t, transportWS, nil)
+		initialise(t, first, `{}`)
+		second := s.dial(t, transportWS, nil)
+		send(t, second, `{"type": "connection_init"}`)
+		if code, _ := closedWith(t, second); code != closeForbidden {
+			t.Errorf("closed with %d; want 4403", code)
+		}
+	})
+	t.Run("a connection over MaxConnections gets 503", func(t *testing.T) {
+		s := newWSServer(t, Subscriptions{MaxConnections: 1})
+		s.dial(t, transportWS, nil)
+		_, res, err := websocket.Dial(t.Context(), s.url, &websocket.DialOptions{Subprotocols: []string{transportWS}})
+		if err == nil || res == nil || res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+			t.Errorf("dial: %v, %v; want 503 with Retry-After", err, res)
+		}
+	})
+	t.Run("an id reused right after complete is tracked, and counted against max_subscriptions", func(t *testing.T) {
+		s := newWSServer(t, Subscriptions{MaxSubscriptions: 1})
+		c := s.dial(t, transportWS, nil)
+		initialise(t, c, `{}`)
+		for range 50 {
+			send(t, c, `{"id": "x", "type": "subscribe", "payload": {"query": "subscription { postCreated { id } }"}}`)
+			send(t, c, `{"id": "x", "type": "complete"}`)
+		}
+		send(t, c, `{"id": "x", "type": "subscribe", "payload": {"query": "subscription { postDeleted }"}}`)
+		send(t, c, `{"id": "y", "type": "subscribe", "payload": {"query": "subscription { postDeleted }"}}`)
+		if m := recv(t, c); m.ID != "y" || m.Type != "error" {
+			t.Errorf("a second operation beside x: %+v %s; want an error for y", m, m.Payload)
+		}
+		send(t, c, `{"id": "x", "type": "complete"}`)
+		waitFor(t, "every subscription to end", func() bool { return s.broker.Subscribers() == 0 })
 	})
 }
 

@@ -11,8 +11,16 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 )
 
-// ErrFellBehind ends a Listener whose queue filled up: it read events more slowly than they came.
-var ErrFellBehind = errors.New("the subscriber reads events more slowly than they come")
+// Why a Listener ended or could not start.
+var (
+	// ErrFellBehind: the listener's queue filled up; it read events more slowly than they came.
+	ErrFellBehind = errors.New("the subscriber reads events more slowly than they come")
+	// ErrFeedFellBehind: the feed itself could not resolve events as fast as they came, and the
+	// broker dropped it; every listener of it ends.
+	ErrFeedFellBehind = errors.New("the server fell behind the events of this subscription")
+	// ErrTooManyFeeds: as many distinct subscriptions run as Limits.MaxFeeds allows.
+	ErrTooManyFeeds = errors.New("the server runs as many distinct subscriptions as it may; try again later")
+)
 
 // RefusedError ends a Listener whose operation could not run; Errors say why.
 type RefusedError struct{ Errors []*gqlerrors.QueryError }
@@ -46,7 +54,7 @@ type Listener struct {
 func (l *Listener) C() <-chan json.RawMessage { return l.c }
 
 // Err says why C was closed: nil when the subscription completed or was closed, ErrFellBehind,
-// or a *RefusedError.
+// ErrFeedFellBehind, or a *RefusedError.
 func (l *Listener) Err() error {
 	l.s.feeds.mu.Lock()
 	defer l.s.feeds.mu.Unlock()
@@ -63,7 +71,7 @@ func (l *Listener) Close() {
 // Listen joins the feed of op, a subscription, for caller: subscribers of the same document,
 // operation name and variables share one, unless op selects the caller's own email, which
 // gives each caller a feed of their own. queue bounds the responses waiting for the listener.
-func (s *Schema) Listen(op *Operation, caller auth.Identity, queue int) *Listener {
+func (s *Schema) Listen(op *Operation, caller auth.Identity, queue int) (*Listener, error) {
 	vars, _ := json.Marshal(op.request.Variables) // its keys sorted: equal variables, equal bytes
 	key := op.request.OperationName + "\x00" + string(vars) + "\x00" + op.document
 	var as auth.Identity // the answer is everyone's, so resolve it for no one in particular
@@ -74,6 +82,9 @@ func (s *Schema) Listen(op *Operation, caller auth.Identity, queue int) *Listene
 	s.feeds.mu.Lock()
 	defer s.feeds.mu.Unlock()
 	f := s.feeds.all[key]
+	if f == nil && len(s.feeds.all) >= s.limits.MaxFeeds {
+		return nil, ErrTooManyFeeds
+	}
 	if f == nil {
 		ctx, cancel := context.WithCancel(auth.NewContext(context.Background(), as))
 		f = &feed{key: key, cancel: cancel, listeners: map[*Listener]struct{}{}}
@@ -81,12 +92,12 @@ func (s *Schema) Listen(op *Operation, caller auth.Identity, queue int) *Listene
 			s.feeds.all = map[string]*feed{}
 		}
 		s.feeds.all[key] = f
-		ctx = WithOverflow(ctx, func() { s.endFeed(f, ErrFellBehind) })
+		ctx = WithOverflow(ctx, func() { s.endFeed(f, ErrFeedFellBehind) })
 		go s.run(ctx, f, op)
 	}
 	l.f = f
 	f.listeners[l] = struct{}{}
-	return l
+	return l, nil
 }
 
 // run executes the feed's operation and hands each response to every listener.

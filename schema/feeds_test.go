@@ -20,6 +20,16 @@ func prepare(t *testing.T, s *schema.Schema, query string, vars map[string]any) 
 	return op
 }
 
+// listen joins the feed of query with vars, as caller.
+func listen(t *testing.T, s *schema.Schema, query string, vars map[string]any, caller auth.Identity, queue int) *schema.Listener {
+	t.Helper()
+	l, err := s.Listen(prepare(t, s, query, vars), caller, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func next(t *testing.T, l *schema.Listener) string {
 	t.Helper()
 	select {
@@ -38,9 +48,9 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 	s, svc, broker := subscribed(t, 16)
 	ctx := t.Context()
 	const query = `subscription($u: ID) { postCreated(userId: $u) { title author { id name } } }`
-	a := s.Listen(prepare(t, s, query, map[string]any{"u": "alice"}), alice, 4)
-	b := s.Listen(prepare(t, s, query, map[string]any{"u": "alice"}), bob, 4)
-	other := s.Listen(prepare(t, s, query, map[string]any{"u": "bob"}), alice, 4)
+	a := listen(t, s, query, map[string]any{"u": "alice"}, alice, 4)
+	b := listen(t, s, query, map[string]any{"u": "alice"}, bob, 4)
+	other := listen(t, s, query, map[string]any{"u": "bob"}, alice, 4)
 	if n := s.Feeds(); n != 2 {
 		t.Errorf("%d feeds for two distinct operations; want 2", n)
 	}
@@ -70,8 +80,8 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 
 	t.Run("an operation that selects the author's email gets a feed per caller", func(t *testing.T) {
 		const personal = `subscription { postCreated { author { email } } }`
-		mine := s.Listen(prepare(t, s, personal, nil), alice, 4)
-		theirs := s.Listen(prepare(t, s, personal, nil), bob, 4)
+		mine := listen(t, s, personal, nil, alice, 4)
+		theirs := listen(t, s, personal, nil, bob, 4)
 		defer mine.Close()
 		defer theirs.Close()
 		if n := s.Feeds(); n != 4 {
@@ -117,7 +127,7 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 
 func TestAFeedThatCannotRunTellsItsListeners(t *testing.T) {
 	s := newSchema(t) // no event broker
-	l := s.Listen(prepare(t, s, `subscription { postDeleted }`, nil), auth.Identity{}, 1)
+	l := listen(t, s, `subscription { postDeleted }`, nil, auth.Identity{}, 1)
 	for range l.C() {
 	}
 	var refused *schema.RefusedError
@@ -127,5 +137,17 @@ func TestAFeedThatCannotRunTellsItsListeners(t *testing.T) {
 	}
 	if n := s.Feeds(); n != 0 {
 		t.Errorf("%d feeds left", n)
+	}
+}
+
+func TestTheNumberOfFeedsIsCapped(t *testing.T) {
+	s, _, _ := subscribed(t, 4, schema.Limits{MaxFeeds: 1})
+	const query = `subscription($u: ID) { postCreated(userId: $u) { id } }`
+	first := listen(t, s, query, map[string]any{"u": "alice"}, alice, 1)
+	defer first.Close()
+	same := listen(t, s, query, map[string]any{"u": "alice"}, bob, 1) // joins the running feed
+	defer same.Close()
+	if _, err := s.Listen(prepare(t, s, query, map[string]any{"u": "bob"}), alice, 1); !errors.Is(err, schema.ErrTooManyFeeds) {
+		t.Errorf("a second distinct feed: %v; want ErrTooManyFeeds", err)
 	}
 }

@@ -28,6 +28,9 @@ type Limits struct {
 	MaxCost int
 	// DisableIntrospection refuses operations that select __schema or __type.
 	DisableIntrospection bool
+	// MaxFeeds is how many distinct subscription operations may run at once; subscribers of
+	// the same one share it.
+	MaxFeeds int
 }
 
 // The default limits. The standard introspection query of graphql-js passes them.
@@ -35,6 +38,7 @@ const (
 	DefaultMaxQueryLength = 16 << 10
 	DefaultMaxDepth       = 15
 	DefaultMaxCost        = 2000
+	DefaultMaxFeeds       = 1000
 	// MaxMaxCost bounds max_cost, so that the count cannot overflow.
 	MaxMaxCost = 1 << 30
 )

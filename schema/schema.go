@@ -27,6 +27,10 @@ var sdl string
 // SDL is the schema in the GraphQL schema language.
 func SDL() string { return sdl }
 
+// subscribeResolverTimeout bounds the resolution of one event of a subscription, beyond any
+// storage deadline.
+const subscribeResolverTimeout = time.Minute
+
 // UserPostsLimit is the number of a user's posts returned when the query names no limit (or
 // max_limit, if smaller).
 const UserPostsLimit = 10
@@ -52,12 +56,18 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error)
 	if limits.MaxCost <= 0 {
 		limits.MaxCost = DefaultMaxCost
 	}
+	if limits.MaxFeeds <= 0 {
+		limits.MaxFeeds = DefaultMaxFeeds
+	}
 	r := &Resolver{svc: svc, logger: logger}
 	opts := []graphql.SchemaOpt{
 		graphql.UseStringDescriptions(),
 		graphql.MaxDepth(limits.MaxDepth),
 		graphql.PanicHandler(r),
 		graphql.Logger(r),
+		// graphql-go's default of 1s would end a whole feed when the store is slow to resolve
+		// one event; the store's own deadline answers such a field with UNAVAILABLE instead.
+		graphql.SubscribeResolverTimeout(subscribeResolverTimeout),
 	}
 	if limits.DisableIntrospection {
 		opts = append(opts, graphql.DisableIntrospection()) // Prepare refuses it; this is a second lock

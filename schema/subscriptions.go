@@ -75,6 +75,13 @@ func (r *Resolver) PostDeleted(ctx context.Context, args struct{ UserID *graphql
 		func(p posts.Post) graphql.ID { return graphql.ID(p.ID.Hex()) })
 }
 
+// overflowed tells the transport, when sub ended because its reader fell behind.
+func overflowed(ctx context.Context, sub *events.Subscription[posts.Event]) {
+	if fellBehind, _ := ctx.Value(overflowKey{}).(func()); fellBehind != nil && errors.Is(sub.Err(), events.ErrTooSlow) {
+		fellBehind()
+	}
+}
+
 func ofUser(e posts.Event, userID *graphql.ID) bool {
 	return userID == nil || string(*userID) == e.Post.UserID
 }
@@ -96,14 +103,15 @@ func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) boo
 				return
 			case e, ok := <-sub.C():
 				if !ok {
-					if fellBehind, _ := ctx.Value(overflowKey{}).(func()); fellBehind != nil && errors.Is(sub.Err(), events.ErrTooSlow) {
-						fellBehind()
-					}
+					overflowed(ctx, sub)
 					return
 				}
 				select {
 				case out <- item(e.Post):
 				case <-ctx.Done():
+					return
+				case <-sub.Done(): // dropped while this event waited for its reader
+					overflowed(ctx, sub)
 					return
 				}
 			}
