@@ -11,8 +11,8 @@ import (
 	"github.com/postsedge/caddy-posts/posts"
 )
 
-// Subscribe runs op as a stream of responses: one for a query or mutation, one per event for a
-// subscription, until ctx ends or the stream does (its channel is then closed).
+// Subscribe runs op, a subscription, as a stream of responses, one per event, until ctx ends or
+// the stream does (its channel is then closed). Transports share it through Listen.
 func (s *Schema) Subscribe(ctx context.Context, op *Operation) <-chan *graphql.Response {
 	req := op.request
 	in, err := s.exec.Subscribe(ctx, op.document, req.OperationName, req.Variables)
