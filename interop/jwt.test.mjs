@@ -2,12 +2,11 @@
 // against a JWKS served from this process. Run with `make interop`, or `node --test` in interop/.
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import { countingTest, postsCaddyfile, startCaddy as startCaddyOn, stopCaddy as stopCaddyOf } from './lib.mjs';
+import { countingTest, postsCaddyfile, serveJWKS, startCaddy as startCaddyOn, stopCaddy as stopCaddyOf } from './lib.mjs';
 
 const ISSUER = 'https://issuer.example.test/';
 const AUDIENCE = 'posts-interop';
@@ -34,20 +33,6 @@ async function signingKey(alg, kid) {
   const { publicKey, privateKey } = await generateKeyPair(alg);
   const jwk = { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' };
   return { alg, kid, privateKey, jwk };
-}
-
-/** Serves {keys} at /.well-known/jwks.json on 127.0.0.1 and a free port. */
-async function serveJWKS(publicKeys) {
-  const body = JSON.stringify({ keys: publicKeys });
-  const server = http.createServer((req, res) => {
-    if (req.method === 'GET' && req.url === '/.well-known/jwks.json') {
-      res.writeHead(200, { 'Content-Type': 'application/jwk-set+json' }).end(body);
-    } else {
-      res.writeHead(404).end();
-    }
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { server, url: `http://127.0.0.1:${server.address().port}/.well-known/jwks.json` };
 }
 
 /**

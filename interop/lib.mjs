@@ -127,3 +127,17 @@ export async function stopCaddy(caddy) {
   await caddy.exited;
   clearTimeout(timer);
 }
+
+/** Serves {keys} at /.well-known/jwks.json on 127.0.0.1 and a free port. */
+export async function serveJWKS(publicKeys) {
+  const body = JSON.stringify({ keys: publicKeys });
+  const server = http.createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/.well-known/jwks.json') {
+      res.writeHead(200, { 'Content-Type': 'application/jwk-set+json' }).end(body);
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://127.0.0.1:${server.address().port}/.well-known/jwks.json` };
+}

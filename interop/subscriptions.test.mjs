@@ -5,7 +5,6 @@
 // `make interop`, or `node --test` in interop/.
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,7 +12,7 @@ import { createClient } from 'graphql-ws';
 import { SubscriptionClient } from 'subscriptions-transport-ws';
 import WebSocket from 'ws';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import { countingTest, postsCaddyfile, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, postsCaddyfile, serveJWKS, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
 const ISSUER = 'https://issuer.example.test/';
 const AUDIENCE = 'posts-interop-subscriptions';
@@ -34,20 +33,6 @@ let wsURL; // ws://127.0.0.1:<port>/graphql
 const { test, failures } = countingTest();
 
 // --- helpers ------------------------------------------------------------------------------------
-
-/** Serves the public key as a JWKS at /.well-known/jwks.json on 127.0.0.1 and a free port. */
-async function serveJWKS(publicKeys) {
-  const body = JSON.stringify({ keys: publicKeys });
-  const server = http.createServer((req, res) => {
-    if (req.method === 'GET' && req.url === '/.well-known/jwks.json') {
-      res.writeHead(200, { 'Content-Type': 'application/jwk-set+json' }).end(body);
-    } else {
-      res.writeHead(404).end();
-    }
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { server, url: `http://127.0.0.1:${server.address().port}/.well-known/jwks.json` };
-}
 
 /** A token for sub, signed with the key in the JWKS, that expires at exp (seconds) or after 5m. */
 async function mint(sub, exp = '5m') {
