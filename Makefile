@@ -7,7 +7,7 @@ GO ?= go
 POSTS_API_KEY ?= dev-key
 export POSTS_API_KEY
 
-SOURCES := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
+SOURCES := $(shell find . -name '*.go' -not -path './build/*' -not -path './bench/*' -not -path './interop/*') go.mod go.sum
 
 .PHONY: build run test interop clean
 
@@ -36,12 +36,16 @@ test:
 interop: caddy
 	cd interop && npm ci --no-audit --no-fund && node --test
 
-# The benchmarks of bench/ (authenticated against anonymous GETs, token verification), three
-# runs of 3s each; the output is kept in bench/results/latest.txt.
+# The benchmark harness (bench/run): ./caddy with bench/Caddyfile.bench on a fresh embedded store,
+# against the bare net/http + mongo-driver baseline (bench/bare) and Caddy's respond, each pair
+# interleaved under hey; prints the table and writes it to bench/RESULTS.md (about 5 minutes).
+# BENCH_FLAGS passes flags to it, e.g. BENCH_FLAGS='-only 1|2 -profile bench/profiles'.
+# The Go benchmarks of bench/: go test -run '^$$' -bench . ./bench/
+BENCH_FLAGS ?=
 .PHONY: bench
-bench:
-	mkdir -p bench/results
-	$(GO) test -run '^$$' -bench . -benchtime 3s -count 3 ./bench/ | tee bench/results/latest.txt
+bench: caddy
+	command -v hey >/dev/null || { apt-get update && apt-get install -y hey; }
+	$(GO) run ./bench/run $(BENCH_FLAGS)
 
 clean:
 	rm -f caddy

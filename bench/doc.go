@@ -1,7 +1,9 @@
 // Package bench holds the performance benchmarks of caddy-posts. It has no tests and no code of
 // its own: auth_bench_test.go compares reads (authenticated, and through GraphQL) with anonymous
 // REST reads, and subscriptions_bench_test.go measures idle subscribed WebSockets and the fan-out
-// of one event. Run them with `make bench` (or `go test -run '^$' -bench . ./bench/`).
+// of one event; run them with `go test -run '^$' -bench . ./bench/`. `make bench` runs the
+// harness of bench/run instead: ./caddy against the baselines of bench/bare and Caddy's respond,
+// each pair interleaved under hey, into bench/RESULTS.md.
 //
 // The benchmarks report, they never fail on a number: performance is read from the output, such
 // as bearer/anon-throughput (the issue's target is at least 0.9), not asserted.

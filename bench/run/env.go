@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/postsedge/caddy-posts/bench/bare"
+)
+
+// The data the benchmarks read: seedUsers users with postsPerUser posts each, listUser among
+// them, and the post that GET /posts/{id} reads, by alice (the API key's user).
+const (
+	seedUsers    = 20
+	postsPerUser = 50
+	listUser     = "user-01"
+	author       = "alice"
+)
+
+// env is everything the pairs run against: Caddy with the module, the bare baselines, and the
+// credentials and data they need.
+type env struct {
+	read, write, respond, admin string // Caddy's sites and admin endpoint (http://127.0.0.1:port)
+	bareRead, bareWrite         string // the bare baselines on the read and the write database
+	postID, listUser            string
+	token, apiKey               string
+	postJSON                    []byte // the body of GET /posts/{id}
+
+	caddy    *exec.Cmd
+	caddyLog string
+	closers  []func()
+}
+
+// start starts everything in dir (a fresh temporary directory) and checks that every side
+// answers what the pairs expect.
+func start(ctx context.Context, caddyBin, caddyfile, dir string) (e *env, err error) {
+	e = &env{listUser: listUser, apiKey: "bench-" + rand.Text(), caddyLog: filepath.Join(dir, "caddy.log")}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+
+	jwksURL, err := e.startIDP()
+	if err != nil {
+		return e, err
+	}
+
+	// The post GET /posts/{id} reads is made here, so that its bytes are known before Caddy
+	// starts and can be the respond route's body.
+	created := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
+	body := "a post read over and over"
+	target := bare.Post{ID: bson.NewObjectID(), UserID: author, Title: "benchmark", Body: &body, CreatedAt: created, UpdatedAt: created}
+	e.postID = target.ID.Hex()
+	if e.postJSON, err = bare.EncodePost(target); err != nil {
+		return e, err
+	}
+
+	ports := map[string]int{}
+	for _, name := range []string{"READ", "WRITE", "RESPOND", "ADMIN"} {
+		if ports[name], err = freePort(); err != nil {
+			return e, err
+		}
+	}
+	local := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
+	e.read, e.write, e.respond, e.admin = local(ports["READ"]), local(ports["WRITE"]), local(ports["RESPOND"]), local(ports["ADMIN"])
+	home := filepath.Join(dir, "home")
+	vars := []string{
+		"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"XDG_CACHE_HOME=" + filepath.Join(home, "cache"),
+		"BENCH_DIR=" + dir, "BENCH_JWKS_URL=" + jwksURL, "BENCH_API_KEY=" + e.apiKey, "BENCH_POST_JSON=" + string(e.postJSON),
+	}
+	for name, port := range ports {
+		vars = append(vars, fmt.Sprintf("BENCH_%s_PORT=%d", name, port))
+	}
+	if err := e.startCaddy(caddyBin, caddyfile, vars); err != nil {
+		return e, err
+	}
+
+	// The first write starts the embedded store; it answers 503 until the store and the JWKS are up.
+	if err := e.waitForWrite(ctx); err != nil {
+		return e, err
+	}
+	socket := filepath.Join(dir, "posts", "mongodb.sock")
+	mc, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + url.QueryEscape(socket)))
+	if err != nil {
+		return e, err
+	}
+	e.closers = append(e.closers, func() { _ = mc.Disconnect(context.Background()) })
+	if err := seed(ctx, mc.Database("posts").Collection("posts"), target); err != nil {
+		return e, fmt.Errorf("seeding: %w", err)
+	}
+
+	keys := map[string]string{e.apiKey: author}
+	if e.bareRead, err = e.serve(bare.New(mc.Database("posts").Collection("posts"), keys)); err != nil {
+		return e, err
+	}
+	if e.bareWrite, err = e.serve(bare.New(mc.Database("writes").Collection("posts"), keys)); err != nil {
+		return e, err
+	}
+	return e, e.check(ctx)
+}
+
+// startIDP serves a JWKS with one RSA key and signs the RS256 token every bearer request reuses.
+func (e *env) startIDP() (jwksURL string, err error) {
+	const kid = "bench-rs256"
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", err
+	}
+	jwk, err := jwkset.NewJWKFromKey(&key.PublicKey, jwkset.JWKOptions{
+		Metadata: jwkset.JWKMetadataOptions{KID: kid, ALG: jwkset.AlgRS256, USE: jwkset.UseSig},
+	})
+	if err != nil {
+		return "", err
+	}
+	set, err := json.Marshal(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{jwk.Marshal()}})
+	if err != nil {
+		return "", err
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		_, _ = w.Write(set)
+	}))
+	e.closers = append(e.closers, srv.Close)
+	now := time.Now()
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"sub": author, "iat": now.Unix(), "exp": now.Add(3 * time.Hour).Unix()})
+	tok.Header["kid"] = kid
+	e.token, err = tok.SignedString(key)
+	return srv.URL, err
+}
+
+func (e *env) startCaddy(caddyBin, caddyfile string, vars []string) error {
+	logFile, err := os.Create(e.caddyLog)
+	if err != nil {
+		return err
+	}
+	e.caddy = exec.Command(caddyBin, "run", "--config", caddyfile, "--adapter", "caddyfile")
+	e.caddy.Env = append(os.Environ(), vars...)
+	e.caddy.Stdout, e.caddy.Stderr = logFile, logFile
+	if err := e.caddy.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("starting %s: %w", caddyBin, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = e.caddy.Wait(); logFile.Close(); close(done) }()
+	e.closers = append(e.closers, func() {
+		_ = e.caddy.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = e.caddy.Process.Kill()
+			<-done
+		}
+	})
+	return nil
+}
+
+// waitForWrite makes one POST /posts with the bearer token, which starts the embedded store,
+// fetches the JWKS and checks the token, retrying while Caddy starts.
+func (e *env) waitForWrite(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		status, body, err := do(ctx, "POST", e.read+"/posts", `{"title": "the first post"}`, "Authorization: Bearer "+e.token)
+		switch {
+		case err == nil && status == http.StatusCreated:
+			return nil
+		case err == nil && status != http.StatusServiceUnavailable, time.Now().After(deadline):
+			log, _ := os.ReadFile(e.caddyLog)
+			return fmt.Errorf("the first POST /posts: status %d, %s, %v; Caddy's log:\n%s", status, body, err, log)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// seed inserts the target post and seedUsers×postsPerUser others, a minute apart, newest first.
+func seed(ctx context.Context, coll *mongo.Collection, target bare.Post) error {
+	docs := []any{target}
+	t := target.CreatedAt
+	for u := range seedUsers {
+		user := fmt.Sprintf("user-%02d", u)
+		if u == 0 {
+			user = author
+		}
+		for i := range postsPerUser {
+			body := strings.Repeat("lorem ipsum ", 1+i%20)
+			created := t.Add(-time.Duration(u*postsPerUser+i) * time.Minute)
+			docs = append(docs, bare.Post{ID: bson.NewObjectID(), UserID: user, Title: fmt.Sprintf("post %d of %s", i, user),
+				Body: &body, CreatedAt: created, UpdatedAt: created})
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	_, err := coll.InsertMany(ctx, docs)
+	return err
+}
+
+// serve serves h on a free port of 127.0.0.1 until e closes.
+func (e *env) serve(h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	e.closers = append(e.closers, func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String(), nil
+}
+
+// check fails unless every side answers what its pair compares: the same bytes for the same
+// post, and a full page for the lists.
+func (e *env) check(ctx context.Context) error {
+	for _, base := range []string{e.read, e.bareRead, e.respond} {
+		status, body, err := do(ctx, "GET", base+"/posts/"+e.postID, "")
+		if err != nil || status != http.StatusOK || !bytes.Equal(body, e.postJSON) {
+			return fmt.Errorf("GET %s/posts/%s: %d %q, %v; want 200 %q", base, e.postID, status, body, err, e.postJSON)
+		}
+	}
+	for _, base := range []string{e.read, e.bareRead} {
+		status, body, err := do(ctx, "GET", base+"/posts?userId="+e.listUser+"&limit=10", "")
+		var page []struct{ UserID string }
+		if err == nil {
+			err = json.Unmarshal(body, &page)
+		}
+		if err != nil || status != http.StatusOK || len(page) != 10 || page[0].UserID != e.listUser {
+			return fmt.Errorf("GET %s/posts?userId=%s&limit=10: %d %s, %v; want 10 posts", base, e.listUser, status, body, err)
+		}
+	}
+	for _, q := range []struct {
+		query, id string
+		ok        func(body []byte) bool
+	}{
+		{postQuery, e.postID, func(b []byte) bool { return bytes.Contains(b, []byte(`"id":"`+e.postID+`"`)) }},
+		{userPostsQuery, e.listUser, func(b []byte) bool { return bytes.Count(b, []byte(`"createdAt"`)) == 10 }},
+	} {
+		req, _ := json.Marshal(map[string]any{"query": q.query, "variables": map[string]string{"id": q.id}})
+		status, body, err := do(ctx, "POST", e.read+"/graphql", string(req))
+		if err != nil || status != http.StatusOK || bytes.Contains(body, []byte(`"errors"`)) || !q.ok(body) {
+			return fmt.Errorf("POST /graphql %s: %d %s, %v", q.query, status, body, err)
+		}
+	}
+	for _, base := range []string{e.write, e.bareWrite} {
+		status, body, err := do(ctx, "POST", base+"/posts", `{"title": "check"}`, "X-API-Key: "+e.apiKey)
+		if err != nil || status != http.StatusCreated {
+			return fmt.Errorf("POST %s/posts: %d %s, %v; want 201", base, status, body, err)
+		}
+	}
+	return nil
+}
+
+// do makes one request and reads its answer.
+func do(ctx context.Context, method, url, body string, headers ...string) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for _, h := range headers {
+		name, value, _ := strings.Cut(h, ": ")
+		req.Header.Set(name, value)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// close stops everything start started, the last first.
+func (e *env) close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+	e.closers = nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+)
+
+// A pair is one line of the table: a metric of side a against the same metric of side b,
+// measured in alternating runs of the load tool.
+type pair struct {
+	id     string // the issue's target number; "i" for a line given as information
+	what   string
+	a, b   side
+	metric metric
+	diff   bool   // compare as a − b, in the metric's unit; otherwise a ÷ b
+	target string // for the table, e.g. "≥ 0.90"; "" for information
+	met    func(float64) bool
+	// rate, when set, gives the total requests per second of every run (fixed rate, open
+	// loop); otherwise each run is closed loop at the harness's concurrency.
+	rate func() float64
+
+	out outcome
+}
+
+// side is one of the two things a pair compares.
+type side struct {
+	name string
+	req  request
+	bare bool // served by the bare baseline in this process (profiled with runtime/pprof)
+}
+
+// metric is what a run is reduced to.
+type metric struct {
+	name string
+	unit string
+	of   func(result) float64 // in unit
+}
+
+var (
+	throughput = metric{"throughput", "req/s", result.throughput}
+	p50        = metric{"p50", "ms", func(r result) float64 { return r.quantile(0.50) * 1e3 }}
+	p99        = metric{"p99", "ms", func(r result) float64 { return r.quantile(0.99) * 1e3 }}
+)
+
+func atLeast(t float64) func(float64) bool { return func(v float64) bool { return v >= t } }
+func atMost(t float64) func(float64) bool  { return func(v float64) bool { return v <= t } }
+
+// outcome is what the rounds of a pair measured: the metric of each side and their comparison.
+type outcome struct {
+	a, b, cmp []float64
+}
+
+// median is the median of v; NaN for none.
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	n := len(s)
+	if n == 0 {
+		return math.NaN()
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// pairs are the lines of the table, in the order they run. To add one, append it here.
+func pairs(e *env) []*pair {
+	get := request{url: e.read + "/posts/" + e.postID, status: 200}
+	bearer := get
+	bearer.headers = []string{"Authorization: Bearer " + e.token}
+	apiKey := "X-API-Key: " + e.apiKey
+	post := func(base string) request {
+		return request{method: "POST", url: base + "/posts", body: `{"title": "benchmark", "body": "a post written over and over"}`,
+			headers: []string{apiKey}, status: 201}
+	}
+	graphQL := func(query string, variables map[string]string) request {
+		body, _ := json.Marshal(map[string]any{"query": query, "variables": variables})
+		return request{method: "POST", url: e.read + "/graphql", body: string(body), status: 200}
+	}
+	list := "/posts?" + url.Values{"userId": {e.listUser}, "limit": {"10"}}.Encode()
+
+	module := side{name: "module", req: get}
+	bare := side{name: "bare", req: request{url: e.bareRead + "/posts/" + e.postID, status: 200}, bare: true}
+	p1 := &pair{id: "1", what: "`GET /posts/{id}` throughput, module ÷ bare", a: module, b: bare,
+		metric: throughput, target: "≥ 0.90", met: atLeast(0.90)}
+	return []*pair{
+		p1,
+		{id: "2", what: "`GET /posts/{id}` p50 at half the bare maximum, module − bare", a: module, b: bare,
+			metric: p50, diff: true, target: "≤ 0.3 ms", met: atMost(0.3),
+			rate: func() float64 { return median(p1.out.b) / 2 }},
+		{id: "3", what: "`GET /posts/{id}` throughput, RS256 bearer (reused) ÷ anonymous",
+			a: side{name: "bearer", req: bearer}, b: side{name: "anonymous", req: get},
+			metric: throughput, target: "≥ 0.90", met: atLeast(0.90)},
+		{id: "4", what: "`POST /posts` throughput, module ÷ bare insert",
+			a: side{name: "module", req: post(e.write)}, b: side{name: "bare", req: post(e.bareWrite), bare: true},
+			metric: throughput, target: "≥ 0.85", met: atLeast(0.85)},
+		{id: "5", what: "`post(id)` throughput, GraphQL ÷ REST `GET /posts/{id}`",
+			a:      side{name: "graphql", req: graphQL(postQuery, map[string]string{"id": e.postID})},
+			b:      side{name: "rest", req: get},
+			metric: throughput, target: "≥ 0.70", met: atLeast(0.70)},
+		{id: "6", what: "`user(id){posts(limit:10){title createdAt}}` p99, GraphQL ÷ REST `GET /posts?userId=&limit=10`",
+			a:      side{name: "graphql", req: graphQL(userPostsQuery, map[string]string{"id": e.listUser})},
+			b:      side{name: "rest", req: request{url: e.read + list, status: 200}},
+			metric: p99, target: "≤ 2.0", met: atMost(2.0)},
+		{id: "i", what: "`GET /posts/{id}` throughput, module ÷ `respond` (the ceiling)", a: module,
+			b:      side{name: "respond", req: request{url: e.respond + "/posts/" + e.postID, status: 200}},
+			metric: throughput},
+	}
+}
+
+// The GraphQL reads: post(id) with every field of the REST answer, and a user's latest posts.
+const (
+	postQuery      = `query($id: ID!) { post(id: $id) { id userId title body createdAt updatedAt } }`
+	userPostsQuery = `query($id: ID!) { user(id: $id) { posts(limit: 10) { title createdAt } } }`
+)
+
+// format writes a value of the metric for the table.
+func (m metric) format(v float64) string {
+	if m.unit == "ms" {
+		return fmt.Sprintf("%.2f ms", v)
+	}
+	return fmt.Sprintf("%.0f %s", v, m.unit)
+}
+
+// formatCmp writes a comparison of the pair for the table.
+func (p *pair) formatCmp(v float64) string {
+	if p.diff {
+		return fmt.Sprintf("%+.2f %s", v, p.metric.unit)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
