@@ -142,10 +142,11 @@ func isWebSocket(r *http.Request) bool {
 
 // conns tracks the open connections, so that Close can end them and the per-user cap holds.
 type conns struct {
-	mu     sync.Mutex
-	all    map[*wsConn]struct{}
-	users  map[string]int
-	closed bool
+	mu       sync.Mutex
+	all      map[*wsConn]struct{}
+	users    map[string]int
+	reserved int // upgrades under way and connections open, against MaxConnections
+	closed   bool
 }
 
 // serveWebSocket serves GraphQL over a WebSocket on /graphql.
@@ -161,11 +162,12 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg := a.cfg.Subscriptions
-	if a.Open() >= cfg.MaxConnections {
+	if !a.conns.reserve(cfg.MaxConnections) {
 		w.Header().Set("Retry-After", retryAfter)
 		a.fail(w, r, &httpError{http.StatusServiceUnavailable, "the server holds as many WebSocket connections as it may; try again later"})
 		return
 	}
+	defer a.conns.release()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
 	if err != nil {
 		return // Accept has answered (403 for a foreign origin)
@@ -652,6 +654,23 @@ func truncate(s string) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// reserve holds a place for one more connection, unless max are held or the API is closed.
+func (t *conns) reserve(max int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.reserved >= max {
+		return false
+	}
+	t.reserved++
+	return true
+}
+
+func (t *conns) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reserved--
 }
 
 // add registers c, unless the API is closed.

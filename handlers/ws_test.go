@@ -326,7 +326,7 @@ func TestConnectionCaps(t *testing.T) {
 	})
 	t.Run("a connection over MaxConnections gets 503", func(t *testing.T) {
 		s := newWSServer(t, Subscriptions{MaxConnections: 1})
-		s.dial(t, transportWS, nil)
+		s.dial(t, transportWS, nil) // its place is held from before the upgrade
 		_, res, err := websocket.Dial(t.Context(), s.url, &websocket.DialOptions{Subprotocols: []string{transportWS}})
 		if err == nil || res == nil || res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
 			t.Errorf("dial: %v, %v; want 503 with Retry-After", err, res)

@@ -657,6 +657,22 @@ func TestProfile(t *testing.T) {
 		}
 	})
 
+	t.Run("the same profile is saved again only after ProfileRefresh", func(t *testing.T) {
+		erin := auth.Identity{UserID: "erin", Method: auth.MethodJWT, Name: "Erin"}
+		*clock = start
+		create(t, s, erin, "first")
+		*clock = start.Add(ProfileRefresh - time.Second)
+		create(t, s, erin, "second")
+		if u, _ := profile(t, "erin"); !u.UpdatedAt.Equal(start.UTC().Truncate(time.Millisecond)) {
+			t.Errorf("after a second write within ProfileRefresh, updatedAt = %v; want the first write's, %v", u.UpdatedAt, start)
+		}
+		*clock = start.Add(ProfileRefresh)
+		create(t, s, erin, "third")
+		if u, _ := profile(t, "erin"); !u.UpdatedAt.Equal(start.Add(ProfileRefresh).UTC().Truncate(time.Millisecond)) {
+			t.Errorf("after ProfileRefresh, updatedAt = %v; want %v", u.UpdatedAt, start.Add(ProfileRefresh))
+		}
+	})
+
 	t.Run("a delete refreshes the profile with the new claims", func(t *testing.T) {
 		*clock = start.Add(2 * time.Minute)
 		renamed := carol
