@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import { countingTest, postsCaddyfile, serveJWKS, startCaddy as startCaddyOn, stopCaddy as stopCaddyOf } from './lib.mjs';
+import { countingTest, postsCaddyfile, readyForTokens, serveJWKS, startCaddy as startCaddyOn, stopCaddy as stopCaddyOf } from './lib.mjs';
 
 const ISSUER = 'https://issuer.example.test/';
 const AUDIENCE = 'posts-interop';
@@ -141,8 +141,6 @@ async function stored(id) {
 
 /** Starts ./caddy on a Caddyfile of its own and waits until it serves /posts and checks tokens. */
 async function startCaddy() {
-  // Ready when an anonymous list answers 200 and a good token is no longer answered 503 (the
-  // JWKS is fetched in the background after start).
   const probe = await mint(keys.alice, 'alice');
   caddy = await startCaddyOn({
     dir: tmp,
@@ -154,14 +152,7 @@ async function startCaddy() {
         `audience ${AUDIENCE}`,
         `api_key ${BOB_KEY} bob`,
       ]),
-    ready: async (base) => {
-      const anonymous = await fetch(`${base}/posts`);
-      await anonymous.arrayBuffer();
-      if (anonymous.status !== 200) return `GET /posts: ${anonymous.status}`;
-      const signed = await fetch(`${base}/posts`, { headers: { Authorization: `Bearer ${probe}` } });
-      await signed.arrayBuffer();
-      return signed.status !== 503 || `GET /posts with a token: ${signed.status}`;
-    },
+    ready: readyForTokens(probe),
   });
 }
 

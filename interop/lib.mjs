@@ -141,3 +141,19 @@ export async function serveJWKS(publicKeys) {
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { server, url: `http://127.0.0.1:${server.address().port}/.well-known/jwks.json` };
 }
+
+/**
+ * A ready check for startCaddy on a site that verifies bearer tokens: an anonymous list answers
+ * 200, and the token probe is no longer answered 503 (the JWKS is fetched in the background
+ * after start).
+ */
+export function readyForTokens(probe) {
+  return async (base) => {
+    const anonymous = await fetch(`${base}/posts`);
+    await anonymous.arrayBuffer();
+    if (anonymous.status !== 200) return `GET /posts: ${anonymous.status}`;
+    const signed = await fetch(`${base}/posts`, { headers: { Authorization: `Bearer ${probe}` } });
+    await signed.arrayBuffer();
+    return signed.status !== 503 || `GET /posts with a token: ${signed.status}`;
+  };
+}

@@ -12,7 +12,7 @@ import { createClient } from 'graphql-ws';
 import { SubscriptionClient } from 'subscriptions-transport-ws';
 import WebSocket from 'ws';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import { countingTest, postsCaddyfile, serveJWKS, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, postsCaddyfile, readyForTokens, serveJWKS, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
 const ISSUER = 'https://issuer.example.test/';
 const AUDIENCE = 'posts-interop-subscriptions';
@@ -202,8 +202,6 @@ before(async () => {
   const { publicKey, privateKey } = await generateKeyPair('ES256');
   signing = { alg: 'ES256', kid: 'interop-subscriptions-es256', privateKey };
   jwks = await serveJWKS([{ ...(await exportJWK(publicKey)), kid: signing.kid, alg: signing.alg, use: 'sig' }]);
-  // Ready when an anonymous list answers 200 and a good token is no longer answered 503 (the
-  // JWKS is fetched in the background after start).
   const probe = await mint('alice');
   caddy = await startCaddy({
     dir: tmp,
@@ -217,14 +215,7 @@ before(async () => {
         `api_key ${ALICE_KEY} alice`,
         `ws_init_timeout ${INIT_TIMEOUT_MS / 1000}s`,
       ]),
-    ready: async (base) => {
-      const anonymous = await fetch(`${base}/posts`);
-      await anonymous.arrayBuffer();
-      if (anonymous.status !== 200) return `GET /posts: ${anonymous.status}`;
-      const signed = await fetch(`${base}/posts`, { headers: { Authorization: `Bearer ${probe}` } });
-      await signed.arrayBuffer();
-      return signed.status !== 503 || `GET /posts with a token: ${signed.status}`;
-    },
+    ready: readyForTokens(probe),
   });
   wsURL = `${caddy.base.replace(/^http/, 'ws')}/graphql`;
 });
