@@ -727,10 +727,3 @@ func (t *conns) closeAll() {
 // Close ends the API's WebSocket connections with 1001 (going away); a reload or shutdown
 // calls it, and clients reconnect.
 func (a *API) Close() { a.conns.closeAll() }
-
-// Open is how many WebSocket connections are open.
-func (a *API) Open() int {
-	a.conns.mu.Lock()
-	defer a.conns.mu.Unlock()
-	return len(a.conns.all)
-}

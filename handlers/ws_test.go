@@ -63,6 +63,13 @@ func newWSServer(t *testing.T, subs Subscriptions) *wsServer {
 	return &wsServer{api: a, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/graphql", http: srv.URL, broker: broker}
 }
 
+// open is how many WebSocket connections the API holds.
+func (s *wsServer) open() int {
+	s.api.conns.mu.Lock()
+	defer s.api.conns.mu.Unlock()
+	return len(s.api.conns.all)
+}
+
 func (s *wsServer) dial(t *testing.T, subprotocol string, header http.Header) *websocket.Conn {
 	t.Helper()
 	c, res, err := websocket.Dial(t.Context(), s.url, &websocket.DialOptions{Subprotocols: []string{subprotocol}, HTTPHeader: header})
@@ -389,7 +396,7 @@ func TestNoGoroutineOutlivesItsConnection(t *testing.T) {
 	c := s.dial(t, transportWS, nil) // warm up: the store and the HTTP server start their goroutines
 	initialise(t, c, `{}`)
 	_ = c.CloseNow()
-	waitFor(t, "the warm-up connection to end", func() bool { return s.api.Open() == 0 })
+	waitFor(t, "the warm-up connection to end", func() bool { return s.open() == 0 })
 	baseline := goleak.IgnoreCurrent()
 	for range 1000 {
 		c, _, err := websocket.Dial(t.Context(), s.url, &websocket.DialOptions{Subprotocols: []string{transportWS}})
@@ -400,7 +407,7 @@ func TestNoGoroutineOutlivesItsConnection(t *testing.T) {
 		send(t, c, `{"id": "1", "type": "subscribe", "payload": {"query": "subscription { postCreated { id } }"}}`)
 		_ = c.CloseNow()
 	}
-	waitFor(t, "every connection to end", func() bool { return s.api.Open() == 0 && s.broker.Subscribers() == 0 })
+	waitFor(t, "every connection to end", func() bool { return s.open() == 0 && s.broker.Subscribers() == 0 })
 	http.DefaultClient.CloseIdleConnections()
 	goleak.VerifyNone(t, baseline)
 }

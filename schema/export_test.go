@@ -16,3 +16,18 @@ func (s *Schema) Do(ctx context.Context, req Request) *graphql.Response {
 	}
 	return s.Execute(ctx, op)
 }
+
+// Subscribe is one subscription stream of op, not shared.
+func (s *Schema) Subscribe(ctx context.Context, op *Operation) <-chan *graphql.Response {
+	return s.subscribe(ctx, op)
+}
+
+// WithOverflow is withOverflow, for the tests of the overflow signal.
+var WithOverflow = withOverflow
+
+// Feeds is how many subscription operations are running.
+func (s *Schema) Feeds() int {
+	s.feeds.mu.Lock()
+	defer s.feeds.mu.Unlock()
+	return len(s.feeds.all)
+}

@@ -92,7 +92,7 @@ func (s *Schema) Listen(op *Operation, caller auth.Identity, queue int) (*Listen
 			s.feeds.all = map[string]*feed{}
 		}
 		s.feeds.all[key] = f
-		ctx = WithOverflow(ctx, func() { s.endFeed(f, ErrFeedFellBehind) })
+		ctx = withOverflow(ctx, func() { s.endFeed(f, ErrFeedFellBehind) })
 		go s.run(ctx, f, op)
 	}
 	l.f = f
@@ -102,7 +102,7 @@ func (s *Schema) Listen(op *Operation, caller auth.Identity, queue int) (*Listen
 
 // run executes the feed's operation and hands each response to every listener.
 func (s *Schema) run(ctx context.Context, f *feed, op *Operation) {
-	for res := range s.Subscribe(ctx, op) {
+	for res := range s.subscribe(ctx, op) {
 		if res.Data == nil {
 			s.endFeed(f, &RefusedError{res.Errors})
 			return
@@ -155,11 +155,4 @@ func (s *Schema) stop(f *feed) {
 	if s.feeds.all[f.key] == f {
 		delete(s.feeds.all, f.key)
 	}
-}
-
-// Feeds is how many subscription operations are running.
-func (s *Schema) Feeds() int {
-	s.feeds.mu.Lock()
-	defer s.feeds.mu.Unlock()
-	return len(s.feeds.all)
 }

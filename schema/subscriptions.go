@@ -11,9 +11,9 @@ import (
 	"github.com/postsedge/caddy-posts/posts"
 )
 
-// Subscribe runs op, a subscription, as a stream of responses, one per event, until ctx ends or
+// subscribe runs op, a subscription, as a stream of responses, one per event, until ctx ends or
 // the stream does (its channel is then closed). Transports share it through Listen.
-func (s *Schema) Subscribe(ctx context.Context, op *Operation) <-chan *graphql.Response {
+func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.Response {
 	req := op.request
 	in, err := s.exec.Subscribe(ctx, op.document, req.OperationName, req.Variables)
 	out := make(chan *graphql.Response, 1)
@@ -50,10 +50,10 @@ func (s *Schema) Subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 
 type overflowKey struct{}
 
-// WithOverflow returns a context whose subscriptions call fell behind when their subscriber
-// reads events more slowly than they come and is dropped (events.ErrTooSlow), so that the
-// transport can tell the client rather than end the stream as if it were complete.
-func WithOverflow(ctx context.Context, fellBehind func()) context.Context {
+// withOverflow returns a context whose subscriptions call fellBehind when they read events more
+// slowly than they come and are dropped (events.ErrTooSlow), so that the feed can say so rather
+// than end as if it were complete.
+func withOverflow(ctx context.Context, fellBehind func()) context.Context {
 	return context.WithValue(ctx, overflowKey{}, fellBehind)
 }
 
