@@ -44,12 +44,12 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		a.failGraphQL(w, r, graphQLResponseJSON, &httpError{http.StatusMethodNotAllowed, r.Method + " is not allowed here; allowed: GET, HEAD, POST"})
 		return
 	}
-	accept := r.Header.Get("Accept")
-	if get && prefersHTML(accept) {
+	accept := accepting(r.Header.Get("Accept"))
+	if get && accept.prefersHTML() {
 		serveGraphiQL(w, r)
 		return
 	}
-	media := responseType(accept)
+	media := accept.responseType()
 	if media == "" {
 		a.failGraphQL(w, r, applicationJSON, &httpError{http.StatusNotAcceptable, "the response can only be " + graphQLResponseJSON + " or " + applicationJSON})
 		return
@@ -229,41 +229,70 @@ func persistedQuery(extensions json.RawMessage) bool {
 	return json.Unmarshal(extensions, &ext) == nil && ext.PersistedQuery != nil
 }
 
+// acceptance is what an Accept header says of the media types /graphql answers with, read once
+// per request.
+type acceptance struct {
+	given             bool    // the request has an Accept header
+	own, legacy, html float64 // the q of graphQLResponseJSON, applicationJSON and text/html
+}
+
+// mediaRange is one media range of an Accept header, with its q.
+type mediaRange struct {
+	name string
+	q    float64
+}
+
+func accepting(header string) acceptance {
+	var ranges []mediaRange
+	for item := range strings.SplitSeq(header, ",") {
+		name, params, err := mime.ParseMediaType(strings.TrimSpace(item))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if v, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f <= 1 {
+				q = f
+			} else {
+				q = 0
+			}
+		}
+		ranges = append(ranges, mediaRange{name, q})
+	}
+	return acceptance{
+		given:  strings.TrimSpace(header) != "",
+		own:    quality(ranges, graphQLResponseJSON),
+		legacy: quality(ranges, applicationJSON),
+		html:   quality(ranges, "text/html"),
+	}
+}
+
 // responseType is the media type of the response the Accept header asks for: the spec's own
 // when the client takes it at least as gladly as application/json (or says nothing), else
 // application/json, else "" (406).
-func responseType(accept string) string {
-	if strings.TrimSpace(accept) == "" {
-		return graphQLResponseJSON
-	}
-	own, legacy := quality(accept, graphQLResponseJSON), quality(accept, applicationJSON)
+func (a acceptance) responseType() string {
 	switch {
-	case own > 0 && own >= legacy:
+	case !a.given || a.own > 0 && a.own >= a.legacy:
 		return graphQLResponseJSON
-	case legacy > 0:
+	case a.legacy > 0:
 		return applicationJSON
 	}
 	return ""
 }
 
 // prefersHTML says whether the client (a browser) takes text/html more gladly than JSON.
-func prefersHTML(accept string) bool {
-	html := quality(accept, "text/html")
-	return html > 0 && html > max(quality(accept, graphQLResponseJSON), quality(accept, applicationJSON))
+func (a acceptance) prefersHTML() bool {
+	return a.html > 0 && a.html > max(a.own, a.legacy)
 }
 
-// quality is the q that accept gives media, from its most specific matching range (RFC 9110
-// §12.5.1); 0 when none matches.
-func quality(accept, media string) float64 {
+// quality is the q that ranges give media, from the most specific range that matches it (RFC
+// 9110 §12.5.1); 0 when none matches.
+func quality(ranges []mediaRange, media string) float64 {
 	typ, _, _ := strings.Cut(media, "/")
 	best, q := -1, 0.0
-	for _, item := range strings.Split(accept, ",") {
-		mediaRange, params, err := mime.ParseMediaType(strings.TrimSpace(item))
-		if err != nil {
-			continue
-		}
+	for _, r := range ranges {
 		specificity := -1
-		switch mediaRange {
+		switch r.name {
 		case media:
 			specificity = 2
 		case typ + "/*":
@@ -271,16 +300,8 @@ func quality(accept, media string) float64 {
 		case "*/*":
 			specificity = 0
 		}
-		if specificity <= best {
-			continue
-		}
-		best, q = specificity, 1
-		if v, ok := params["q"]; ok {
-			if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f <= 1 {
-				q = f
-			} else {
-				q = 0
-			}
+		if specificity > best {
+			best, q = specificity, r.q
 		}
 	}
 	return q

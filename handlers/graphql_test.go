@@ -35,7 +35,7 @@ func TestResponseType(t *testing.T) {
 		{"garbage;;;", ""},
 	}
 	for _, tt := range tests {
-		if got := responseType(tt.accept); got != tt.want {
+		if got := accepting(tt.accept).responseType(); got != tt.want {
 			t.Errorf("responseType(%q) = %q; want %q", tt.accept, got, tt.want)
 		}
 	}
@@ -55,7 +55,7 @@ func TestPrefersHTML(t *testing.T) {
 		{"text/html, application/graphql-response+json", false},
 	}
 	for _, tt := range tests {
-		if got := prefersHTML(tt.accept); got != tt.want {
+		if got := accepting(tt.accept).prefersHTML(); got != tt.want {
 			t.Errorf("prefersHTML(%q) = %v; want %v", tt.accept, got, tt.want)
 		}
 	}
