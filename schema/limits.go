@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
@@ -78,8 +79,9 @@ type Operation struct {
 	document string
 }
 
-// definitions reads the types that the SDL defines, by name.
-func definitions(sdl string) (map[string]*ast.Definition, error) {
+// definitions are the types that the embedded SDL defines, by name: read once, since the SDL
+// never changes, and only read after.
+var definitions = sync.OnceValues(func() (map[string]*ast.Definition, error) {
 	doc, err := parser.ParseSchema(&ast.Source{Name: "schema.graphql", Input: sdl})
 	if err != nil {
 		return nil, err
@@ -89,7 +91,7 @@ func definitions(sdl string) (map[string]*ast.Definition, error) {
 		types[def.Name] = def
 	}
 	return types, nil
-}
+})
 
 // Prepare parses req, picks its operation and checks it against the limits. A refusal is a
 // request error: nothing has run.

@@ -76,7 +76,7 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error)
 	if err != nil {
 		return nil, err
 	}
-	types, err := definitions(sdl)
+	types, err := definitions()
 	if err != nil {
 		return nil, err
 	}
