@@ -7,7 +7,6 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,11 +18,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/postsedge/caddy-posts/bench/wsload"
 )
 
 // BenchmarkSubscriptions measures GraphQL subscriptions over WebSocket (graphql-transport-ws on
@@ -99,21 +99,21 @@ func BenchmarkSubscriptions(b *testing.B) {
 		quiet = append(quiet, d)
 	}
 	slices.Sort(quiet)
-	warm := func(b *testing.B, f *fleet) {
+	warm := func(b *testing.B, f *wsload.Fleet) {
 		b.Helper()
 		for attempt := 1; ; attempt++ {
 			seq++
-			r := f.begin(seq)
+			r := f.Begin(seq)
 			if _, err := s.createPost(fmt.Sprintf("ev-%d", seq)); err != nil {
 				b.Fatal(err)
 			}
-			if f.wait(r, 5*time.Second) {
+			if r.Wait(5 * time.Second) {
 				return
 			}
 			if attempt == 5 {
-				b.Fatalf("%d warm-up events: the last reached %d of %d subscribers", attempt, r.got.Load(), len(r.times))
+				b.Fatalf("%d warm-up events: the last reached %d of %d subscribers", attempt, r.Got(), f.Len())
 			}
-			b.Logf("warm-up event %d reached %d of %d subscribers; publishing another", seq, r.got.Load(), len(r.times))
+			b.Logf("warm-up event %d reached %d of %d subscribers; publishing another", seq, r.Got(), f.Len())
 		}
 	}
 	total := idlePhase(b, "caddy", strings.Replace(s.base, "http://", "ws://", 1)+"/graphql", n, true, true, warm)
@@ -122,17 +122,15 @@ func BenchmarkSubscriptions(b *testing.B) {
 	var rounds []roundStats
 	fanout := func() {
 		seq++
-		r := f.begin(seq)
+		r := f.Begin(seq)
 		post, err := s.createPost(fmt.Sprintf("ev-%d", seq))
 		if err != nil {
 			b.Fatal(err)
 		}
-		if !f.wait(r, 30*time.Second) {
-			b.Fatalf("event %d reached %d of %d subscribers in 30s", seq, r.got.Load(), len(r.times))
+		if !r.Wait(30 * time.Second) {
+			b.Fatalf("event %d reached %d of %d subscribers in 30s", seq, r.Got(), f.Len())
 		}
-		st := r.stats()
-		st.post = post
-		rounds = append(rounds, st)
+		rounds = append(rounds, roundStats{r.Stats(), post})
 	}
 	for b.Loop() {
 		fanout()
@@ -141,9 +139,11 @@ func BenchmarkSubscriptions(b *testing.B) {
 		fanout()
 	}
 
-	f.close(true)
+	f.Close(true)
 	lingering := settleGoroutines(total.before.goroutines, 10*time.Second) - total.before.goroutines
-	f.check(b, websocket.StatusNormalClosure)
+	if err := f.Check(websocket.StatusNormalClosure); err != nil {
+		b.Error(err)
+	}
 
 	// Memory, per connection.
 	per := func(v int64) float64 { return float64(v) / n }
@@ -175,11 +175,11 @@ func BenchmarkSubscriptions(b *testing.B) {
 		return ds
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	lasts := pick(func(r roundStats) time.Duration { return r.last })
+	lasts := pick(func(r roundStats) time.Duration { return r.Last })
 	b.ReportMetric(ms(median(lasts)), "fanout-p50-ms")
 	b.ReportMetric(ms(lasts[len(lasts)-1]), "fanout-last-ms")
-	b.ReportMetric(ms(median(pick(func(r roundStats) time.Duration { return r.first }))), "fanout-first-ms")
-	b.ReportMetric(ms(median(pick(func(r roundStats) time.Duration { return r.median }))), "fanout-sub-p50-ms")
+	b.ReportMetric(ms(median(pick(func(r roundStats) time.Duration { return r.First }))), "fanout-first-ms")
+	b.ReportMetric(ms(median(pick(func(r roundStats) time.Duration { return r.Median }))), "fanout-sub-p50-ms")
 	b.ReportMetric(ms(median(pick(func(r roundStats) time.Duration { return r.post }))), "post-ms")
 	b.ReportMetric(ms(median(quiet)), "post-nosub-ms")
 
@@ -196,12 +196,10 @@ func BenchmarkSubscriptions(b *testing.B) {
 		per(server.heap), per(server.stack), per(server.rss), per(int64(server.goroutines)))
 	fmt.Fprintf(&buf, "%d events, time until the last subscriber had it (ms):", len(rounds))
 	for _, r := range rounds {
-		fmt.Fprintf(&buf, " %.1f", ms(r.last))
+		fmt.Fprintf(&buf, " %.1f", ms(r.Last))
 	}
-	f.mu.Lock()
 	fmt.Fprintf(&buf, "\nafter closing (1000) here: %d goroutines more than before the connections opened; the readers ended with %v",
-		lingering, f.ends)
-	f.mu.Unlock()
+		lingering, f.Ends())
 	b.Log(buf.String())
 }
 
@@ -209,16 +207,12 @@ const (
 	subscribers  = 1000 // the connections measured
 	minFanouts   = 5    // the fewest events the fan-out is measured over
 	prewarmConns = 16   // connections opened and closed before a phase, so its code paths are warm
-	dialWorkers  = 8    // connections opened at once
-	subprotocol  = "graphql-transport-ws"
 )
 
 var (
-	initMessage      = []byte(`{"type":"connection_init","payload":{"X-API-Key":"` + apiKey + `"}}`)
-	subscribeMessage = []byte(`{"id":"1","type":"subscribe","payload":{"query":"subscription { postCreated { id title } }"}}`)
-	ackMessage       = []byte(`{"type":"connection_ack"}`)
+	initMessage = wsload.Init(apiKey)
 	// nextMessage is the event the baseline servers send: event 0.
-	nextMessage = []byte(`{"id":"1","type":"next","payload":{"data":{"postCreated":{"id":"0","title":"ev-0"}}}}`)
+	nextMessage = wsload.Next("0", 0)
 )
 
 // createPost publishes an event: it creates a post titled title, with the API key.
@@ -306,20 +300,22 @@ func settleGoroutines(target int, d time.Duration) int {
 type phase struct {
 	name                 string
 	before, after, delta memSnap
-	fleet                *fleet // still open
+	fleet                *wsload.Fleet // still open
 }
 
 // idlePhase opens prewarmConns connections to url, warms them with warm and closes them; then
 // it measures the memory, opens n connections, warms them and measures again. With keep, the n
 // connections stay open in the phase's fleet, for the caller to close; else they are closed
 // (with the close handshake or at once), and their goroutines waited for.
-func idlePhase(b *testing.B, name, url string, n int, handshake, keep bool, warm func(*testing.B, *fleet)) *phase {
+func idlePhase(b *testing.B, name, url string, n int, handshake, keep bool, warm func(*testing.B, *wsload.Fleet)) *phase {
 	b.Helper()
 	start := runtime.NumGoroutine()
 	pre := openFleet(b, url, prewarmConns)
 	warm(b, pre)
-	pre.close(handshake)
-	pre.check(b, websocket.StatusNormalClosure)
+	pre.Close(handshake)
+	if err := pre.Check(websocket.StatusNormalClosure); err != nil {
+		b.Error(err)
+	}
 	settleGoroutines(start, 10*time.Second)
 
 	p := &phase{name: name, before: snapshot()}
@@ -329,8 +325,10 @@ func idlePhase(b *testing.B, name, url string, n int, handshake, keep bool, warm
 	p.after = snapshot()
 	p.delta = p.after.minus(p.before)
 	if !keep {
-		p.fleet.close(handshake)
-		p.fleet.check(b, websocket.StatusNormalClosure)
+		p.fleet.Close(handshake)
+		if err := p.fleet.Check(websocket.StatusNormalClosure); err != nil {
+			b.Error(err)
+		}
 		p.fleet = nil
 		settleGoroutines(p.before.goroutines, 10*time.Second)
 	}
@@ -338,220 +336,28 @@ func idlePhase(b *testing.B, name, url string, n int, handshake, keep bool, warm
 }
 
 // waitRound0 waits until every connection has the event the baseline servers send.
-func waitRound0(b *testing.B, f *fleet) {
+func waitRound0(b *testing.B, f *wsload.Fleet) {
 	b.Helper()
-	if r := f.cur.Load(); !f.wait(r, 10*time.Second) {
-		b.Fatalf("event 0 reached %d of %d clients", r.got.Load(), len(r.times))
+	if r := f.Current(); !r.Wait(10 * time.Second) {
+		b.Fatalf("event 0 reached %d of %d clients", r.Got(), f.Len())
 	}
 }
 
-// fleet is n client connections, each initialised and subscribed, each with a reader goroutine
-// that times the events it reads.
-type fleet struct {
-	n       int
-	conns   []*websocket.Conn // nil once closed, so that a closed fleet holds no memory
-	hc      *http.Client
-	ctx     context.Context
-	cancel  context.CancelFunc
-	cur     atomic.Pointer[round] // the event being timed
-	readers sync.WaitGroup
-	closing atomic.Bool
-	once    sync.Once
-
-	mu       sync.Mutex
-	odd      []string       // the first few unexpected messages
-	oddCount int            // how many
-	ends     map[string]int // how the readers ended, by close code or error
-}
-
-// round is one event, timed at each connection.
-type round struct {
-	seq   int
-	start time.Time
-	times []time.Time // when each connection read it; written once each, by its reader
-	got   atomic.Int32
-	done  chan struct{} // closed when every connection has read it
-}
-
-// roundStats is how long one event took, from just before it was published.
+// roundStats is one event's fan-out and the time of the POST that published it.
 type roundStats struct {
-	first, median, last, post time.Duration
+	wsload.Stats
+	post time.Duration
 }
 
-// openFleet opens n connections to url; b's cleanup closes them (if the fleet is not closed
-// before).
-func openFleet(b *testing.B, url string, n int) *fleet {
+// openFleet opens n connections to url, closed by b's cleanup if not before.
+func openFleet(b *testing.B, url string, n int) *wsload.Fleet {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	f := &fleet{
-		n:     n,
-		conns: make([]*websocket.Conn, n),
-		hc: &http.Client{Transport: &http.Transport{
-			DisableCompression: true, DisableKeepAlives: true, MaxIdleConnsPerHost: -1,
-		}},
-		ctx: ctx, cancel: cancel, ends: map[string]int{},
-	}
-	b.Cleanup(func() { f.close(false) })
-	f.begin(0) // the event the baseline servers send, at once
-	var next atomic.Int64
-	errs := make(chan error, dialWorkers)
-	var workers sync.WaitGroup
-	for range dialWorkers {
-		workers.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				c, err := f.dial(url)
-				if err != nil {
-					errs <- fmt.Errorf("connection %d: %w", i, err)
-					next.Store(int64(n)) // stop the others
-					return
-				}
-				f.conns[i] = c
-				f.readers.Add(1)
-				go f.read(i, c)
-			}
-		})
-	}
-	workers.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	f, err := wsload.Open(context.Background(), url, n, initMessage)
+	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { f.Close(false) })
 	return f
-}
-
-// dial opens one connection, initialises it and subscribes.
-func (f *fleet) dial(url string) (*websocket.Conn, error) {
-	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
-	defer cancel()
-	c, res, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{subprotocol}, HTTPClient: f.hc})
-	if err != nil {
-		if res != nil {
-			return nil, fmt.Errorf("%w (status %d)", err, res.StatusCode)
-		}
-		return nil, err
-	}
-	fail := func(err error) (*websocket.Conn, error) {
-		_ = c.CloseNow()
-		return nil, err
-	}
-	if c.Subprotocol() != subprotocol {
-		return fail(fmt.Errorf("subprotocol %q; want %s", c.Subprotocol(), subprotocol))
-	}
-	if err := c.Write(ctx, websocket.MessageText, initMessage); err != nil {
-		return fail(err)
-	}
-	_, data, err := c.Read(ctx)
-	if err != nil {
-		return fail(fmt.Errorf("waiting for connection_ack: %w", err))
-	}
-	var ack struct{ Type string }
-	if json.Unmarshal(data, &ack) != nil || ack.Type != "connection_ack" {
-		return fail(fmt.Errorf("got %s; want connection_ack", data))
-	}
-	if err := c.Write(ctx, websocket.MessageText, subscribeMessage); err != nil {
-		return fail(err)
-	}
-	return c, nil
-}
-
-// read reads connection i until it ends, and times the events of the current round.
-func (f *fleet) read(i int, c *websocket.Conn) {
-	defer f.readers.Done()
-	for {
-		_, data, err := c.Read(f.ctx)
-		now := time.Now()
-		if err != nil {
-			f.ended(err)
-			return
-		}
-		seq, ok := eventSeq(data)
-		if !ok {
-			f.mu.Lock()
-			if f.oddCount++; len(f.odd) < 5 {
-				f.odd = append(f.odd, string(data))
-			}
-			f.mu.Unlock()
-			continue
-		}
-		if r := f.cur.Load(); r != nil && r.seq == seq && r.times[i].IsZero() {
-			r.times[i] = now
-			if int(r.got.Add(1)) == len(r.times) {
-				close(r.done)
-			}
-		}
-		// else an event of a warm-up round given up on, or of a prewarm fleet
-	}
-}
-
-// eventSeq is the number of the event of a `next` message of operation 1: its post's title
-// is ev-<number>.
-func eventSeq(data []byte) (int, bool) {
-	var m struct {
-		ID      string
-		Type    string
-		Payload struct {
-			Data *struct {
-				PostCreated struct{ ID, Title string }
-			}
-			Errors json.RawMessage
-		}
-	}
-	if json.Unmarshal(data, &m) != nil || m.ID != "1" || m.Type != "next" || m.Payload.Data == nil || len(m.Payload.Errors) > 0 {
-		return 0, false
-	}
-	rest, ok := strings.CutPrefix(m.Payload.Data.PostCreated.Title, "ev-")
-	if !ok {
-		return 0, false
-	}
-	seq, err := strconv.Atoi(rest)
-	return seq, err == nil
-}
-
-// ended records why a reader ended.
-func (f *fleet) ended(err error) {
-	why := "error: " + err.Error()
-	switch code := websocket.CloseStatus(err); {
-	case code != -1:
-		why = fmt.Sprintf("close %d", code)
-	case f.closing.Load() && (errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF)):
-		why = "closed here"
-	}
-	f.mu.Lock()
-	f.ends[why]++
-	f.mu.Unlock()
-}
-
-// begin starts timing event seq; it must be published after.
-func (f *fleet) begin(seq int) *round {
-	r := &round{seq: seq, times: make([]time.Time, f.n), done: make(chan struct{})}
-	f.cur.Store(r)
-	r.start = time.Now()
-	return r
-}
-
-// wait says whether every connection read the event of r within d.
-func (f *fleet) wait(r *round, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-r.done:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
-func (r *round) stats() roundStats {
-	ds := make([]time.Duration, len(r.times))
-	for i, t := range r.times {
-		ds[i] = t.Sub(r.start)
-	}
-	slices.Sort(ds)
-	return roundStats{first: ds[0], median: median(ds), last: ds[len(ds)-1]}
 }
 
 func median(sorted []time.Duration) time.Duration {
@@ -559,63 +365,6 @@ func median(sorted []time.Duration) time.Duration {
 		return 0
 	}
 	return sorted[len(sorted)/2]
-}
-
-// close closes every connection, with the close handshake (1000) or at once, and waits for
-// the readers. Closing again does nothing.
-func (f *fleet) close(handshake bool) {
-	f.once.Do(func() {
-		f.closing.Store(true)
-		var next atomic.Int64
-		var workers sync.WaitGroup
-		for range 4 * dialWorkers {
-			workers.Go(func() {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(f.conns) {
-						return
-					}
-					c := f.conns[i]
-					if c == nil {
-						continue
-					}
-					var err error
-					if handshake {
-						err = c.Close(websocket.StatusNormalClosure, "")
-					} else {
-						err = c.CloseNow()
-					}
-					if err != nil && !errors.Is(err, net.ErrClosed) {
-						f.mu.Lock()
-						f.ends["Close: "+err.Error()]++
-						f.mu.Unlock()
-					}
-				}
-			})
-		}
-		workers.Wait()
-		f.cancel()
-		f.readers.Wait()
-		f.hc.CloseIdleConnections()
-		f.conns = nil
-		f.cur.Store(nil)
-	})
-}
-
-// check logs how the readers ended and any unexpected message, and fails b for a message that
-// is not an event or an end other than closing here (or with want).
-func (f *fleet) check(b *testing.B, want websocket.StatusCode) {
-	b.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for why, count := range f.ends {
-		if why != "closed here" && why != fmt.Sprintf("close %d", want) {
-			b.Errorf("%d of %d connections ended with %s", count, f.n, why)
-		}
-	}
-	if f.oddCount > 0 {
-		b.Errorf("%d unexpected messages, such as %q", f.oddCount, f.odd)
-	}
 }
 
 // rawServer completes the WebSocket handshake by hand, writes connection_ack and event 0, and
@@ -655,8 +404,8 @@ func (s *rawServer) handshake(c net.Conn) {
 	sum := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: %s\r\n\r\n",
-		base64.StdEncoding.EncodeToString(sum[:]), subprotocol)
-	for _, m := range [][]byte{ackMessage, nextMessage} {
+		base64.StdEncoding.EncodeToString(sum[:]), wsload.Subprotocol)
+	for _, m := range [][]byte{wsload.Ack, nextMessage} {
 		out.WriteByte(0x81) // FIN, text
 		if len(m) < 126 {
 			out.WriteByte(byte(len(m)))
@@ -701,13 +450,13 @@ func startFloorServer(b *testing.B) (url string, stop func()) {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			handlers.Add(1)
 			defer handlers.Done()
-			c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{subprotocol}})
+			c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{wsload.Subprotocol}})
 			if err != nil {
 				return
 			}
 			defer c.CloseNow()
 			ctx := context.Background()
-			if c.Write(ctx, websocket.MessageText, ackMessage) != nil || c.Write(ctx, websocket.MessageText, nextMessage) != nil {
+			if c.Write(ctx, websocket.MessageText, wsload.Ack) != nil || c.Write(ctx, websocket.MessageText, nextMessage) != nil {
 				return
 			}
 			for {
