@@ -167,9 +167,9 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, &httpError{http.StatusServiceUnavailable, "the server holds as many WebSocket connections as it may; try again later"})
 		return
 	}
-	defer a.conns.release()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
 	if err != nil {
+		a.conns.release()
 		return // Accept has answered (403 for a foreign origin)
 	}
 	ws.SetReadLimit(cfg.ReadLimit)
@@ -181,11 +181,18 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		caller: upgradeCaller, ops: map[string]*operation{}, address: clientAddress(r),
 	}
 	if !a.conns.add(c) {
+		a.conns.release()
 		_ = ws.Close(websocket.StatusGoingAway, "the server is shutting down")
 		return
 	}
-	c.run()
-	a.conns.remove(c)
+	// The connection is served by a goroutine of its own, so that this handler returns and
+	// Caddy's request (its deep stack, its copies of the request) is not held for as long as
+	// the connection is open: an idle connection then costs half the memory.
+	go func() {
+		c.run()
+		a.conns.remove(c)
+		a.conns.release()
+	}()
 }
 
 // clientAddress is the host of r's peer.
@@ -209,7 +216,7 @@ func websocketProtocols(r *http.Request) []string {
 }
 
 // wsConn is one client's connection. Its goroutines: run (reading), the writer, the keep-alive
-// and one per operation; run waits for all of them.
+// while it pings, and one per operation; run waits for all of them.
 type wsConn struct {
 	api    *API
 	ws     *websocket.Conn
@@ -229,15 +236,18 @@ type wsConn struct {
 	user    string                // the user counted in conns.users, once initialised
 	address string                // the client's address, by which anonymous connections count
 	expiry  *time.Timer           // closes the connection when its token expires
-	wg      sync.WaitGroup        // the operations' goroutines
+	pinger  *time.Timer           // runs keepAlive
+	stopped bool                  // run is ending: no goroutine may join wg
+	wg      sync.WaitGroup        // the operations' goroutines, and a keep-alive under way
 }
 
 // run serves the connection until it ends, and waits for everything it started.
 func (c *wsConn) run() {
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); defer c.recoverFault(); c.write() }()
-	keepAliveDone := make(chan struct{})
-	go func() { defer close(keepAliveDone); defer c.recoverFault(); c.keepAlive() }()
+	c.mu.Lock()
+	c.pinger = time.AfterFunc(c.api.cfg.Subscriptions.KeepAlive, c.keepAlive)
+	c.mu.Unlock()
 	initTimer := time.AfterFunc(c.api.cfg.Subscriptions.InitTimeout, func() {
 		if !c.initialised() {
 			c.fail(&closeError{closeInitTimeout, "Connection initialisation timeout"})
@@ -249,11 +259,12 @@ func (c *wsConn) run() {
 		if c.expiry != nil {
 			c.expiry.Stop()
 		}
+		c.stopped = true
+		c.pinger.Stop()
 		c.mu.Unlock()
 		c.cancel()
 		c.wg.Wait()
 		<-writerDone
-		<-keepAliveDone
 		_ = c.ws.CloseNow() // if the writer has not closed it with a code
 	}()
 	defer c.recoverFault()
@@ -611,29 +622,38 @@ func (c *wsConn) writeMessage(m message) bool {
 }
 
 // keepAlive pings the client; one that does not answer in time is gone. The legacy protocol
-// also gets its ka message.
+// also gets its ka message. It runs from a timer, each time in a goroutine of its own, so that
+// an idle connection holds no goroutine (and stack) for it.
 func (c *wsConn) keepAlive() {
-	t := time.NewTicker(c.api.cfg.Subscriptions.KeepAlive)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-c.closing:
-			return
-		case <-t.C:
-			if c.proto.keepAlive != "" && c.initialised() {
-				c.reply(message{Type: c.proto.keepAlive})
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
-			err := c.ws.Ping(ctx)
-			cancel()
-			if err != nil && c.ctx.Err() == nil {
-				c.fail(&closeError{websocket.StatusGoingAway, "no answer to the keep-alive ping"})
-				return
-			}
-		}
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return
 	}
+	c.wg.Add(1) // before run waits for wg: it sets stopped first, under mu
+	c.mu.Unlock()
+	defer c.wg.Done()
+	defer c.recoverFault()
+	if c.ctx.Err() != nil {
+		return
+	}
+	if c.proto.keepAlive != "" && c.initialised() {
+		c.reply(message{Type: c.proto.keepAlive})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
+	err := c.ws.Ping(ctx)
+	cancel()
+	if err != nil {
+		if c.ctx.Err() == nil {
+			c.fail(&closeError{websocket.StatusGoingAway, "no answer to the keep-alive ping"})
+		}
+		return
+	}
+	c.mu.Lock()
+	if !c.stopped {
+		c.pinger.Reset(c.api.cfg.Subscriptions.KeepAlive)
+	}
+	c.mu.Unlock()
 }
 
 func mustJSON(v any) json.RawMessage {
