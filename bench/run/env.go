@@ -41,29 +41,30 @@ const (
 // env is everything the pairs run against: Caddy with the module, the bare baselines, and the
 // credentials and data they need.
 type env struct {
+	caddyBin, caddyfile, dir string
+	jwksURL                  string
+
 	read, write, respond, admin string // Caddy's sites and admin endpoint (http://127.0.0.1:port)
 	bareRead, bareWrite         string // the bare baselines on the read and the write database
 	postID, listUser            string
 	token, apiKey               string
 	postJSON                    []byte // the body of GET /posts/{id}
 
-	caddy    *exec.Cmd
-	caddyLog string
-	closers  []func()
+	caddy   *caddyProcess
+	closers []func()
 }
 
 // start starts everything in dir (a fresh temporary directory) and checks that every side
 // answers what the pairs expect.
 func start(ctx context.Context, caddyBin, caddyfile, dir string) (e *env, err error) {
-	e = &env{listUser: listUser, apiKey: "bench-" + rand.Text(), caddyLog: filepath.Join(dir, "caddy.log")}
+	e = &env{caddyBin: caddyBin, caddyfile: caddyfile, dir: dir, listUser: listUser, apiKey: "bench-" + rand.Text()}
 	defer func() {
 		if err != nil {
 			e.close()
 		}
 	}()
 
-	jwksURL, err := e.startIDP()
-	if err != nil {
+	if e.jwksURL, err = e.startIDP(); err != nil {
 		return e, err
 	}
 
@@ -77,32 +78,13 @@ func start(ctx context.Context, caddyBin, caddyfile, dir string) (e *env, err er
 		return e, err
 	}
 
-	ports := map[string]int{}
-	for _, name := range []string{"READ", "WRITE", "RESPOND", "ADMIN"} {
-		if ports[name], err = freePort(); err != nil {
-			return e, err
-		}
-	}
-	local := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
-	e.read, e.write, e.respond, e.admin = local(ports["READ"]), local(ports["WRITE"]), local(ports["RESPOND"]), local(ports["ADMIN"])
-	home := filepath.Join(dir, "home")
-	vars := []string{
-		"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
-		"XDG_CACHE_HOME=" + filepath.Join(home, "cache"),
-		"BENCH_DIR=" + dir, "BENCH_JWKS_URL=" + jwksURL, "BENCH_API_KEY=" + e.apiKey, "BENCH_POST_JSON=" + string(e.postJSON),
-	}
-	for name, port := range ports {
-		vars = append(vars, fmt.Sprintf("BENCH_%s_PORT=%d", name, port))
-	}
-	if err := e.startCaddy(caddyBin, caddyfile, vars); err != nil {
+	if e.caddy, err = e.startCaddy(ctx, filepath.Join(dir, "caddy")); err != nil {
 		return e, err
 	}
+	e.closers = append(e.closers, e.caddy.stop)
+	e.read, e.write, e.respond, e.admin = e.caddy.read, e.caddy.write, e.caddy.respond, e.caddy.admin
 
-	// The first write starts the embedded store; it answers 503 until the store and the JWKS are up.
-	if err := e.waitForWrite(ctx); err != nil {
-		return e, err
-	}
-	socket := filepath.Join(dir, "posts", "mongodb.sock")
+	socket := filepath.Join(e.caddy.dir, "posts", "mongodb.sock")
 	mc, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + url.QueryEscape(socket)))
 	if err != nil {
 		return e, err
@@ -151,43 +133,79 @@ func (e *env) startIDP() (jwksURL string, err error) {
 	return srv.URL, err
 }
 
-func (e *env) startCaddy(caddyBin, caddyfile string, vars []string) error {
-	logFile, err := os.Create(e.caddyLog)
-	if err != nil {
-		return err
+// caddyProcess is one Caddy running the bench Caddyfile, with its files in dir.
+type caddyProcess struct {
+	read, write, respond, admin string // its sites and admin endpoint (http://127.0.0.1:port)
+	dir, log                    string
+	cmd                         *exec.Cmd
+	stop                        func()
+}
+
+// startCaddy starts Caddy with its files in dir, a new directory, and waits until it serves
+// writes.
+func (e *env) startCaddy(ctx context.Context, dir string) (p *caddyProcess, err error) {
+	p = &caddyProcess{dir: dir, log: filepath.Join(dir, "caddy.log"), stop: func() {}}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
 	}
-	e.caddy = exec.Command(caddyBin, "run", "--config", caddyfile, "--adapter", "caddyfile")
-	e.caddy.Env = append(os.Environ(), vars...)
-	e.caddy.Stdout, e.caddy.Stderr = logFile, logFile
-	if err := e.caddy.Start(); err != nil {
+	ports := map[string]int{}
+	for _, name := range []string{"READ", "WRITE", "RESPOND", "ADMIN"} {
+		if ports[name], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	local := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
+	p.read, p.write, p.respond, p.admin = local(ports["READ"]), local(ports["WRITE"]), local(ports["RESPOND"]), local(ports["ADMIN"])
+	home := filepath.Join(dir, "home")
+	vars := []string{
+		"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"XDG_CACHE_HOME=" + filepath.Join(home, "cache"),
+		"BENCH_DIR=" + dir, "BENCH_JWKS_URL=" + e.jwksURL, "BENCH_API_KEY=" + e.apiKey, "BENCH_POST_JSON=" + string(e.postJSON),
+	}
+	for name, port := range ports {
+		vars = append(vars, fmt.Sprintf("BENCH_%s_PORT=%d", name, port))
+	}
+
+	logFile, err := os.Create(p.log)
+	if err != nil {
+		return nil, err
+	}
+	p.cmd = exec.Command(e.caddyBin, "run", "--config", e.caddyfile, "--adapter", "caddyfile")
+	p.cmd.Env = append(os.Environ(), vars...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
 		logFile.Close()
-		return fmt.Errorf("starting %s: %w", caddyBin, err)
+		return nil, fmt.Errorf("starting %s: %w", e.caddyBin, err)
 	}
 	done := make(chan struct{})
-	go func() { _ = e.caddy.Wait(); logFile.Close(); close(done) }()
-	e.closers = append(e.closers, func() {
-		_ = e.caddy.Process.Signal(syscall.SIGTERM)
+	go func() { _ = p.cmd.Wait(); logFile.Close(); close(done) }()
+	p.stop = func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
 		case <-time.After(15 * time.Second):
-			_ = e.caddy.Process.Kill()
+			_ = p.cmd.Process.Kill()
 			<-done
 		}
-	})
-	return nil
+	}
+	if err := p.waitForWrite(ctx, e.token); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
 }
 
 // waitForWrite makes one POST /posts with the bearer token, which starts the embedded store,
 // fetches the JWKS and checks the token, retrying while Caddy starts.
-func (e *env) waitForWrite(ctx context.Context) error {
+func (p *caddyProcess) waitForWrite(ctx context.Context, token string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		status, body, err := do(ctx, "POST", e.read+"/posts", `{"title": "the first post"}`, "Authorization: Bearer "+e.token)
+		status, body, err := do(ctx, "POST", p.read+"/posts", `{"title": "the first post"}`, "Authorization: Bearer "+token)
 		switch {
 		case err == nil && status == http.StatusCreated:
 			return nil
 		case err == nil && status != http.StatusServiceUnavailable, time.Now().After(deadline):
-			log, _ := os.ReadFile(e.caddyLog)
+			log, _ := os.ReadFile(p.log)
 			return fmt.Errorf("the first POST /posts: status %d, %s, %v; Caddy's log:\n%s", status, body, err, log)
 		case ctx.Err() != nil:
 			return ctx.Err()

@@ -22,10 +22,13 @@ type request struct {
 	status  int // the status every answer must have
 }
 
-// result is one load run: its answered requests' latencies, sorted, and how long it took.
+// result is one load run: its answered requests' latencies (or its events' times to the last
+// subscriber), sorted, how long it took, and for a WebSocket run the server's memory per
+// connection.
 type result struct {
 	latencies []float64 // seconds
 	seconds   float64   // from the start until the last answer
+	perConn   float64   // bytes of resident memory
 }
 
 // heyStep is the resolution of hey's CSV: seconds with 4 decimals.

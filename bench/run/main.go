@@ -28,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/postsedge/caddy-posts/bench/wsload"
 )
 
 type config struct {
@@ -38,6 +40,12 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == wsBareArg {
+		if err := serveWSBare(os.Args[2]); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	var cfg config
 	var only string
 	flag.StringVar(&cfg.caddy, "caddy", "./caddy", "the Caddy binary with the posts module")
@@ -111,6 +119,18 @@ func run(ctx context.Context, cfg config) error {
 
 // measure runs the warm-up and the rounds of p, and then, with -profile, one profiled run of each side.
 func measure(ctx context.Context, cfg config, e *env, p *pair) error {
+	if p.of != nil {
+		if len(p.of.out.runsA) == 0 {
+			if err := measure(ctx, cfg, e, p.of); err != nil {
+				return err
+			}
+		}
+		for i := range p.of.out.runsA {
+			cmp := p.record(p.of.out.runsA[i], p.of.out.runsB[i])
+			log.Printf("pair %s round %d: %s %s, %s %s: %s", p.id, i+1, p.a.name, p.metric.format(p.out.a[i]), p.b.name, p.metric.format(p.out.b[i]), p.formatCmp(cmp))
+		}
+		return nil
+	}
 	rate := 0.0
 	if p.rate != nil {
 		if rate = p.rate(); !(rate > 0) {
@@ -118,36 +138,44 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 		}
 		log.Printf("pair %s: fixed rate %.0f req/s", p.id, rate)
 	}
+	run := func(s side, d time.Duration) (result, error) {
+		if s.ws != nil {
+			return fanOut(ctx, s.ws, wsload.Init(e.apiKey))
+		}
+		return load(ctx, s.req, cfg.conc, d, rate)
+	}
 	for _, s := range []side{p.a, p.b} {
-		if _, err := load(ctx, s.req, cfg.conc, cfg.warmup, rate); err != nil {
+		if s.ws != nil {
+			continue // every run starts a fresh server and warms it
+		}
+		if _, err := run(s, cfg.warmup); err != nil {
 			return fmt.Errorf("%s warm-up: %w", s.name, err)
 		}
 	}
 	for round := range cfg.rounds {
-		sides := []*side{&p.a, &p.b}
+		sides := []side{p.a, p.b}
 		if round%2 == 1 {
 			slices.Reverse(sides)
 		}
-		values := map[*side]float64{}
+		runs := map[string]result{}
 		for _, s := range sides {
-			r, err := load(ctx, s.req, cfg.conc, cfg.duration, rate)
+			r, err := run(s, cfg.duration)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
-			values[s] = p.metric.of(r)
+			runs[s.name] = r
 		}
-		a, b := values[&p.a], values[&p.b]
-		cmp := a / b
-		if p.diff {
-			cmp = a - b
-		}
-		p.out.a, p.out.b, p.out.cmp = append(p.out.a, a), append(p.out.b, b), append(p.out.cmp, cmp)
+		cmp := p.record(runs[p.a.name], runs[p.b.name])
+		a, b := p.out.a[round], p.out.b[round]
 		log.Printf("pair %s round %d: %s %s, %s %s: %s", p.id, round+1, p.a.name, p.metric.format(a), p.b.name, p.metric.format(b), p.formatCmp(cmp))
 	}
 	if cfg.profile == "" {
 		return nil
 	}
 	for _, s := range []side{p.a, p.b} {
+		if s.ws != nil {
+			continue
+		}
 		name := filepath.Join(cfg.profile, fmt.Sprintf("pair%s-%s.pprof", p.id, s.name))
 		if err := profiled(ctx, cfg, e, s, rate, name); err != nil {
 			return fmt.Errorf("profiling %s: %w", s.name, err)

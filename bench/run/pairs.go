@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -21,15 +22,20 @@ type pair struct {
 	// rate, when set, gives the total requests per second of every run (fixed rate, open
 	// loop); otherwise each run is closed loop at the harness's concurrency.
 	rate func() float64
+	// of, when set, is the pair whose runs this one reads with its own metric, instead of
+	// running its own.
+	of *pair
 
 	out outcome
 }
 
-// side is one of the two things a pair compares.
+// side is one of the two things a pair compares: requests under hey, or, for a WebSocket
+// side, the fan-out of fanOut on fresh servers that ws starts.
 type side struct {
 	name string
 	req  request
 	bare bool // served by the bare baseline in this process (profiled with runtime/pprof)
+	ws   func(context.Context) (*wsServer, error)
 }
 
 // metric is what a run is reduced to.
@@ -43,14 +49,30 @@ var (
 	throughput = metric{"throughput", "req/s", result.throughput}
 	p50        = metric{"p50", "ms", func(r result) float64 { return r.quantile(0.50) * 1e3 }}
 	p99        = metric{"p99", "ms", func(r result) float64 { return r.quantile(0.99) * 1e3 }}
+	memory     = metric{"RSS", "KiB/conn", func(r result) float64 { return r.perConn / 1024 }}
 )
 
 func atLeast(t float64) func(float64) bool { return func(v float64) bool { return v >= t } }
 func atMost(t float64) func(float64) bool  { return func(v float64) bool { return v <= t } }
 
-// outcome is what the rounds of a pair measured: the metric of each side and their comparison.
+// outcome is what the rounds of a pair measured: the runs of each side, their metric and the
+// comparisons.
 type outcome struct {
-	a, b, cmp []float64
+	runsA, runsB []result
+	a, b, cmp    []float64
+}
+
+// record adds one round's runs of the two sides, and returns their comparison.
+func (p *pair) record(ra, rb result) float64 {
+	a, b := p.metric.of(ra), p.metric.of(rb)
+	cmp := a / b
+	if p.diff {
+		cmp = a - b
+	}
+	o := &p.out
+	o.runsA, o.runsB = append(o.runsA, ra), append(o.runsB, rb)
+	o.a, o.b, o.cmp = append(o.a, a), append(o.b, b), append(o.cmp, cmp)
+	return cmp
 }
 
 // median is the median of v; NaN for none.
@@ -84,6 +106,9 @@ func pairs(e *env) []*pair {
 
 	module := side{name: "module", req: get}
 	bare := side{name: "bare", req: request{url: e.bareRead + "/posts/" + e.postID, status: 200}, bare: true}
+	p8 := &pair{id: "8", what: "idle subscribed WebSocket connections at 10,000: resident memory per connection, module ÷ ws-bare",
+		a: side{name: "module", ws: e.moduleWS}, b: side{name: "ws-bare", ws: bareWS},
+		metric: memory, target: "≤ 1.25", met: atMost(1.25)}
 	p1 := &pair{id: "1", what: "`GET /posts/{id}` throughput, module ÷ bare", a: module, b: bare,
 		metric: throughput, target: "≥ 0.90", met: atLeast(0.90)}
 	return []*pair{
@@ -105,6 +130,9 @@ func pairs(e *env) []*pair {
 			a:      side{name: "graphql", req: graphQL(userPostsQuery, map[string]string{"id": e.listUser})},
 			b:      side{name: "rest", req: request{url: e.read + list, status: 200}},
 			metric: p99, target: "≤ 2.0", met: atMost(2.0)},
+		p8,
+		{id: "9", what: "one event to 10,000 subscribers, all delivered: p99 time to the last, module ÷ ws-bare",
+			a: p8.a, b: p8.b, of: p8, metric: p99, target: "≤ 1.5", met: atMost(1.5)},
 		{id: "i", what: "`GET /posts/{id}` throughput, module ÷ `respond` (the ceiling)", a: module,
 			b:      side{name: "respond", req: request{url: e.respond + "/posts/" + e.postID, status: 200}},
 			metric: throughput},
@@ -119,8 +147,11 @@ const (
 
 // format writes a value of the metric for the table.
 func (m metric) format(v float64) string {
-	if m.unit == "ms" {
+	switch m.unit {
+	case "ms":
 		return fmt.Sprintf("%.2f ms", v)
+	case "KiB/conn":
+		return fmt.Sprintf("%.1f %s", v, m.unit)
 	}
 	return fmt.Sprintf("%.0f %s", v, m.unit)
 }
