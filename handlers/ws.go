@@ -215,8 +215,9 @@ func websocketProtocols(r *http.Request) []string {
 	return out
 }
 
-// wsConn is one client's connection. Its goroutines: run (reading), the writer, the keep-alive
-// while it pings, and one per operation; run waits for all of them.
+// wsConn is one client's connection. Its goroutines: run (reading), the writer, and while they
+// work the keep-alive and each query or mutation (subscriptions are fed by their feed's
+// goroutine); run waits for all of them.
 type wsConn struct {
 	api    *API
 	ws     *websocket.Conn
@@ -237,8 +238,8 @@ type wsConn struct {
 	address string                // the client's address, by which anonymous connections count
 	expiry  *time.Timer           // closes the connection when its token expires
 	pinger  *time.Timer           // runs keepAlive
-	stopped bool                  // run is ending: no goroutine may join wg
-	wg      sync.WaitGroup        // the operations' goroutines, and a keep-alive under way
+	stopped bool                  // run is ending: spawn starts nothing more
+	wg      sync.WaitGroup        // what spawn started, and the queries and mutations
 }
 
 // run serves the connection until it ends, and waits for everything it started.
@@ -246,7 +247,7 @@ func (c *wsConn) run() {
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); defer c.recoverFault(); c.write() }()
 	c.mu.Lock()
-	c.pinger = time.AfterFunc(c.api.cfg.Subscriptions.KeepAlive, c.keepAlive)
+	c.pinger = time.AfterFunc(c.api.cfg.Subscriptions.KeepAlive, func() { c.spawn(c.keepAlive) })
 	c.mu.Unlock()
 	initTimer := time.AfterFunc(c.api.cfg.Subscriptions.InitTimeout, func() {
 		if !c.initialised() {
@@ -261,6 +262,9 @@ func (c *wsConn) run() {
 		}
 		c.stopped = true
 		c.pinger.Stop()
+		for _, o := range c.ops {
+			o.stop()
+		}
 		c.mu.Unlock()
 		c.cancel()
 		c.wg.Wait()
@@ -438,8 +442,7 @@ func (c *wsConn) authenticate(payload json.RawMessage) (auth.Identity, error) {
 // operation is one running operation of a connection.
 type operation struct {
 	id   string
-	ctx  context.Context
-	stop context.CancelFunc
+	stop func() // leaves a subscription's feed, or cancels a query or mutation
 }
 
 // subscribe starts an operation.
@@ -477,79 +480,77 @@ func (c *wsConn) subscribe(m message) *closeError {
 			Message: posts.ErrUnauthenticated.Error(), Extensions: map[string]any{"code": schema.CodeUnauthenticated}}})})
 		return nil
 	}
+	o := &operation{id: m.ID}
+	if op.Type == "subscription" {
+		l, err := c.api.cfg.GraphQL.Listen(op, c.caller,
+			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload}) },
+			func(err error) { c.spawn(func() { c.feedEnded(o, err) }) })
+		if err != nil {
+			c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{{
+				Message: err.Error(), Extensions: map[string]any{"code": schema.CodeUnavailable}}})})
+			return nil
+		}
+		o.stop = l.Close
+		c.ops[m.ID] = o
+		return nil
+	}
 	ctx, stop := context.WithCancel(auth.NewContext(c.ctx, c.caller))
-	o := &operation{id: m.ID, ctx: ctx, stop: stop}
+	o.stop = stop
 	c.ops[m.ID] = o
-	c.wg.Go(func() { defer c.recoverFault(); c.stream(o, op) })
+	c.wg.Go(func() {
+		defer c.recoverFault()
+		defer stop()
+		res := c.api.cfg.GraphQL.Execute(ctx, op)
+		if res.Data == nil {
+			c.complete(o, res.Errors)
+			return
+		}
+		c.reply(message{ID: o.id, Type: c.proto.next, Payload: mustJSON(res)})
+		c.complete(o, nil)
+	})
 	return nil
 }
 
-// stream runs one operation: its result (a query or mutation) or its events (a subscription),
-// then complete, unless the client stopped it or the connection is ending.
-func (c *wsConn) stream(o *operation, op *schema.Operation) {
-	defer o.stop()
-	var errs []*gqlerrors.QueryError
-	if op.Type != "subscription" {
-		res := c.api.cfg.GraphQL.Execute(o.ctx, op)
-		if res.Data == nil {
-			errs = res.Errors
-		} else {
-			c.reply(message{ID: o.id, Type: c.proto.next, Payload: mustJSON(res)})
-		}
-	} else {
-		errs = c.listen(o, op)
-	}
-	if !c.forget(o) {
-		return
-	}
-	if errs != nil {
-		c.reply(message{ID: o.id, Type: "error", Payload: mustJSON(errs)})
-	} else {
-		c.reply(message{ID: o.id, Type: c.proto.complete})
-	}
-}
-
-// listen forwards the responses of op's shared feed, each encoded once for all its listeners,
-// until the client stops it, the connection ends or the feed does. It returns the errors of a
-// feed that could not run.
-func (c *wsConn) listen(o *operation, op *schema.Operation) []*gqlerrors.QueryError {
-	l, err := c.api.cfg.GraphQL.Listen(op, auth.FromContext(o.ctx), c.api.cfg.Subscriptions.SendQueue)
-	if err != nil {
-		return []*gqlerrors.QueryError{{Message: err.Error(), Extensions: map[string]any{"code": schema.CodeUnavailable}}}
-	}
-	defer l.Close()
-	for {
-		select {
-		case <-o.ctx.Done():
-			return nil
-		case payload, ok := <-l.C():
-			if !ok {
-				var refused *schema.RefusedError
-				switch err := l.Err(); {
-				case errors.As(err, &refused):
-					return refused.Errors
-				case errors.Is(err, schema.ErrFellBehind):
-					c.fail(&closeError{websocket.StatusTryAgainLater, "the client reads events too slowly"})
-				case errors.Is(err, schema.ErrFeedFellBehind):
-					c.fail(&closeError{websocket.StatusTryAgainLater, "the server fell behind the events; reconnect"})
-				}
-				return nil
-			}
-			c.push(message{ID: o.id, Type: c.proto.next, Payload: payload})
-		}
-	}
-}
-
-// forget removes o from the running operations; it says whether o was still running, so that
-// its end should be told: not when the client stopped it, and not when the connection is ending.
-func (c *wsConn) forget(o *operation) bool {
+// spawn runs f in a goroutine that run waits for, unless the connection has ended.
+func (c *wsConn) spawn(f func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ops[o.id] != o {
-		return false // stopped by the client, and its id maybe reused since
+	if !c.stopped {
+		c.wg.Go(func() { defer c.recoverFault(); f() })
 	}
-	delete(c.ops, o.id)
-	return !c.ending() && o.ctx.Err() == nil
+}
+
+// feedEnded tells the client how the feed of subscription o ended: complete, or the errors of
+// an operation that could not run; a feed that fell behind the events ends the connection, so
+// that the client reconnects and misses nothing silently.
+func (c *wsConn) feedEnded(o *operation, err error) {
+	var refused *schema.RefusedError
+	switch {
+	case errors.Is(err, schema.ErrFeedFellBehind):
+		c.fail(&closeError{websocket.StatusTryAgainLater, "the server fell behind the events; reconnect"})
+	case errors.As(err, &refused):
+		c.complete(o, refused.Errors)
+	default:
+		c.complete(o, nil)
+	}
+}
+
+// complete tells the client that o ended, with errs or without, unless the client stopped it
+// (its id maybe reused since) or the connection is ending.
+func (c *wsConn) complete(o *operation, errs []*gqlerrors.QueryError) {
+	c.mu.Lock()
+	running := c.ops[o.id] == o && c.ctx.Err() == nil
+	if running {
+		delete(c.ops, o.id)
+	}
+	c.mu.Unlock()
+	switch {
+	case !running:
+	case errs != nil:
+		c.reply(message{ID: o.id, Type: "error", Payload: mustJSON(errs)})
+	default:
+		c.reply(message{ID: o.id, Type: c.proto.complete})
+	}
 }
 
 // reply queues a message the client's own messages call for (ack, pong, a result, an error),
@@ -622,18 +623,9 @@ func (c *wsConn) writeMessage(m message) bool {
 }
 
 // keepAlive pings the client; one that does not answer in time is gone. The legacy protocol
-// also gets its ka message. It runs from a timer, each time in a goroutine of its own, so that
-// an idle connection holds no goroutine (and stack) for it.
+// also gets its ka message. A timer spawns it, so that an idle connection holds no goroutine
+// (and stack) for it.
 func (c *wsConn) keepAlive() {
-	c.mu.Lock()
-	if c.stopped {
-		c.mu.Unlock()
-		return
-	}
-	c.wg.Add(1) // before run waits for wg: it sets stopped first, under mu
-	c.mu.Unlock()
-	defer c.wg.Done()
-	defer c.recoverFault()
 	if c.ctx.Err() != nil {
 		return
 	}

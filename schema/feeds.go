@@ -13,10 +13,8 @@ import (
 
 // Why a Listener ended or could not start.
 var (
-	// ErrFellBehind: the listener's queue filled up; it read events more slowly than they came.
-	ErrFellBehind = errors.New("the subscriber reads events more slowly than they come")
-	// ErrFeedFellBehind: the feed itself could not resolve events as fast as they came, and the
-	// broker dropped it; every listener of it ends.
+	// ErrFeedFellBehind: the feed could not resolve events as fast as they came, and the broker
+	// dropped it; every listener of it ends.
 	ErrFeedFellBehind = errors.New("the server fell behind the events of this subscription")
 	// ErrTooManyFeeds: as many distinct subscriptions run as Limits.MaxFeeds allows.
 	ErrTooManyFeeds = errors.New("the server runs as many distinct subscriptions as it may; try again later")
@@ -41,44 +39,42 @@ type feed struct {
 	listeners map[*Listener]struct{}
 }
 
-// Listener receives the responses of one feed, encoded, on C.
+// Listener is one subscriber of a feed.
 type Listener struct {
-	s    *Schema
-	f    *feed
-	c    chan json.RawMessage
-	err  error // why it ended; set, under feeds.mu, before c is closed
-	done bool
+	s       *Schema
+	f       *feed
+	deliver func(json.RawMessage)
+	ended   func(error)
+	done    bool
 }
 
-// C delivers the responses, each a JSON GraphQL response; it is closed when the listener ends.
-func (l *Listener) C() <-chan json.RawMessage { return l.c }
-
-// Err says why C was closed: nil when the subscription completed or was closed, ErrFellBehind,
-// ErrFeedFellBehind, or a *RefusedError.
-func (l *Listener) Err() error {
-	l.s.feeds.mu.Lock()
-	defer l.s.feeds.mu.Unlock()
-	return l.err
-}
-
-// Close leaves the feed; the last listener to leave stops it.
+// Close leaves the feed; the last listener to leave stops it. ended is not called.
 func (l *Listener) Close() {
 	l.s.feeds.mu.Lock()
 	defer l.s.feeds.mu.Unlock()
-	l.s.end(l, nil)
+	l.s.leave(l)
 }
 
 // Listen joins the feed of op, a subscription, for caller: subscribers of the same document,
 // operation name and variables share one, unless op selects the caller's own email, which
-// gives each caller a feed of their own. queue bounds the responses waiting for the listener.
-func (s *Schema) Listen(op *Operation, caller auth.Identity, queue int) (*Listener, error) {
+// gives each caller a feed of their own.
+//
+// deliver gets each response, encoded once for all the feed's listeners. It is called by the
+// feed's goroutine, one listener after the other, and must not block: a transport queues the
+// response, and drops a subscriber that lets its queue fill. ended is called once if the feed
+// ends before the listener is closed, with no lock held: with nil when the subscription
+// completed, ErrFeedFellBehind, or a *RefusedError when the operation could not run.
+//
+// Delivering through a callback rather than a channel leaves an idle subscription with no
+// goroutine and no queue of its own.
+func (s *Schema) Listen(op *Operation, caller auth.Identity, deliver func(json.RawMessage), ended func(error)) (*Listener, error) {
 	vars, _ := json.Marshal(op.request.Variables) // its keys sorted: equal variables, equal bytes
 	key := op.request.OperationName + "\x00" + string(vars) + "\x00" + op.document
 	var as auth.Identity // the answer is everyone's, so resolve it for no one in particular
 	if op.personal {
 		key, as = caller.UserID+"\x00"+key, caller
 	}
-	l := &Listener{s: s, c: make(chan json.RawMessage, max(queue, 1))}
+	l := &Listener{s: s, deliver: deliver, ended: ended}
 	s.feeds.mu.Lock()
 	defer s.feeds.mu.Unlock()
 	f := s.feeds.all[key]
@@ -113,39 +109,41 @@ func (s *Schema) run(ctx context.Context, f *feed, op *Operation) {
 		}
 		s.feeds.mu.Lock()
 		for l := range f.listeners {
-			select {
-			case l.c <- payload:
-			default: // its queue is full: it, not the feed, is dropped
-				s.end(l, ErrFellBehind)
-			}
+			l.deliver(payload)
 		}
 		s.feeds.mu.Unlock()
 	}
 	s.endFeed(f, nil) // the stream completed
 }
 
-// endFeed ends every listener of f with why.
+// endFeed stops f and tells each of its listeners why it ended.
 func (s *Schema) endFeed(f *feed, why error) {
 	s.feeds.mu.Lock()
-	defer s.feeds.mu.Unlock()
+	var ended []*Listener
 	for l := range f.listeners {
-		s.end(l, why)
+		if s.leave(l) {
+			ended = append(ended, l)
+		}
 	}
 	s.stop(f)
+	s.feeds.mu.Unlock()
+	for _, l := range ended {
+		l.ended(why)
+	}
 }
 
-// end removes l from its feed and closes its channel, once; the feed stops with its last
-// listener. feeds.mu is held.
-func (s *Schema) end(l *Listener, why error) {
+// leave removes l from its feed, once, and says whether it was there; the feed stops with its
+// last listener. feeds.mu is held.
+func (s *Schema) leave(l *Listener) bool {
 	if l.done {
-		return
+		return false
 	}
-	l.done, l.err = true, why
-	close(l.c)
+	l.done = true
 	delete(l.f.listeners, l)
 	if len(l.f.listeners) == 0 {
 		s.stop(l.f)
 	}
+	return true
 }
 
 // stop cancels f and forgets it, so that the next listener of its key starts a new one.

@@ -20,24 +20,41 @@ func prepare(t *testing.T, s *schema.Schema, query string, vars map[string]any) 
 	return op
 }
 
+// listener is a Listener whose responses a test reads from a channel.
+type listener struct {
+	*schema.Listener
+	c   chan string // closed when the feed ends
+	err error       // why, set before c is closed
+}
+
 // listen joins the feed of query with vars, as caller.
-func listen(t *testing.T, s *schema.Schema, query string, vars map[string]any, caller auth.Identity, queue int) *schema.Listener {
+func listen(t *testing.T, s *schema.Schema, query string, vars map[string]any, caller auth.Identity) *listener {
 	t.Helper()
-	l, err := s.Listen(prepare(t, s, query, vars), caller, queue)
+	l := &listener{c: make(chan string, 16)}
+	var err error
+	l.Listener, err = s.Listen(prepare(t, s, query, vars), caller,
+		func(p json.RawMessage) {
+			select {
+			case l.c <- string(p):
+			default:
+				t.Errorf("a response the test did not read in time: %s", p)
+			}
+		},
+		func(err error) { l.err = err; close(l.c) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
 
-func next(t *testing.T, l *schema.Listener) string {
+func next(t *testing.T, l *listener) string {
 	t.Helper()
 	select {
-	case p, ok := <-l.C():
+	case p, ok := <-l.c:
 		if !ok {
-			t.Fatalf("the listener ended: %v", l.Err())
+			t.Fatalf("the listener ended: %v", l.err)
 		}
-		return string(p)
+		return p
 	case <-time.After(5 * time.Second):
 		t.Fatal("nothing in 5s")
 	}
@@ -48,9 +65,9 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 	s, svc, broker := subscribed(t, 16)
 	ctx := t.Context()
 	const query = `subscription($u: ID) { postCreated(userId: $u) { title author { id name } } }`
-	a := listen(t, s, query, map[string]any{"u": "alice"}, alice, 4)
-	b := listen(t, s, query, map[string]any{"u": "alice"}, bob, 4)
-	other := listen(t, s, query, map[string]any{"u": "bob"}, alice, 4)
+	a := listen(t, s, query, map[string]any{"u": "alice"}, alice)
+	b := listen(t, s, query, map[string]any{"u": "alice"}, bob)
+	other := listen(t, s, query, map[string]any{"u": "bob"}, alice)
 	if n := s.Feeds(); n != 2 {
 		t.Errorf("%d feeds for two distinct operations; want 2", n)
 	}
@@ -73,15 +90,15 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 		t.Errorf("bob got %s; want %s", got, want)
 	}
 	select {
-	case p := <-other.C():
+	case p := <-other.c:
 		t.Errorf("the feed of bob's posts got %s", p)
 	case <-time.After(50 * time.Millisecond):
 	}
 
 	t.Run("an operation that selects the author's email gets a feed per caller", func(t *testing.T) {
 		const personal = `subscription { postCreated { author { email } } }`
-		mine := listen(t, s, personal, nil, alice, 4)
-		theirs := listen(t, s, personal, nil, bob, 4)
+		mine := listen(t, s, personal, nil, alice)
+		theirs := listen(t, s, personal, nil, bob)
 		defer mine.Close()
 		defer theirs.Close()
 		if n := s.Feeds(); n != 4 {
@@ -91,7 +108,7 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 		if _, err := svc.Create(ctx, alice, posts.NewPost{Title: "mine"}); err != nil {
 			t.Fatal(err)
 		}
-		for l, want := range map[*schema.Listener]string{
+		for l, want := range map[*listener]string{
 			mine:   `{"data":{"postCreated":{"author":{"email":"alice@example.com"}}}}`,
 			theirs: `{"data":{"postCreated":{"author":{"email":null}}}}`,
 		} {
@@ -103,17 +120,16 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 		next(t, b)
 	})
 
-	t.Run("a listener that falls behind is dropped; the others keep the feed", func(t *testing.T) {
-		for range 6 { // b never reads: its queue of 4 fills
-			if _, err := svc.Create(ctx, alice, posts.NewPost{Title: "more"}); err != nil {
-				t.Fatal(err)
-			}
-			next(t, a)
+	t.Run("a listener that leaves stops only its own deliveries", func(t *testing.T) {
+		b.Close()
+		if _, err := svc.Create(ctx, alice, posts.NewPost{Title: "after b left"}); err != nil {
+			t.Fatal(err)
 		}
-		for range b.C() {
-		}
-		if !errors.Is(b.Err(), schema.ErrFellBehind) {
-			t.Errorf("b ended with %v; want ErrFellBehind", b.Err())
+		next(t, a)
+		select {
+		case p := <-b.c:
+			t.Errorf("b got %s after it left", p)
+		case <-time.After(50 * time.Millisecond):
 		}
 	})
 
@@ -127,13 +143,13 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 
 func TestAFeedThatCannotRunTellsItsListeners(t *testing.T) {
 	s := newSchema(t) // no event broker
-	l := listen(t, s, `subscription { postDeleted }`, nil, auth.Identity{}, 1)
-	for range l.C() {
+	l := listen(t, s, `subscription { postDeleted }`, nil, auth.Identity{})
+	for range l.c {
 	}
 	var refused *schema.RefusedError
-	if !errors.As(l.Err(), &refused) || len(refused.Errors) != 1 || refused.Errors[0].Extensions["code"] != schema.CodeUnavailable {
+	if !errors.As(l.err, &refused) || len(refused.Errors) != 1 || refused.Errors[0].Extensions["code"] != schema.CodeUnavailable {
 		b, _ := json.Marshal(refused)
-		t.Errorf("ended with %v %s; want a RefusedError with UNAVAILABLE", l.Err(), b)
+		t.Errorf("ended with %v %s; want a RefusedError with UNAVAILABLE", l.err, b)
 	}
 	if n := s.Feeds(); n != 0 {
 		t.Errorf("%d feeds left", n)
@@ -143,11 +159,11 @@ func TestAFeedThatCannotRunTellsItsListeners(t *testing.T) {
 func TestTheNumberOfFeedsIsCapped(t *testing.T) {
 	s, _, _ := subscribed(t, 4, schema.Limits{MaxFeeds: 1})
 	const query = `subscription($u: ID) { postCreated(userId: $u) { id } }`
-	first := listen(t, s, query, map[string]any{"u": "alice"}, alice, 1)
+	first := listen(t, s, query, map[string]any{"u": "alice"}, alice)
 	defer first.Close()
-	same := listen(t, s, query, map[string]any{"u": "alice"}, bob, 1) // joins the running feed
+	same := listen(t, s, query, map[string]any{"u": "alice"}, bob) // joins the running feed
 	defer same.Close()
-	if _, err := s.Listen(prepare(t, s, query, map[string]any{"u": "bob"}), alice, 1); !errors.Is(err, schema.ErrTooManyFeeds) {
+	if _, err := s.Listen(prepare(t, s, query, map[string]any{"u": "bob"}), alice, func(json.RawMessage) {}, func(error) {}); !errors.Is(err, schema.ErrTooManyFeeds) {
 		t.Errorf("a second distinct feed: %v; want ErrTooManyFeeds", err)
 	}
 }
