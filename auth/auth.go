@@ -140,7 +140,8 @@ func ParseAPIKey(key, userID string) (APIKey, error) {
 type Authenticator struct {
 	// Tokens verifies bearer tokens; nil refuses them.
 	Tokens *Tokens
-	// APIKeyHeader is the header that carries an API key.
+	// APIKeyHeader is the header that carries an API key, in any case. Given in canonical form
+	// (http.CanonicalHeaderKey), it is looked up without a copy of its name per request.
 	APIKeyHeader string
 	// APIKeys are the accepted keys.
 	APIKeys []APIKey
@@ -153,7 +154,7 @@ type Authenticator struct {
 // bearer token cannot be checked yet. Every credential present must be good, and when there are
 // several they must name the same user.
 func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
-	var found []Identity
+	found := make([]Identity, 0, 3) // one per kind of credential at most, so on the stack
 	token, err := bearerToken(r)
 	if err != nil {
 		return Identity{}, err

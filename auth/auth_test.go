@@ -25,7 +25,7 @@ func digestHex(key string) string {
 	return hex.EncodeToString(d[:])
 }
 
-func mustParseAPIKey(t *testing.T, key, userID string) auth.APIKey {
+func mustParseAPIKey(t testing.TB, key, userID string) auth.APIKey {
 	t.Helper()
 	k, err := auth.ParseAPIKey(key, userID)
 	if err != nil {

@@ -1,7 +1,9 @@
 // Package bench holds the performance benchmarks of caddy-posts. It has no tests and no code of
 // its own: auth_bench_test.go compares reads (authenticated, and through GraphQL) with anonymous
-// REST reads, and subscriptions_bench_test.go measures idle subscribed WebSockets and the fan-out
-// of one event; run them with `go test -run '^$' -bench . ./bench/`. `make bench` runs the
+// REST reads, subscriptions_bench_test.go measures idle subscribed WebSockets and the fan-out
+// of one event, and allocs_bench_test.go counts the heap allocations of one GET /posts/{id}
+// against net/http's own and bench/bare's, with the store in a child process (its TestMain); run
+// them with `go test -run '^$' -bench . ./bench/`. `make bench` runs the
 // harness of bench/run instead: ./caddy against the baselines of bench/bare and Caddy's respond,
 // each pair interleaved under hey, into bench/RESULTS.md.
 //

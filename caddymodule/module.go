@@ -292,7 +292,7 @@ func (h *Handler) authenticator(repl *caddy.Replacer) (*auth.Authenticator, erro
 			return nil, fmt.Errorf("algorithms: %w", err)
 		}
 	}
-	authn := &auth.Authenticator{APIKeyHeader: h.APIKeyHeader}
+	authn := &auth.Authenticator{APIKeyHeader: http.CanonicalHeaderKey(h.APIKeyHeader)} // no copy per request
 	for i, k := range h.APIKeys {
 		key, err := auth.ParseAPIKey(repl.ReplaceKnown(k.Key, ""), repl.ReplaceKnown(k.UserID, ""))
 		if err != nil {

@@ -114,10 +114,14 @@ func (a *API) endpoint(m methods) http.Handler {
 			a.fail(w, r, err)
 			return
 		}
-		if !caller.Anonymous() && a.cfg.Identified != nil {
-			a.cfg.Identified(r, caller)
+		// An anonymous caller is what auth.FromContext finds in a context that carries none, so
+		// only an identified one costs a copy of the request.
+		if !caller.Anonymous() {
+			if a.cfg.Identified != nil {
+				a.cfg.Identified(r, caller)
+			}
+			r = r.WithContext(auth.NewContext(r.Context(), caller))
 		}
-		r = r.WithContext(auth.NewContext(r.Context(), caller))
 		if err := serve(w, r); err != nil {
 			a.fail(w, r, err)
 		}

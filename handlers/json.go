@@ -34,10 +34,21 @@ func toJSON(p posts.Post) postJSON {
 	}
 }
 
+// pageJSON is a page of posts as clients see it.
+func pageJSON(ps []posts.Post) []postJSON {
+	out := make([]postJSON, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, toJSON(p))
+	}
+	return out
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	// Both values in one array rather than one slice each; each is capped, so an append by a
+	// later handler copies it rather than write over the other.
+	values := []string{"application/json", "nosniff"}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
+	h["Content-Type"], h["X-Content-Type-Options"] = values[:1:1], values[1:]
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
@@ -56,14 +67,16 @@ func (a *API) readObject(w http.ResponseWriter, r *http.Request, types ...string
 	if !slices.Contains(types, mediaType) {
 		return nil, &httpError{http.StatusUnsupportedMediaType, "Content-Type must be " + strings.Join(types, " or ")}
 	}
-	tooLarge := &httpError{http.StatusRequestEntityTooLarge, "the body is larger than the limit of " + byteCount(a.cfg.MaxBodySize)}
+	tooLarge := func() error { // built only when needed: its message costs allocations
+		return &httpError{http.StatusRequestEntityTooLarge, "the body is larger than the limit of " + byteCount(a.cfg.MaxBodySize)}
+	}
 	if r.ContentLength > a.cfg.MaxBodySize {
-		return nil, tooLarge
+		return nil, tooLarge()
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodySize))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return nil, tooLarge
+			return nil, tooLarge()
 		}
 		return nil, badRequest("the body could not be read")
 	}

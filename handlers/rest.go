@@ -39,11 +39,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) error {
 		}
 		w.Header().Set("Link", fmt.Sprintf(`</posts?%s>; rel="next"`, next.Encode()))
 	}
-	out := make([]postJSON, 0, len(page.Posts))
-	for _, p := range page.Posts {
-		out = append(out, toJSON(p))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, pageJSON(page.Posts))
 	return nil
 }
 

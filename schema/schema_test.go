@@ -29,7 +29,7 @@ func newSchema(t *testing.T, opts ...*options.ClientOptions) *schema.Schema {
 }
 
 // newSchemaWith is a schema over a fresh embedded store, with the given max_limit and limits.
-func newSchemaWith(t *testing.T, maxLimit int, limits schema.Limits, opts ...*options.ClientOptions) *schema.Schema {
+func newSchemaWith(t testing.TB, maxLimit int, limits schema.Limits, opts ...*options.ClientOptions) *schema.Schema {
 	t.Helper()
 	client := store.Embedded(t.TempDir(), zap.NewNop(), opts...)
 	t.Cleanup(func() {
@@ -51,7 +51,7 @@ func newSchemaWith(t *testing.T, maxLimit int, limits schema.Limits, opts ...*op
 }
 
 // exec runs an operation as caller and returns its data as JSON and the codes of its errors.
-func exec(t *testing.T, s *schema.Schema, caller auth.Identity, query string, vars map[string]any) (data string, codes []string) {
+func exec(t testing.TB, s *schema.Schema, caller auth.Identity, query string, vars map[string]any) (data string, codes []string) {
 	t.Helper()
 	res := s.Do(auth.NewContext(t.Context(), caller), schema.Request{Query: query, Variables: vars})
 	for _, e := range res.Errors {
@@ -64,7 +64,7 @@ func exec(t *testing.T, s *schema.Schema, caller auth.Identity, query string, va
 	return string(res.Data), codes
 }
 
-func create(t *testing.T, s *schema.Schema, caller auth.Identity, title string) string {
+func create(t testing.TB, s *schema.Schema, caller auth.Identity, title string) string {
 	t.Helper()
 	data, codes := exec(t, s, caller, `mutation($t: String!) { createPost(input: {title: $t, body: "b"}) { id } }`, map[string]any{"t": title})
 	if codes != nil {

@@ -17,7 +17,7 @@ import (
 )
 
 // subscribed is a schema with an event broker, the service that writes to it, and the broker.
-func subscribed(t *testing.T, queue int, limits ...schema.Limits) (*schema.Schema, *posts.Service, *events.Broker[posts.Event]) {
+func subscribed(t testing.TB, queue int, limits ...schema.Limits) (*schema.Schema, *posts.Service, *events.Broker[posts.Event]) {
 	t.Helper()
 	client := store.Embedded(t.TempDir(), zap.NewNop())
 	t.Cleanup(func() {

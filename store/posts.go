@@ -66,8 +66,8 @@ type Posts struct {
 	database string
 	timeout  time.Duration
 
-	indexed   atomic.Bool
-	indexedMu sync.Mutex
+	ready   atomic.Pointer[mongo.Collection] // set once connected and indexed
+	readyMu sync.Mutex
 }
 
 // NewPosts returns the posts collection of database, reached through client.
@@ -95,28 +95,30 @@ func run(ctx context.Context, timeout time.Duration, collection func(context.Con
 }
 
 // collection connects on first use and ensures the indexes once, retrying on later calls
-// until that succeeds.
+// until that succeeds. It keeps the collection: the driver allocates a new Database and
+// Collection on every lookup, which no request should pay for.
 func (p *Posts) collection(ctx context.Context) (*mongo.Collection, error) {
+	if coll := p.ready.Load(); coll != nil {
+		return coll, nil
+	}
+	p.readyMu.Lock()
+	defer p.readyMu.Unlock()
+	if coll := p.ready.Load(); coll != nil {
+		return coll, nil
+	}
 	mc, err := p.client.mongo(ctx)
 	if err != nil {
 		return nil, err
 	}
 	coll := mc.Database(p.database).Collection(CollectionName)
-	if p.indexed.Load() {
-		return coll, nil
-	}
-	p.indexedMu.Lock()
-	defer p.indexedMu.Unlock()
-	if !p.indexed.Load() {
-		// One index per command: FerretDB 1.24 drops the connection when one createIndexes
-		// names two indexes that both exist already. MongoDB treats an existing index as done.
-		for _, index := range indexes {
-			if _, err := coll.Indexes().CreateOne(ctx, index); err != nil {
-				return nil, fmt.Errorf("ensuring indexes: %w", err)
-			}
+	// One index per command: FerretDB 1.24 drops the connection when one createIndexes names
+	// two indexes that both exist already. MongoDB treats an existing index as done.
+	for _, index := range indexes {
+		if _, err := coll.Indexes().CreateOne(ctx, index); err != nil {
+			return nil, fmt.Errorf("ensuring indexes: %w", err)
 		}
-		p.indexed.Store(true)
 	}
+	p.ready.Store(coll)
 	return coll, nil
 }
 
@@ -131,9 +133,15 @@ func (p *Posts) Insert(ctx context.Context, post Post) error {
 // FindByID returns the post with the id, or ErrNotFound.
 func (p *Posts) FindByID(ctx context.Context, id bson.ObjectID) (post Post, err error) {
 	err = p.do(ctx, func(ctx context.Context, c *mongo.Collection) error {
-		return c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&post)
+		return c.FindOne(ctx, idFilter{id}).Decode(&post)
 	})
 	return post, err
+}
+
+// idFilter selects the post with the ID. It is a struct rather than a bson.D, which would box
+// both the slice and the id: two allocations more on every read.
+type idFilter struct {
+	ID bson.ObjectID `bson:"_id"`
 }
 
 // List returns the posts that f selects, newest first.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -25,6 +26,7 @@ type Users struct {
 	client   *Client
 	database string
 	timeout  time.Duration
+	ready    atomic.Pointer[mongo.Collection] // set on first use
 }
 
 // NewUsers returns the users collection of database, reached through client.
@@ -37,12 +39,18 @@ func (u *Users) do(ctx context.Context, op func(context.Context, *mongo.Collecti
 	return run(ctx, u.timeout, u.collection, op)
 }
 
+// collection connects on first use and keeps the collection, as Posts does.
 func (u *Users) collection(ctx context.Context) (*mongo.Collection, error) {
+	if coll := u.ready.Load(); coll != nil {
+		return coll, nil
+	}
 	mc, err := u.client.mongo(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return mc.Database(u.database).Collection(UsersCollectionName), nil
+	coll := mc.Database(u.database).Collection(UsersCollectionName)
+	u.ready.Store(coll) // first calls that race store equal collections
+	return coll, nil
 }
 
 // Save creates the user or refreshes its profile. A nil Name or Email leaves the stored one as

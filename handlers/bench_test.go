@@ -1,0 +1,115 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+// The benchmarks of the REST shapes and of the WebSocket message: each runs the handler's own
+// function on a request or a post built once, with no store and no network, so allocs/op are
+// the shape's alone.
+
+// discard is a ResponseWriter that keeps only its header map, emptied for each response.
+type discard struct{ header http.Header }
+
+func (w *discard) Header() http.Header         { return w.header }
+func (w *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discard) WriteHeader(int)             {}
+
+// rewindable is a request body that can be read again.
+type rewindable struct{ bytes.Reader }
+
+func (*rewindable) Close() error { return nil }
+
+// BenchmarkDecode reads a request body as POST /posts (create) and PATCH /posts/{id} (update)
+// do: readObject (media type, size limit, members) and then the members.
+func BenchmarkDecode(b *testing.B) {
+	a := New(Config{MaxBodySize: 1 << 20})
+	tests := []struct {
+		name, contentType, body string
+		read                    func([]member) error
+	}{
+		{"post", "application/json", `{"title": "Hello, world", "body": "A first post, as short as most of them are."}`,
+			func(ms []member) error { _, err := newPost(ms); return err }},
+		{"patch", "application/merge-patch+json", `{"title": "Hello again", "body": null}`,
+			func(ms []member) error { _, err := changes(ms); return err }},
+	}
+	for _, tt := range tests {
+		b.Run(tt.name, func(b *testing.B) {
+			body := &rewindable{}
+			r := httptest.NewRequest(http.MethodPost, "/posts", body)
+			r.Header.Set("Content-Type", tt.contentType)
+			r.ContentLength = int64(len(tt.body))
+			w := &discard{header: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				body.Reset([]byte(tt.body))
+				members, err := a.readObject(w, r, "application/json", "application/merge-patch+json")
+				if err == nil {
+					err = tt.read(members)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEncode writes a post as GET /posts/{id} does, and a page of 20 as GET /posts does.
+func BenchmarkEncode(b *testing.B) {
+	page := make([]posts.Post, 20)
+	for i := range page {
+		created := time.Date(2026, 11, 21, 4, 35, 44, 36_000_000, time.UTC).Add(-time.Duration(i) * time.Minute)
+		body := fmt.Sprintf("The body of post %d, a few sentences long as a post's body often is. It says what it says.", i)
+		page[i] = posts.Post{ID: bson.NewObjectID(), UserID: "alice", Title: fmt.Sprintf("Post number %d", i), Body: &body, CreatedAt: created, UpdatedAt: created}
+	}
+	tests := []struct {
+		name  string
+		write func(http.ResponseWriter)
+	}{
+		{"post", func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, toJSON(page[0])) }},
+		{"page_of_20", func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, pageJSON(page)) }},
+	}
+	for _, tt := range tests {
+		b.Run(tt.name, func(b *testing.B) {
+			w := &discard{header: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.header)
+				tt.write(w)
+			}
+		})
+	}
+}
+
+// BenchmarkEventMessage encodes the message a subscriber is sent for one event, its payload
+// already encoded by the subscription's feed (schema's BenchmarkSubscriptionEvent measures
+// that part, once per event): this is the part paid once per subscriber.
+func BenchmarkEventMessage(b *testing.B) {
+	payload, err := json.Marshal(map[string]any{"data": map[string]any{"postCreated": map[string]any{
+		"id": bson.NewObjectID().Hex(), "title": "Hello, world"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{transportWS, legacyWS} {
+		b.Run(name, func(b *testing.B) {
+			m := message{ID: "1", Type: protocols[name].next, Payload: payload}
+			b.ReportAllocs()
+			for b.Loop() {
+				if len(m.encode()) == 0 {
+					b.Fatal("an empty message")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,119 @@
+package schema_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
+)
+
+// BenchmarkGraphQL runs the common operations, each in two parts as the transports run them:
+//
+//   - prepare: Schema.Prepare, the limits' work (parse, pick the operation, coerce the
+//     variables, depth and cost) before anything runs;
+//   - execute: Schema.Execute of the prepared operation: graphql-go's validation and execution,
+//     the resolvers, and the posts.Service and store calls.
+//
+// The service is the real one on the embedded store, built as the tests build it, so execute
+// includes the store's work. Its FerretDB runs in this process: execute's allocs/op count the
+// store server's allocations with the rest (bench's BenchmarkGetPostAllocs keeps the store in
+// another process for that reason), and its ns/op includes the store's query.
+func BenchmarkGraphQL(b *testing.B) {
+	s := newSchemaWith(b, 100, schema.Limits{})
+	var id string
+	for i := range 20 { // alice's posts fill each list; her first write saves her profile
+		id = create(b, s, alice, fmt.Sprintf("post %d", i))
+	}
+	ctx := auth.NewContext(b.Context(), alice)
+	ops := []struct {
+		name string
+		req  schema.Request
+	}{
+		{"post", schema.Request{
+			Query:     `query($id: ID!) { post(id: $id) { id userId title body createdAt updatedAt } }`,
+			Variables: map[string]any{"id": id},
+		}},
+		{"user_posts", schema.Request{
+			Query:     `query($id: ID!) { user(id: $id) { posts(limit: 10) { title createdAt } } }`,
+			Variables: map[string]any{"id": alice.UserID},
+		}},
+		{"posts_authors", schema.Request{Query: `{ posts(limit: 20) { id title author { name } } }`}},
+		// Last: each run adds posts.
+		{"create_post", schema.Request{
+			Query:     `mutation($title: String!) { createPost(input: {title: $title, body: "b"}) { id createdAt } }`,
+			Variables: map[string]any{"title": "benchmark"},
+		}},
+	}
+	for _, o := range ops {
+		b.Run(o.name, func(b *testing.B) {
+			b.Run("prepare", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, refusal := s.Prepare(o.req); refusal != nil {
+						b.Fatal(refusal)
+					}
+				}
+			})
+			b.Run("execute", func(b *testing.B) {
+				op, refusal := s.Prepare(o.req)
+				if refusal != nil {
+					b.Fatal(refusal)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if res := s.Execute(ctx, op); len(res.Errors) > 0 || len(res.Data) < 20 {
+						b.Fatalf("%s: %v", res.Data, res.Errors)
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkSubscriptionEvent publishes one event to a subscribed feed and waits for its
+// response: the feed's work per event, once whatever the number of subscribers (graphql-go
+// executes the subscription's selection on the post, and the response is encoded to JSON),
+// with the hand-offs between the goroutines on the way. handlers' BenchmarkEventMessage is
+// the part paid per subscriber. The store is not used.
+func BenchmarkSubscriptionEvent(b *testing.B) {
+	for _, sub := range []struct{ name, query string }{
+		{"id_title", `subscription { postCreated { id title } }`},
+		{"all_fields", `subscription { postCreated { id userId title body createdAt updatedAt } }`},
+	} {
+		b.Run(sub.name, func(b *testing.B) {
+			s, _, broker := subscribed(b, 16)
+			op, refusal := s.Prepare(schema.Request{Query: sub.query})
+			if refusal != nil {
+				b.Fatal(refusal)
+			}
+			responses := make(chan json.RawMessage, 1)
+			l, err := s.Listen(op, auth.Identity{}, func(p json.RawMessage) { responses <- p }, func(error) { close(responses) })
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			for deadline := time.Now().Add(5 * time.Second); broker.Subscribers() == 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					b.Fatal("the feed did not subscribe in 5s")
+				}
+			}
+			body := "A first post, as short as most of them are."
+			created := time.Now().UTC().Truncate(time.Millisecond)
+			e := posts.Event{Kind: posts.Created, Post: posts.Post{
+				ID: bson.NewObjectID(), UserID: alice.UserID, Title: "Hello, world", Body: &body, CreatedAt: created, UpdatedAt: created}}
+			b.ReportAllocs()
+			for b.Loop() {
+				broker.Publish(e)
+				if p, ok := <-responses; !ok || len(p) == 0 {
+					b.Fatal("the feed ended")
+				}
+			}
+		})
+	}
+}
