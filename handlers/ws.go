@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -167,9 +168,9 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, &httpError{http.StatusServiceUnavailable, "the server holds as many WebSocket connections as it may; try again later"})
 		return
 	}
+	defer a.conns.release()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
 	if err != nil {
-		a.conns.release()
 		return // Accept has answered (403 for a foreign origin)
 	}
 	ws.SetReadLimit(cfg.ReadLimit)
@@ -177,22 +178,17 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &wsConn{
 		api: a, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel,
-		out: make(chan message, cfg.SendQueue), closing: make(chan struct{}),
+		room: make(chan struct{}, 1), closing: make(chan struct{}),
 		caller: upgradeCaller, ops: map[string]*operation{}, address: clientAddress(r),
 	}
 	if !a.conns.add(c) {
-		a.conns.release()
 		_ = ws.Close(websocket.StatusGoingAway, "the server is shutting down")
 		return
 	}
-	// The connection is served by a goroutine of its own, so that this handler returns and
-	// Caddy's request (its deep stack, its copies of the request) is not held for as long as
-	// the connection is open: an idle connection then costs half the memory.
-	go func() {
-		c.run()
-		a.conns.remove(c)
-		a.conns.release()
-	}()
+	// Served on this goroutine, which Caddy's middleware expects to hold until the connection
+	// ends: it logs and counts the hijacked connection's bytes when the handler returns.
+	c.run()
+	a.conns.remove(c)
 }
 
 // clientAddress is the host of r's peer.
@@ -215,16 +211,19 @@ func websocketProtocols(r *http.Request) []string {
 	return out
 }
 
-// wsConn is one client's connection. Its goroutines: run (reading), the writer, and while they
-// work the keep-alive and each query or mutation (subscriptions are fed by their feed's
-// goroutine); run waits for all of them.
+// wsConn is one client's connection. Its goroutines: run, reading, for as long as it is open,
+// and while they have work, the writer, the keep-alive and each query or mutation
+// (subscriptions are fed by their feed's goroutine); run waits for all of them.
 type wsConn struct {
 	api    *API
 	ws     *websocket.Conn
 	proto  protocol
 	ctx    context.Context // the operations': ends with the connection
 	cancel context.CancelFunc
-	out    chan message // to the writer; full means the client is too slow
+
+	queueMu sync.Mutex
+	queue   []message     // to the writer, at most SendQueue; nil when empty, so idle costs nothing
+	room    chan struct{} // signalled when the writer takes a message, for a reply waiting for room
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed by fail, after closeErr is set
@@ -237,18 +236,20 @@ type wsConn struct {
 	user    string                // the user counted in conns.users, once initialised
 	address string                // the client's address, by which anonymous connections count
 	expiry  *time.Timer           // closes the connection when its token expires
-	pinger  *time.Timer           // runs keepAlive
-	stopped bool                  // run is ending: spawn starts nothing more
-	wg      sync.WaitGroup        // what spawn started, and the queries and mutations
+
+	writing atomic.Bool // a writer runs, or has closed the connection
+
+	life    sync.Mutex     // guards what follows, so that nothing joins wg once run waits for it
+	stopped bool           // run is ending: spawn starts nothing more
+	pinger  *time.Timer    // runs keepAlive
+	wg      sync.WaitGroup // what spawn started
 }
 
 // run serves the connection until it ends, and waits for everything it started.
 func (c *wsConn) run() {
-	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); defer c.recoverFault(); c.write() }()
-	c.mu.Lock()
+	c.life.Lock()
 	c.pinger = time.AfterFunc(c.api.cfg.Subscriptions.KeepAlive, func() { c.spawn(c.keepAlive) })
-	c.mu.Unlock()
+	c.life.Unlock()
 	initTimer := time.AfterFunc(c.api.cfg.Subscriptions.InitTimeout, func() {
 		if !c.initialised() {
 			c.fail(&closeError{closeInitTimeout, "Connection initialisation timeout"})
@@ -256,19 +257,20 @@ func (c *wsConn) run() {
 	})
 	defer func() {
 		initTimer.Stop()
+		c.life.Lock()
+		c.stopped = true
+		c.pinger.Stop()
+		c.life.Unlock()
 		c.mu.Lock()
 		if c.expiry != nil {
 			c.expiry.Stop()
 		}
-		c.stopped = true
-		c.pinger.Stop()
 		for _, o := range c.ops {
 			o.stop()
 		}
 		c.mu.Unlock()
 		c.cancel()
 		c.wg.Wait()
-		<-writerDone
 		_ = c.ws.CloseNow() // if the writer has not closed it with a code
 	}()
 	defer c.recoverFault()
@@ -298,6 +300,7 @@ func (c *wsConn) fail(why *closeError) {
 		c.closeErr = why
 		close(c.closing)
 		c.cancel() // no operation runs on, and none starts, once the connection is ending
+		c.kick()
 	})
 }
 
@@ -497,8 +500,7 @@ func (c *wsConn) subscribe(m message) *closeError {
 	ctx, stop := context.WithCancel(auth.NewContext(c.ctx, c.caller))
 	o.stop = stop
 	c.ops[m.ID] = o
-	c.wg.Go(func() {
-		defer c.recoverFault()
+	c.spawn(func() {
 		defer stop()
 		res := c.api.cfg.GraphQL.Execute(ctx, op)
 		if res.Data == nil {
@@ -513,8 +515,8 @@ func (c *wsConn) subscribe(m message) *closeError {
 
 // spawn runs f in a goroutine that run waits for, unless the connection has ended.
 func (c *wsConn) spawn(f func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.life.Lock()
+	defer c.life.Unlock()
 	if !c.stopped {
 		c.wg.Go(func() { defer c.recoverFault(); f() })
 	}
@@ -556,9 +558,12 @@ func (c *wsConn) complete(o *operation, errs []*gqlerrors.QueryError) {
 // reply queues a message the client's own messages call for (ack, pong, a result, an error),
 // waiting while the queue is full: a client that sends faster than it reads is slowed down.
 func (c *wsConn) reply(m message) {
-	select {
-	case c.out <- m:
-	case <-c.ctx.Done():
+	for !c.enqueue(m) {
+		select {
+		case <-c.room:
+		case <-c.ctx.Done():
+			return
+		}
 	}
 }
 
@@ -568,31 +573,76 @@ func (c *wsConn) push(m message) {
 	if c.ctx.Err() != nil {
 		return
 	}
-	select {
-	case c.out <- m:
-	default:
+	if !c.enqueue(m) {
 		c.fail(&closeError{websocket.StatusTryAgainLater, "the client reads messages too slowly"})
 	}
 }
 
-// write is the connection's only writer. When fail is called, it sends what is queued, then
-// closes the connection with fail's code.
+// enqueue queues m for the writer and makes sure one runs, unless the queue is full.
+func (c *wsConn) enqueue(m message) bool {
+	c.queueMu.Lock()
+	full := len(c.queue) >= c.api.cfg.Subscriptions.SendQueue
+	if !full {
+		c.queue = append(c.queue, m)
+	}
+	c.queueMu.Unlock()
+	if !full {
+		c.kick()
+	}
+	return !full
+}
+
+// dequeue takes the oldest message of the queue, if any.
+func (c *wsConn) dequeue() (message, bool) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	if len(c.queue) == 0 {
+		return message{}, false
+	}
+	m := c.queue[0]
+	if c.queue = c.queue[1:]; len(c.queue) == 0 {
+		c.queue = nil
+	}
+	select {
+	case c.room <- struct{}{}:
+	default:
+	}
+	return m, true
+}
+
+// queued says whether messages wait.
+func (c *wsConn) queued() bool {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return len(c.queue) > 0
+}
+
+// kick makes sure that a writer runs while messages wait or a close is due. The writer ends
+// when there is nothing to write, so an idle connection holds no goroutine (and stack) for it.
+func (c *wsConn) kick() {
+	if c.writing.CompareAndSwap(false, true) {
+		c.spawn(c.write)
+	}
+}
+
+// write is the connection's only writer while it runs: it writes what is queued, and once fail
+// is called, closes the connection with fail's code after the queue.
 func (c *wsConn) write() {
 	for {
-		select {
-		case m := <-c.out:
+		if m, ok := c.dequeue(); ok {
 			if !c.writeMessage(m) {
-				return
+				return // the connection is broken: writing stays set, no writer runs again
 			}
-		case <-c.closing:
+			continue
+		}
+		if c.ending() {
 			c.closeWithReason()
 			return
-		case <-c.ctx.Done(): // the reader ended: the client left, or it failed the connection
-			select {
-			case <-c.closing:
-				c.closeWithReason()
-			default:
-			}
+		}
+		c.writing.Store(false)
+		// A message queued, or fail called, since the queue was found empty saw this writer
+		// running and started none: go on, unless another writer has started since.
+		if !c.queued() && !c.ending() || !c.writing.CompareAndSwap(false, true) {
 			return
 		}
 	}
@@ -600,13 +650,7 @@ func (c *wsConn) write() {
 
 // closeWithReason sends what is queued, then closes the connection with fail's code.
 func (c *wsConn) closeWithReason() {
-	for drained := false; !drained; {
-		select {
-		case m := <-c.out:
-			drained = !c.writeMessage(m)
-		default:
-			drained = true
-		}
+	for m, ok := c.dequeue(); ok && c.writeMessage(m); m, ok = c.dequeue() {
 	}
 	c.cancel()
 	_ = c.ws.Close(c.closeErr.code, c.closeErr.reason)
@@ -641,11 +685,11 @@ func (c *wsConn) keepAlive() {
 		}
 		return
 	}
-	c.mu.Lock()
+	c.life.Lock()
 	if !c.stopped {
 		c.pinger.Reset(c.api.cfg.Subscriptions.KeepAlive)
 	}
-	c.mu.Unlock()
+	c.life.Unlock()
 }
 
 func mustJSON(v any) json.RawMessage {
