@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +28,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/postsedge/caddy-posts/bench/bare"
+	"github.com/postsedge/caddy-posts/posts"
 )
 
 // The data the benchmarks read: seedUsers users with postsPerUser posts each, listUser among
@@ -34,8 +36,12 @@ import (
 const (
 	seedUsers    = 20
 	postsPerUser = 50
-	listUser     = "user-01"
-	author       = "alice"
+	// the collections of the paging pair, and its page size
+	smallPosts = 2000
+	largePosts = 200000
+	pageSize   = 20
+	listUser   = "user-01"
+	author     = "alice"
 )
 
 // env is everything the pairs run against: Caddy with the module, the bare baselines, and the
@@ -46,9 +52,13 @@ type env struct {
 
 	read, write, respond, admin string // Caddy's sites and admin endpoint (http://127.0.0.1:port)
 	bareRead, bareWrite         string // the bare baselines on the read and the write database
-	postID, listUser            string
-	token, apiKey               string
-	postJSON                    []byte // the body of GET /posts/{id}
+	// pages are the URLs of GET /posts?limit=20, first page and page 50, of the small and the
+	// large collection.
+	pages            map[string]string
+	page50First      map[string]string // the id of the first post of page 50, by collection
+	postID, listUser string
+	token, apiKey    string
+	postJSON         []byte // the body of GET /posts/{id}
 
 	caddy   *caddyProcess
 	closers []func()
@@ -83,6 +93,7 @@ func start(ctx context.Context, caddyBin, caddyfile, dir string) (e *env, err er
 	}
 	e.closers = append(e.closers, e.caddy.stop)
 	e.read, e.write, e.respond, e.admin = e.caddy.read, e.caddy.write, e.caddy.respond, e.caddy.admin
+	e.pages, e.page50First = map[string]string{}, map[string]string{}
 
 	socket := filepath.Join(e.caddy.dir, "posts", "mongodb.sock")
 	mc, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + url.QueryEscape(socket)))
@@ -92,6 +103,25 @@ func start(ctx context.Context, caddyBin, caddyfile, dir string) (e *env, err er
 	e.closers = append(e.closers, func() { _ = mc.Disconnect(context.Background()) })
 	if err := seed(ctx, mc.Database("posts").Collection("posts"), target); err != nil {
 		return e, fmt.Errorf("seeding: %w", err)
+	}
+
+	for name, size := range map[string]int{"small": smallPosts, "large": largePosts} {
+		began := time.Now()
+		seeded, err := insertPosts(ctx, mc.Database(name).Collection("posts"), created, size)
+		if err != nil {
+			return e, fmt.Errorf("seeding %s: %w", name, err)
+		}
+		log.Printf("%d posts seeded in the %s collection in %s", size, name, time.Since(began).Round(time.Second))
+		base := e.caddy.small
+		if name == "large" {
+			base = e.caddy.large
+		}
+		// Page 50 starts after the 980th post; its cursor is made here, as following 49 Links
+		// through the large collection would take minutes.
+		last := seeded[49*pageSize-1]
+		e.pages[name+" first"] = base + "/posts?limit=" + strconv.Itoa(pageSize)
+		e.pages[name+" page 50"] = e.pages[name+" first"] + "&after=" + posts.Cursor(posts.Post{ID: last.ID, CreatedAt: last.CreatedAt})
+		e.page50First[name] = seeded[49*pageSize].ID.Hex()
 	}
 
 	keys := map[string]string{e.apiKey: author}
@@ -136,6 +166,7 @@ func (e *env) startIDP() (jwksURL string, err error) {
 // caddyProcess is one Caddy running the bench Caddyfile, with its files in dir.
 type caddyProcess struct {
 	read, write, respond, admin string // its sites and admin endpoint (http://127.0.0.1:port)
+	small, large                string // the sites of the small and the large collection
 	dir, log                    string
 	cmd                         *exec.Cmd
 	stop                        func()
@@ -149,13 +180,14 @@ func (e *env) startCaddy(ctx context.Context, dir string) (p *caddyProcess, err 
 		return nil, err
 	}
 	ports := map[string]int{}
-	for _, name := range []string{"READ", "WRITE", "RESPOND", "ADMIN"} {
+	for _, name := range []string{"READ", "WRITE", "RESPOND", "ADMIN", "SMALL", "LARGE"} {
 		if ports[name], err = freePort(); err != nil {
 			return nil, err
 		}
 	}
 	local := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
 	p.read, p.write, p.respond, p.admin = local(ports["READ"]), local(ports["WRITE"]), local(ports["RESPOND"]), local(ports["ADMIN"])
+	p.small, p.large = local(ports["SMALL"]), local(ports["LARGE"])
 	home := filepath.Join(dir, "home")
 	vars := []string{
 		"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
@@ -214,26 +246,39 @@ func (p *caddyProcess) waitForWrite(ctx context.Context, token string) error {
 	}
 }
 
-// seed inserts the target post and seedUsers×postsPerUser others, a minute apart, newest first.
+// seed inserts the target post and seedUsers×postsPerUser others.
 func seed(ctx context.Context, coll *mongo.Collection, target bare.Post) error {
-	docs := []any{target}
-	t := target.CreatedAt
-	for u := range seedUsers {
-		user := fmt.Sprintf("user-%02d", u)
-		if u == 0 {
+	if _, err := coll.InsertOne(ctx, target); err != nil {
+		return err
+	}
+	_, err := insertPosts(ctx, coll, target.CreatedAt, seedUsers*postsPerUser)
+	return err
+}
+
+// insertPosts inserts n posts of seedUsers users in turn, each a minute older than the one
+// before, with bodies of 12 to 240 bytes, and returns them, newest first.
+func insertPosts(ctx context.Context, coll *mongo.Collection, newest time.Time, n int) ([]bare.Post, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	all := make([]bare.Post, 0, n)
+	var docs []any
+	for i := range n {
+		user := fmt.Sprintf("user-%02d", i%seedUsers)
+		if i%seedUsers == 0 {
 			user = author
 		}
-		for i := range postsPerUser {
-			body := strings.Repeat("lorem ipsum ", 1+i%20)
-			created := t.Add(-time.Duration(u*postsPerUser+i) * time.Minute)
-			docs = append(docs, bare.Post{ID: bson.NewObjectID(), UserID: user, Title: fmt.Sprintf("post %d of %s", i, user),
-				Body: &body, CreatedAt: created, UpdatedAt: created})
+		body := strings.Repeat("lorem ipsum ", 1+i%20)
+		created := newest.Add(-time.Duration(i+1) * time.Minute)
+		p := bare.Post{ID: bson.NewObjectID(), UserID: user, Title: fmt.Sprintf("post %d", i), Body: &body, CreatedAt: created, UpdatedAt: created}
+		all, docs = append(all, p), append(docs, p)
+		if len(docs) == 10000 || i == n-1 {
+			if _, err := coll.InsertMany(ctx, docs); err != nil {
+				return nil, err
+			}
+			docs = docs[:0]
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	_, err := coll.InsertMany(ctx, docs)
-	return err
+	return all, nil
 }
 
 // serve serves h on a free port of 127.0.0.1 until e closes.
@@ -278,6 +323,16 @@ func (e *env) check(ctx context.Context) error {
 		status, body, err := do(ctx, "POST", e.read+"/graphql", string(req))
 		if err != nil || status != http.StatusOK || bytes.Contains(body, []byte(`"errors"`)) || !q.ok(body) {
 			return fmt.Errorf("POST /graphql %s: %d %s, %v", q.query, status, body, err)
+		}
+	}
+	for _, page := range []string{e.pages["small first"], e.pages["small page 50"]} {
+		status, body, err := do(ctx, "GET", page, "")
+		var got []struct{ ID string }
+		if err == nil {
+			err = json.Unmarshal(body, &got)
+		}
+		if err != nil || status != http.StatusOK || len(got) != pageSize || page == e.pages["small page 50"] && got[0].ID != e.page50First["small"] {
+			return fmt.Errorf("GET %s: %d %.200s, %v; want %d posts (page 50 from %s)", page, status, body, err, pageSize, e.page50First["small"])
 		}
 	}
 	for _, base := range []string{e.write, e.bareWrite} {

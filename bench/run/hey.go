@@ -34,11 +34,15 @@ type result struct {
 // heyStep is the resolution of hey's CSV: seconds with 4 decimals.
 const heyStep = 1e-4
 
-// load runs hey for d with conc workers and returns what it measured. rate, when not 0, is the
-// total requests per second, spread over the workers (hey's -q is per worker); 0 is closed
-// loop, each worker sending its next request as soon as it has the answer.
-func load(ctx context.Context, req request, conc int, d time.Duration, rate float64) (result, error) {
-	args := []string{"-z", d.String(), "-c", strconv.Itoa(conc), "-t", "10", "-o", "csv", "-disable-compression"}
+// load runs hey for d (or for n requests, if n is not 0) with conc workers and returns what it
+// measured. rate, when not 0, is the total requests per second, spread over the workers (hey's
+// -q is per worker); 0 is closed loop, each worker sending its next request as soon as it has
+// the answer.
+func load(ctx context.Context, req request, conc int, d time.Duration, n int, rate float64) (result, error) {
+	args := []string{"-z", d.String(), "-c", strconv.Itoa(conc), "-t", "150", "-o", "csv", "-disable-compression"}
+	if n > 0 {
+		args[0], args[1] = "-n", strconv.Itoa(n)
+	}
 	if rate > 0 {
 		args = append(args, "-q", strconv.FormatFloat(rate/float64(conc), 'f', 3, 64))
 	}

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -142,7 +143,7 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 		if s.ws != nil {
 			return fanOut(ctx, s.ws, wsload.Init(e.apiKey))
 		}
-		return load(ctx, s.req, cfg.conc, d, rate)
+		return load(ctx, s.req, cmp.Or(p.conc, cfg.conc), d, p.requests, rate)
 	}
 	for _, s := range []side{p.a, p.b} {
 		if s.ws != nil {
@@ -177,7 +178,7 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 			continue
 		}
 		name := filepath.Join(cfg.profile, fmt.Sprintf("pair%s-%s.pprof", p.id, s.name))
-		if err := profiled(ctx, cfg, e, s, rate, name); err != nil {
+		if err := profiled(ctx, cfg, e, p, s, rate, name); err != nil {
 			return fmt.Errorf("profiling %s: %w", s.name, err)
 		}
 		log.Printf("pair %s: profile of %s in %s", p.id, s.name, name)
@@ -188,7 +189,7 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 // profiled makes one run of s while taking a CPU profile of the process that serves it: this
 // one for the bare baseline, Caddy (with the embedded store in it) through its admin endpoint
 // for the rest.
-func profiled(ctx context.Context, cfg config, e *env, s side, rate float64, name string) error {
+func profiled(ctx context.Context, cfg config, e *env, p *pair, s side, rate float64, name string) error {
 	f, err := os.Create(name)
 	if err != nil {
 		return err
@@ -198,7 +199,7 @@ func profiled(ctx context.Context, cfg config, e *env, s side, rate float64, nam
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
-		_, err := load(ctx, s.req, cfg.conc, cfg.duration, rate)
+		_, err := load(ctx, s.req, cmp.Or(p.conc, cfg.conc), cfg.duration, p.requests, rate)
 		pprof.StopCPUProfile()
 		return err
 	}
@@ -212,7 +213,7 @@ func profiled(ctx context.Context, cfg config, e *env, s side, rate float64, nam
 		}
 		got <- err
 	}()
-	_, err = load(ctx, s.req, cfg.conc, cfg.duration+500*time.Millisecond, rate)
+	_, err = load(ctx, s.req, cmp.Or(p.conc, cfg.conc), cfg.duration+500*time.Millisecond, p.requests, rate)
 	return errors.Join(err, <-got)
 }
 

@@ -22,6 +22,9 @@ type pair struct {
 	// rate, when set, gives the total requests per second of every run (fixed rate, open
 	// loop); otherwise each run is closed loop at the harness's concurrency.
 	rate func() float64
+	// conc, when set, is the concurrency of every run, instead of the harness's; requests,
+	// when set, is the number of requests of a run, instead of its duration.
+	conc, requests int
 	// of, when set, is the pair whose runs this one reads with its own metric, instead of
 	// running its own.
 	of *pair
@@ -130,6 +133,12 @@ func pairs(e *env) []*pair {
 			a:      side{name: "graphql", req: graphQL(userPostsQuery, map[string]string{"id": e.listUser})},
 			b:      side{name: "rest", req: request{url: e.read + list, status: 200}},
 			metric: p99, target: "≤ 2.0", met: atMost(2.0)},
+		{id: "7a", what: "`GET /posts?limit=20` latency of one client, 200,000 ÷ 2,000 posts, first page",
+			a: side{name: "200,000", req: request{url: e.pages["large first"], status: 200}}, b: side{name: "2,000", req: request{url: e.pages["small first"], status: 200}},
+			conc: 1, requests: 1, metric: p50, target: "≤ 1.3", met: atMost(1.3)},
+		{id: "7b", what: "`GET /posts?limit=20` latency of one client, 200,000 ÷ 2,000 posts, page 50",
+			a: side{name: "200,000", req: request{url: e.pages["large page 50"], status: 200}}, b: side{name: "2,000", req: request{url: e.pages["small page 50"], status: 200}},
+			conc: 1, requests: 1, metric: p50, target: "≤ 1.3", met: atMost(1.3)},
 		p8,
 		{id: "9", what: "one event to 10,000 subscribers, all delivered: p99 time to the last, module ÷ ws-bare",
 			a: p8.a, b: p8.b, of: p8, metric: p99, target: "≤ 1.5", met: atMost(1.5)},
