@@ -43,7 +43,8 @@ type Subscriptions struct {
 	MaxConnections int
 	// KeepAlive is how often the server pings; a peer that does not answer within it is closed.
 	KeepAlive time.Duration
-	// SendQueue is how many messages may wait for a slow client before it is closed with 1013.
+	// SendQueue is how many messages may wait for a slow client before it is closed with 1013;
+	// at least MaxSubscriptions.
 	SendQueue int
 }
 
@@ -73,6 +74,9 @@ func (s Subscriptions) withDefaults() Subscriptions {
 	if s.SendQueue <= 0 {
 		s.SendQueue = DefaultSendQueue
 	}
+	// One event may match every subscription of a connection at once: that many fit, so that
+	// only a client that reads too slowly fills the queue.
+	s.SendQueue = max(s.SendQueue, s.MaxSubscriptions)
 	if s.MaxConnections <= 0 {
 		s.MaxConnections = DefaultMaxConnections
 	}
@@ -109,6 +113,8 @@ type message struct {
 	ID      string          `json:"id,omitempty"`
 	Type    string          `json:"type"`
 	Payload json.RawMessage `json:"payload,omitempty"`
+
+	op *operation // the operation a result or event is of, so that the queue drops it once the client completes it
 }
 
 // encode writes m as JSON, its payload as it is: an event's payload is encoded once, by its
@@ -364,6 +370,7 @@ func (c *wsConn) handle(m message) *closeError {
 		delete(c.ops, m.ID)
 		c.mu.Unlock()
 		if op != nil {
+			op.completed.Store(true) // what is queued for it is not sent
 			op.stop()
 		}
 		return nil
@@ -444,8 +451,9 @@ func (c *wsConn) authenticate(payload json.RawMessage) (auth.Identity, error) {
 
 // operation is one running operation of a connection.
 type operation struct {
-	id   string
-	stop func() // leaves a subscription's feed, or cancels a query or mutation
+	id        string
+	stop      func()      // leaves a subscription's feed, or cancels a query or mutation
+	completed atomic.Bool // by the client: no more of it may be sent, even what is queued
 }
 
 // subscribe starts an operation.
@@ -486,7 +494,7 @@ func (c *wsConn) subscribe(m message) *closeError {
 	o := &operation{id: m.ID}
 	if op.Type == "subscription" {
 		l, err := c.api.cfg.GraphQL.Listen(op, c.caller,
-			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload}) },
+			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
 			func(err error) { c.spawn(func() { c.feedEnded(o, err) }) })
 		if err != nil {
 			c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{{
@@ -507,7 +515,7 @@ func (c *wsConn) subscribe(m message) *closeError {
 			c.complete(o, res.Errors)
 			return
 		}
-		c.reply(message{ID: o.id, Type: c.proto.next, Payload: mustJSON(res)})
+		c.reply(message{ID: o.id, Type: c.proto.next, Payload: mustJSON(res), op: o})
 		c.complete(o, nil)
 	})
 	return nil
@@ -592,22 +600,26 @@ func (c *wsConn) enqueue(m message) bool {
 	return !full
 }
 
-// dequeue takes the oldest message of the queue, if any.
+// dequeue takes the oldest message of the queue, if any, skipping those of operations the
+// client has completed: the protocol sends nothing of an operation after its complete, and the
+// client may have reused its id.
 func (c *wsConn) dequeue() (message, bool) {
 	c.queueMu.Lock()
 	defer c.queueMu.Unlock()
-	if len(c.queue) == 0 {
-		return message{}, false
+	for len(c.queue) > 0 {
+		m := c.queue[0]
+		if c.queue = c.queue[1:]; len(c.queue) == 0 {
+			c.queue = nil
+		}
+		select {
+		case c.room <- struct{}{}:
+		default:
+		}
+		if m.op == nil || !m.op.completed.Load() {
+			return m, true
+		}
 	}
-	m := c.queue[0]
-	if c.queue = c.queue[1:]; len(c.queue) == 0 {
-		c.queue = nil
-	}
-	select {
-	case c.room <- struct{}{}:
-	default:
-	}
-	return m, true
+	return message{}, false
 }
 
 // queued says whether messages wait.
