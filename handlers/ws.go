@@ -44,7 +44,7 @@ type Subscriptions struct {
 	// KeepAlive is how often the server pings; a peer that does not answer within it is closed.
 	KeepAlive time.Duration
 	// SendQueue is how many messages may wait for a slow client before it is closed with 1013;
-	// at least MaxSubscriptions.
+	// at least MaxSubscriptions, the default.
 	SendQueue int
 }
 
@@ -54,7 +54,6 @@ const (
 	DefaultInitTimeout      = 3 * time.Second
 	DefaultMaxSubscriptions = 100
 	DefaultKeepAlive        = 12 * time.Second
-	DefaultSendQueue        = 64
 	DefaultMaxConnections   = 10000
 )
 
@@ -70,9 +69,6 @@ func (s Subscriptions) withDefaults() Subscriptions {
 	}
 	if s.KeepAlive <= 0 {
 		s.KeepAlive = DefaultKeepAlive
-	}
-	if s.SendQueue <= 0 {
-		s.SendQueue = DefaultSendQueue
 	}
 	// One event may match every subscription of a connection at once: that many fit, so that
 	// only a client that reads too slowly fills the queue.
