@@ -179,10 +179,16 @@ func (e *env) startCaddy(ctx context.Context, dir string) (p *caddyProcess, err 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	names := []string{"READ", "WRITE", "RESPOND", "ADMIN", "SMALL", "LARGE"}
 	ports := map[string]int{}
-	for _, name := range []string{"READ", "WRITE", "RESPOND", "ADMIN", "SMALL", "LARGE"} {
-		if ports[name], err = freePort(); err != nil {
+	taken := map[int]bool{}
+	for len(ports) < len(names) { // a port just freed may come again: each site needs its own
+		port, err := freePort()
+		if err != nil {
 			return nil, err
+		}
+		if !taken[port] {
+			taken[port], ports[names[len(ports)]] = true, port
 		}
 	}
 	local := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
@@ -220,7 +226,7 @@ func (e *env) startCaddy(ctx context.Context, dir string) (p *caddyProcess, err 
 			<-done
 		}
 	}
-	if err := p.waitForWrite(ctx, e.token); err != nil {
+	if err := p.waitForWrite(ctx, e.token, done); err != nil {
 		p.stop()
 		return nil, err
 	}
@@ -228,11 +234,16 @@ func (e *env) startCaddy(ctx context.Context, dir string) (p *caddyProcess, err 
 }
 
 // waitForWrite makes one POST /posts with the bearer token, which starts the embedded store,
-// fetches the JWKS and checks the token, retrying while Caddy starts.
-func (p *caddyProcess) waitForWrite(ctx context.Context, token string) error {
+// fetches the JWKS and checks the token, retrying while Caddy starts, and not once it has exited.
+func (p *caddyProcess) waitForWrite(ctx context.Context, token string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		status, body, err := do(ctx, "POST", p.read+"/posts", `{"title": "the first post"}`, "Authorization: Bearer "+token)
+		select {
+		case <-exited:
+			deadline = time.Time{}
+		default:
+		}
 		switch {
 		case err == nil && status == http.StatusCreated:
 			return nil
