@@ -283,24 +283,14 @@ func moduleHandler(b *testing.B, uri string) (http.Handler, error) {
 // startCaddy runs a Caddy with the posts module on the store at uri, on port, with its files in
 // tmp, until b ends, and returns its base URL.
 func startCaddy(b *testing.B, uri string, port int, tmp string) (string, error) {
-	caddyfile := fmt.Sprintf(`{
-	admin off
-	persist_config off
-	storage file_system %s
-	skip_install_trust
-	grace_period 1ns
-	log {
-		level WARN
-	}
-}
-
+	caddyfile := caddyGlobals(tmp) + fmt.Sprintf(`
 http://127.0.0.1:%d {
 	bind 127.0.0.1
 	posts {
 		mongodb_uri %s
 	}
 }
-`, filepath.Join(tmp, "caddy"), port, uri)
+`, port, uri)
 	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
 	if err != nil {
 		return "", fmt.Errorf("adapting the Caddyfile: %w", err)

@@ -111,17 +111,7 @@ func startServer(b *testing.B) *server {
 
 	p := newIDP(b)
 	port := freePort(b)
-	caddyfile := fmt.Sprintf(`{
-	admin off
-	persist_config off
-	storage file_system %s
-	skip_install_trust
-	grace_period 1ns
-	log {
-		level WARN
-	}
-}
-
+	caddyfile := caddyGlobals(tmp) + fmt.Sprintf(`
 http://127.0.0.1:%d {
 	bind 127.0.0.1
 	posts {
@@ -130,7 +120,7 @@ http://127.0.0.1:%d {
 		api_key %s %s
 	}
 }
-`, filepath.Join(tmp, "caddy"), port, filepath.Join(tmp, "posts"), p.jwksURL, apiKey, user)
+`, port, filepath.Join(tmp, "posts"), p.jwksURL, apiKey, user)
 
 	adapter := caddyconfig.GetAdapter("caddyfile")
 	if adapter == nil {
@@ -518,4 +508,20 @@ func BenchmarkVerify(b *testing.B) {
 			check(b, id, err)
 		}
 	})
+}
+
+// caddyGlobals is the global block of the benchmarks' Caddyfiles: no admin endpoint (so it never
+// clashes with the caddymodule tests'), Caddy's files inside tmp, warnings only.
+func caddyGlobals(tmp string) string {
+	return fmt.Sprintf(`{
+	admin off
+	persist_config off
+	storage file_system %s
+	skip_install_trust
+	grace_period 1ns
+	log {
+		level WARN
+	}
+}
+`, filepath.Join(tmp, "caddy"))
 }
