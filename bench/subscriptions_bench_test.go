@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -260,25 +259,13 @@ func snapshot() memSnap {
 	debug.FreeOSMemory()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return memSnap{heap: int64(m.HeapInuse), stack: int64(m.StackInuse), rss: vmRSS(), goroutines: runtime.NumGoroutine()}
+	return memSnap{heap: int64(m.HeapInuse), stack: int64(m.StackInuse), rss: rss(), goroutines: runtime.NumGoroutine()}
 }
 
-// vmRSS is the resident set size of the process, from /proc/self/status (0 if unknown).
-func vmRSS() int64 {
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb << 10
-		}
-	}
-	return 0
+// rss is this process's resident set size, or 0 if unknown.
+func rss() int64 {
+	n, _ := wsload.ResidentMemory(os.Getpid())
+	return n
 }
 
 func mib(v int64) float64 { return float64(v) / (1 << 20) }

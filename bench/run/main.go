@@ -127,8 +127,7 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 			}
 		}
 		for i := range p.of.out.runsA {
-			cmp := p.record(p.of.out.runsA[i], p.of.out.runsB[i])
-			log.Printf("pair %s round %d: %s %s, %s %s: %s", p.id, i+1, p.a.name, p.metric.format(p.out.a[i]), p.b.name, p.metric.format(p.out.b[i]), p.formatCmp(cmp))
+			p.record(p.of.out.runsA[i], p.of.out.runsB[i])
 		}
 		return nil
 	}
@@ -166,9 +165,7 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 			}
 			runs[s.name] = r
 		}
-		cmp := p.record(runs[p.a.name], runs[p.b.name])
-		a, b := p.out.a[round], p.out.b[round]
-		log.Printf("pair %s round %d: %s %s, %s %s: %s", p.id, round+1, p.a.name, p.metric.format(a), p.b.name, p.metric.format(b), p.formatCmp(cmp))
+		p.record(runs[p.a.name], runs[p.b.name])
 	}
 	if cfg.profile == "" {
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"math"
 	"net/url"
 	"slices"
@@ -65,8 +66,8 @@ type outcome struct {
 	a, b, cmp    []float64
 }
 
-// record adds one round's runs of the two sides, and returns their comparison.
-func (p *pair) record(ra, rb result) float64 {
+// record adds one round's runs of the two sides, and logs them.
+func (p *pair) record(ra, rb result) {
 	a, b := p.metric.of(ra), p.metric.of(rb)
 	cmp := a / b
 	if p.diff {
@@ -75,7 +76,7 @@ func (p *pair) record(ra, rb result) float64 {
 	o := &p.out
 	o.runsA, o.runsB = append(o.runsA, ra), append(o.runsB, rb)
 	o.a, o.b, o.cmp = append(o.a, a), append(o.b, b), append(o.cmp, cmp)
-	return cmp
+	log.Printf("pair %s round %d: %s %s, %s %s: %s", p.id, len(o.cmp), p.a.name, p.metric.format(a), p.b.name, p.metric.format(b), p.formatCmp(cmp))
 }
 
 // median is the median of v; NaN for none.

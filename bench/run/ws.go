@@ -176,7 +176,7 @@ func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error),
 		return r, fmt.Errorf("warming: %w", err)
 	}
 	time.Sleep(wsIdle)
-	before, err := residentMemory(srv.pid)
+	before, err := wsload.ResidentMemory(srv.pid)
 	if err != nil {
 		return r, err
 	}
@@ -190,13 +190,12 @@ func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error),
 		return r, err
 	}
 	time.Sleep(wsIdle)
-	after, err := residentMemory(srv.pid)
+	after, err := wsload.ResidentMemory(srv.pid)
 	if err != nil {
 		return r, err
 	}
 	r.perConn = float64(after-before) / wsConns
 
-	began := time.Now()
 	for range wsEvents {
 		round, err := event(f, 30*time.Second)
 		if err != nil {
@@ -204,25 +203,9 @@ func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error),
 		}
 		r.latencies = append(r.latencies, round.Stats().Last.Seconds())
 	}
-	r.seconds = time.Since(began).Seconds()
 	slices.Sort(r.latencies)
 	f.Close(true)
 	return r, f.Check(websocket.StatusNormalClosure)
-}
-
-// residentMemory is the resident set size of process pid, in bytes.
-func residentMemory(pid int) (int64, error) {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(status)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("no VmRSS in /proc/" + strconv.Itoa(pid) + "/status")
 }
 
 // enoughFiles fails unless this process may open wsConns connections and some more files (Go

@@ -15,6 +15,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -331,4 +332,20 @@ func (f *Fleet) Ends() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return maps.Clone(f.ends)
+}
+
+// ResidentMemory is the resident set size of process pid, in bytes, from /proc: what the
+// connections of a server process cost, read before and after they open.
+func ResidentMemory(pid int) (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
