@@ -33,7 +33,7 @@ const many = -1
 
 // subdirectives are the arities of the subdirectives.
 var subdirectives = map[string]arity{
-	"mongodb_uri": {1, 1}, "database": {1, 1}, "data_dir": {1, 1},
+	"mongodb_uri": {1, 1}, "database": {1, 1}, "data_dir": {1, 1}, "synchronous": {1, 1},
 	"jwks_url": {1, many}, "issuer": {1, many}, "audience": {1, many}, "algorithms": {1, many},
 	"user_claim": {1, 1}, "name_claim": {1, 1}, "email_claim": {1, 1},
 	"leeway": {1, 1}, "jwks_refresh": {1, 1}, "trust_caddy_auth": {0, 0},
@@ -66,6 +66,7 @@ func (a arity) String() string {
 //	    mongodb_uri      <uri>
 //	    database         <name>
 //	    data_dir         <path>
+//	    synchronous      normal|full
 //	    jwks_url         <url...>
 //	    issuer           <iss...>
 //	    audience         <aud...>
@@ -134,6 +135,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Database = arg
 		case "data_dir":
 			h.DataDir = arg
+		case "synchronous":
+			if arg != SyncNormal && arg != SyncFull {
+				return d.Errf("synchronous: %q is neither %s nor %s", arg, SyncNormal, SyncFull)
+			}
+			h.Synchronous = arg
 		case "jwks_url":
 			h.JWKSURLs = append(h.JWKSURLs, args...)
 		case "issuer":

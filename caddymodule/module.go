@@ -4,7 +4,6 @@
 package caddymodule
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +23,8 @@ import (
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/mongo"
+	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 func init() {
@@ -44,6 +45,12 @@ const (
 	DefaultJWKSRefresh  = caddy.Duration(time.Hour)
 )
 
+// The values of Synchronous.
+const (
+	SyncNormal = "normal"
+	SyncFull   = "full"
+)
+
 // Bounds of the config fields.
 const (
 	MaxLeeway      = caddy.Duration(5 * time.Minute)
@@ -54,16 +61,25 @@ const (
 // MongoDB. Requests for other paths go on to the next handler.
 type Handler struct {
 	// The MongoDB deployment to use, as a mongodb:// or mongodb+srv:// URI. Placeholders such
-	// as {env.MONGODB_URI} are expanded. Default: none, which runs the embedded store
-	// (FerretDB on SQLite, in-process, on a unix socket only) with its files in data_dir.
+	// as {env.MONGODB_URI} are expanded. Default: none, which keeps the posts in the embedded
+	// store: the SQLite file posts.db in data_dir.
 	MongoDBURI string `json:"mongodb_uri,omitempty"`
 
-	// The database that holds the posts collection. Default: posts.
+	// The MongoDB database that holds the posts and users collections; used only with
+	// mongodb_uri. Default: posts.
 	Database string `json:"database,omitempty"`
 
-	// Where the embedded store keeps its files; used only without mongodb_uri. Placeholders are
-	// expanded. Default: the "posts" folder in Caddy's data directory.
+	// Where the embedded store keeps its file, posts.db; used only without mongodb_uri. One Caddy
+	// process at a time may use a directory. Placeholders are expanded. Default: the "posts"
+	// folder in Caddy's data directory.
 	DataDir string `json:"data_dir,omitempty"`
+
+	// When the embedded store reports a write done: "normal" once it is in the write-ahead log,
+	// so it survives a crash of the process but a power loss may lose the last moments of
+	// writes; "full" once the log is on disk, so it survives a power loss too, for a slower
+	// write. Used only without mongodb_uri; with MongoDB, the URI's w and journal options say
+	// the same. Default: normal.
+	Synchronous string `json:"synchronous,omitempty"`
 
 	// URLs of the JSON Web Key Sets whose keys sign the accepted bearer tokens, such as
 	// https://{tenant}.auth0.com/.well-known/jwks.json; a key from any of them is accepted. The
@@ -235,20 +251,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	client, err := h.loadStore(repl.ReplaceKnown(h.MongoDBURI, ""), repl.ReplaceKnown(h.DataDir, ""))
+	st, err := h.loadStore(ctx, repl.ReplaceKnown(h.MongoDBURI, ""), repl.ReplaceKnown(h.DataDir, ""))
 	if err != nil {
 		return err
 	}
-	timeout := time.Duration(h.Timeout)
-	// Every config on the same store and database shares one broker, so a write through one
-	// site reaches the subscribers of the others, and a reload keeps it.
-	h.eventsKey = "events " + h.storeKey + " " + h.Database
+	// Every config on the same store shares one broker, so a write through one site reaches
+	// the subscribers of the others, and a reload keeps it.
+	h.eventsKey = "events " + h.storeKey
 	broker, _, _ := brokers.LoadOrNew(h.eventsKey, func() (caddy.Destructor, error) {
 		return pooledBroker{events.NewBroker[posts.Event](EventQueue)}, nil
 	})
 	svc := posts.NewService(posts.Config{
-		Posts:    store.NewPosts(client, h.Database, timeout),
-		Users:    store.NewUsers(client, h.Database, timeout),
+		Store:    st,
+		Timeout:  time.Duration(h.Timeout),
 		MaxLimit: h.MaxLimit,
 		Logger:   h.logger,
 		Events:   broker.(pooledBroker).Broker,
@@ -388,11 +403,12 @@ func (h *Handler) loadJWKS(u string) (*auth.JWKS, error) {
 	return val.(pooledJWKS).JWKS, nil
 }
 
-// stores holds one store client per MongoDB URI or embedded data directory, shared by every
-// config that names it, so a reload keeps its connections (and the embedded server) running.
+// stores holds the stores, one per MongoDB URI and database or per embedded data directory,
+// shared by every config that names it, so that a reload keeps its connections and the
+// embedded store's file open.
 var stores = caddy.NewUsagePool()
 
-// brokers holds the event brokers, one per store and database.
+// brokers holds the event brokers, one per store.
 var brokers = caddy.NewUsagePool()
 
 // EventQueue is how many events a subscription may have waiting before it is dropped as too slow.
@@ -407,23 +423,22 @@ func (b pooledBroker) Destruct() error {
 	return nil
 }
 
-// pooledStore makes a store client a pool value.
-type pooledStore struct{ *store.Client }
+// pooledStore makes a store a pool value.
+type pooledStore struct{ store.Store }
 
-// Destruct closes the client when the last config that used it is cleaned up.
-func (s pooledStore) Destruct() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return s.Close(ctx)
-}
+// Destruct closes the store when the last config that used it is cleaned up.
+func (s pooledStore) Destruct() error { return s.Close() }
 
-func (h *Handler) loadStore(uri, dataDir string) (*store.Client, error) {
-	key := "mongodb " + uri
+// loadStore returns the pooled store the config names. It does no I/O: the MongoDB driver
+// connects on first use, and the app opens an embedded store when the config starts.
+func (h *Handler) loadStore(ctx caddy.Context, uri, dataDir string) (store.Store, error) {
+	key := "mongodb " + uri + " " + h.Database
 	construct := func() (caddy.Destructor, error) {
-		h.logger.Info("using MongoDB", zap.String("hosts", store.Redact(uri)), zap.String("database", h.Database))
-		c, err := store.Connect(uri)
-		return pooledStore{c}, err
+		h.logger.Info("using MongoDB", zap.String("hosts", mongo.Redact(uri)), zap.String("database", h.Database))
+		s, err := mongo.Open(uri, h.Database)
+		return pooledStore{s}, err
 	}
+	var embedded *sqlite.Store
 	if uri == "" {
 		if dataDir == "" {
 			dataDir = filepath.Join(caddy.AppDataDir(), "posts")
@@ -432,11 +447,11 @@ func (h *Handler) loadStore(uri, dataDir string) (*store.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("data_dir: %w", err)
 		}
-		key = "embedded " + dataDir
+		key = "sqlite " + dataDir
 		construct = func() (caddy.Destructor, error) {
-			h.logger.Info("using the embedded store (FerretDB on SQLite); it starts on first use",
-				zap.String("data_dir", dataDir), zap.String("database", h.Database))
-			return pooledStore{store.Embedded(dataDir, h.logger.Named("store"))}, nil
+			h.logger.Info("using the embedded store; it opens when the config starts",
+				zap.String("file", filepath.Join(dataDir, sqlite.DatabaseFile)))
+			return pooledStore{sqlite.New(dataDir, sqlite.Options{Logger: h.logger.Named("store")})}, nil
 		}
 	}
 	val, _, err := stores.LoadOrNew(key, construct)
@@ -444,7 +459,17 @@ func (h *Handler) loadStore(uri, dataDir string) (*store.Client, error) {
 		return nil, err
 	}
 	h.storeKey = key
-	return val.(pooledStore).Client, nil
+	st := val.(pooledStore).Store
+	if embedded, _ = st.(*sqlite.Store); embedded != nil {
+		app, err := ctx.App(AppName)
+		if err != nil {
+			return nil, err
+		}
+		if err := app.(*App).open(embedded, h.Synchronous == SyncFull); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
 }
 
 // Validate checks the config after Provision.
@@ -478,6 +503,12 @@ func (h *Handler) Validate() error {
 	}
 	if err := validDatabase(h.Database); err != nil {
 		errs = append(errs, fmt.Errorf("database: %w", err))
+	}
+	switch {
+	case h.Synchronous != "" && h.Synchronous != SyncNormal && h.Synchronous != SyncFull:
+		errs = append(errs, fmt.Errorf("synchronous must be %s or %s, not %q", SyncNormal, SyncFull, h.Synchronous))
+	case h.Synchronous != "" && h.MongoDBURI != "":
+		errs = append(errs, errors.New("synchronous applies to the embedded store; with mongodb_uri, set the URI's w and journal options"))
 	}
 	if *h.Leeway < 0 || *h.Leeway > MaxLeeway {
 		errs = append(errs, fmt.Errorf("leeway must be from 0 to %s", time.Duration(MaxLeeway)))

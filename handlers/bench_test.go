@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
+	"github.com/postsedge/caddy-posts/store"
 
 	"github.com/postsedge/caddy-posts/posts"
 )
@@ -71,7 +71,7 @@ func BenchmarkEncode(b *testing.B) {
 	for i := range page {
 		created := time.Date(2026, 11, 21, 4, 35, 44, 36_000_000, time.UTC).Add(-time.Duration(i) * time.Minute)
 		body := fmt.Sprintf("The body of post %d, a few sentences long as a post's body often is. It says what it says.", i)
-		page[i] = posts.Post{ID: bson.NewObjectID(), UserID: "alice", Title: fmt.Sprintf("Post number %d", i), Body: &body, CreatedAt: created, UpdatedAt: created}
+		page[i] = posts.Post{ID: store.NewID(created), UserID: "alice", Title: fmt.Sprintf("Post number %d", i), Body: &body, CreatedAt: created, UpdatedAt: created}
 	}
 	tests := []struct {
 		name  string
@@ -97,7 +97,7 @@ func BenchmarkEncode(b *testing.B) {
 // that part, once per event): this is the part paid once per subscriber.
 func BenchmarkEventMessage(b *testing.B) {
 	payload, err := json.Marshal(map[string]any{"data": map[string]any{"postCreated": map[string]any{
-		"id": bson.NewObjectID().Hex(), "title": "Hello, world"}}})
+		"id": store.NewID(time.Now()), "title": "Hello, world"}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,7 +25,7 @@ type postJSON struct {
 
 func toJSON(p posts.Post) postJSON {
 	return postJSON{
-		ID:        p.ID.Hex(),
+		ID:        p.ID,
 		UserID:    p.UserID,
 		Title:     p.Title,
 		Body:      p.Body,

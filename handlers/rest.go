@@ -97,7 +97,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Location", "/posts/"+post.ID.Hex())
+	w.Header().Set("Location", "/posts/"+post.ID)
 	writeJSON(w, http.StatusCreated, toJSON(post))
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
-	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 const wsKey = "key-of-alice"
@@ -34,16 +34,14 @@ type wsServer struct {
 
 func newWSServer(t *testing.T, subs Subscriptions) *wsServer {
 	t.Helper()
-	client := store.Embedded(t.TempDir(), zap.NewNop())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = client.Close(ctx)
-	})
+	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
 	broker := events.NewBroker[posts.Event](16)
 	svc := posts.NewService(posts.Config{
-		Posts: store.NewPosts(client, "test", 5*time.Second), Users: store.NewUsers(client, "test", 5*time.Second),
-		MaxLimit: 10, Logger: zap.NewNop(), Events: broker,
+		Store: st, Timeout: 5 * time.Second, MaxLimit: 10, Logger: zap.NewNop(), Events: broker,
 	})
 	s, err := schema.New(svc, zap.NewNop(), schema.Limits{})
 	if err != nil {

@@ -3,21 +3,21 @@ package posts
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/postsedge/caddy-posts/store"
 )
 
 // A cursor is a post's place in the list order, opaque to clients: the post's createdAt in Unix
-// milliseconds (8 bytes) and its ObjectID (12 bytes), base64url without padding.
+// milliseconds (8 bytes) and its id (12 bytes: the 24 hex characters as bytes), base64url
+// without padding.
 const cursorSize = 8 + 12
 
 func encodeCursor(k store.Key) string {
 	var b [cursorSize]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(k.CreatedAt.UnixMilli()))
-	copy(b[8:], k.ID[:])
+	hex.Decode(b[8:], []byte(k.ID)) // a stored id: 24 hex characters
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
@@ -26,10 +26,8 @@ func decodeCursor(s string) (store.Key, bool) {
 	if err != nil || len(b) != cursorSize {
 		return store.Key{}, false
 	}
-	var id bson.ObjectID
-	copy(id[:], b[8:])
-	return store.Key{CreatedAt: time.UnixMilli(int64(binary.BigEndian.Uint64(b[:8]))).UTC(), ID: id}, true
+	return store.Key{CreatedAt: time.UnixMilli(int64(binary.BigEndian.Uint64(b[:8]))).UTC(), ID: hex.EncodeToString(b[8:])}, true
 }
 
 // Cursor is the cursor of a post: a List with it as After starts with the post that follows.
-func Cursor(p Post) string { return encodeCursor(store.Key{CreatedAt: p.CreatedAt, ID: p.ID}) }
+func Cursor(p Post) string { return encodeCursor(store.KeyOf(p)) }

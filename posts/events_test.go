@@ -10,9 +10,9 @@ import (
 )
 
 func TestEveryStoredWriteIsPublishedOnceAndNothingElse(t *testing.T) {
-	st, users := newStore(t)
+	st := newStore(t)
 	broker := events.NewBroker[Event](100)
-	svc := NewService(Config{Posts: st, Users: users, MaxLimit: 10, Logger: zap.NewNop(), Events: broker})
+	svc := NewService(Config{Store: st, MaxLimit: 10, Logger: zap.NewNop(), Events: broker})
 	sub := broker.Subscribe(nil)
 	defer sub.Close()
 	next := func() (Event, bool) {
@@ -35,7 +35,7 @@ func TestEveryStoredWriteIsPublishedOnceAndNothingElse(t *testing.T) {
 		t.Errorf("after Create: %+v, %v; want Created with the stored post", e, ok)
 	}
 	title := "changed"
-	updated, err := svc.Update(ctx, alice, p.ID.Hex(), Changes{Title: Change{Set: true, Value: &title}})
+	updated, err := svc.Update(ctx, alice, p.ID, Changes{Title: Change{Set: true, Value: &title}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +51,10 @@ func TestEveryStoredWriteIsPublishedOnceAndNothingElse(t *testing.T) {
 		{"an anonymous create", func() error { _, err := svc.Create(ctx, auth.Identity{}, NewPost{Title: "x"}); return err }},
 		{"an invalid create", func() error { _, err := svc.Create(ctx, alice, NewPost{Title: " "}); return err }},
 		{"an update by another user", func() error {
-			_, err := svc.Update(ctx, bob, p.ID.Hex(), Changes{Title: Change{Set: true, Value: &title}})
+			_, err := svc.Update(ctx, bob, p.ID, Changes{Title: Change{Set: true, Value: &title}})
 			return err
 		}},
-		{"a delete by another user", func() error { return svc.Delete(ctx, bob, p.ID.Hex()) }},
+		{"a delete by another user", func() error { return svc.Delete(ctx, bob, p.ID) }},
 		{"a delete of a missing post", func() error { return svc.Delete(ctx, alice, "6b011fa03aa928307595aeda") }},
 	}
 	for _, r := range refused {
@@ -66,7 +66,7 @@ func TestEveryStoredWriteIsPublishedOnceAndNothingElse(t *testing.T) {
 		}
 	}
 
-	if err := svc.Delete(ctx, alice, p.ID.Hex()); err != nil {
+	if err := svc.Delete(ctx, alice, p.ID); err != nil {
 		t.Fatal(err)
 	}
 	if e, ok := next(); !ok || e.Kind != Deleted || e.Post.ID != p.ID || e.Post.UserID != "alice" {

@@ -12,7 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
@@ -71,9 +70,11 @@ var now = time.Now
 
 // Config is what a Service needs.
 type Config struct {
-	// Posts and Users are the collections it reads and writes.
-	Posts *store.Posts
-	Users *store.Users
+	// Store holds the posts and the user profiles.
+	Store store.Store
+	// Timeout bounds the store calls of each method; past it the method fails with
+	// ErrUnavailable. Zero: the caller's context alone.
+	Timeout time.Duration
 	// MaxLimit is the largest page of a list.
 	MaxLimit int
 	// Logger receives the failures that do not fail the request: a profile that could not be saved.
@@ -101,8 +102,8 @@ type Event struct {
 
 // Service applies the rules of posts. Its methods are safe for concurrent use.
 type Service struct {
-	store    *store.Posts
-	users    *store.Users
+	store    store.Store
+	timeout  time.Duration
 	maxLimit int
 	logger   *zap.Logger
 	events   *events.Broker[Event]
@@ -111,7 +112,16 @@ type Service struct {
 
 // NewService returns the Service that cfg describes.
 func NewService(cfg Config) *Service {
-	return &Service{store: cfg.Posts, users: cfg.Users, maxLimit: cfg.MaxLimit, logger: cfg.Logger, events: cfg.Events}
+	return &Service{store: cfg.Store, timeout: cfg.Timeout, maxLimit: cfg.MaxLimit, logger: cfg.Logger, events: cfg.Events}
+}
+
+// bounded is ctx with the store's deadline, under which every store call of a method runs: a
+// database that stops answering costs a request the timeout, then ErrUnavailable.
+func (s *Service) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
 }
 
 // Subscribe returns a subscription to the writes that match, as they are stored. It fails with
@@ -144,11 +154,13 @@ func RequireCaller(caller auth.Identity) error {
 
 // Get returns the post with the id.
 func (s *Service) Get(ctx context.Context, id string) (Post, error) {
-	oid, err := parseID(id)
+	id, err := parseID(id)
 	if err != nil {
 		return Post{}, err
 	}
-	post, err := s.store.FindByID(ctx, oid)
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	post, err := s.store.GetPost(ctx, id)
 	return post, fromStore(err)
 }
 
@@ -169,7 +181,9 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 		}
 		f.After = &key
 	}
-	posts, err := s.store.List(ctx, f)
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	posts, err := s.store.ListPosts(ctx, f)
 	if err != nil {
 		return Page{}, fromStore(err)
 	}
@@ -195,8 +209,10 @@ func (s *Service) Create(ctx context.Context, caller auth.Identity, in NewPost) 
 		return Post{}, err
 	}
 	t := timestamp()
-	post := Post{ID: bson.NewObjectID(), UserID: caller.UserID, Title: title, Body: in.Body, CreatedAt: t, UpdatedAt: t}
-	if err := s.store.Insert(ctx, post); err != nil {
+	post := Post{ID: store.NewID(t), UserID: caller.UserID, Title: title, Body: in.Body, CreatedAt: t, UpdatedAt: t}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	if err := s.store.InsertPost(ctx, post); err != nil {
 		return Post{}, fromStore(err)
 	}
 	s.written(ctx, caller, Created, post)
@@ -212,13 +228,15 @@ func (s *Service) Update(ctx context.Context, caller auth.Identity, id string, c
 	if err != nil {
 		return Post{}, err
 	}
-	oid, err := parseID(id)
+	id, err = parseID(id)
 	if err != nil {
 		return Post{}, err
 	}
-	post, err := s.store.UpdateOwned(ctx, oid, caller.UserID, u)
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	post, err := s.store.UpdatePost(ctx, id, caller.UserID, u)
 	if errors.Is(err, store.ErrNotFound) {
-		return Post{}, s.whyNotOwned(ctx, oid)
+		return Post{}, s.whyNotOwned(ctx, id)
 	}
 	if err != nil {
 		return Post{}, fromStore(err)
@@ -232,18 +250,20 @@ func (s *Service) Delete(ctx context.Context, caller auth.Identity, id string) e
 	if err := RequireCaller(caller); err != nil {
 		return err
 	}
-	oid, err := parseID(id)
+	id, err := parseID(id)
 	if err != nil {
 		return err
 	}
-	err = s.store.DeleteOwned(ctx, oid, caller.UserID)
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	err = s.store.DeletePost(ctx, id, caller.UserID)
 	if errors.Is(err, store.ErrNotFound) {
-		return s.whyNotOwned(ctx, oid)
+		return s.whyNotOwned(ctx, id)
 	}
 	if err != nil {
 		return fromStore(err)
 	}
-	s.written(ctx, caller, Deleted, Post{ID: oid, UserID: caller.UserID})
+	s.written(ctx, caller, Deleted, Post{ID: id, UserID: caller.UserID})
 	return nil
 }
 
@@ -258,7 +278,7 @@ func (s *Service) saveProfile(ctx context.Context, caller auth.Identity) {
 	if !s.profiles.stale(caller.UserID, saved) {
 		return
 	}
-	err := s.users.Save(ctx, store.User{
+	err := s.store.SaveUser(ctx, store.User{
 		ID: caller.UserID, Name: nonEmpty(caller.Name), Email: nonEmpty(caller.Email), UpdatedAt: timestamp(),
 	})
 	if err != nil {
@@ -323,9 +343,11 @@ type User struct {
 // User returns the user with the id: the saved profile, or just the id for a user who has posts
 // but no profile. found is false when the user has neither.
 func (s *Service) User(ctx context.Context, caller auth.Identity, id string) (User, bool, error) {
-	saved, err := s.users.FindByID(ctx, id)
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	saved, err := s.store.GetUser(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		posts, err := s.store.List(ctx, store.Filter{UserID: id, Limit: 1})
+		posts, err := s.store.ListPosts(ctx, store.Filter{UserID: id, Limit: 1})
 		if err != nil || len(posts) == 0 {
 			return User{}, false, fromStore(err)
 		}
@@ -351,7 +373,9 @@ func (s *Service) Authors(ctx context.Context, caller auth.Identity, ps []Post) 
 	if len(ids) == 0 {
 		return authors, nil
 	}
-	saved, err := s.users.FindByIDs(ctx, ids)
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	saved, err := s.store.GetUsers(ctx, ids)
 	if err != nil {
 		return nil, fromStore(err)
 	}
@@ -372,8 +396,8 @@ func profile(caller auth.Identity, saved store.User) User {
 
 // whyNotOwned tells, after a write filtered by owner matched nothing, a missing post (404) from
 // someone else's (403). It is the only read that follows a write.
-func (s *Service) whyNotOwned(ctx context.Context, id bson.ObjectID) error {
-	_, err := s.store.FindByID(ctx, id)
+func (s *Service) whyNotOwned(ctx context.Context, id string) error {
+	_, err := s.store.GetPost(ctx, id)
 	if err == nil {
 		return ErrForbidden
 	}
@@ -430,13 +454,12 @@ func validUpdate(ch Changes) (store.Update, error) {
 	return u, nil
 }
 
-// parseID reads a post id; a malformed id names no post, so it is ErrNotFound.
-func parseID(id string) (bson.ObjectID, error) {
-	oid, err := bson.ObjectIDFromHex(id)
-	if err != nil {
-		return bson.ObjectID{}, ErrNotFound
+// parseID reads a post id, in either case; a malformed id names no post, so it is ErrNotFound.
+func parseID(id string) (string, error) {
+	if id = strings.ToLower(id); !store.ValidID(id) {
+		return "", ErrNotFound
 	}
-	return oid, nil
+	return id, nil
 }
 
 // timestamp is the current time as stored: UTC, milliseconds (MongoDB's own precision).

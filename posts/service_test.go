@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/mongo"
+	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 var (
@@ -28,22 +29,23 @@ var (
 // time.Now is.
 var start = time.Date(2025, 3, 14, 17, 9, 26, 535_897_932, time.FixedZone("UTC+2", 2*60*60))
 
-// newStore returns the collections of a new embedded server, closed when the test ends.
-func newStore(t *testing.T) (*store.Posts, *store.Users) {
+// newStore returns a new embedded store, closed when the test ends.
+func newStore(t *testing.T) store.Store {
 	t.Helper()
-	client := store.Embedded(t.TempDir(), zap.NewNop())
+	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := client.Close(ctx); err != nil {
+		if err := st.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	return store.NewPosts(client, "test", 5*time.Second), store.NewUsers(client, "test", 5*time.Second)
+	return st
 }
 
-func newService(st *store.Posts, users *store.Users, maxLimit int) *Service {
-	return NewService(Config{Posts: st, Users: users, MaxLimit: maxLimit, Logger: zap.NewNop()})
+func newService(st store.Store, maxLimit int) *Service {
+	return NewService(Config{Store: st, Timeout: 5 * time.Second, MaxLimit: maxLimit, Logger: zap.NewNop()})
 }
 
 // setClock makes now return the time the returned pointer holds, until the test ends.
@@ -56,9 +58,9 @@ func setClock(t *testing.T, at time.Time) *time.Time {
 }
 
 // stored returns every post in st, newest first.
-func stored(t *testing.T, st *store.Posts) []Post {
+func stored(t *testing.T, st store.Store) []Post {
 	t.Helper()
-	all, err := st.List(t.Context(), store.Filter{Limit: 10_000})
+	all, err := st.ListPosts(t.Context(), store.Filter{Limit: 10_000})
 	if err != nil {
 		t.Fatalf("listing the store: %v", err)
 	}
@@ -74,11 +76,11 @@ func create(t *testing.T, s *Service, caller auth.Identity, title string) Post {
 	return post
 }
 
-func get(t *testing.T, s *Service, id bson.ObjectID) Post {
+func get(t *testing.T, s *Service, id string) Post {
 	t.Helper()
-	post, err := s.Get(t.Context(), id.Hex())
+	post, err := s.Get(t.Context(), id)
 	if err != nil {
-		t.Fatalf("Get(%s): %v", id.Hex(), err)
+		t.Fatalf("Get(%s): %v", id, err)
 	}
 	return post
 }
@@ -90,7 +92,7 @@ func describe(p Post) string {
 		body = fmt.Sprintf("%q", *p.Body)
 	}
 	return fmt.Sprintf("{ID: %s, UserID: %q, Title: %q, Body: %s, CreatedAt: %s, UpdatedAt: %s}",
-		p.ID.Hex(), p.UserID, p.Title, body,
+		p.ID, p.UserID, p.Title, body,
 		p.CreatedAt.Format(time.RFC3339Nano+" MST"), p.UpdatedAt.Format(time.RFC3339Nano+" MST"))
 }
 
@@ -111,8 +113,8 @@ func wantInvalid(t *testing.T, err error, field string) {
 func ptr(s string) *string { return &s }
 
 func TestCreate(t *testing.T) {
-	st, users := newStore(t)
-	s := newService(st, users, 100)
+	st := newStore(t)
+	s := newService(st, 100)
 	setClock(t, start)
 	storedAt := start.UTC().Truncate(time.Millisecond)
 
@@ -140,8 +142,8 @@ func TestCreate(t *testing.T) {
 			}
 			want := Post{ID: got.ID, UserID: alice.UserID, Title: tc.wantTitle, Body: tc.in.Body,
 				CreatedAt: storedAt, UpdatedAt: storedAt}
-			if got.ID.IsZero() {
-				t.Error("Create returned a post without an id")
+			if !store.ValidID(got.ID) {
+				t.Errorf("Create returned the id %q", got.ID)
 			}
 			if describe(got) != describe(want) {
 				t.Errorf("Create returned\n%s\nwant\n%s", describe(got), describe(want))
@@ -204,8 +206,8 @@ func TestCreate(t *testing.T) {
 }
 
 func TestGet(t *testing.T) {
-	st, users := newStore(t)
-	s := newService(st, users, 100)
+	st := newStore(t)
+	s := newService(st, 100)
 	post := create(t, s, alice, "Hello")
 
 	t.Run("a post is found by its id", func(t *testing.T) {
@@ -218,12 +220,12 @@ func TestGet(t *testing.T) {
 		name string
 		id   string
 	}{
-		{"an unknown id", bson.NewObjectID().Hex()},
+		{"an unknown id", store.NewID(time.Now())},
 		{"an empty id", ""},
 		{"an id that is not hex", "not-an-object-id-at-all!"},
-		{"an id one hex digit short", post.ID.Hex()[:23]},
-		{"an id one hex digit long", post.ID.Hex() + "0"},
-		{"an id with a trailing space", post.ID.Hex() + " "},
+		{"an id one hex digit short", post.ID[:23]},
+		{"an id one hex digit long", post.ID + "0"},
+		{"an id with a trailing space", post.ID + " "},
 	}
 	for _, tc := range notFound {
 		t.Run(tc.name+" is not found", func(t *testing.T) {
@@ -235,9 +237,9 @@ func TestGet(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	st, users := newStore(t)
-	wide := newService(st, users, 100)
-	narrow := newService(st, users, 5)
+	st := newStore(t)
+	wide := newService(st, 100)
+	narrow := newService(st, 5)
 	clock := setClock(t, start)
 
 	// 25 posts, in pairs sharing a createdAt, by alternating users.
@@ -256,12 +258,12 @@ func TestList(t *testing.T) {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
 			return c
 		}
-		return bytes.Compare(b.ID[:], a.ID[:])
+		return strings.Compare(b.ID, a.ID)
 	})
 	ids := func(posts []Post) []string {
 		hex := make([]string, len(posts))
 		for i, p := range posts {
-			hex[i] = p.ID.Hex()
+			hex[i] = p.ID
 		}
 		return hex
 	}
@@ -327,7 +329,7 @@ func TestList(t *testing.T) {
 		after string
 	}{
 		{"a cursor that is not base64", "not a cursor!"},
-		{"a post id in place of a cursor", all[0].ID.Hex()},
+		{"a post id in place of a cursor", all[0].ID},
 		{"a cursor one byte short", base64.RawURLEncoding.EncodeToString(make([]byte, cursorSize-1))},
 		{"a cursor one byte long", base64.RawURLEncoding.EncodeToString(make([]byte, cursorSize+1))},
 		{"a cursor with base64 padding", base64.URLEncoding.EncodeToString(make([]byte, cursorSize))},
@@ -378,8 +380,8 @@ func TestList(t *testing.T) {
 }
 
 func TestUpdate(t *testing.T) {
-	st, users := newStore(t)
-	s := newService(st, users, 100)
+	st := newStore(t)
+	s := newService(st, 100)
 	clock := setClock(t, start)
 	created := start.UTC().Truncate(time.Millisecond)
 
@@ -413,7 +415,7 @@ func TestUpdate(t *testing.T) {
 			tc.change(&want)
 			want.UpdatedAt = created.Add(time.Minute)
 
-			got, err := s.Update(t.Context(), alice, before.ID.Hex(), tc.ch)
+			got, err := s.Update(t.Context(), alice, before.ID, tc.ch)
 			if err != nil {
 				t.Fatalf("Update: %v", err)
 			}
@@ -431,7 +433,7 @@ func TestUpdate(t *testing.T) {
 		post := create(t, s, alice, "Clocked")
 		for i := 1; i <= 3; i++ {
 			*clock = start.Add(time.Duration(i) * time.Second)
-			got, err := s.Update(t.Context(), alice, post.ID.Hex(), Changes{Title: set(fmt.Sprintf("v%d", i))})
+			got, err := s.Update(t.Context(), alice, post.ID, Changes{Title: set(fmt.Sprintf("v%d", i))})
 			if err != nil {
 				t.Fatalf("Update %d: %v", i, err)
 			}
@@ -469,7 +471,7 @@ func TestUpdate(t *testing.T) {
 	}
 	for _, tc := range invalid {
 		t.Run(tc.name+" is invalid and the post is unchanged", func(t *testing.T) {
-			_, err := s.Update(t.Context(), alice, post.ID.Hex(), tc.ch)
+			_, err := s.Update(t.Context(), alice, post.ID, tc.ch)
 			wantInvalid(t, err, tc.field)
 			unchanged(t)
 		})
@@ -488,8 +490,8 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	st, users := newStore(t)
-	s := newService(st, users, 100)
+	st := newStore(t)
+	s := newService(st, 100)
 	post := create(t, s, alice, "Doomed")
 
 	refused := refusals(post)
@@ -503,13 +505,13 @@ func TestDelete(t *testing.T) {
 	}
 
 	t.Run("the owner deletes the post, and deleting it again is not found", func(t *testing.T) {
-		if err := s.Delete(t.Context(), alice, post.ID.Hex()); err != nil {
+		if err := s.Delete(t.Context(), alice, post.ID); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
-		if _, err := s.Get(t.Context(), post.ID.Hex()); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Get(t.Context(), post.ID); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Get after Delete error = %v, want ErrNotFound", err)
 		}
-		if err := s.Delete(t.Context(), alice, post.ID.Hex()); !errors.Is(err, ErrNotFound) {
+		if err := s.Delete(t.Context(), alice, post.ID); !errors.Is(err, ErrNotFound) {
 			t.Errorf("second Delete error = %v, want ErrNotFound", err)
 		}
 		if n := len(stored(t, st)); n != 0 {
@@ -519,13 +521,13 @@ func TestDelete(t *testing.T) {
 }
 
 func TestUnavailable(t *testing.T) {
-	client, err := store.Connect("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200")
+	unreachable, err := mongo.Open("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=60000", "test")
 	if err != nil {
-		t.Fatalf("Connect: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
-	t.Cleanup(func() { _ = client.Close(context.Background()) })
-	s := newService(store.NewPosts(client, "test", 300*time.Millisecond), store.NewUsers(client, "test", 300*time.Millisecond), 100)
-	id := bson.NewObjectID().Hex()
+	t.Cleanup(func() { _ = unreachable.Close() })
+	s := NewService(Config{Store: unreachable, Timeout: 300 * time.Millisecond, MaxLimit: 100, Logger: zap.NewNop()})
+	id := store.NewID(time.Now())
 
 	ops := []struct {
 		name string
@@ -582,23 +584,23 @@ type refusal struct {
 // unknown id and a malformed one.
 func refusals(post Post) []refusal {
 	return []refusal{
-		{"another user's post is forbidden", bob, post.ID.Hex(), ErrForbidden},
-		{"an anonymous caller is unauthenticated", anonymous, post.ID.Hex(), ErrUnauthenticated},
-		{"an unknown id is not found", alice, bson.NewObjectID().Hex(), ErrNotFound},
+		{"another user's post is forbidden", bob, post.ID, ErrForbidden},
+		{"an anonymous caller is unauthenticated", anonymous, post.ID, ErrUnauthenticated},
+		{"an unknown id is not found", alice, store.NewID(time.Now()), ErrNotFound},
 		{"a malformed id is not found", alice, "not-an-id", ErrNotFound},
 	}
 }
 
 func TestProfile(t *testing.T) {
-	st, users := newStore(t)
-	s := newService(st, users, 100)
+	st := newStore(t)
+	s := newService(st, 100)
 	clock := setClock(t, start)
 	carol := auth.Identity{UserID: "carol", Method: auth.MethodJWT, Name: "Carol", Email: "carol@example.com"}
 	carolByKey := auth.Identity{UserID: "carol", Method: auth.MethodAPIKey}
 
 	profile := func(t *testing.T, id string) (store.User, bool) {
 		t.Helper()
-		u, err := users.FindByID(t.Context(), id)
+		u, err := st.GetUser(t.Context(), id)
 		if errors.Is(err, store.ErrNotFound) {
 			return store.User{}, false
 		}
@@ -637,7 +639,7 @@ func TestProfile(t *testing.T) {
 
 	t.Run("a write with a credential without a profile keeps the stored profile and refreshes updatedAt", func(t *testing.T) {
 		*clock = start.Add(time.Minute)
-		if _, err := s.Update(t.Context(), carolByKey, post.ID.Hex(), Changes{Title: Change{Set: true, Value: ptr("Edited")}}); err != nil {
+		if _, err := s.Update(t.Context(), carolByKey, post.ID, Changes{Title: Change{Set: true, Value: ptr("Edited")}}); err != nil {
 			t.Fatalf("Update: %v", err)
 		}
 		u, _ := profile(t, "carol")
@@ -649,7 +651,7 @@ func TestProfile(t *testing.T) {
 
 	t.Run("a forbidden write records nothing for the caller", func(t *testing.T) {
 		dave := auth.Identity{UserID: "dave", Method: auth.MethodJWT, Name: "Dave"}
-		if err := s.Delete(t.Context(), dave, post.ID.Hex()); !errors.Is(err, ErrForbidden) {
+		if err := s.Delete(t.Context(), dave, post.ID); !errors.Is(err, ErrForbidden) {
 			t.Fatalf("Delete error = %v, want ErrForbidden", err)
 		}
 		if u, ok := profile(t, "dave"); ok {
@@ -677,7 +679,7 @@ func TestProfile(t *testing.T) {
 		*clock = start.Add(2 * time.Minute)
 		renamed := carol
 		renamed.Name = "Carol Smith"
-		if err := s.Delete(t.Context(), renamed, post.ID.Hex()); err != nil {
+		if err := s.Delete(t.Context(), renamed, post.ID); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
 		u, _ := profile(t, "carol")
@@ -689,12 +691,12 @@ func TestProfile(t *testing.T) {
 }
 
 func TestUser(t *testing.T) {
-	st, users := newStore(t)
-	s := newService(st, users, 100)
+	st := newStore(t)
+	s := newService(st, 100)
 	carol := auth.Identity{UserID: "carol", Method: auth.MethodJWT, Name: "Carol", Email: "carol@example.com"}
 	create(t, s, carol, "Carol's")
 	// A post stored without a profile, as one written before profiles were saved.
-	if err := st.Insert(t.Context(), Post{ID: bson.NewObjectID(), UserID: "dave", Title: "old", CreatedAt: start, UpdatedAt: start}); err != nil {
+	if err := st.InsertPost(t.Context(), Post{ID: store.NewID(start), UserID: "dave", Title: "old", CreatedAt: start, UpdatedAt: start}); err != nil {
 		t.Fatal(err)
 	}
 

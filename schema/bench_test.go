@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
+	"github.com/postsedge/caddy-posts/store"
 )
 
 // BenchmarkGraphQL runs the common operations, each in two parts as the transports run them:
@@ -106,7 +105,7 @@ func BenchmarkSubscriptionEvent(b *testing.B) {
 			body := "A first post, as short as most of them are."
 			created := time.Now().UTC().Truncate(time.Millisecond)
 			e := posts.Event{Kind: posts.Created, Post: posts.Post{
-				ID: bson.NewObjectID(), UserID: alice.UserID, Title: "Hello, world", Body: &body, CreatedAt: created, UpdatedAt: created}}
+				ID: store.NewID(created), UserID: alice.UserID, Title: "Hello, world", Body: &body, CreatedAt: created, UpdatedAt: created}}
 			b.ReportAllocs()
 			for b.Loop() {
 				broker.Publish(e)

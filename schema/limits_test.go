@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -65,8 +63,8 @@ func TestLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commands, monitor := roundTrips()
-	defaults := newSchemaWith(t, 100, schema.Limits{}, options.Client().SetMonitor(monitor))
+	commands := &callLog{}
+	defaults := newSchemaWith(t, 100, schema.Limits{}, commands)
 	create(t, defaults, alice, "one")
 	strict := newSchemaWith(t, 100, schema.Limits{MaxQueryLength: 200, MaxDepth: 3, MaxCost: 5, DisableIntrospection: true})
 

@@ -290,7 +290,7 @@ type Post struct {
 	author *User // read ahead with the list the post came in, if any
 }
 
-func (p *Post) ID() graphql.ID     { return graphql.ID(p.post.ID.Hex()) }
+func (p *Post) ID() graphql.ID     { return graphql.ID(p.post.ID) }
 func (p *Post) UserID() graphql.ID { return graphql.ID(p.post.UserID) }
 func (p *Post) Title() string      { return p.post.Title }
 func (p *Post) Body() *string      { return p.post.Body }

@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/event"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 var (
@@ -24,22 +23,32 @@ var (
 	bob   = auth.Identity{UserID: "bob", Method: auth.MethodAPIKey}
 )
 
-func newSchema(t *testing.T, opts ...*options.ClientOptions) *schema.Schema {
-	return newSchemaWith(t, 5, schema.Limits{}, opts...)
+func newSchema(t *testing.T, calls ...*callLog) *schema.Schema {
+	return newSchemaWith(t, 5, schema.Limits{}, calls...)
 }
 
-// newSchemaWith is a schema over a fresh embedded store, with the given max_limit and limits.
-func newSchemaWith(t testing.TB, maxLimit int, limits schema.Limits, opts ...*options.ClientOptions) *schema.Schema {
+// newStore is a fresh embedded store, closed when the test ends.
+func newStore(t testing.TB) store.Store {
 	t.Helper()
-	client := store.Embedded(t.TempDir(), zap.NewNop(), opts...)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = client.Close(ctx)
-	})
+	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// newSchemaWith is a schema over a fresh embedded store, with the given max_limit and limits;
+// the store's calls go to calls, when given.
+func newSchemaWith(t testing.TB, maxLimit int, limits schema.Limits, calls ...*callLog) *schema.Schema {
+	t.Helper()
+	st := newStore(t)
+	if len(calls) > 0 {
+		st = counted{st, calls[0]}
+	}
 	svc := posts.NewService(posts.Config{
-		Posts:    store.NewPosts(client, "test", 5*time.Second),
-		Users:    store.NewUsers(client, "test", 5*time.Second),
+		Store:    st,
+		Timeout:  5 * time.Second,
 		MaxLimit: maxLimit,
 		Logger:   zap.NewNop(),
 	})
@@ -255,11 +264,11 @@ func TestQueriesAndMutations(t *testing.T) {
 	})
 }
 
-// TestNoNPlusOne counts the database round trips of nested queries with the driver's command
-// monitor: authors are read in one query per list, never one per post.
+// TestNoNPlusOne counts the store calls of nested queries: authors are read in one query per
+// list, never one per post.
 func TestNoNPlusOne(t *testing.T) {
-	commands, monitor := roundTrips()
-	s := newSchema(t, options.Client().SetMonitor(monitor))
+	commands := &callLog{}
+	s := newSchema(t, commands)
 	for _, caller := range []auth.Identity{alice, bob, {UserID: "carol", Method: auth.MethodAPIKey, Name: "Carol"}} {
 		for range 3 {
 			create(t, s, caller, "by "+caller.UserID)
@@ -286,29 +295,64 @@ func TestNoNPlusOne(t *testing.T) {
 	}
 }
 
-// commandLog records the data commands the driver sends.
-type commandLog struct {
-	mu       sync.Mutex
-	commands []string
+// callLog records the store calls that read or write data: each is one database round trip.
+type callLog struct {
+	mu    sync.Mutex
+	calls []string
 }
 
-func (l *commandLog) reset() { l.mu.Lock(); l.commands = nil; l.mu.Unlock() }
+func (l *callLog) add(call string) { l.mu.Lock(); l.calls = append(l.calls, call); l.mu.Unlock() }
 
-func (l *commandLog) list() []string {
+func (l *callLog) reset() { l.mu.Lock(); l.calls = nil; l.mu.Unlock() }
+
+func (l *callLog) list() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return slices.Clone(l.commands)
+	return slices.Clone(l.calls)
 }
 
-// roundTrips is a command monitor that logs every command that reads or writes data.
-func roundTrips() (*commandLog, *event.CommandMonitor) {
-	log := &commandLog{}
-	data := []string{"find", "aggregate", "getMore", "insert", "update", "delete", "findAndModify", "count"}
-	return log, &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
-		if slices.Contains(data, e.CommandName) {
-			log.mu.Lock()
-			log.commands = append(log.commands, e.CommandName+" "+e.DatabaseName)
-			log.mu.Unlock()
-		}
-	}}
+// counted is a store that logs its calls.
+type counted struct {
+	store.Store
+	log *callLog
+}
+
+func (c counted) GetPost(ctx context.Context, id string) (store.Post, error) {
+	c.log.add("GetPost")
+	return c.Store.GetPost(ctx, id)
+}
+
+func (c counted) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, error) {
+	c.log.add("ListPosts")
+	return c.Store.ListPosts(ctx, f)
+}
+
+func (c counted) InsertPost(ctx context.Context, p store.Post) error {
+	c.log.add("InsertPost")
+	return c.Store.InsertPost(ctx, p)
+}
+
+func (c counted) UpdatePost(ctx context.Context, id, owner string, u store.Update) (store.Post, error) {
+	c.log.add("UpdatePost")
+	return c.Store.UpdatePost(ctx, id, owner, u)
+}
+
+func (c counted) DeletePost(ctx context.Context, id, owner string) error {
+	c.log.add("DeletePost")
+	return c.Store.DeletePost(ctx, id, owner)
+}
+
+func (c counted) SaveUser(ctx context.Context, u store.User) error {
+	c.log.add("SaveUser")
+	return c.Store.SaveUser(ctx, u)
+}
+
+func (c counted) GetUser(ctx context.Context, id string) (store.User, error) {
+	c.log.add("GetUser")
+	return c.Store.GetUser(ctx, id)
+}
+
+func (c counted) GetUsers(ctx context.Context, ids []string) ([]store.User, error) {
+	c.log.add("GetUsers")
+	return c.Store.GetUsers(ctx, ids)
 }

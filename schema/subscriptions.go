@@ -65,14 +65,14 @@ func (r *Resolver) PostCreated(ctx context.Context, args struct{ UserID *graphql
 // PostUpdated resolves Subscription.postUpdated.
 func (r *Resolver) PostUpdated(ctx context.Context, args struct{ ID, UserID *graphql.ID }) (<-chan *Post, error) {
 	return stream(ctx, r, func(e posts.Event) bool {
-		return e.Kind == posts.Updated && ofUser(e, args.UserID) && (args.ID == nil || string(*args.ID) == e.Post.ID.Hex())
+		return e.Kind == posts.Updated && ofUser(e, args.UserID) && (args.ID == nil || string(*args.ID) == e.Post.ID)
 	}, r.post)
 }
 
 // PostDeleted resolves Subscription.postDeleted.
 func (r *Resolver) PostDeleted(ctx context.Context, args struct{ UserID *graphql.ID }) (<-chan graphql.ID, error) {
 	return stream(ctx, r, func(e posts.Event) bool { return e.Kind == posts.Deleted && ofUser(e, args.UserID) },
-		func(p posts.Post) graphql.ID { return graphql.ID(p.ID.Hex()) })
+		func(p posts.Post) graphql.ID { return graphql.ID(p.ID) })
 }
 
 // overflowed tells the transport, when sub ended because its reader fell behind.

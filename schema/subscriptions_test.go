@@ -13,22 +13,15 @@ import (
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
-	"github.com/postsedge/caddy-posts/store"
 )
 
 // subscribed is a schema with an event broker, the service that writes to it, and the broker.
 func subscribed(t testing.TB, queue int, limits ...schema.Limits) (*schema.Schema, *posts.Service, *events.Broker[posts.Event]) {
 	t.Helper()
-	client := store.Embedded(t.TempDir(), zap.NewNop())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = client.Close(ctx)
-	})
 	broker := events.NewBroker[posts.Event](queue)
 	svc := posts.NewService(posts.Config{
-		Posts:    store.NewPosts(client, "test", 5*time.Second),
-		Users:    store.NewUsers(client, "test", 5*time.Second),
+		Store:    newStore(t),
+		Timeout:  5 * time.Second,
 		MaxLimit: 10,
 		Logger:   zap.NewNop(),
 		Events:   broker,
@@ -103,7 +96,7 @@ func TestSubscriptions(t *testing.T) {
 	}
 	quiet(t, created) // bob's post is not alice's
 
-	updatedQuery.id = p.ID.Hex()
+	updatedQuery.id = p.ID
 	updated := subscribe(t, ctx, s, `subscription { postUpdated(id: "`+updatedQuery.id+`") { title } }`)
 	for deadline := time.Now().Add(5 * time.Second); broker.Subscribers() < 3; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -111,18 +104,18 @@ func TestSubscriptions(t *testing.T) {
 		}
 	}
 	title := "by alice, changed"
-	if _, err := svc.Update(ctx, alice, p.ID.Hex(), posts.Changes{Title: posts.Change{Set: true, Value: &title}}); err != nil {
+	if _, err := svc.Update(ctx, alice, p.ID, posts.Changes{Title: posts.Change{Set: true, Value: &title}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := receive(t, updated); got != `{"postUpdated":{"title":"by alice, changed"}}` {
 		t.Errorf("postUpdated got %s", got)
 	}
-	if err := svc.Delete(ctx, alice, p.ID.Hex()); err != nil {
+	if err := svc.Delete(ctx, alice, p.ID); err != nil {
 		t.Fatal(err)
 	}
 	var out struct{ PostDeleted string }
-	if err := json.Unmarshal([]byte(receive(t, deleted)), &out); err != nil || out.PostDeleted != p.ID.Hex() {
-		t.Errorf("postDeleted got %+v, %v; want %s", out, err, p.ID.Hex())
+	if err := json.Unmarshal([]byte(receive(t, deleted)), &out); err != nil || out.PostDeleted != p.ID {
+		t.Errorf("postDeleted got %+v, %v; want %s", out, err, p.ID)
 	}
 
 	cancel()

@@ -1,0 +1,76 @@
+package caddymodule
+
+import (
+	"fmt"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/postsedge/caddy-posts/store/sqlite"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// AppName is the ID of the app that opens the embedded stores.
+const AppName = "posts"
+
+// App opens the embedded stores of a config when Caddy starts the config, not when it is
+// provisioned: `caddy validate` provisions too, and must open nothing, so it can run beside a
+// live server. A store that cannot open (its data_dir locked by another process, a database
+// from a newer build) fails the start, so `caddy run` exits with the reason and a reload keeps
+// the running config. Users never configure it: the posts handler loads it.
+type App struct {
+	stores []embeddedStore
+}
+
+// embeddedStore is a store a handler of this config uses, and how it wants it synced.
+type embeddedStore struct {
+	store    *sqlite.Store
+	fullSync bool
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  AppName,
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// open asks for s to be opened when the config starts. Every site of one config that uses a
+// data_dir must want the same synchronous.
+func (a *App) open(s *sqlite.Store, fullSync bool) error {
+	for _, e := range a.stores {
+		if e.store == s {
+			if e.fullSync != fullSync {
+				return fmt.Errorf("data_dir %s: the sites that use it set different synchronous values", s.Dir())
+			}
+			return nil
+		}
+	}
+	a.stores = append(a.stores, embeddedStore{s, fullSync})
+	return nil
+}
+
+// Start opens the stores (a store shared with the running config is open already) and applies
+// this config's synchronous, so a reload changes it.
+func (a *App) Start() error {
+	for _, e := range a.stores {
+		if err := e.store.Open(); err != nil {
+			return err
+		}
+		if err := e.store.SetFullSync(e.fullSync); err != nil {
+			return fmt.Errorf("embedded store: %w", err)
+		}
+	}
+	return nil
+}
+
+// Stop does nothing: the stores close when the last config using them is cleaned up.
+func (a *App) Stop() error { return nil }
+
+// Interface guards
+var (
+	_ caddy.App = (*App)(nil)
+)

@@ -1,0 +1,130 @@
+// Package mongo is the MongoDB store of caddy-posts, through mongo-driver v2: any deployment a
+// mongodb:// or mongodb+srv:// URI names (standalone, replica set, sharded cluster), and any
+// server that speaks its wire protocol (FerretDB in the tests).
+package mongo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+
+	"github.com/postsedge/caddy-posts/store"
+)
+
+// The collections of a database.
+const (
+	PostsCollection = "posts"
+	UsersCollection = "users"
+)
+
+// indexes serve the list queries: newest first, and newest first for one user.
+var indexes = []driver.IndexModel{
+	{Keys: bson.D{{Key: "userId", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Keys: bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
+}
+
+// Store is one database of a MongoDB deployment, through a pooled client of its own.
+type Store struct {
+	client   *driver.Client
+	database string
+
+	posts   atomic.Pointer[driver.Collection] // set once the indexes are ensured
+	users   *driver.Collection
+	readyMu sync.Mutex
+	closed  atomic.Bool
+}
+
+// Open returns the store of database in the deployment that uri names. It does no I/O: the
+// driver connects on first use, so a config can be provisioned without a reachable database.
+// opts are applied after the URI (tests set a command monitor with them).
+func Open(uri, database string, opts ...*options.ClientOptions) (*Store, error) {
+	client, err := driver.Connect(append([]*options.ClientOptions{options.Client().ApplyURI(uri)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("mongodb_uri: %w", err)
+	}
+	return &Store{client: client, database: database, users: client.Database(database).Collection(UsersCollection)}, nil
+}
+
+// collection returns the posts collection, ensuring the indexes on first use and retrying on
+// later calls until that succeeds. It keeps the collection: the driver allocates a Database and
+// a Collection on every lookup, which no request should pay for.
+func (s *Store) collection(ctx context.Context) (*driver.Collection, error) {
+	if coll := s.posts.Load(); coll != nil {
+		return coll, nil
+	}
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	if coll := s.posts.Load(); coll != nil {
+		return coll, nil
+	}
+	coll := s.client.Database(s.database).Collection(PostsCollection)
+	// One index per command: FerretDB 1.24 drops the connection when one createIndexes names
+	// two indexes that both exist already. MongoDB treats an existing index as done.
+	for _, index := range indexes {
+		if _, err := coll.Indexes().CreateOne(ctx, index); err != nil {
+			return nil, fmt.Errorf("ensuring indexes: %w", err)
+		}
+	}
+	s.posts.Store(coll)
+	return coll, nil
+}
+
+// Ping checks that the deployment answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.classify(s.client.Ping(ctx, readpref.Primary()))
+}
+
+// Close disconnects the client. Calls in flight and after it fail with store.ErrUnavailable.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	err := s.client.Disconnect(context.Background())
+	if errors.Is(err, driver.ErrClientDisconnected) {
+		return nil
+	}
+	return err
+}
+
+// classify maps the driver's errors to store.ErrNotFound and store.ErrUnavailable, keeping the
+// original in the chain for the log.
+func (s *Store) classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, driver.ErrNoDocuments):
+		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	case driver.IsTimeout(err), driver.IsNetworkError(err), s.closed.Load(),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, driver.ErrClientDisconnected), errors.As(err, &topology.ServerSelectionError{}):
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
+}
+
+// Redact returns uri without credentials or options, fit for a log line.
+func Redact(uri string) string {
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return "(not a URI)"
+	}
+	// User info first, up to the last @: a password may hold an unescaped / or ?.
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		rest = rest[:i]
+	}
+	return scheme + "://" + rest
+}
+
+var _ store.Store = (*Store)(nil)

@@ -1,0 +1,180 @@
+package mongo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/mongo"
+	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
+	"github.com/postsedge/caddy-posts/store/storetest"
+)
+
+var databases atomic.Int64
+
+// opener returns stores on new databases of the deployment at uri; each is dropped and closed
+// when its test ends.
+func opener(uri string) storetest.Open {
+	return func(t *testing.T) store.Store {
+		t.Helper()
+		name := fmt.Sprintf("caddyposts_test_%d_%d", time.Now().UnixNano()%1e9, databases.Add(1))
+		s, err := mongo.Open(uri, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			dropDatabase(t, uri, name)
+			s.Close()
+		})
+		return s
+	}
+}
+
+func dropDatabase(t *testing.T, uri, name string) {
+	client, err := driver.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer client.Disconnect(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := client.Database(name).Drop(ctx); err != nil {
+		t.Errorf("dropping %s: %v", name, err)
+	}
+}
+
+func TestConformanceOnFerretDB(t *testing.T) {
+	storetest.Run(t, opener(mongotest.FerretDB(t).URI))
+}
+
+func TestConformanceOnMongoDB(t *testing.T) {
+	uri := mongotest.MongoDBURI()
+	if uri == "" {
+		t.Skip("needs a real mongod: set MONGODB_URI (for instance mongodb://localhost:27017) to run the suite against it")
+	}
+	storetest.Run(t, opener(uri))
+}
+
+func TestIndexesExistAfterFirstUse(t *testing.T) {
+	uri := mongotest.FerretDB(t).URI
+	s, err := mongo.Open(uri, "indexes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.ListPosts(t.Context(), store.Filter{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	client, err := driver.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Disconnect(context.Background()) })
+	specs, err := client.Database("indexes").Collection(mongo.PostsCollection).Indexes().ListSpecifications(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, spec := range specs {
+		var keys bson.D
+		if err := bson.Unmarshal(spec.KeysDocument, &keys); err != nil {
+			t.Fatal(err)
+		}
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s:%v", k.Key, k.Value)
+		}
+		got = append(got, "{"+strings.Join(parts, ", ")+"}")
+	}
+	for _, want := range []string{"{userId:1, createdAt:-1, _id:-1}", "{createdAt:-1, _id:-1}"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("indexes are %v; want one on %s", got, want)
+		}
+	}
+}
+
+// Documents written by earlier releases (ObjectID _id, BSON dates) read back as posts.
+func TestDocumentsOfEarlierReleasesAreRead(t *testing.T) {
+	uri := mongotest.FerretDB(t).URI
+	client, err := driver.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Disconnect(context.Background()) })
+	oid := bson.NewObjectID()
+	created := time.Date(2025, 3, 14, 15, 9, 26, 535_000_000, time.UTC)
+	if _, err := client.Database("old").Collection("posts").InsertOne(t.Context(), bson.D{
+		{Key: "_id", Value: oid}, {Key: "userId", Value: "alice"}, {Key: "title", Value: "from before"},
+		{Key: "createdAt", Value: created}, {Key: "updatedAt", Value: created},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := mongo.Open(uri, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	got, err := s.GetPost(t.Context(), oid.Hex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != oid.Hex() || got.UserID != "alice" || got.Title != "from before" || got.Body != nil || !got.CreatedAt.Equal(created) {
+		t.Errorf("got %+v", got)
+	}
+}
+
+func TestAnUnreachableDeploymentIsUnavailable(t *testing.T) {
+	s, err := mongo.Open("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200", "posts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.GetPost(t.Context(), store.NewID(time.Now())); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("GetPost: error = %v; want ErrUnavailable", err)
+	}
+	if err := s.InsertPost(t.Context(), store.Post{ID: store.NewID(time.Now()), UserID: "a", Title: "t"}); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("InsertPost: error = %v; want ErrUnavailable", err)
+	}
+	if err := s.Ping(t.Context()); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Ping: error = %v; want ErrUnavailable", err)
+	}
+}
+
+func TestOpenDoesNoIO(t *testing.T) {
+	start := time.Now()
+	s, err := mongo.Open("mongodb://db.invalid:27017/?serverSelectionTimeoutMS=60000", "posts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Open and Close of an unreachable deployment took %v", d)
+	}
+	if _, err := mongo.Open("postgres://nope", "posts"); err == nil {
+		t.Error("a URI that is not MongoDB's was accepted")
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for uri, want := range map[string]string{
+		"mongodb://user:p%40ss@db1:27017,db2:27017/posts?replicaSet=rs0":  "mongodb://db1:27017,db2:27017",
+		"mongodb+srv://u:pass/with?odd@cluster0.example.net/?retryWrites": "mongodb+srv://cluster0.example.net",
+		"mongodb://localhost": "mongodb://localhost",
+		"not a uri":           "(not a URI)",
+	} {
+		if got := mongo.Redact(uri); got != want {
+			t.Errorf("Redact(%q) = %q; want %q", uri, got, want)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package sqlite_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/sqlite"
+)
+
+// seeded returns a store holding n posts of 50 users, one millisecond apart, and their ids.
+func seeded(b *testing.B, n int) (*sqlite.Store, []string) {
+	s, err := sqlite.Open(b.TempDir(), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	ids := make([]string, n)
+	body := "a body of a post, of a typical length for a short note that someone wrote"
+	for i := range n {
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		p := store.Post{ID: store.NewID(at), UserID: fmt.Sprint("user", i%50), Title: fmt.Sprint("post ", i), Body: &body, CreatedAt: at, UpdatedAt: at}
+		if err := s.InsertPost(b.Context(), p); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = p.ID
+	}
+	return s, ids
+}
+
+// BenchmarkStore times each operation at 2,000 and 20,000 posts; the two sizes side by side
+// show whether a cost grows with the table.
+func BenchmarkStore(b *testing.B) {
+	for _, n := range []int{2_000, 20_000} {
+		s, ids := seeded(b, n)
+		mid := store.Key{CreatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n/2) * time.Millisecond), ID: ids[n/2]}
+		b.Run(fmt.Sprintf("get/%d", n), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if _, err := s.GetPost(b.Context(), ids[(i*7919)%n]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("first-page/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.ListPosts(b.Context(), store.Filter{Limit: 21}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("middle-page/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.ListPosts(b.Context(), store.Filter{After: &mid, Limit: 21}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("user-page/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.ListPosts(b.Context(), store.Filter{UserID: "user7", Limit: 21}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("update/%d", n), func(b *testing.B) {
+			title := "changed"
+			for i := 0; b.Loop(); i++ {
+				k := (i * 7919) % n
+				if _, err := s.UpdatePost(b.Context(), ids[k], fmt.Sprint("user", k%50), store.Update{Title: &title, UpdatedAt: time.Now()}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("insert/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				now := time.Now()
+				if err := s.InsertPost(b.Context(), store.Post{ID: store.NewID(now), UserID: "bench", Title: "t", CreatedAt: now, UpdatedAt: now}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,77 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations take the database from one schema version to the next: migrations[i] from version
+// i to i+1. The version is the file's PRAGMA user_version; a new file has 0. Append only: a
+// released migration never changes.
+var migrations = []string{
+	// 1: posts and user profiles. Times are Unix milliseconds; ids are 24 hex characters.
+	// WITHOUT ROWID keeps each table in one b-tree keyed by id. The two indexes are the two
+	// orders of lists (newest first, and newest first of one user), so a page is an index range
+	// scan of limit entries at any size.
+	`CREATE TABLE posts (
+		id         TEXT    NOT NULL PRIMARY KEY,
+		user_id    TEXT    NOT NULL,
+		title      TEXT    NOT NULL,
+		body       TEXT,
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL
+	) STRICT, WITHOUT ROWID;
+	CREATE INDEX posts_newest ON posts (created_at DESC, id DESC);
+	CREATE INDEX posts_user_newest ON posts (user_id, created_at DESC, id DESC);
+	CREATE TABLE users (
+		id         TEXT    NOT NULL PRIMARY KEY,
+		name       TEXT,
+		email      TEXT,
+		updated_at INTEGER NOT NULL
+	) STRICT, WITHOUT ROWID;`,
+}
+
+// SchemaVersion is the schema version this build writes.
+var SchemaVersion = len(migrations)
+
+// migrate brings the schema of the database that db writes to SchemaVersion, in one transaction,
+// and refuses a database from a newer build, which it could not read correctly.
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: no other writer can start in between
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	version, err := schemaVersion(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if version > SchemaVersion {
+		return fmt.Errorf("%s has schema version %d, and this build of caddy-posts knows versions up to %d: "+
+			"run the newer build that wrote it, or restore a backup made by this one", DatabaseFile, version, SchemaVersion)
+	}
+	if version == SchemaVersion {
+		return nil
+	}
+	for v := version; v < SchemaVersion; v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			return fmt.Errorf("migrating the schema from version %d to %d: %w", v, v+1, err)
+		}
+	}
+	// PRAGMA takes no parameters; the version is a number of ours.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// querier is what both a pool and a transaction can run a query on.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func schemaVersion(ctx context.Context, q querier) (version int, err error) {
+	err = q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version)
+	return version, err
+}

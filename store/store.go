@@ -1,0 +1,100 @@
+// Package store is the storage contract of caddy-posts: the stored types, with no driver type in
+// them, and the Store interface that package posts reads and writes through. Its backends live
+// beside it: store/sqlite (the embedded default) and store/mongo (MongoDB); store/storetest is
+// the conformance suite both pass.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Post is a post as stored.
+type Post struct {
+	// ID is 24 lowercase hex characters, time-ordered (see NewID).
+	ID     string
+	UserID string
+	Title  string
+	// Body is nil for a post without one, which differs from an empty body.
+	Body *string
+	// CreatedAt and UpdatedAt are stored in UTC with millisecond precision.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Key is a post's place in the newest-first order of lists: CreatedAt, then ID, both descending.
+type Key struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// KeyOf returns the place of p in the order of lists.
+func KeyOf(p Post) Key { return Key{CreatedAt: p.CreatedAt, ID: p.ID} }
+
+// Filter selects a page of posts, newest first.
+type Filter struct {
+	// UserID, when not empty, keeps only that user's posts.
+	UserID string
+	// After, when set, keeps only the posts that come after it in the order (keyset paging:
+	// posts inserted meanwhile are newer than the key and never shift the pages after it).
+	After *Key
+	// Limit is the largest number of posts returned, at least 1.
+	Limit int
+}
+
+// Update is a change to a post. Nil fields are left as they are.
+type Update struct {
+	Title     *string
+	Body      *string
+	UnsetBody bool
+	UpdatedAt time.Time
+}
+
+// User is a user's profile, keyed by the user id.
+type User struct {
+	ID    string
+	Name  *string
+	Email *string
+	// UpdatedAt is when the profile was last saved, in UTC with millisecond precision.
+	UpdatedAt time.Time
+}
+
+// Store reads and writes posts and user profiles. Every method is safe for concurrent use,
+// honours ctx (a cancelled or expired context ends the call with ErrUnavailable), and maps its
+// driver's failures to ErrNotFound and ErrUnavailable.
+type Store interface {
+	// GetPost returns the post with the id, or ErrNotFound (a malformed id included).
+	GetPost(ctx context.Context, id string) (Post, error)
+	// ListPosts returns the posts that f selects, newest first.
+	ListPosts(ctx context.Context, f Filter) ([]Post, error)
+	// InsertPost stores a new post; an id in use already is an error and changes nothing.
+	InsertPost(ctx context.Context, p Post) error
+	// UpdatePost applies u to the post with the id if it belongs to owner, in one statement,
+	// and returns the post as it is afterwards. ErrNotFound means no post has that id and owner.
+	UpdatePost(ctx context.Context, id, owner string, u Update) (Post, error)
+	// DeletePost deletes the post with the id if it belongs to owner, in one statement.
+	// ErrNotFound means no post has that id and owner.
+	DeletePost(ctx context.Context, id, owner string) error
+
+	// SaveUser creates the user or refreshes its profile. A nil Name or Email leaves the stored
+	// one as it is, so a credential without a profile never erases one.
+	SaveUser(ctx context.Context, u User) error
+	// GetUser returns the user with the id, or ErrNotFound.
+	GetUser(ctx context.Context, id string) (User, error)
+	// GetUsers returns, in one query, the users with the ids that have a profile, in no order.
+	GetUsers(ctx context.Context, ids []string) ([]User, error)
+
+	// Ping checks that the store answers.
+	Ping(ctx context.Context) error
+	// Close releases the store; calls after it fail with ErrUnavailable.
+	Close() error
+}
+
+var (
+	// ErrNotFound means nothing matched.
+	ErrNotFound = errors.New("no matching record")
+	// ErrUnavailable means the database could not be reached, was closed, or did not answer
+	// before the context ended.
+	ErrUnavailable = errors.New("database unavailable")
+)
