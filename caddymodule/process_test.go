@@ -623,3 +623,58 @@ func TestADataDirOfTheFerretDBStoreIsRefusedThenImported(t *testing.T) {
 		p.stop()
 	})
 }
+
+// TestAWriteBlockedPastTheTimeoutGets503 holds the database's write lock from another
+// connection, as a tool writing to the file would: writes wait for it no longer than timeout and
+// answer 503, reads go on, and writes work again once it is released.
+func TestAWriteBlockedPastTheTimeoutGets503(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	p := startProcess(t, processConfig("off", port, "\t\tdata_dir "+dir+"\n\t\ttimeout 500ms"), port)
+	client := keyed()
+	kept, err := p.create(client, "kept")
+	if err != nil || kept == "" {
+		t.Fatalf("create: %q, %v", kept, err)
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, sqlite.DatabaseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	res, err := client.Post(p.url+"/posts", "application/json", strings.NewReader(`{"title": "blocked"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if elapsed := time.Since(start); res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || elapsed > 3*time.Second {
+		t.Errorf("a blocked write: %d (Retry-After %q) after %v, %s; want 503 with Retry-After after about 500ms",
+			res.StatusCode, res.Header.Get("Retry-After"), elapsed, body)
+	}
+	if res, err := client.Get(p.url + "/posts/" + kept); err != nil || res.StatusCode != http.StatusOK {
+		t.Errorf("a read while writes are blocked: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := p.create(client, "after"); err != nil || id == "" {
+		t.Errorf("a write once the lock is released: %q, %v", id, err)
+	}
+	p.stop()
+	if n := integrity(t, dir); n != 2 {
+		t.Errorf("%d posts stored; want 2 (the blocked one is not)", n)
+	}
+}
