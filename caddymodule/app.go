@@ -60,6 +60,12 @@ func (a *App) Start() error {
 		if err := e.store.Open(); err != nil {
 			return err
 		}
+	}
+	return a.applySync()
+}
+
+func (a *App) applySync() error {
+	for _, e := range a.stores {
 		if err := e.store.SetFullSync(e.fullSync); err != nil {
 			return fmt.Errorf("embedded store: %w", err)
 		}
@@ -67,8 +73,17 @@ func (a *App) Start() error {
 	return nil
 }
 
-// Stop does nothing: the stores close when the last config using them is cleaned up.
-func (a *App) Stop() error { return nil }
+// Stop gives the stores back the running config's synchronous: when this config is refused
+// after Start (another app failed to start), the stores it shares with the running config must
+// not keep its setting. The stores themselves close when the last config using them is cleaned
+// up.
+func (a *App) Stop() error {
+	running, err := caddy.ActiveContext().AppIfConfigured(AppName)
+	if err != nil || running == a {
+		return nil
+	}
+	return running.(*App).applySync()
+}
 
 // Interface guards
 var (

@@ -6,7 +6,9 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +24,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/postsedge/caddy-posts/auth"
-	"go.mongodb.org/mongo-driver/v2/bson"
+	"github.com/postsedge/caddy-posts/store"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -171,7 +173,7 @@ func TestOwnership(t *testing.T) {
 			})
 			t.Run(op.method+" of a missing post by "+caller.name, func(t *testing.T) {
 				before := stored(t)
-				res := c.do(op.method, site+"/posts/"+bson.NewObjectID().Hex(), op.body, caller.credential, jsonBody)
+				res := c.do(op.method, site+"/posts/"+store.NewID(time.Now()), op.body, caller.credential, jsonBody)
 				want := 404
 				if caller.status == 401 {
 					want = 401
@@ -348,19 +350,26 @@ func wantChallenge(t *testing.T, res response, code, description string) {
 	}
 }
 
-// storedUser returns the name and email stored for a user as JSON, or "" when there is none.
+// storedUser returns the name and email stored for a user in dataDir/posts.db as JSON, or ""
+// when there is none.
 func storedUser(t *testing.T, id string) string {
 	t.Helper()
+	db := openStore(t, false)
+	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var u struct {
-		Name  string `bson:"name,omitempty" json:"name,omitempty"`
-		Email string `bson:"email,omitempty" json:"email,omitempty"`
-	}
-	users := storeCollection(t).Database().Collection("users")
-	if err := users.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&u); err != nil {
+	var name, email sql.NullString
+	err := db.QueryRowContext(ctx, `SELECT name, email FROM users WHERE id = ?`, id).Scan(&name, &email)
+	if errors.Is(err, sql.ErrNoRows) {
 		return ""
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := struct {
+		Name  string `json:"name,omitempty"`
+		Email string `json:"email,omitempty"`
+	}{name.String, email.String}
 	b, _ := json.Marshal(u)
 	return strings.ReplaceAll(strings.ReplaceAll(string(b), `,"`, `, "`), `":`, `": `)
 }

@@ -22,28 +22,32 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/postsedge/caddy-posts/store"
 )
 
-// The GraphQL end-to-end tests run on the sites of config() and two more that share its stored
-// posts:
-//   - :9085, every GraphQL limit and max_limit at their defaults, reaching the embedded store
-//     through commandLog, a proxy that records every command sent to the database, so that a
-//     test sees that a refused operation never reached it;
-//   - :9086, small limits: max_body_size 4KiB, max_query_length 2KiB, max_depth 4, max_cost 5,
-//     introspection off.
+// The GraphQL end-to-end tests run on the sites of config() and three more:
+//   - :9085, every GraphQL limit and max_limit at their defaults, on the stored posts of the
+//     main site (data_dir dataDir);
+//   - :9086, small limits on the same posts: max_body_size 4KiB, max_query_length 2KiB,
+//     max_depth 4, max_cost 5, introspection off;
+//   - :9087, the defaults too, on the FerretDB of the mongodb_uri sites, reached through
+//     commandLog, a proxy that records every command sent to the database, so that a test sees
+//     that a refused operation never reached it.
 //
 // On the main site (:9080) max_limit is 5.
 const (
 	defaultsSite = "http://localhost:9085"
 	strictSite   = "http://localhost:9086"
+	mongoSite    = "http://localhost:9087"
 )
 
-// graphQLSites is the Caddyfile of the two sites above, to follow config().
+// graphQLSites is the Caddyfile of the three sites above, to follow config().
 func graphQLSites() string {
 	return fmt.Sprintf(`
 %s {
 	posts {
-		mongodb_uri mongodb://%s/?directConnection=true
+		data_dir %s
 		api_key %s alice
 	}
 }
@@ -59,16 +63,23 @@ func graphQLSites() string {
 		introspection off
 	}
 }
-`, defaultsSite, commands().addr, aliceKey, strictSite, dataDir, aliceKey)
+
+%s {
+	posts {
+		mongodb_uri mongodb://%s/?directConnection=true
+		api_key %s alice
+	}
+}
+`, defaultsSite, dataDir, aliceKey, strictSite, dataDir, aliceKey, mongoSite, commands().addr, aliceKey)
 }
 
-// startGraphQLCaddy loads config() with graphQLSites() and starts the embedded store.
+// startGraphQLCaddy loads config() with graphQLSites().
 func startGraphQLCaddy(t *testing.T) *client {
 	t.Helper()
 	return loadGraphQLConfig(t, config()+graphQLSites())
 }
 
-// loadGraphQLConfig loads caddyfile, which must have the sites of config(), and starts the embedded store.
+// loadGraphQLConfig loads caddyfile, which must have the sites of config().
 func loadGraphQLConfig(t *testing.T, caddyfile string) *client {
 	t.Helper()
 	tc := caddytest.NewTester(t)
@@ -76,7 +87,6 @@ func loadGraphQLConfig(t *testing.T, caddyfile string) *client {
 	if t.Failed() {
 		t.FailNow()
 	}
-	storeCollection(t) // the embedded store is up: commandLog can reach it
 	return &client{t: t, http: tc.Client}
 }
 
@@ -302,7 +312,7 @@ func TestGraphQLQueries(t *testing.T) {
 	runCases(t, c, []gqlCase{
 		{name: "post returns every field as GET /posts/{id} does", query: postByID, vars: map[string]any{"id": a1.ID},
 			want: dataOnly(`{"post": %s}`, asJSON(t, a1))},
-		{name: "post is null for an id no post has", query: postByID, vars: map[string]any{"id": bson.NewObjectID().Hex()},
+		{name: "post is null for an id no post has", query: postByID, vars: map[string]any{"id": store.NewID(time.Now())},
 			want: dataOnly(`{"post": null}`)},
 		{name: "post is null for a malformed id, where REST answers 404", query: postByID, vars: map[string]any{"id": "not-an-id"},
 			want: dataOnly(`{"post": null}`)},
@@ -408,9 +418,7 @@ func TestGraphQLUsers(t *testing.T) {
 	carols := c.create(bearer(carolToken), "by carol")
 	// grace has a post but no saved profile, as after a profile write that failed.
 	graces := c.create(bearer(idp.token(claims("grace"), "RS256")), "by grace")
-	if _, err := storeCollection(t).Database().Collection("users").DeleteOne(t.Context(), bson.D{{Key: "_id", Value: "grace"}}); err != nil {
-		t.Fatal(err)
-	}
+	deleteUser(t, "grace")
 
 	userPosts := `query($id: ID!) { user(id: $id) { posts { id } } }`
 	runCases(t, c, []gqlCase{
@@ -464,6 +472,18 @@ func TestGraphQLUsers(t *testing.T) {
 		t.Run(fmt.Sprintf("%s's email is %s for %s", tt.user, strings.Trim(tt.email, `"`), tt.caller), func(t *testing.T) {
 			check(t, c.graphql(site, email, map[string]any{"id": tt.user}, tt.credential), dataOnly(`{"user": {"email": %s}}`, tt.email))
 		})
+	}
+}
+
+// deleteUser deletes the profile of a user from dataDir/posts.db, if it has one.
+func deleteUser(t *testing.T, id string) {
+	t.Helper()
+	db := openStore(t, true)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, id); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -540,7 +560,7 @@ func TestGraphQLMutations(t *testing.T) {
 
 	p := c.create(asAlice, "alice's")
 	id := map[string]any{"id": p.ID}
-	missing := map[string]any{"id": bson.NewObjectID().Hex()}
+	missing := map[string]any{"id": store.NewID(time.Now())}
 	update := func(input string) string {
 		return `mutation($id: ID!) { updatePost(id: $id, input: ` + input + `) { id title } }`
 	}
@@ -664,7 +684,9 @@ func TestGraphQLAuthentication(t *testing.T) {
 // is INTERNAL_SERVER_ERROR; keys not fetched yet are a 503 to retry.
 func TestGraphQLServerFaults(t *testing.T) {
 	c := startGraphQLCaddy(t)
-	p := c.create(asAlice, "kept")
+	// The post is in the stalled site's store, so the mutations below would change it if they
+	// reached the database.
+	p := c.createOn(stalledSite, asAlice, "kept")
 	id := map[string]any{"id": p.ID}
 	unavailable := func(dataJSON, path string) gqlWant {
 		return fieldError(dataJSON, "UNAVAILABLE", "the database is unavailable, try again shortly", "", path)
@@ -715,7 +737,9 @@ func TestGraphQLServerFaults(t *testing.T) {
 	})
 
 	t.Run("a stored profile the server cannot read is INTERNAL_SERVER_ERROR without the cause", func(t *testing.T) {
-		users := storeCollection(t).Database().Collection("users")
+		// A name that is a number: MongoDB stores what it is given, and the server cannot
+		// decode it. (The SQLite store's STRICT tables refuse such a row in the first place.)
+		users := ferretCollection("users")
 		if _, err := users.InsertOne(t.Context(), bson.D{{Key: "_id", Value: "mallory"}, {Key: "name", Value: 42}}); err != nil {
 			t.Fatal(err)
 		}
@@ -724,7 +748,7 @@ func TestGraphQLServerFaults(t *testing.T) {
 			defer cancel()
 			users.DeleteOne(ctx, bson.D{{Key: "_id", Value: "mallory"}})
 		})
-		res := c.graphql(site, `{ __typename user(id: "mallory") { id name } }`, nil)
+		res := c.graphql(mongoSite, `{ __typename user(id: "mallory") { id name } }`, nil)
 		check(t, res, fieldError(`{"__typename": "Query", "user": null}`, "INTERNAL_SERVER_ERROR", "internal server error", "", `["user"]`))
 		if bytes.Contains(res.body, []byte("decode")) || bytes.Contains(res.body, []byte("int32")) {
 			t.Errorf("the response leaks the cause: %s", res.body)
@@ -1079,18 +1103,22 @@ func introspectionQuery(t *testing.T) string {
 	return string(b)
 }
 
-// TestGraphQLLimits: operations over a limit are refused before any resolver runs. The defaults
-// site reaches the database through commandLog, which sees every command: a refused operation
-// sends none.
+// TestGraphQLLimits: operations over a limit are refused before any resolver runs. The default
+// limits are tried on the MongoDB site, which reaches its database through commandLog, which
+// sees every command: a refused operation sends none.
 func TestGraphQLLimits(t *testing.T) {
 	c := startGraphQLCaddy(t)
-	p := c.create(asAlice, "limited")
+	p := c.createOn(mongoSite, asAlice, "limited")
 
-	t.Run("an accepted query on the defaults site is seen reaching the database", func(t *testing.T) {
+	t.Run("an accepted query on the MongoDB site is seen reaching the database", func(t *testing.T) {
 		n := commands().count()
-		check(t, c.graphql(defaultsSite, `query($id: ID!) { post(id: $id) { title } }`, map[string]any{"id": p.ID}), dataOnly(`{"post": {"title": "limited"}}`))
+		check(t, c.graphql(mongoSite, `query($id: ID!) { post(id: $id) { title } }`, map[string]any{"id": p.ID}), dataOnly(`{"post": {"title": "limited"}}`))
 		if got := commands().since(n); !slices.Contains(got, "find") {
 			t.Errorf("commands %v; want a find: the proxy would not see a resolver's query", got)
+		}
+		// The checks below that nothing changed see the site's writes only if they read its store.
+		if docs := strings.Join(storedDocuments(t), "\n"); !strings.Contains(docs, p.ID) {
+			t.Errorf("the FerretDB holds no post %s; the site writes elsewhere", p.ID)
 		}
 	})
 
@@ -1131,9 +1159,9 @@ func TestGraphQLLimits(t *testing.T) {
 			var res response
 			if tt.get {
 				params := url.Values{"query": {tt.query}}
-				res = c.graphqlGet(defaultsSite, params, tt.header...)
+				res = c.graphqlGet(mongoSite, params, tt.header...)
 			} else {
-				res = c.graphql(defaultsSite, tt.query, tt.vars, tt.header...)
+				res = c.graphql(mongoSite, tt.query, tt.vars, tt.header...)
 			}
 			check(t, res, tt.want)
 			if got := commands().since(n); len(got) > 0 {
@@ -1147,16 +1175,16 @@ func TestGraphQLLimits(t *testing.T) {
 	})
 
 	t.Run("a query of exactly max_query_length bytes runs", func(t *testing.T) {
-		check(t, c.graphql(defaultsSite, `{ __typename }`+strings.Repeat(" ", 16384-len(`{ __typename }`)), nil), dataOnly(`{"__typename": "Query"}`))
+		check(t, c.graphql(mongoSite, `{ __typename }`+strings.Repeat(" ", 16384-len(`{ __typename }`)), nil), dataOnly(`{"__typename": "Query"}`))
 	})
 	t.Run("a query of depth 15 runs", func(t *testing.T) {
 		// user, 6 times posts and author, posts, id: depth 15
 		q := `{ user(id: "alice") {` + strings.Repeat(` posts(limit: 1) { author {`, 6) + ` posts(limit: 1) { id }` + strings.Repeat(` } }`, 6) + ` } }`
-		check(t, c.graphql(defaultsSite, q, nil), gqlWant{data: anyData})
+		check(t, c.graphql(mongoSite, q, nil), gqlWant{data: anyData})
 	})
 	t.Run("graphql-js's standard introspection query runs within the default limits", func(t *testing.T) {
 		n := commands().count()
-		out := check(t, c.graphql(defaultsSite, introspectionQuery(t), map[string]any{}), gqlWant{data: anyData})
+		out := check(t, c.graphql(mongoSite, introspectionQuery(t), map[string]any{}), gqlWant{data: anyData})
 		var schema struct {
 			Schema struct {
 				QueryType, MutationType, SubscriptionType *struct{ Name string }
@@ -1220,7 +1248,7 @@ func TestGraphQLLimits(t *testing.T) {
 	})
 }
 
-// commandLog is a TCP proxy to the embedded store's unix socket that records the name of every
+// commandLog is a TCP proxy to the FerretDB's unix socket that records the name of every
 // command its clients send (the first key of an OP_MSG body), leaving out the driver's own
 // handshakes and heartbeats.
 type commandLog struct {
@@ -1240,7 +1268,7 @@ var monitoring = map[string]bool{"hello": true, "isMaster": true, "ismaster": tr
 
 func (p *commandLog) serve(client net.Conn) {
 	defer client.Close()
-	server, err := net.Dial("unix", socket())
+	server, err := net.Dial("unix", ferret.Socket)
 	if err != nil {
 		return
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,21 +24,29 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
-	"github.com/postsedge/caddy-posts/store"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	_ "modernc.org/sqlite"
+
+	"github.com/postsedge/caddy-posts/store"
+	storemongo "github.com/postsedge/caddy-posts/store/mongo"
+	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
+	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 // The end-to-end tests run a real Caddy in this process (caddytest) with the posts module on
-// three sites:
+// these sites:
 //   - :9080, the embedded store in dataDir, with API keys for alice (in clear, with a profile) and
 //     bob (as a digest), and bearer tokens signed by the keys of the test's JWKS server (idp);
-//   - :9081, a mongodb_uri that reaches the same embedded store through a TCP proxy the tests
-//     can stall, to push a storage operation past its timeout;
-//   - :9082, a mongodb_uri where no database listens.
-// The stored documents are read straight from the embedded store, over its unix socket.
+//   - :9081, a mongodb_uri that reaches the tests' FerretDB (ferret) through a TCP proxy the
+//     tests can stall, to push a storage operation past its timeout;
+//   - :9082, a mongodb_uri where no database listens;
+//   - :9083, basic_auth in front of the posts of dataDir.
+//
+// So two stores hold posts: the SQLite file dataDir/posts.db, which every data_dir site shares,
+// and the FerretDB of the mongodb_uri sites. The tests read both straight from the outside, as a
+// user would with the sqlite3 shell or mongosh, never through the server.
 
 const (
 	site        = "http://localhost:9080"
@@ -49,9 +59,11 @@ const (
 )
 
 var (
-	dataDir string
-	proxy   *stallProxy
-	idp     *identityProvider
+	dataDir  string
+	ferret   *mongotest.Server // the MongoDB of the mongodb_uri sites
+	ferretDB *mongo.Client     // the tests' own connection to it
+	proxy    *stallProxy
+	idp      *identityProvider
 )
 
 func TestMain(m *testing.M) {
@@ -60,12 +72,45 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	dataDir = dir
-	proxy = startStallProxy(socket())
+	ferretDir, err := os.MkdirTemp("", "posts-e2e-ferretdb-")
+	if err != nil {
+		panic(err)
+	}
+	if ferret, err = mongotest.Start(ferretDir); err != nil {
+		panic(err)
+	}
+	if ferretDB, err = mongo.Connect(options.Client().ApplyURI(ferret.URI)); err != nil {
+		panic(err)
+	}
+	if err := prepareFerretDB(); err != nil {
+		panic(err)
+	}
+	proxy = startStallProxy(ferret.Socket)
 	idp = newIdentityProvider()
 	code := m.Run()
+	// FerretDB waits for its clients to hang up: the last config's, and the tests' own.
+	_ = caddy.Stop()
+	_ = ferretDB.Disconnect(context.Background())
+	ferret.Close()
 	idp.Close()
 	os.RemoveAll(dir)
+	os.RemoveAll(ferretDir)
 	os.Exit(code)
+}
+
+// prepareFerretDB makes the posts collection and its indexes, as a MongoDB store does on first
+// use: FerretDB can take longer to create them (55 to 485ms measured under -race) than the
+// stalled site's timeout of 500ms allows its first write, and no test is about that.
+func prepareFerretDB() error {
+	s, err := storemongo.Open(ferret.URI, DefaultDatabase)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = s.ListPosts(ctx, store.Filter{Limit: 1})
+	return err
 }
 
 func config() string {
@@ -196,10 +241,16 @@ const (
 	jsonBody = "Content-Type: application/json"
 )
 
-// create makes a post as the user of key and returns it.
+// create makes a post on the main site as the user of key and returns it.
 func (c *client) create(key, title string) postOut {
 	c.t.Helper()
-	res := c.do("POST", site+"/posts", fmt.Sprintf(`{"title": %q, "body": "body of %s"}`, title, title), key, jsonBody)
+	return c.createOn(site, key, title)
+}
+
+// createOn makes a post through siteURL as the user of key and returns it.
+func (c *client) createOn(siteURL, key, title string) postOut {
+	c.t.Helper()
+	res := c.do("POST", siteURL+"/posts", fmt.Sprintf(`{"title": %q, "body": "body of %s"}`, title, title), key, jsonBody)
 	if res.status != http.StatusCreated {
 		c.t.Fatalf("creating %q: status %d, body %s", title, res.status, res.body)
 	}
@@ -246,13 +297,55 @@ func (r response) wantError(t *testing.T, status int, want string) {
 	}
 }
 
-// stored returns every document in the posts collection, in _id order, as extended JSON.
+// stored returns every stored post, one line each: the rows of the SQLite file that the data_dir
+// sites share, in id order, then the documents of the FerretDB that the mongodb_uri sites use,
+// in _id order. A write through any site shows in it.
 func stored(t *testing.T) []string {
 	t.Helper()
-	coll := storeCollection(t)
+	return append(storedRows(t), storedDocuments(t)...)
+}
+
+// storedRows returns every row of the posts table of dataDir/posts.db as JSON, in id order.
+func storedRows(t *testing.T) []string {
+	t.Helper()
+	db := openStore(t, false)
+	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	rows, err := db.QueryContext(ctx, `SELECT id, user_id, title, body, created_at, updated_at FROM posts ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var row struct {
+			ID        string  `json:"id"`
+			UserID    string  `json:"user_id"`
+			Title     string  `json:"title"`
+			Body      *string `json:"body"`
+			CreatedAt int64   `json:"created_at"`
+			UpdatedAt int64   `json:"updated_at"`
+		}
+		if err := rows.Scan(&row.ID, &row.UserID, &row.Title, &row.Body, &row.CreatedAt, &row.UpdatedAt); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(row)
+		out = append(out, "sqlite "+string(b))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// storedDocuments returns every document of the posts collection of the FerretDB, in _id
+// order, as extended JSON.
+func storedDocuments(t *testing.T) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cur, err := ferretCollection("posts").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,26 +355,40 @@ func stored(t *testing.T) []string {
 	}
 	out := make([]string, len(docs))
 	for i, d := range docs {
-		out[i] = d.String()
+		out[i] = "mongodb " + d.String()
 	}
 	return out
 }
 
-// storedPost reads one post from the store; ok is false when there is none with the id.
-func storedPost(t *testing.T, id string) (doc bson.M, ok bool) {
+// storedPost reads one post from dataDir/posts.db; ok is false when there is none with the id.
+// The columns come under the names of the API's members: userId, title, body (nil when the
+// post has none), createdAt and updatedAt (as times).
+func storedPost(t *testing.T, id string) (doc map[string]any, ok bool) {
 	t.Helper()
-	oid, err := bson.ObjectIDFromHex(id)
-	if err != nil {
-		t.Fatal(err)
+	if !store.ValidID(id) {
+		t.Fatalf("%q is not a post id", id)
 	}
+	db := openStore(t, false)
+	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = storeCollection(t).FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&doc)
-	if err == mongo.ErrNoDocuments {
+	var (
+		userID, title    string
+		body             sql.NullString
+		created, updated int64
+	)
+	err := db.QueryRowContext(ctx, `SELECT user_id, title, body, created_at, updated_at FROM posts WHERE id = ?`, id).
+		Scan(&userID, &title, &body, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	doc = map[string]any{"userId": userID, "title": title, "body": nil,
+		"createdAt": time.UnixMilli(created).UTC(), "updatedAt": time.UnixMilli(updated).UTC()}
+	if body.Valid {
+		doc["body"] = body.String
 	}
 	return doc, true
 }
@@ -295,55 +402,44 @@ func unchanged(t *testing.T, before []string) {
 	}
 }
 
-// clearPosts empties the posts collection.
+// clearPosts empties the posts table of dataDir/posts.db.
 func clearPosts(t *testing.T) {
 	t.Helper()
+	db := openStore(t, true)
+	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := storeCollection(t).DeleteMany(ctx, bson.D{}); err != nil {
+	if _, err := db.ExecContext(ctx, `DELETE FROM posts`); err != nil {
 		t.Fatal(err)
 	}
 }
 
-var (
-	storeMu sync.Mutex
-	storeDB *mongo.Client // the tests' own connection to the embedded store
-)
-
-// storeCollection connects to the embedded store's socket, once the server has made it.
-func storeCollection(t *testing.T) *mongo.Collection {
+// openStore opens dataDir/posts.db as a client of its own, the way a user would with the sqlite3
+// shell while the server runs: read-only unless writable, which only tests that must change the
+// store ask for. The server's config opens the file when it starts, so it is there. The file is
+// in WAL mode: a reader never waits for the server's writes, and a writer waits for the
+// server's up to the busy timeout. The caller closes it.
+func openStore(t *testing.T, writable bool) *sql.DB {
 	t.Helper()
-	storeMu.Lock()
-	defer storeMu.Unlock()
-	if storeDB == nil {
-		c := &client{t: t, http: http.DefaultClient}
-		c.do("GET", site+"/posts", "") // the first request starts the embedded store
-		var err error
-		storeDB, err = mongo.Connect(options.Client().ApplyURI("mongodb://" + url.QueryEscape(socket())))
-		if err != nil {
-			t.Fatal(err)
-		}
+	mode := "ro"
+	if writable {
+		mode = "rw" // not rwc: a missing file is the test's fault, not one to make
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := storeDB.Ping(ctx, readpref.Primary()); err != nil {
-		t.Fatalf("the test cannot reach the embedded store: %v", err)
+	q := url.Values{"mode": {mode}, "_pragma": {"busy_timeout(5000)"}}
+	dsn := (&url.URL{Scheme: "file", Path: filepath.Join(dataDir, sqlite.DatabaseFile), RawQuery: q.Encode()}).String()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return storeDB.Database("posts").Collection("posts")
+	db.SetMaxOpenConns(1)
+	return db
 }
 
-// disconnectStore closes the tests' connection, which would otherwise hold the embedded server
-// open for a few seconds when it stops.
-func disconnectStore(t *testing.T) {
-	storeMu.Lock()
-	defer storeMu.Unlock()
-	if storeDB != nil {
-		_ = storeDB.Disconnect(context.Background())
-		storeDB = nil
-	}
+// ferretCollection is a collection of the database the mongodb_uri sites use in the FerretDB,
+// through the tests' own connection, which bypasses the proxies.
+func ferretCollection(name string) *mongo.Collection {
+	return ferretDB.Database(DefaultDatabase).Collection(name)
 }
-
-func socket() string { return filepath.Join(dataDir, "mongodb.sock") }
 
 var timestampRE = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
 
@@ -506,13 +602,13 @@ func TestGettingAPost(t *testing.T) {
 		}
 	})
 	t.Run("404 for an id no post has", func(t *testing.T) {
-		c.do("GET", site+"/posts/"+bson.NewObjectID().Hex(), "").wantError(t, 404, "post not found")
+		c.do("GET", site+"/posts/"+store.NewID(time.Now()), "").wantError(t, 404, "post not found")
 	})
 	t.Run("404 for a malformed id", func(t *testing.T) {
 		c.do("GET", site+"/posts/not-an-id", "").wantError(t, 404, "post not found")
 	})
 	t.Run("404 for HEAD of a missing post", func(t *testing.T) {
-		if res := c.do("HEAD", site+"/posts/"+bson.NewObjectID().Hex(), ""); res.status != 404 {
+		if res := c.do("HEAD", site+"/posts/"+store.NewID(time.Now()), ""); res.status != 404 {
 			t.Errorf("status = %d; want 404", res.status)
 		}
 	})
@@ -545,7 +641,7 @@ func TestCreatingAPost(t *testing.T) {
 			t.Errorf("stored %v", doc)
 		}
 		created, _ := time.Parse(time.RFC3339, p.CreatedAt)
-		if got := time.Time(doc["createdAt"].(bson.DateTime).Time()); !got.Equal(created) {
+		if got, _ := doc["createdAt"].(time.Time); !got.Equal(created) {
 			t.Errorf("stored createdAt %v; answered %v", got, created)
 		}
 	})
@@ -616,7 +712,7 @@ func TestUpdatingAPost(t *testing.T) {
 
 	t.Run("404 when no post has the id", func(t *testing.T) {
 		before := stored(t)
-		c.do("PATCH", site+"/posts/"+bson.NewObjectID().Hex(), `{"title": "x"}`, asAlice, jsonBody).wantError(t, 404, "post not found")
+		c.do("PATCH", site+"/posts/"+store.NewID(time.Now()), `{"title": "x"}`, asAlice, jsonBody).wantError(t, 404, "post not found")
 		unchanged(t, before)
 	})
 
@@ -650,7 +746,7 @@ func TestDeletingAPost(t *testing.T) {
 	})
 	t.Run("404 when no post has the id", func(t *testing.T) {
 		before := stored(t)
-		c.do("DELETE", site+"/posts/"+bson.NewObjectID().Hex(), "", asAlice).wantError(t, 404, "post not found")
+		c.do("DELETE", site+"/posts/"+store.NewID(time.Now()), "", asAlice).wantError(t, 404, "post not found")
 		unchanged(t, before)
 	})
 	t.Run("403 when the post is someone else's", func(t *testing.T) {
@@ -821,7 +917,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 // gets 503 with Retry-After and a message without internals, and nothing is reported as done.
 func TestStorageUnavailable(t *testing.T) {
 	c := startCaddy(t)
-	p := c.create(asAlice, "kept")
+	// The post is in the stalled site's store, so the PATCH and DELETE below would change it if
+	// they reached the database.
+	p := c.createOn(stalledSite, asAlice, "kept")
 	requests := []struct{ method, path, body string }{
 		{"GET", "/posts", ""},
 		{"GET", "/posts/" + p.ID, ""},
@@ -851,6 +949,10 @@ func TestStorageUnavailable(t *testing.T) {
 		res := c.do("GET", stalledSite+"/posts/"+p.ID, "")
 		if res.status != 200 {
 			t.Fatalf("status = %d, body %s", res.status, res.body)
+		}
+		// The checks below that nothing changed see the site's writes only if they read its store.
+		if docs := strings.Join(storedDocuments(t), "\n"); !strings.Contains(docs, p.ID) {
+			t.Errorf("the FerretDB holds no post %s; the site writes elsewhere", p.ID)
 		}
 	})
 	for _, r := range requests {
@@ -896,7 +998,7 @@ func serveTCP(serve func(net.Conn)) string {
 	return ln.Addr().String()
 }
 
-// stallProxy forwards TCP connections to the embedded store's unix socket. While stalled it
+// stallProxy forwards TCP connections to the FerretDB's unix socket. While stalled it
 // swallows what clients send, so their operations run past their deadline; connections that
 // saw a stall are closed when it ends.
 type stallProxy struct {
@@ -950,19 +1052,22 @@ func (p *stallProxy) stall(on bool) {
 	}
 }
 
-// TestTheStoreIsSharedAcrossReloads: a reload keeps the store (and the embedded server) of the
-// config before; the last config that used a store releases it; the data outlives the server.
+// TestTheStoreIsSharedAcrossReloads: a reload keeps the store (and the embedded store's open
+// file) of the config before; the last config that used a store releases it, and with it the
+// lock of the data_dir; the data outlives the store.
 func TestTheStoreIsSharedAcrossReloads(t *testing.T) {
 	c := startCaddy(t)
-	p := c.create(asAlice, "outlives the server")
-	embedded, dead := "embedded "+dataDir, "mongodb mongodb://127.0.0.1:1/?directConnection=true&serverSelectionTimeoutMS=300"
+	p := c.create(asAlice, "outlives the store")
+	embedded := "sqlite " + dataDir
+	stalled := "mongodb mongodb://" + proxy.addr + "/?directConnection=true " + DefaultDatabase
+	dead := "mongodb mongodb://127.0.0.1:1/?directConnection=true&serverSelectionTimeoutMS=300 " + DefaultDatabase
 	before := pooled(t, embedded)
 
 	t.Run("a reload that changes the handler keeps the store", func(t *testing.T) {
 		tc := caddytest.NewTester(t)
 		tc.InitServer(strings.Replace(config(), "max_limit 5", "max_limit 4", 1), "caddyfile")
 		if after := pooled(t, embedded); after != before {
-			t.Error("the reload made a new store client")
+			t.Error("the reload made a new store")
 		}
 		if refs, _ := stores.References(embedded); refs != 2 {
 			t.Errorf("%d references to the embedded store; want 2 (the two sites that use it)", refs)
@@ -970,21 +1075,38 @@ func TestTheStoreIsSharedAcrossReloads(t *testing.T) {
 		c.do("GET", site+"/posts?limit=5", "").wantError(t, 400, "limit must be from 1 to 4")
 	})
 
+	t.Run("while a config uses the data_dir, no other store can open it", func(t *testing.T) {
+		// What the next subtest sees free must be locked now, or it proves nothing.
+		s, err := sqlite.Open(dataDir, sqlite.Options{})
+		if err == nil {
+			s.Close()
+			t.Fatal("a second store opened the data_dir the running config holds")
+		}
+		if !strings.Contains(err.Error(), sqlite.LockFile+" is locked") {
+			t.Errorf("error = %v; want one saying %s is locked", err, sqlite.LockFile)
+		}
+	})
+
 	t.Run("the last config that uses a store releases it", func(t *testing.T) {
-		disconnectStore(t)
 		tc := caddytest.NewTester(t)
 		tc.InitServer("{\n\tadmin localhost:2999\n\thttp_port 9080\n\tgrace_period 1ns\n}\nhttp://localhost:9080 {\n\trespond \"no posts\"\n}\n", "caddyfile")
-		for _, key := range []string{embedded, dead} {
+		for _, key := range []string{embedded, stalled, dead} {
 			if _, ok := stores.References(key); ok {
 				t.Errorf("%s is still pooled", key)
 			}
 		}
-		if _, err := os.Stat(socket()); !os.IsNotExist(err) {
-			t.Errorf("the embedded server's socket is still there: %v", err)
+		// The lock on posts.lock is gone with the store: another store (of another process, or
+		// of this one, as here) can open the data_dir.
+		s, err := sqlite.Open(dataDir, sqlite.Options{})
+		if err != nil {
+			t.Fatalf("the data_dir is still held: %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
 		}
 	})
 
-	t.Run("the posts are there after the embedded server restarts", func(t *testing.T) {
+	t.Run("the posts are there after the store is opened again", func(t *testing.T) {
 		c := startCaddy(t)
 		var got postOut
 		c.do("GET", site+"/posts/"+p.ID, "").decode(t, &got)
@@ -994,10 +1116,36 @@ func TestTheStoreIsSharedAcrossReloads(t *testing.T) {
 	})
 }
 
-// pooled returns the store client pooled under key.
-func pooled(t *testing.T, key string) *store.Client {
+// TestSynchronousFull: a config whose data_dir sites all set synchronous full loads onto the
+// store that is open already, which goes on serving writes. (The next test's startCaddy sets
+// it back to normal.)
+func TestSynchronousFull(t *testing.T) {
+	c := startCaddy(t)
+	embedded := "sqlite " + dataDir
+	before := pooled(t, embedded)
+	tc := caddytest.NewTester(t)
+	tc.InitServer(strings.ReplaceAll(config(), "data_dir "+dataDir, "data_dir "+dataDir+"\n\t\tsynchronous full"), "caddyfile")
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	t.Run("the reload keeps the open store", func(t *testing.T) {
+		if after := pooled(t, embedded); after != before {
+			t.Error("the reload made a new store")
+		}
+	})
+	t.Run("a write is answered and stored", func(t *testing.T) {
+		p := c.create(asAlice, "synced in full")
+		if doc, ok := storedPost(t, p.ID); !ok || doc["title"] != "synced in full" {
+			t.Errorf("stored %v", doc)
+		}
+	})
+}
+
+// pooled returns the store pooled under key.
+func pooled(t *testing.T, key string) store.Store {
 	t.Helper()
-	return poolValue[pooledStore](t, stores, key).Client
+	return poolValue[pooledStore](t, stores, key).Store
 }
 
 // poolValue returns the value pool holds under key.
@@ -1043,6 +1191,21 @@ func TestBadConfigIsRefused(t *testing.T) {
 		caddytest.AssertLoadError(t, `{"admin": {"listen": "localhost:2999"}, "apps": {"http": {"servers": {"s": {"listen": [":9080"],
 			"routes": [{"handle": [{"handler": "posts", "max_limit": -1, "data_dir": "`+dataDir+`"}]}]}}}}}`,
 			"json", "max_limit must be at least 1")
+	})
+	t.Run("synchronous with a mongodb_uri", func(t *testing.T) {
+		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tmongodb_uri mongodb://127.0.0.1:1/\n\t\tsynchronous full\n\t}\n}\n",
+			"caddyfile", "synchronous applies to the embedded store")
+	})
+	t.Run("two sites on one data_dir with different synchronous", func(t *testing.T) {
+		// dataDir is the running config's: the refused config must leave its store as it is.
+		sites := fmt.Sprintf("http://localhost:9080 {\n\tposts {\n\t\tdata_dir %s\n\t\tsynchronous normal\n\t}\n}\n"+
+			"http://localhost:9083 {\n\tposts {\n\t\tdata_dir %s\n\t\tsynchronous full\n\t}\n}\n", dataDir, dataDir)
+		caddytest.AssertLoadError(t, global+sites, "caddyfile", "data_dir "+dataDir+": the sites that use it set different synchronous values")
+	})
+	t.Run("a synchronous that is neither normal nor full in JSON", func(t *testing.T) {
+		caddytest.AssertLoadError(t, `{"admin": {"listen": "localhost:2999"}, "apps": {"http": {"servers": {"s": {"listen": [":9080"],
+			"routes": [{"handle": [{"handler": "posts", "synchronous": "fast", "data_dir": "`+dataDir+`"}]}]}}}}}`,
+			"json", `synchronous must be normal or full, not \"fast\"`)
 	})
 	t.Run("the running config still serves", func(t *testing.T) {
 		c := startCaddy(t)

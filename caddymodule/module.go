@@ -251,7 +251,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := h.loadStore(ctx, repl.ReplaceKnown(h.MongoDBURI, ""), repl.ReplaceKnown(h.DataDir, ""))
+	uri := repl.ReplaceKnown(h.MongoDBURI, "")
+	if uri != "" && h.Synchronous != "" {
+		return errors.New("synchronous applies to the embedded store; with mongodb_uri, set the URI's w and journal options")
+	}
+	st, err := h.loadStore(ctx, uri, repl.ReplaceKnown(h.DataDir, ""))
 	if err != nil {
 		return err
 	}
@@ -438,7 +442,6 @@ func (h *Handler) loadStore(ctx caddy.Context, uri, dataDir string) (store.Store
 		s, err := mongo.Open(uri, h.Database)
 		return pooledStore{s}, err
 	}
-	var embedded *sqlite.Store
 	if uri == "" {
 		if dataDir == "" {
 			dataDir = filepath.Join(caddy.AppDataDir(), "posts")
@@ -460,7 +463,7 @@ func (h *Handler) loadStore(ctx caddy.Context, uri, dataDir string) (store.Store
 	}
 	h.storeKey = key
 	st := val.(pooledStore).Store
-	if embedded, _ = st.(*sqlite.Store); embedded != nil {
+	if embedded, ok := st.(*sqlite.Store); ok {
 		app, err := ctx.App(AppName)
 		if err != nil {
 			return nil, err
@@ -504,11 +507,8 @@ func (h *Handler) Validate() error {
 	if err := validDatabase(h.Database); err != nil {
 		errs = append(errs, fmt.Errorf("database: %w", err))
 	}
-	switch {
-	case h.Synchronous != "" && h.Synchronous != SyncNormal && h.Synchronous != SyncFull:
+	if h.Synchronous != "" && h.Synchronous != SyncNormal && h.Synchronous != SyncFull {
 		errs = append(errs, fmt.Errorf("synchronous must be %s or %s, not %q", SyncNormal, SyncFull, h.Synchronous))
-	case h.Synchronous != "" && h.MongoDBURI != "":
-		errs = append(errs, errors.New("synchronous applies to the embedded store; with mongodb_uri, set the URI's w and journal options"))
 	}
 	if *h.Leeway < 0 || *h.Leeway > MaxLeeway {
 		errs = append(errs, fmt.Errorf("leeway must be from 0 to %s", time.Duration(MaxLeeway)))

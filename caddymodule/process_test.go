@@ -35,6 +35,9 @@ import (
 
 const childEnv = "CADDY_POSTS_TEST_CHILD"
 
+// testBinary is this binary's path, taken before caddytest (which sets os.Args) runs.
+var testBinary, _ = os.Executable()
+
 func init() {
 	if os.Getenv(childEnv) == "caddy" {
 		caddycmd.Main() // exits on failure, returns on success
@@ -45,7 +48,7 @@ func init() {
 // caddyCommand is this binary as the caddy command with args, its output going to out.
 func caddyCommand(t *testing.T, out io.Writer, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(testBinary, args...)
 	home := t.TempDir()
 	cmd.Env = append(os.Environ(), childEnv+"=caddy", "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home, "HOME="+home)
 	cmd.Stdout, cmd.Stderr = out, out
