@@ -125,19 +125,26 @@ func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, er
 	} else {
 		rows, err = c.stmt.listByUser.QueryContext(ctx, f.UserID, millis(after.CreatedAt), after.ID, f.Limit)
 	}
+	posts, err := collect(rows, err, make([]store.Post, 0, f.Limit), scanPost)
+	return posts, s.classify(err)
+}
+
+// collect appends every row of rows to into, read with scan, and closes rows; err is that of the
+// query that made rows. Every row is read: a statement left open would keep its transaction, and
+// the write-ahead log, from ending.
+func collect[T any](rows *sql.Rows, err error, into []T, scan func(scanner) (T, error)) ([]T, error) {
 	if err != nil {
-		return nil, s.classify(err)
+		return nil, err
 	}
 	defer rows.Close()
-	posts := make([]store.Post, 0, f.Limit)
 	for rows.Next() {
-		p, err := scanPost(rows)
+		v, err := scan(rows)
 		if err != nil {
-			return nil, s.classify(err)
+			return nil, err
 		}
-		posts = append(posts, p)
+		into = append(into, v)
 	}
-	return posts, s.classify(rows.Err())
+	return into, rows.Err()
 }
 
 // InsertPost stores a new post.
@@ -160,29 +167,16 @@ func (s *Store) UpdatePost(ctx context.Context, id, owner string, u store.Update
 	if err != nil {
 		return store.Post{}, err
 	}
-	// Every row is read and the rows closed before returning: a statement left open would keep
-	// its write transaction, and the log, from ending.
 	rows, err := c.stmt.updatePost.QueryContext(ctx, orNil(u.Title), u.UnsetBody, orNil(u.Body), millis(u.UpdatedAt), id, owner)
-	if err != nil {
+	updated, err := collect(rows, err, nil, scanPost)
+	switch {
+	case err != nil:
 		return store.Post{}, s.classify(err)
-	}
-	defer rows.Close()
-	var p store.Post
-	found := false
-	for rows.Next() {
-		if p, err = scanPost(rows); err != nil {
-			return store.Post{}, s.classify(err)
-		}
-		found = true
-	}
-	if err := rows.Err(); err != nil {
-		return store.Post{}, s.classify(err)
-	}
-	if !found {
+	case len(updated) == 0:
 		return store.Post{}, store.ErrNotFound
 	}
 	s.wrote(c)
-	return p, nil
+	return updated[0], nil
 }
 
 // DeletePost deletes the post with the id if it belongs to owner.
@@ -246,17 +240,6 @@ func (s *Store) GetUsers(ctx context.Context, ids []string) ([]store.User, error
 		return nil, err
 	}
 	rows, err := c.stmt.getUsers.QueryContext(ctx, string(list))
-	if err != nil {
-		return nil, s.classify(err)
-	}
-	defer rows.Close()
-	var users []store.User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, s.classify(err)
-		}
-		users = append(users, u)
-	}
-	return users, s.classify(rows.Err())
+	users, err := collect(rows, err, nil, scanUser)
+	return users, s.classify(err)
 }
