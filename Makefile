@@ -36,15 +36,16 @@ test:
 interop: caddy
 	cd interop && npm ci --no-audit --no-fund && node --test
 
-# The benchmark harness (bench/run): ./caddy with bench/Caddyfile.bench on a fresh embedded store,
-# against the bare net/http + mongo-driver baseline (bench/bare) and Caddy's respond, each pair
-# interleaved under hey; prints the table and writes it to bench/RESULTS.md (about 5 minutes).
+# The benchmark harness (bench/run): ./caddy with bench/Caddyfile.bench on fresh embedded stores
+# seeded through its API, against the bare net/http + SQLite baseline on the same files
+# (bench/bare), Caddy's respond, bench/wsbare and PocketBase (bench/pocketbase, built with the Go
+# toolchain its go.mod names: GOTOOLCHAIN=auto), each pair interleaved under bench/run's own load
+# generator; prints the table and writes it to bench/RESULTS.md (10 to 15 minutes on 2 cores).
 # BENCH_FLAGS passes flags to it, e.g. BENCH_FLAGS='-only 1|2 -profile bench/profiles'.
 # The Go benchmarks of bench/: go test -run '^$$' -bench . ./bench/
 BENCH_FLAGS ?=
 .PHONY: bench
 bench: caddy
-	command -v hey >/dev/null || { apt-get update && apt-get install -y hey; }
 	$(GO) run ./bench/run $(BENCH_FLAGS)
 
 clean:

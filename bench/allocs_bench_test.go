@@ -1,17 +1,10 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -19,9 +12,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
@@ -32,116 +22,25 @@ import (
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/sqlite"
 )
-
-// storeEnv, set to a data directory, makes the test binary serve the embedded store there
-// instead of running benchmarks: BenchmarkGetPostAllocs runs it so as a child process, so that
-// FerretDB's allocations are not counted in the benchmark's allocs/op.
-const storeEnv = "POSTS_BENCH_STORE"
-
-func TestMain(m *testing.M) {
-	if dir := os.Getenv(storeEnv); dir != "" {
-		os.Exit(serveStore(dir))
-	}
-	os.Exit(m.Run())
-}
-
-// serveStore runs the embedded store as the module does (store.Embedded: FerretDB on SQLite on
-// the unix socket <dir>/mongodb.sock), says "ready" on stdout once it answers, and stops when
-// stdin closes, which it does when the parent closes it or dies.
-func serveStore(dir string) int {
-	c := store.Embedded(dir, zap.NewNop())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	// The first call starts the server and creates the indexes; there is no such post.
-	_, err := store.NewPosts(c, caddymodule.DefaultDatabase, time.Minute).FindByID(ctx, bson.NilObjectID)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		fmt.Fprintln(os.Stderr, "embedded store:", err)
-		return 1
-	}
-	fmt.Println("ready")
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	if err := c.Close(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "embedded store:", err)
-		return 1
-	}
-	return 0
-}
-
-// startStore starts the embedded store in a child process and returns its MongoDB URI.
-func startStore(b *testing.B) string {
-	b.Helper()
-	// Not b.TempDir(): the socket's path must fit in the 103 bytes of a unix socket address.
-	dir, err := os.MkdirTemp("", "posts-allocs-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	self, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), storeEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		select {
-		case err := <-exited:
-			if err != nil {
-				b.Errorf("the store process: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			b.Error("the store process did not stop in 10s; killed")
-		}
-	})
-	ready := make(chan error, 1)
-	go func() {
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		if err == nil && line != "ready\n" {
-			err = fmt.Errorf("it said %q", line)
-		}
-		ready <- err
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			b.Fatalf("starting the store process: %v", err)
-		}
-	case <-time.After(time.Minute):
-		b.Fatal("the store process was not ready in a minute")
-	}
-	// The socket is store.Embedded's, named as FerretDB names it in its URI.
-	return (&url.URL{Scheme: "mongodb", Host: filepath.Join(dir, "mongodb.sock"), Path: "/"}).String()
-}
 
 // BenchmarkGetPostAllocs reports the heap allocations of one anonymous GET /posts/{id}, client
 // and server together (both are in this process), for each kind of server:
 //
 //   - net_http: a plain net/http handler writing the same header fields and JSON bytes, so
 //     net/http's own allocations, server and client;
-//   - bare: bench/bare's handler, plain net/http and mongo-driver doing the same store call;
-//   - module: the module's API (package handlers, wired as caddymodule wires it) behind the
-//     same net/http server as the other two;
-//   - caddy: the module in a real Caddy, whose own server adds its allocations.
+//   - bare: bench/bare's handler, plain net/http and database/sql doing the same query on the
+//     same SQLite file;
+//   - module: the module's API (package handlers, wired as caddymodule wires it, on a
+//     store/sqlite store of that file) behind the same net/http server as the other two;
+//   - caddy: the module in a real Caddy, whose own server adds its allocations (on a file of
+//     its own with the same post: the module's store holds the first one's lock).
 //
-// The store runs in a child process (see startStore), so its allocations are not counted;
-// mongo-driver's, in this process, are. Every answer is checked to be the same JSON bytes.
+// The embedded store is a library in the server's process, so its allocations (database/sql's
+// and the SQLite driver's) are counted on every side that reads it, as they are part of serving
+// the request; there is no store process to leave out any more, as there was with FerretDB.
+// Every answer is checked to be the same JSON bytes.
 //
 // module-minus-net_http-allocs/op is what the API and the store call add to net/http's own,
 // module-minus-bare-allocs/op what the module adds to the hand-written server, and
@@ -151,24 +50,18 @@ func startStore(b *testing.B) string {
 // its response was read (the server's and the transport's goroutines) would be counted against
 // whichever kind comes next.
 func BenchmarkGetPostAllocs(b *testing.B) {
-	uri := startStore(b)
-	mc, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = mc.Disconnect(context.Background()) })
-	coll := mc.Database(caddymodule.DefaultDatabase).Collection(store.CollectionName)
 	body := "a post read over and over"
 	created := time.Now().UTC().Truncate(time.Millisecond)
-	post := bare.Post{ID: bson.NewObjectID(), UserID: user, Title: "benchmark", Body: &body, CreatedAt: created, UpdatedAt: created}
-	if _, err := coll.InsertOne(b.Context(), post); err != nil {
-		b.Fatal(err)
-	}
-	want, err := bare.EncodePost(post)
+	post := store.Post{ID: store.NewID(created), UserID: user, Title: "benchmark", Body: &body, CreatedAt: created, UpdatedAt: created}
+	// The module's store, on the file bare reads too, and Caddy's, each with the post.
+	moduleDir, caddyDir := b.TempDir(), b.TempDir()
+	st := openStore(b, moduleDir, post)
+	openStore(b, filepath.Join(caddyDir, "posts"), post).Close() // Caddy takes the directory's lock itself
+	want, err := bare.EncodePost(bare.Post(post))
 	if err != nil {
 		b.Fatal(err)
 	}
-	path := "/posts/" + post.ID.Hex()
+	path := "/posts/" + post.ID
 
 	plain := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		h := w.Header()
@@ -176,7 +69,7 @@ func BenchmarkGetPostAllocs(b *testing.B) {
 		h.Set("X-Content-Type-Options", "nosniff")
 		_, _ = w.Write(want)
 	})
-	caddyPort, caddyDir := freePort(b), b.TempDir()
+	caddyPort := freePort(b)
 	// As startServer does: whatever Caddy writes for its data and config folders stays in caddyDir.
 	b.Setenv("HOME", filepath.Join(caddyDir, "home"))
 	b.Setenv("XDG_DATA_HOME", filepath.Join(caddyDir, "home", ".local", "share"))
@@ -189,15 +82,22 @@ func BenchmarkGetPostAllocs(b *testing.B) {
 		start func() (base string, err error)
 	}{
 		{"net_http", func() (string, error) { return serve(b, plain), nil }},
-		{"bare", func() (string, error) { return serve(b, bare.New(coll, nil)), nil }},
+		{"bare", func() (string, error) {
+			s, err := bare.Open(filepath.Join(moduleDir, sqlite.DatabaseFile), nil)
+			if err != nil {
+				return "", err
+			}
+			b.Cleanup(func() { s.Close() })
+			return serve(b, s), nil
+		}},
 		{"module", func() (string, error) {
-			h, err := moduleHandler(b, uri)
+			h, err := moduleHandler(b, st)
 			if err != nil {
 				return "", err
 			}
 			return serve(b, h), nil
 		}},
-		{"caddy", func() (string, error) { return startCaddy(b, uri, caddyPort, caddyDir) }},
+		{"caddy", func() (string, error) { return startCaddy(b, filepath.Join(caddyDir, "posts"), caddyPort, caddyDir) }},
 	}
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	b.Cleanup(client.CloseIdleConnections)
@@ -236,21 +136,28 @@ func serve(b *testing.B, h http.Handler) string {
 	return srv.URL
 }
 
-// moduleHandler is the module's API on the store at uri, wired as caddymodule wires it with its
-// defaults (one API key, no JWKS), serving what it routes and 404 for the rest. Its resources
-// are released when b ends.
-func moduleHandler(b *testing.B, uri string) (http.Handler, error) {
-	client, err := store.Connect(uri)
+// openStore opens the embedded store of dir, with the post in it, until b ends.
+func openStore(b *testing.B, dir string, post store.Post) *sqlite.Store {
+	st, err := sqlite.Open(dir, sqlite.Options{})
 	if err != nil {
-		return nil, err
+		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = client.Close(context.Background()) })
-	timeout := time.Duration(caddymodule.DefaultTimeout)
+	b.Cleanup(func() { st.Close() })
+	if err := st.InsertPost(b.Context(), post); err != nil {
+		b.Fatal(err)
+	}
+	return st
+}
+
+// moduleHandler is the module's API on st, wired as caddymodule wires it with its defaults (one
+// API key, no JWKS), serving what it routes and 404 for the rest. Its resources are released
+// when b ends.
+func moduleHandler(b *testing.B, st store.Store) (http.Handler, error) {
 	broker := events.NewBroker[posts.Event](caddymodule.EventQueue)
 	b.Cleanup(broker.Close)
 	svc := posts.NewService(posts.Config{
-		Posts:    store.NewPosts(client, caddymodule.DefaultDatabase, timeout),
-		Users:    store.NewUsers(client, caddymodule.DefaultDatabase, timeout),
+		Store:    st,
+		Timeout:  time.Duration(caddymodule.DefaultTimeout),
 		MaxLimit: caddymodule.DefaultMaxLimit,
 		Logger:   zap.NewNop(),
 		Events:   broker,
@@ -280,17 +187,17 @@ func moduleHandler(b *testing.B, uri string) (http.Handler, error) {
 	}), nil
 }
 
-// startCaddy runs a Caddy with the posts module on the store at uri, on port, with its files in
-// tmp, until b ends, and returns its base URL.
-func startCaddy(b *testing.B, uri string, port int, tmp string) (string, error) {
+// startCaddy runs a Caddy with the posts module on the embedded store of dataDir, on port, with
+// its files in tmp, until b ends, and returns its base URL.
+func startCaddy(b *testing.B, dataDir string, port int, tmp string) (string, error) {
 	caddyfile := caddyGlobals(tmp) + fmt.Sprintf(`
 http://127.0.0.1:%d {
 	bind 127.0.0.1
 	posts {
-		mongodb_uri %s
+		data_dir %s
 	}
 }
-`, port, uri)
+`, port, dataDir)
 	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
 	if err != nil {
 		return "", fmt.Errorf("adapting the Caddyfile: %w", err)

@@ -2,11 +2,12 @@
 // its own: auth_bench_test.go compares reads (authenticated, and through GraphQL) with anonymous
 // REST reads, subscriptions_bench_test.go measures idle subscribed WebSockets and the fan-out
 // of one event, and allocs_bench_test.go counts the heap allocations of one GET /posts/{id}
-// against net/http's own and bench/bare's, with the store in a child process (its TestMain); run
-// them with `go test -run '^$' -bench . ./bench/`. `make bench` runs the harness of bench/run
-// instead: ./caddy against the baselines of bench/bare, Caddy's respond and bench/wsbare, each
-// pair interleaved (under hey, or with the WebSocket client of bench/wsload), into
-// bench/RESULTS.md.
+// against net/http's own and bench/bare's, each on the embedded SQLite store in the same
+// process; run them with `go test -run '^$' -bench . ./bench/`. `make bench` runs the harness
+// of bench/run instead: ./caddy against the baselines of bench/bare (net/http on the same SQLite
+// files), Caddy's respond, bench/wsbare and the PocketBase peer of bench/pocketbase, each pair
+// interleaved (under bench/run's load generator, or with the WebSocket client of bench/wsload),
+// into bench/RESULTS.md.
 //
 // The benchmarks report, they never fail on a number: performance is read from the output, such
 // as bearer/anon-throughput (the issue's target is at least 0.9), not asserted.

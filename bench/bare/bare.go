@@ -1,42 +1,60 @@
 // Package bare is the hand-written baseline of the benchmarks: what a user would write without
-// the module, plain net/http and mongo-driver v2 with the same store calls and the same JSON as
-// the posts API, and nothing else (no GraphQL, no events, no profile writes, one API key).
-// bench/run serves it in its own process next to Caddy, on the same embedded store.
+// the module, plain net/http and database/sql on the module's SQLite file, through the same
+// driver (modernc.org/sqlite) with the same settings (WAL, synchronous NORMAL, one writer
+// connection and a pool of read-only ones, prepared statements, the keyset list query), answering
+// the same JSON as the posts API, and nothing else (no GraphQL, no events, no profile writes, no
+// bearer tokens). bench/run serves it in a process of its own next to Caddy, on the file of one
+// of Caddy's sites (WAL lets a second process open it).
 package bare
 
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	_ "modernc.org/sqlite" // the "sqlite" driver
+
+	"github.com/postsedge/caddy-posts/store"
 )
 
-// timeFormat is the module's: RFC 3339 in UTC with milliseconds.
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+// The module's defaults: its time format (RFC 3339 in UTC with milliseconds), its store
+// timeout, its largest body and its page sizes.
+const (
+	timeFormat   = "2006-01-02T15:04:05.000Z07:00"
+	timeout      = 5 * time.Second
+	maxBody      = 1 << 20
+	defaultLimit = 20
+	maxLimit     = 100
+)
 
-// timeout bounds every store call, as the module's default timeout does.
-const timeout = 5 * time.Second
+// The queries: the module's table, and its two keyset orders, each served by an index.
+const (
+	columns       = `id, user_id, title, body, created_at, updated_at`
+	getSQL        = `SELECT ` + columns + ` FROM posts WHERE id = ?`
+	listSQL       = `SELECT ` + columns + ` FROM posts WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
+	listByUserSQL = `SELECT ` + columns + ` FROM posts WHERE user_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
+	insertSQL     = `INSERT INTO posts (` + columns + `) VALUES (?, ?, ?, ?, ?, ?)`
+)
 
-// maxBody is the largest POST body read, the module's default.
-const maxBody = 1 << 20
-
-// Post is a post as stored (bench/run seeds the store with it).
+// Post is a post as stored.
 type Post struct {
-	ID        bson.ObjectID `bson:"_id"`
-	UserID    string        `bson:"userId"`
-	Title     string        `bson:"title"`
-	Body      *string       `bson:"body,omitempty"`
-	CreatedAt time.Time     `bson:"createdAt"`
-	UpdatedAt time.Time     `bson:"updatedAt"`
+	ID, UserID, Title    string
+	Body                 *string
+	CreatedAt, UpdatedAt time.Time
 }
 
 // postJSON is a post as the API writes it.
@@ -51,74 +69,187 @@ type postJSON struct {
 
 func toJSON(p Post) postJSON {
 	return postJSON{
-		ID: p.ID.Hex(), UserID: p.UserID, Title: p.Title, Body: p.Body,
+		ID: p.ID, UserID: p.UserID, Title: p.Title, Body: p.Body,
 		CreatedAt: p.CreatedAt.UTC().Format(timeFormat), UpdatedAt: p.UpdatedAt.UTC().Format(timeFormat),
 	}
 }
 
-// Server serves GET /posts/{id}, GET /posts?userId=&limit= and POST /posts from one posts collection.
+// Server serves GET /posts/{id}, GET /posts?userId=&limit=&after= and POST /posts from one
+// posts.db.
 type Server struct {
-	posts *mongo.Collection
-	keys  map[string]string // API key → user id
-	mux   *http.ServeMux
+	read, write                *sql.DB
+	get, list, listByUser, ins *sql.Stmt
+	keys                       map[string]string // API key → user id
+	mux                        *http.ServeMux
 }
 
-// New returns a Server on the posts collection that accepts the API keys (key → user id) for POST.
-func New(posts *mongo.Collection, keys map[string]string) *Server {
-	s := &Server{posts: posts, keys: keys, mux: http.NewServeMux()}
-	s.mux.HandleFunc("GET /posts/{id}", s.get)
-	s.mux.HandleFunc("GET /posts", s.list)
+// Open returns a Server on the SQLite file at path, whose schema the module made, that accepts
+// the API keys (key → user id) for POST.
+func Open(path string, keys map[string]string) (s *Server, err error) {
+	s = &Server{keys: keys, mux: http.NewServeMux()}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	// One writer, as SQLite has one writer at a time anyway; BEGIN IMMEDIATE so a write never
+	// upgrades a read lock and fails busy.
+	if s.write, err = sql.Open("sqlite", dsn(path, "immediate", "synchronous(NORMAL)", "journal_mode(WAL)")); err != nil {
+		return s, err
+	}
+	s.write.SetMaxOpenConns(1)
+	s.read, err = sql.Open("sqlite", dsn(path, "deferred", "query_only(1)"))
+	if err != nil {
+		return s, err
+	}
+	readers := max(4, 2*runtime.GOMAXPROCS(0))
+	s.read.SetMaxOpenConns(readers)
+	s.read.SetMaxIdleConns(readers)
+	for _, p := range []struct {
+		db    *sql.DB
+		stmt  **sql.Stmt
+		query string
+	}{
+		{s.read, &s.get, getSQL}, {s.read, &s.list, listSQL}, {s.read, &s.listByUser, listByUserSQL}, {s.write, &s.ins, insertSQL},
+	} {
+		if *p.stmt, err = p.db.Prepare(p.query); err != nil {
+			return s, fmt.Errorf("preparing %q: %w", p.query, err)
+		}
+	}
+	s.mux.HandleFunc("GET /posts/{id}", s.getPost)
+	s.mux.HandleFunc("GET /posts", s.listPosts)
 	s.mux.HandleFunc("POST /posts", s.create)
-	return s
+	return s, nil
+}
+
+// dsn names the file at path for the driver, with the pragmas each connection runs.
+func dsn(path, txlock string, pragmas ...string) string {
+	q := url.Values{"_txlock": {txlock}}
+	for _, p := range append([]string{"busy_timeout(5000)", "foreign_keys(1)", "temp_store(MEMORY)"}, pragmas...) {
+		q.Add("_pragma", p)
+	}
+	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
+}
+
+// Close closes the statements and the connections.
+func (s *Server) Close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.get, s.list, s.listByUser, s.ins} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	for _, db := range []*sql.DB{s.read, s.write} {
+		if db != nil {
+			errs = append(errs, db.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ServeHTTP routes the request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	id, err := bson.ObjectIDFromHex(r.PathValue("id"))
-	if err != nil {
-		http.Error(w, "not found", http.StatusNotFound)
-		return
-	}
+// row is a *sql.Row or *sql.Rows.
+type row interface{ Scan(dest ...any) error }
+
+func scan(r row) (p Post, err error) {
+	var created, updated int64
+	err = r.Scan(&p.ID, &p.UserID, &p.Title, &p.Body, &created, &updated)
+	p.CreatedAt, p.UpdatedAt = time.UnixMilli(created).UTC(), time.UnixMilli(updated).UTC()
+	return p, err
+}
+
+func (s *Server) getPost(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	var p Post
-	if err := s.posts.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&p); err != nil {
+	p, err := scan(s.get.QueryRowContext(ctx, r.PathValue("id")))
+	if err != nil {
 		storeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toJSON(p))
 }
 
-var newestFirst = bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}
+// A cursor is the module's: a post's createdAt in Unix milliseconds (8 bytes) and its id (the 12
+// bytes of its 24 hex characters), base64url without padding.
+const cursorSize = 8 + 12
 
-func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+func cursor(p Post) string {
+	var b [cursorSize]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(p.CreatedAt.UnixMilli()))
+	hex.Decode(b[8:], []byte(p.ID))
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// after returns the place the cursor names: its createdAt in Unix milliseconds and its id.
+func after(c string) (int64, string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) != cursorSize {
+		return 0, "", false
+	}
+	return int64(binary.BigEndian.Uint64(b[:8])), hex.EncodeToString(b[8:]), true
+}
+
+func (s *Server) listPosts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := 20
+	limit := defaultLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
+		if err != nil || n < 1 || n > maxLimit {
 			http.Error(w, "limit must be from 1 to 100", http.StatusBadRequest)
 			return
 		}
 		limit = n
 	}
-	filter := bson.D{}
-	if user := q.Get("userId"); user != "" {
-		filter = append(filter, bson.E{Key: "userId", Value: user})
+	// The first page starts after a key that every post comes after.
+	afterMs, afterID := int64(math.MaxInt64), ""
+	if c := q.Get("after"); c != "" {
+		var ok bool
+		if afterMs, afterID, ok = after(c); !ok {
+			http.Error(w, "after is not a cursor", http.StatusBadRequest)
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	cursor, err := s.posts.Find(ctx, filter, options.Find().SetSort(newestFirst).SetLimit(int64(limit)))
+	// One more post than the page tells whether there is a next page.
+	var rows *sql.Rows
+	var err error
+	user := q.Get("userId")
+	if user == "" {
+		rows, err = s.list.QueryContext(ctx, afterMs, afterID, limit+1)
+	} else {
+		rows, err = s.listByUser.QueryContext(ctx, user, afterMs, afterID, limit+1)
+	}
 	if err != nil {
 		storeError(w, err)
 		return
 	}
-	found := make([]Post, 0, limit)
-	if err := cursor.All(ctx, &found); err != nil {
+	defer rows.Close()
+	found := make([]Post, 0, limit+1)
+	for rows.Next() {
+		p, err := scan(rows)
+		if err != nil {
+			storeError(w, err)
+			return
+		}
+		found = append(found, p)
+	}
+	if err := rows.Err(); err != nil {
 		storeError(w, err)
 		return
+	}
+	if len(found) > limit {
+		found = found[:limit]
+		next := url.Values{"after": {cursor(found[limit-1])}}
+		if q.Has("limit") {
+			next.Set("limit", strconv.Itoa(limit))
+		}
+		if user != "" {
+			next.Set("userId", user)
+		}
+		w.Header().Set("Link", fmt.Sprintf(`</posts?%s>; rel="next"`, next.Encode()))
 	}
 	out := make([]postJSON, 0, len(found))
 	for _, p := range found {
@@ -147,19 +278,20 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	p := Post{ID: bson.NewObjectID(), UserID: user, Title: in.Title, Body: in.Body, CreatedAt: now, UpdatedAt: now}
+	// The API's id format (ObjectID layout) is taken from the module rather than copied.
+	p := Post{ID: store.NewID(now), UserID: user, Title: in.Title, Body: in.Body, CreatedAt: now, UpdatedAt: now}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	if _, err := s.posts.InsertOne(ctx, p); err != nil {
+	if _, err := s.ins.ExecContext(ctx, p.ID, p.UserID, p.Title, p.Body, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli()); err != nil {
 		storeError(w, err)
 		return
 	}
-	w.Header().Set("Location", "/posts/"+p.ID.Hex())
+	w.Header().Set("Location", "/posts/"+p.ID)
 	writeJSON(w, http.StatusCreated, toJSON(p))
 }
 
 func storeError(w http.ResponseWriter, err error) {
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	if errors.Is(err, sql.ErrNoRows) {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}

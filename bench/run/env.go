@@ -7,84 +7,114 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log"
-	"net"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/postsedge/caddy-posts/bench/bare"
+	"github.com/postsedge/caddy-posts/bench/wsload"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
-// The data the benchmarks read: seedUsers users with postsPerUser posts each, listUser among
-// them, and the post that GET /posts/{id} reads, by alice (the API key's user).
+// The data the benchmarks read: largePosts posts (the store of most pairs, and PocketBase's)
+// and smallPosts (the other side of the paging pairs), by seedUsers users in turn, author (the
+// API key's user) first and listUser among them, seeded through each server's API.
 const (
-	seedUsers    = 20
-	postsPerUser = 50
-	// the collections of the paging pair, and its page size
-	smallPosts = 2000
+	seedUsers  = 20
 	largePosts = 200000
+	smallPosts = 2000
 	pageSize   = 20
 	listUser   = "user-01"
 	author     = "alice"
 )
 
-// env is everything the pairs run against: Caddy with the module, the bare baselines, and the
-// credentials and data they need.
+// seedPost is a post as every server is seeded with it.
+type seedPost struct{ user, title, body string }
+
+// seedPosts are the first n posts of the seeding: post i is by user i mod seedUsers (author
+// for 0, user-01 … user-19 for the others), titled "post i", with a body of 12 to 240 bytes.
+func seedPosts(n int) []seedPost {
+	ps := make([]seedPost, n)
+	for i := range ps {
+		user := fmt.Sprintf("user-%02d", i%seedUsers)
+		if i%seedUsers == 0 {
+			user = author
+		}
+		ps[i] = seedPost{user: user, title: fmt.Sprintf("post %d", i), body: strings.Repeat("lorem ipsum ", 1+i%20)}
+	}
+	return ps
+}
+
+// seeded is what a server's API answered for the seeding of one store: the posts' ids
+// (in the order of seedPosts), the author's among them, and the run of POSTs.
+type seeded struct {
+	ids, authors []string
+	newest       []created // caddy-posts only: the posts, newest first
+	run          result
+}
+
+// env is everything the pairs run against: Caddy with the module, the baselines, PocketBase,
+// and the credentials and data they need.
 type env struct {
 	caddyBin, caddyfile, dir string
+	conc                     int // of the seeding, as of the pairs
 	jwksURL                  string
+	tokens                   map[string]string // a bearer token of each user, by user id
+	apiKey                   string            // the author's
 
-	read, write, respond, admin string // Caddy's sites and admin endpoint (http://127.0.0.1:port)
-	bareRead, bareWrite         string // the bare baselines on the read and the write database
+	caddy                       *caddyProcess
+	read, write, small, respond string // Caddy's sites (http://127.0.0.1:port): the large store, the writes, the small store, respond
+	caddyProfile                string // Caddy's /debug/pprof
+	bareRead, bareWrite         baseline
+	pb, pbProfile               string // PocketBase's records of posts, and its /debug/pprof; "" unless a pair needs it
+
+	large, smallStore, pbStore seeded
 	// pages are the URLs of GET /posts?limit=20, first page and page 50, of the small and the
-	// large collection.
-	pages            map[string]string
-	page50First      map[string]string // the id of the first post of page 50, by collection
-	postID, listUser string
-	token, apiKey    string
-	postJSON         []byte // the body of GET /posts/{id}
+	// large store; page50First is the id of the first post of page 50, by store.
+	pages, page50First map[string]string
+	postJSON           []byte // the body of the respond route: a post as GET /posts/{id} answers it
 
-	caddy   *caddyProcess
+	notes   []string // for RESULTS.md, under the table
 	closers []func()
 }
 
-// start starts everything in dir (a fresh temporary directory) and checks that every side
-// answers what the pairs expect.
-func start(ctx context.Context, caddyBin, caddyfile, dir string) (e *env, err error) {
-	e = &env{caddyBin: caddyBin, caddyfile: caddyfile, dir: dir, listUser: listUser, apiKey: "bench-" + rand.Text()}
+// baseline is bench/bare serving one of Caddy's files in a process of its own.
+type baseline struct{ url, profile string }
+
+// start starts everything in dir (a fresh temporary directory), PocketBase only if withPeer,
+// seeds every store through its API at conc connections, and checks that every side answers
+// what the pairs expect.
+func start(ctx context.Context, cfg config, dir string, withPeer bool) (e *env, err error) {
+	e = &env{caddyBin: cfg.caddy, caddyfile: cfg.caddyfile, dir: dir, conc: cfg.conc, apiKey: "bench-" + rand.Text(),
+		pages: map[string]string{}, page50First: map[string]string{},
+		notes: []string{fmt.Sprintf("Every read by id (GET /posts/{id}, post(id), PocketBase's view) takes a random post among the %s of its store; "+
+			"the stores are seeded through each server's API with the same posts (%d users in turn, bodies of 12 to 240 bytes).", thousands(largePosts), seedUsers)}}
 	defer func() {
 		if err != nil {
 			e.close()
 		}
 	}()
-
-	if e.jwksURL, err = e.startIDP(); err != nil {
+	if err := e.startIDP(); err != nil {
 		return e, err
 	}
-
-	// The post GET /posts/{id} reads is made here, so that its bytes are known before Caddy
-	// starts and can be the respond route's body.
-	created := time.Now().UTC().Truncate(time.Millisecond).Add(-time.Hour)
-	body := "a post read over and over"
-	target := bare.Post{ID: bson.NewObjectID(), UserID: author, Title: "benchmark", Body: &body, CreatedAt: created, UpdatedAt: created}
-	e.postID = target.ID.Hex()
-	if e.postJSON, err = bare.EncodePost(target); err != nil {
+	// The respond route answers a typical post (a body of the median length), in the bytes
+	// GET /posts/{id} would; they are known before Caddy starts, for its config.
+	t := time.Now().UTC().Truncate(time.Millisecond)
+	ps := seedPosts(seedUsers)
+	p := ps[len(ps)/2]
+	if e.postJSON, err = bare.EncodePost(bare.Post{ID: store.NewID(t), UserID: p.user, Title: p.title, Body: &p.body, CreatedAt: t, UpdatedAt: t}); err != nil {
 		return e, err
 	}
 
@@ -92,164 +122,159 @@ func start(ctx context.Context, caddyBin, caddyfile, dir string) (e *env, err er
 		return e, err
 	}
 	e.closers = append(e.closers, e.caddy.stop)
-	e.read, e.write, e.respond, e.admin = e.caddy.read, e.caddy.write, e.caddy.respond, e.caddy.admin
-	e.pages, e.page50First = map[string]string{}, map[string]string{}
+	e.read, e.write, e.small, e.respond = e.caddy.sites["READ"], e.caddy.sites["WRITE"], e.caddy.sites["SMALL"], e.caddy.sites["RESPOND"]
+	e.caddyProfile = e.caddy.sites["ADMIN"] + "/debug/pprof"
+	// The baselines open the files of the read and the write site, which Caddy has made.
+	if e.bareRead, err = e.startBare(ctx, "read"); err != nil {
+		return e, err
+	}
+	if e.bareWrite, err = e.startBare(ctx, "write"); err != nil {
+		return e, err
+	}
 
-	socket := filepath.Join(e.caddy.dir, "posts", "mongodb.sock")
-	mc, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + url.QueryEscape(socket)))
+	if e.large, err = e.seedCaddy(ctx, e.read, largePosts); err != nil {
+		return e, err
+	}
+	rss, err := wsload.ResidentMemory(e.caddy.proc.cmd.Process.Pid)
 	if err != nil {
 		return e, err
 	}
-	e.closers = append(e.closers, func() { _ = mc.Disconnect(context.Background()) })
-	if err := seed(ctx, mc.Database("posts").Collection("posts"), target); err != nil {
-		return e, fmt.Errorf("seeding: %w", err)
-	}
-
-	for name, size := range map[string]int{"small": smallPosts, "large": largePosts} {
-		began := time.Now()
-		seeded, err := insertPosts(ctx, mc.Database(name).Collection("posts"), created, size)
-		if err != nil {
-			return e, fmt.Errorf("seeding %s: %w", name, err)
-		}
-		log.Printf("%d posts seeded in the %s collection in %s", size, name, time.Since(began).Round(time.Second))
-		base := e.caddy.small
-		if name == "large" {
-			base = e.caddy.large
-		}
-		// Page 50 starts after the 980th post; its cursor is made here, as following 49 Links
-		// through the large collection would take minutes.
-		last := seeded[49*pageSize-1]
-		e.pages[name+" first"] = base + "/posts?limit=" + strconv.Itoa(pageSize)
-		e.pages[name+" page 50"] = e.pages[name+" first"] + "&after=" + posts.Cursor(posts.Post{ID: last.ID, CreatedAt: last.CreatedAt})
-		e.page50First[name] = seeded[49*pageSize].ID.Hex()
-	}
-
-	keys := map[string]string{e.apiKey: author}
-	if e.bareRead, err = e.serve(bare.New(mc.Database("posts").Collection("posts"), keys)); err != nil {
+	e.note("caddy-posts", e.large.run, rss, "./caddy, with all its sites: this store, the small one (seeded next), the one of the writes, and respond")
+	if e.smallStore, err = e.seedCaddy(ctx, e.small, smallPosts); err != nil {
 		return e, err
 	}
-	if e.bareWrite, err = e.serve(bare.New(mc.Database("writes").Collection("posts"), keys)); err != nil {
-		return e, err
+	for _, s := range []struct {
+		name, base string
+		newest     []created
+	}{{"large", e.read, e.large.newest}, {"small", e.small, e.smallStore.newest}} {
+		// Page 50 starts after the 980th post.
+		last := s.newest[49*pageSize-1]
+		e.pages[s.name+" first"] = s.base + "/posts?limit=" + strconv.Itoa(pageSize)
+		e.pages[s.name+" page 50"] = e.pages[s.name+" first"] + "&after=" + posts.Cursor(posts.Post{ID: last.ID, CreatedAt: last.CreatedAt})
+		e.page50First[s.name] = s.newest[49*pageSize].ID
+	}
+
+	if withPeer {
+		if err := e.startPocketBase(ctx, cfg.pocketBase); err != nil {
+			return e, fmt.Errorf("PocketBase: %w", err)
+		}
 	}
 	return e, e.check(ctx)
 }
 
-// startIDP serves a JWKS with one RSA key and signs the RS256 token every bearer request reuses.
-func (e *env) startIDP() (jwksURL string, err error) {
+// note records for RESULTS.md the seeding of a store of largePosts posts through a server's
+// API, and the server's resident memory right after it.
+func (e *env) note(server string, run result, rss int64, what string) {
+	line := fmt.Sprintf("%s: %s posts seeded through its API (POST, %d connections, closed loop) at %.0f posts/s (%.0fs), p50 %.2f ms; "+
+		"resident memory (VmRSS) right after: %.0f MiB (%s)",
+		server, thousands(largePosts), e.conc, run.throughput(), run.seconds, run.quantile(0.5)*1e3, float64(rss)/(1<<20), what)
+	log.Print(line)
+	e.notes = append(e.notes, line)
+}
+
+// startIDP serves a JWKS with one RSA key and signs an RS256 token for each user of the
+// seeding; every bearer request of a user reuses its token.
+func (e *env) startIDP() error {
 	const kid = "bench-rs256"
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		return "", err
+		return err
 	}
 	jwk, err := jwkset.NewJWKFromKey(&key.PublicKey, jwkset.JWKOptions{
 		Metadata: jwkset.JWKMetadataOptions{KID: kid, ALG: jwkset.AlgRS256, USE: jwkset.UseSig},
 	})
 	if err != nil {
-		return "", err
+		return err
 	}
 	set, err := json.Marshal(jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{jwk.Marshal()}})
 	if err != nil {
-		return "", err
+		return err
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/jwk-set+json")
 		_, _ = w.Write(set)
 	}))
 	e.closers = append(e.closers, srv.Close)
+	e.jwksURL = srv.URL
+	e.tokens = map[string]string{}
 	now := time.Now()
-	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"sub": author, "iat": now.Unix(), "exp": now.Add(3 * time.Hour).Unix()})
-	tok.Header["kid"] = kid
-	e.token, err = tok.SignedString(key)
-	return srv.URL, err
+	for _, p := range seedPosts(seedUsers) {
+		tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"sub": p.user, "iat": now.Unix(), "exp": now.Add(3 * time.Hour).Unix()})
+		tok.Header["kid"] = kid
+		if e.tokens[p.user], err = tok.SignedString(key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // caddyProcess is one Caddy running the bench Caddyfile, with its files in dir.
 type caddyProcess struct {
-	read, write, respond, admin string // its sites and admin endpoint (http://127.0.0.1:port)
-	small, large                string // the sites of the small and the large collection
-	dir, log                    string
-	cmd                         *exec.Cmd
-	stop                        func()
+	sites map[string]string // its sites and admin endpoint (http://127.0.0.1:port) by the name of their port variable
+	dir   string
+	proc  *process
 }
+
+func (p *caddyProcess) stop() { p.proc.stop() }
 
 // startCaddy starts Caddy with its files in dir, a new directory, and waits until it serves
 // writes.
-func (e *env) startCaddy(ctx context.Context, dir string) (p *caddyProcess, err error) {
-	p = &caddyProcess{dir: dir, log: filepath.Join(dir, "caddy.log"), stop: func() {}}
+func (e *env) startCaddy(ctx context.Context, dir string) (*caddyProcess, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	names := []string{"READ", "WRITE", "RESPOND", "ADMIN", "SMALL", "LARGE"}
-	ports := map[string]int{}
-	taken := map[int]bool{}
-	for len(ports) < len(names) { // a port just freed may come again: each site needs its own
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		if !taken[port] {
-			taken[port], ports[names[len(ports)]] = true, port
-		}
+	names := []string{"READ", "WRITE", "SMALL", "RESPOND", "ADMIN"}
+	addrs, err := freeAddrs(len(names))
+	if err != nil {
+		return nil, err
 	}
-	local := func(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
-	p.read, p.write, p.respond, p.admin = local(ports["READ"]), local(ports["WRITE"]), local(ports["RESPOND"]), local(ports["ADMIN"])
-	p.small, p.large = local(ports["SMALL"]), local(ports["LARGE"])
+	// Caddy reads these for its data and config folders: keep whatever it writes in dir.
 	home := filepath.Join(dir, "home")
 	vars := []string{
 		"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
 		"XDG_CACHE_HOME=" + filepath.Join(home, "cache"),
 		"BENCH_DIR=" + dir, "BENCH_JWKS_URL=" + e.jwksURL, "BENCH_API_KEY=" + e.apiKey, "BENCH_POST_JSON=" + string(e.postJSON),
 	}
-	for name, port := range ports {
-		vars = append(vars, fmt.Sprintf("BENCH_%s_PORT=%d", name, port))
+	p := &caddyProcess{sites: map[string]string{}, dir: dir}
+	for i, name := range names {
+		_, port, _ := strings.Cut(addrs[i], ":")
+		vars = append(vars, fmt.Sprintf("BENCH_%s_PORT=%s", name, port))
+		p.sites[name] = "http://" + addrs[i]
 	}
-
-	logFile, err := os.Create(p.log)
-	if err != nil {
+	if p.proc, err = spawn(e.caddyBin, []string{"run", "--config", e.caddyfile, "--adapter", "caddyfile"}, vars, filepath.Join(dir, "caddy.log")); err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command(e.caddyBin, "run", "--config", e.caddyfile, "--adapter", "caddyfile")
-	p.cmd.Env = append(os.Environ(), vars...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	if err := p.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", e.caddyBin, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); logFile.Close(); close(done) }()
-	p.stop = func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-done
-		}
-	}
-	if err := p.waitForWrite(ctx, e.token, done); err != nil {
+	if err := p.waitForWrite(ctx, e.tokens[author]); err != nil {
 		p.stop()
 		return nil, err
 	}
 	return p, nil
 }
 
-// waitForWrite makes one POST /posts with the bearer token, which starts the embedded store,
-// fetches the JWKS and checks the token, retrying while Caddy starts, and not once it has exited.
-func (p *caddyProcess) waitForWrite(ctx context.Context, token string, exited <-chan struct{}) error {
+// waitForWrite makes one POST /posts with the bearer token, which fetches the JWKS and checks
+// the token and the store, retrying while Caddy starts, and not once it has exited; then it
+// deletes the post, so the store has only what the benchmarks put there.
+func (p *caddyProcess) waitForWrite(ctx context.Context, token string) error {
+	bearer := "Authorization: Bearer " + token
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		status, body, err := do(ctx, "POST", p.read+"/posts", `{"title": "the first post"}`, "Authorization: Bearer "+token)
-		select {
-		case <-exited:
+		status, body, err := do(ctx, "POST", p.sites["READ"]+"/posts", `{"title": "the first post"}`, bearer)
+		if p.proc.exited() {
 			deadline = time.Time{}
-		default:
 		}
 		switch {
 		case err == nil && status == http.StatusCreated:
-			return nil
+			var post struct{ ID string }
+			if err := json.Unmarshal(body, &post); err != nil {
+				return err
+			}
+			status, body, err = do(ctx, "DELETE", p.sites["READ"]+"/posts/"+post.ID, "", bearer)
+			if err == nil && status != http.StatusNoContent {
+				err = fmt.Errorf("DELETE /posts/%s: %d %s", post.ID, status, body)
+			}
+			return err
 		case err == nil && status != http.StatusServiceUnavailable, time.Now().After(deadline):
-			log, _ := os.ReadFile(p.log)
-			return fmt.Errorf("the first POST /posts: status %d, %s, %v; Caddy's log:\n%s", status, body, err, log)
+			return p.proc.failure(fmt.Errorf("the first POST /posts: status %d, %s, %v", status, body, err))
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
@@ -257,78 +282,159 @@ func (p *caddyProcess) waitForWrite(ctx context.Context, token string, exited <-
 	}
 }
 
-// seed inserts the target post and seedUsers×postsPerUser others.
-func seed(ctx context.Context, coll *mongo.Collection, target bare.Post) error {
-	if _, err := coll.InsertOne(ctx, target); err != nil {
-		return err
-	}
-	_, err := insertPosts(ctx, coll, target.CreatedAt, seedUsers*postsPerUser)
-	return err
-}
-
-// insertPosts inserts n posts of seedUsers users in turn, each a minute older than the one
-// before, with bodies of 12 to 240 bytes, and returns them, newest first.
-func insertPosts(ctx context.Context, coll *mongo.Collection, newest time.Time, n int) ([]bare.Post, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	all := make([]bare.Post, 0, n)
-	var docs []any
-	for i := range n {
-		user := fmt.Sprintf("user-%02d", i%seedUsers)
-		if i%seedUsers == 0 {
-			user = author
-		}
-		body := strings.Repeat("lorem ipsum ", 1+i%20)
-		created := newest.Add(-time.Duration(i+1) * time.Minute)
-		p := bare.Post{ID: bson.NewObjectID(), UserID: user, Title: fmt.Sprintf("post %d", i), Body: &body, CreatedAt: created, UpdatedAt: created}
-		all, docs = append(all, p), append(docs, p)
-		if len(docs) == 10000 || i == n-1 {
-			if _, err := coll.InsertMany(ctx, docs); err != nil {
-				return nil, err
-			}
-			docs = docs[:0]
-		}
-	}
-	return all, nil
-}
-
-// serve serves h on a free port of 127.0.0.1 until e closes.
-func (e *env) serve(h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// startBare serves bench/bare in a process of its own on the file of Caddy's site (its
+// data_dir is named as the site in Caddyfile.bench).
+func (e *env) startBare(ctx context.Context, site string) (baseline, error) {
+	addrs, err := freeAddrs(2)
 	if err != nil {
-		return "", err
+		return baseline{}, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	e.closers = append(e.closers, func() { _ = srv.Close() })
-	return "http://" + ln.Addr().String(), nil
+	file := filepath.Join(e.caddy.dir, site, sqlite.DatabaseFile)
+	p, err := serveChild(ctx, addrs[0], []string{"BENCH_API_KEY=" + e.apiKey}, bareArg, file, addrs[0], addrs[1])
+	if err != nil {
+		return baseline{}, err
+	}
+	e.closers = append(e.closers, p.stop)
+	return baseline{url: "http://" + addrs[0], profile: "http://" + addrs[1] + "/debug/pprof"}, nil
 }
 
-// check fails unless every side answers what its pair compares: the same bytes for the same
-// post, and a full page for the lists.
-func (e *env) check(ctx context.Context) error {
-	for _, base := range []string{e.read, e.bareRead, e.respond} {
-		status, body, err := do(ctx, "GET", base+"/posts/"+e.postID, "")
-		if err != nil || status != http.StatusOK || !bytes.Equal(body, e.postJSON) {
-			return fmt.Errorf("GET %s/posts/%s: %d %q, %v; want 200 %q", base, e.postID, status, body, err, e.postJSON)
+// created is a post as a server answered its POST.
+type created struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"createdAt"` // caddy-posts only
+}
+
+// postAll POSTs the posts to url at conc connections, closed loop, each with the body and the
+// headers that build makes of it, and returns the answers, in the order of ps, and the run.
+func postAll(ctx context.Context, conc int, url string, ps []seedPost, status int, build func(seedPost) (string, []string)) ([]created, result, error) {
+	out := make([]created, len(ps))
+	run, err := drive(ctx, conc, 0, len(ps), 0, func(ctx context.Context, c *http.Client, i int) error {
+		body, headers := build(ps[i])
+		res, answer, err := send(ctx, c, "POST", url, body, headers)
+		if err == nil && res.StatusCode != status {
+			err = fmt.Errorf("POST %s: %d %.200s; want %d", url, res.StatusCode, answer, status)
+		}
+		if err == nil {
+			err = json.Unmarshal(answer, &out[i])
+		}
+		return err
+	})
+	return out, run, err
+}
+
+// newPostJSON is the body of a POST that creates a post: userId for PocketBase only, whose
+// posts are anyone's to create; caddy-posts takes the author from the credentials.
+type newPostJSON struct {
+	UserID string `json:"userId,omitempty"`
+	Title  string `json:"title"`
+	Body   string `json:"body"`
+}
+
+// seedCaddy seeds the store of the site at base with n posts through POST /posts, each user's
+// with the user's bearer token.
+func (e *env) seedCaddy(ctx context.Context, base string, n int) (seeded, error) {
+	ps := seedPosts(n)
+	out, run, err := postAll(ctx, e.conc, base+"/posts", ps, http.StatusCreated, func(p seedPost) (string, []string) {
+		body, _ := json.Marshal(newPostJSON{Title: p.title, Body: p.body})
+		return string(body), []string{"Authorization: Bearer " + e.tokens[p.user]}
+	})
+	if err != nil {
+		return seeded{}, fmt.Errorf("seeding %s: %w", base, err)
+	}
+	s := seededFrom(ps, out, run)
+	s.newest = slices.SortedFunc(slices.Values(out), func(a, b created) int {
+		return -cmpKeys(store.Key{CreatedAt: a.CreatedAt, ID: a.ID}, store.Key{CreatedAt: b.CreatedAt, ID: b.ID})
+	})
+	log.Printf("%d posts seeded through %s/posts in %.1fs (%.0f posts/s)", n, base, run.seconds, run.throughput())
+	return s, nil
+}
+
+// cmpKeys orders two places of the list order, oldest first.
+func cmpKeys(a, b store.Key) int {
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+func seededFrom(ps []seedPost, out []created, run result) seeded {
+	s := seeded{run: run}
+	for i, c := range out {
+		s.ids = append(s.ids, c.ID)
+		if ps[i].user == author {
+			s.authors = append(s.authors, c.ID)
 		}
 	}
-	for _, base := range []string{e.read, e.bareRead} {
-		status, body, err := do(ctx, "GET", base+"/posts?userId="+e.listUser+"&limit=10", "")
-		var page []struct{ UserID string }
-		if err == nil {
-			err = json.Unmarshal(body, &page)
+	return s
+}
+
+// random makes each run read the ids in a new random order.
+func random(ids []string) func(context.Context, int) ([]string, error) {
+	return func(context.Context, int) ([]string, error) {
+		s := slices.Clone(ids)
+		mrand.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
+		return s, nil
+	}
+}
+
+// fresh makes, before each run, as many posts of the author as the run has requests, through
+// the API of the site at base, so a run deletes each once.
+func (e *env) fresh(base string) func(context.Context, int) ([]string, error) {
+	return func(ctx context.Context, n int) ([]string, error) {
+		if n == 0 {
+			return nil, fmt.Errorf("a run that deletes posts needs a number of requests")
 		}
-		if err != nil || status != http.StatusOK || len(page) != 10 || page[0].UserID != e.listUser {
-			return fmt.Errorf("GET %s/posts?userId=%s&limit=10: %d %s, %v; want 10 posts", base, e.listUser, status, body, err)
+		out, _, err := postAll(ctx, e.conc, base+"/posts", slices.Repeat([]seedPost{{title: "to delete", body: "lorem ipsum"}}, n),
+			http.StatusCreated, func(p seedPost) (string, []string) {
+				body, _ := json.Marshal(newPostJSON{Title: p.title, Body: p.body})
+				return string(body), []string{"X-API-Key: " + e.apiKey}
+			})
+		ids := make([]string, len(out))
+		for i, c := range out {
+			ids[i] = c.ID
+		}
+		return ids, err
+	}
+}
+
+// check fails unless every side answers what its pair compares: the same bytes from the module
+// and the baseline for the same posts and pages, and a full page for the lists.
+func (e *env) check(ctx context.Context) error {
+	status, body, err := do(ctx, "GET", e.respond+"/posts/any", "")
+	if err != nil || status != http.StatusOK || !bytes.Equal(body, e.postJSON) {
+		return fmt.Errorf("GET %s/posts/any: %d %q, %v; want 200 %q", e.respond, status, body, err, e.postJSON)
+	}
+	same := func(path string) error {
+		var answers [2]string
+		for i, base := range []string{e.read, e.bareRead.url} {
+			res, body, err := send(ctx, http.DefaultClient, "GET", base+path, "", nil)
+			if err != nil || res.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET %s%s: %.200s, %v", base, path, body, err)
+			}
+			answers[i] = res.Header.Get("Link") + "\n" + string(body)
+		}
+		if answers[0] != answers[1] {
+			return fmt.Errorf("GET %s: the module and the baseline differ:\n%.500s\n%.500s", path, answers[0], answers[1])
+		}
+		return nil
+	}
+	for _, id := range e.large.ids[:5] {
+		if err := same("/posts/" + id); err != nil {
+			return err
+		}
+	}
+	_, page50, _ := strings.Cut(e.pages["large page 50"], e.read)
+	for _, path := range []string{"/posts?limit=20", "/posts?userId=" + listUser + "&limit=10", page50} {
+		if err := same(path); err != nil {
+			return err
 		}
 	}
 	for _, q := range []struct {
 		query, id string
 		ok        func(body []byte) bool
 	}{
-		{postQuery, e.postID, func(b []byte) bool { return bytes.Contains(b, []byte(`"id":"`+e.postID+`"`)) }},
-		{userPostsQuery, e.listUser, func(b []byte) bool { return bytes.Count(b, []byte(`"createdAt"`)) == 10 }},
+		{postQuery, e.large.ids[0], func(b []byte) bool { return bytes.Contains(b, []byte(`"id":"`+e.large.ids[0]+`"`)) }},
+		{userPostsQuery, listUser, func(b []byte) bool { return bytes.Count(b, []byte(`"createdAt"`)) == 10 }},
 	} {
 		req, _ := json.Marshal(map[string]any{"query": q.query, "variables": map[string]string{"id": q.id}})
 		status, body, err := do(ctx, "POST", e.read+"/graphql", string(req))
@@ -336,56 +442,42 @@ func (e *env) check(ctx context.Context) error {
 			return fmt.Errorf("POST /graphql %s: %d %s, %v", q.query, status, body, err)
 		}
 	}
-	for _, page := range []string{e.pages["small first"], e.pages["small page 50"]} {
-		status, body, err := do(ctx, "GET", page, "")
-		var got []struct{ ID string }
-		if err == nil {
-			err = json.Unmarshal(body, &got)
-		}
-		if err != nil || status != http.StatusOK || len(got) != pageSize || page == e.pages["small page 50"] && got[0].ID != e.page50First["small"] {
-			return fmt.Errorf("GET %s: %d %.200s, %v; want %d posts (page 50 from %s)", page, status, body, err, pageSize, e.page50First["small"])
+	for _, name := range []string{"small", "large"} {
+		for _, page := range []string{e.pages[name+" first"], e.pages[name+" page 50"]} {
+			status, body, err := do(ctx, "GET", page, "")
+			var got []struct{ ID string }
+			if err == nil {
+				err = json.Unmarshal(body, &got)
+			}
+			if err != nil || status != http.StatusOK || len(got) != pageSize {
+				return fmt.Errorf("GET %s: %d %.200s, %v; want %d posts", page, status, body, err, pageSize)
+			}
+			if page == e.pages[name+" page 50"] && got[0].ID != e.page50First[name] {
+				return fmt.Errorf("GET %s: page 50 starts with %s; want %s", page, got[0].ID, e.page50First[name])
+			}
 		}
 	}
-	for _, base := range []string{e.write, e.bareWrite} {
+	for _, base := range []string{e.write, e.bareWrite.url} {
 		status, body, err := do(ctx, "POST", base+"/posts", `{"title": "check"}`, "X-API-Key: "+e.apiKey)
 		if err != nil || status != http.StatusCreated {
 			return fmt.Errorf("POST %s/posts: %d %s, %v; want 201", base, status, body, err)
 		}
 	}
+	if e.pb != "" {
+		return e.checkPocketBase(ctx)
+	}
 	return nil
 }
 
-// do makes one request and reads its answer.
+// do makes one request, within 10s, and reads its answer.
 func do(ctx context.Context, method, url, body string, headers ...string) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	res, answer, err := send(ctx, http.DefaultClient, method, url, body, headers)
 	if err != nil {
 		return 0, nil, err
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for _, h := range headers {
-		name, value, _ := strings.Cut(h, ": ")
-		req.Header.Set(name, value)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return res.StatusCode, b, err
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return res.StatusCode, answer, nil
 }
 
 // close stops everything start started, the last first.

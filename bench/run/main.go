@@ -1,9 +1,11 @@
 // Command run is the benchmark harness of `make bench`: it starts ./caddy with
-// bench/Caddyfile.bench on a fresh embedded store, seeds it, serves the bare baseline (bench/bare)
-// in this process on the same store, and runs each pair of pairs.go with hey, the two sides
-// alternating (A B, B A, …) for a number of rounds after a warm-up. It prints one table, each
-// pair's median comparison over the rounds with its range and the medians behind it, and writes
-// it to bench/RESULTS.md with the machine, the Go version and the commit.
+// bench/Caddyfile.bench on fresh embedded stores and seeds them through the API, serves the bare
+// baseline (bench/bare) in processes of its own on the same SQLite files, builds, serves and
+// seeds the PocketBase peer (bench/pocketbase) the same way, and runs each pair of pairs.go with
+// its closed-loop load generator (load.go), the two sides alternating (A B, B A, …) for a number
+// of rounds after a warm-up. It prints one table, each pair's median comparison over the rounds
+// with its range and the medians behind it, and writes it to bench/RESULTS.md with the machine,
+// the Go version, the commit, and notes on the seeding.
 //
 // Ratios, not absolute numbers, are the result: the machines are shared and noisy, and runs
 // side by side drift alike.
@@ -24,7 +26,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,15 +35,15 @@ import (
 )
 
 type config struct {
-	caddy, caddyfile, results, profile string
-	only                               *regexp.Regexp
-	conc, rounds                       int
-	duration, warmup                   time.Duration
+	caddy, caddyfile, pocketBase, results, profile string
+	only                                           *regexp.Regexp
+	conc, rounds                                   int
+	duration, warmup                               time.Duration
 }
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == wsBareArg {
-		if err := serveWSBare(os.Args[2]); err != nil {
+	if ok, err := child(os.Args[1:]); ok {
+		if err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -51,6 +52,7 @@ func main() {
 	var only string
 	flag.StringVar(&cfg.caddy, "caddy", "./caddy", "the Caddy binary with the posts module")
 	flag.StringVar(&cfg.caddyfile, "caddyfile", "bench/Caddyfile.bench", "the bench Caddyfile")
+	flag.StringVar(&cfg.pocketBase, "pocketbase", "bench/pocketbase", "the PocketBase peer's module, built when a P pair runs")
 	flag.StringVar(&cfg.results, "results", "bench/RESULTS.md", "where the table is written; empty: nowhere")
 	flag.StringVar(&cfg.profile, "profile", "", "if set, a directory for a CPU profile of each side of each pair, taken in one extra run after the rounds")
 	flag.StringVar(&only, "only", "", "run only the pairs whose id matches this regular expression")
@@ -73,9 +75,6 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config) error {
-	if _, err := exec.LookPath("hey"); err != nil {
-		return fmt.Errorf("the load tool: %w (apt-get install -y hey)", err)
-	}
 	dir, err := os.MkdirTemp("", "caddy-posts-bench-")
 	if err != nil {
 		return err
@@ -88,12 +87,12 @@ func run(ctx context.Context, cfg config) error {
 	}
 
 	began := time.Now()
-	e, err := start(ctx, cfg.caddy, cfg.caddyfile, dir)
+	e, err := start(ctx, cfg, dir, slices.ContainsFunc(peerPairs, cfg.only.MatchString))
 	if err != nil {
 		return err
 	}
 	defer e.close()
-	log.Printf("Caddy and the bare baseline are up and answer alike; %d posts seeded", 1+seedUsers*postsPerUser)
+	log.Printf("every server is up and seeded, and the sides of each pair answer alike")
 
 	var done []*pair
 	for _, p := range pairs(e) {
@@ -112,9 +111,15 @@ func run(ctx context.Context, cfg config) error {
 		return nil
 	}
 	report := fmt.Sprintf("# Benchmark results\n\nWritten by `make bench` (bench/run); every line compares two sides measured "+
-		"alternately in one run (%d rounds of %s after a %s warm-up of each, hey at %d connections, closed loop unless a fixed rate is named). "+
-		"The comparison is the median over the rounds, then its range; the medians behind it follow.\n\n%s\n%s",
+		"alternately in one run (%d rounds of %s after a %s warm-up of each, at %d connections of bench/run's load generator, closed loop, "+
+		"unless a line names a fixed rate, one client or a number of requests). "+
+		"The comparison is the median over the rounds, then its range; the medians behind it follow. "+
+		"The machine is shared with other work: the ratios, measured side by side, are the result, more than the absolute numbers.\n\n%s\n%s",
 		cfg.rounds, cfg.duration, cfg.warmup, cfg.conc, describe(), table)
+	for _, n := range e.notes {
+		report += "\n- " + n
+	}
+	report += fmt.Sprintf("\n- The run took %s.\n", time.Since(began).Round(time.Second))
 	return os.WriteFile(cfg.results, []byte(report), 0o644)
 }
 
@@ -171,11 +176,11 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 		return nil
 	}
 	for _, s := range []side{p.a, p.b} {
-		if s.ws != nil {
+		if s.profile == "" {
 			continue
 		}
 		name := filepath.Join(cfg.profile, fmt.Sprintf("pair%s-%s.pprof", p.id, s.name))
-		if err := profiled(ctx, cfg, e, p, s, rate, name); err != nil {
+		if err := profiled(ctx, cfg, p, s, rate, name); err != nil {
 			return fmt.Errorf("profiling %s: %w", s.name, err)
 		}
 		log.Printf("pair %s: profile of %s in %s", p.id, s.name, name)
@@ -183,35 +188,39 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 	return nil
 }
 
-// profiled makes one run of s while taking a CPU profile of the process that serves it: this
-// one for the bare baseline, Caddy (with the embedded store in it) through its admin endpoint
-// for the rest.
-func profiled(ctx context.Context, cfg config, e *env, p *pair, s side, rate float64, name string) error {
+// profiled takes a CPU profile of the process that serves s (Caddy through its admin endpoint,
+// the others through the /debug/pprof of their own) for the duration of a run, while it runs
+// s's requests: again and again, if a run is shorter.
+func profiled(ctx context.Context, cfg config, p *pair, s side, rate float64, name string) error {
 	f, err := os.Create(name)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if s.bare {
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		_, err := load(ctx, s.req, cmp.Or(p.conc, cfg.conc), cfg.duration, p.requests, rate)
-		pprof.StopCPUProfile()
-		return err
-	}
-	secs := int(cfg.duration.Seconds())
 	got := make(chan error, 1)
 	go func() {
-		res, err := http.Get(e.admin + "/debug/pprof/profile?seconds=" + strconv.Itoa(secs))
+		res, err := http.Get(s.profile + "/profile?seconds=" + strconv.Itoa(int(cfg.duration.Seconds())))
 		if err == nil {
 			_, err = io.Copy(f, res.Body)
 			res.Body.Close()
 		}
 		got <- err
 	}()
-	_, err = load(ctx, s.req, cmp.Or(p.conc, cfg.conc), cfg.duration+500*time.Millisecond, p.requests, rate)
-	return errors.Join(err, <-got)
+	// The requests are logged with the profile, so its samples can be read per request.
+	requests, seconds := 0, 0.0
+	for {
+		r, err := load(ctx, s.req, cmp.Or(p.conc, cfg.conc), cfg.duration+500*time.Millisecond, p.requests, rate)
+		if err != nil {
+			return errors.Join(err, <-got)
+		}
+		requests, seconds = requests+len(r.latencies), seconds+r.seconds
+		select {
+		case err := <-got:
+			log.Printf("pair %s: profiled %s over %d requests at %.0f req/s", p.id, s.name, requests, float64(requests)/seconds)
+			return err
+		default:
+		}
+	}
 }
 
 // render writes the table, in Markdown.
@@ -264,6 +273,10 @@ func describe() string {
 	commit := "unknown"
 	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
 		commit = strings.TrimSpace(string(out))
+		// What was measured is the working tree: say when it is not the commit.
+		if out, err := exec.Command("git", "status", "--porcelain").Output(); err == nil && len(out) > 0 {
+			commit += " with uncommitted changes"
+		}
 	}
 	return fmt.Sprintf("- date: %s\n- machine: %s, %d cores, %s memory (%s/%s)\n- Go: %s\n- commit: %s\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpu, cores, mem, runtime.GOOS, runtime.GOARCH, runtime.Version(), commit)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/url"
 	"slices"
+	"strconv"
 )
 
 // A pair is one line of the table: a metric of side a against the same metric of side b,
@@ -20,8 +21,8 @@ type pair struct {
 	diff   bool   // compare as a − b, in the metric's unit; otherwise a ÷ b
 	target string // for the table, e.g. "≥ 0.90"; "" for information
 	met    func(float64) bool
-	// rate, when set, gives the total requests per second of every run (fixed rate, open
-	// loop); otherwise each run is closed loop at the harness's concurrency.
+	// rate, when set, gives the total requests per second of every run (each worker paced at
+	// its share); otherwise each run is closed loop at the harness's concurrency.
 	rate func() float64
 	// conc, when set, is the concurrency of every run, instead of the harness's; requests,
 	// when set, is the number of requests of a run, instead of its duration.
@@ -33,13 +34,13 @@ type pair struct {
 	out outcome
 }
 
-// side is one of the two things a pair compares: requests under hey, or, for a WebSocket
-// side, the fan-out of fanOut on fresh servers that ws starts.
+// side is one of the two things a pair compares: requests of the load generator, or, for a
+// WebSocket side, the fan-out of fanOut on fresh servers that ws starts.
 type side struct {
-	name string
-	req  request
-	bare bool // served by the bare baseline in this process (profiled with runtime/pprof)
-	ws   func(context.Context) (*wsServer, error)
+	name    string
+	req     request
+	profile string // the /debug/pprof of the process that serves req, for -profile; "" for none
+	ws      func(context.Context) (*wsServer, error)
 }
 
 // metric is what a run is reduced to.
@@ -92,60 +93,107 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// The requests of a run of the paging pairs (7), which one client sends one after the other:
+// enough for a stable median of latencies of a fraction of a millisecond.
+const (
+	readRequests  = 2000
+	writeRequests = 500
+)
+
+// peerPairs are the ids of the pairs against PocketBase, which is built, served and seeded only
+// when one of them runs.
+var peerPairs = []string{"Pa", "Pb", "Pc"}
+
 // pairs are the lines of the table, in the order they run. To add one, append it here.
 func pairs(e *env) []*pair {
-	get := request{url: e.read + "/posts/" + e.postID, status: 200}
-	bearer := get
-	bearer.headers = []string{"Authorization: Bearer " + e.token}
+	// Reads of GET /posts/{id} take random ids among all the posts seeded in the store.
+	get := func(base string, ids []string) request {
+		return request{url: base + "/{id}", ids: random(ids), status: 200}
+	}
+	anonymous := get(e.read+"/posts", e.large.ids)
+	bearer := anonymous
+	bearer.headers = []string{"Authorization: Bearer " + e.tokens[author]}
 	apiKey := "X-API-Key: " + e.apiKey
 	post := func(base string) request {
-		return request{method: "POST", url: base + "/posts", body: `{"title": "benchmark", "body": "a post written over and over"}`,
-			headers: []string{apiKey}, status: 201}
+		return request{method: "POST", url: base + "/posts", body: createBody(""), headers: []string{apiKey}, status: 201}
 	}
 	graphQL := func(query string, variables map[string]string) request {
 		body, _ := json.Marshal(map[string]any{"query": query, "variables": variables})
 		return request{method: "POST", url: e.read + "/graphql", body: string(body), status: 200}
 	}
-	list := "/posts?" + url.Values{"userId": {e.listUser}, "limit": {"10"}}.Encode()
+	postByID := graphQL(postQuery, map[string]string{"id": "{id}"})
+	postByID.ids = anonymous.ids
+	list := "/posts?" + url.Values{"userId": {listUser}, "limit": {"10"}}.Encode()
+	newest := "/posts?limit=" + strconv.Itoa(pageSize)
 
-	module := side{name: "module", req: get}
-	bare := side{name: "bare", req: request{url: e.bareRead + "/posts/" + e.postID, status: 200}, bare: true}
+	caddy := func(name string, req request) side { return side{name: name, req: req, profile: e.caddyProfile} }
+	module := caddy("module", anonymous)
+	bare := side{name: "bare", req: get(e.bareRead.url+"/posts", e.large.ids), profile: e.bareRead.profile}
 	p8 := &pair{id: "8", what: "idle subscribed WebSocket connections at 10,000: resident memory per connection, module ÷ ws-bare",
 		a: side{name: "module", ws: e.moduleWS}, b: side{name: "ws-bare", ws: bareWS},
 		metric: memory, target: "≤ 1.25", met: atMost(1.25)}
 	p1 := &pair{id: "1", what: "`GET /posts/{id}` throughput, module ÷ bare", a: module, b: bare,
 		metric: throughput, target: "≥ 0.90", met: atLeast(0.90)}
+	// The paging pairs: the same request of one client on the store of largePosts posts and on
+	// the one of smallPosts.
+	scaling := func(id, what string, n int, large, small request) *pair {
+		return &pair{id: id, what: fmt.Sprintf("%s, %s ÷ %s posts, p50 of one client (%s requests a run)", what, thousands(largePosts), thousands(smallPosts), thousands(n)),
+			a: caddy(thousands(largePosts), large), b: caddy(thousands(smallPosts), small),
+			conc: 1, requests: n, metric: p50, target: "≤ 1.3", met: atMost(1.3)}
+	}
+	page := func(name string) request { return request{url: e.pages[name], status: 200} }
+	patch := func(base string, ids []string) request {
+		return request{method: "PATCH", url: base + "/posts/{id}", body: `{"title": "post patched"}`, headers: []string{apiKey}, ids: random(ids), status: 200}
+	}
+	del := func(base string) request {
+		return request{method: "DELETE", url: base + "/posts/{id}", headers: []string{apiKey}, ids: e.fresh(base), status: 204}
+	}
+	pocketBase := func(req request) side { return side{name: "PocketBase", req: req, profile: e.pbProfile} }
+	peer := func(what string) string {
+		return fmt.Sprintf("%s throughput, caddy-posts ÷ PocketBase, %s posts each", what, thousands(largePosts))
+	}
 	return []*pair{
 		p1,
 		{id: "2", what: "`GET /posts/{id}` p50 at half the bare maximum, module − bare", a: module, b: bare,
 			metric: p50, diff: true, target: "≤ 0.3 ms", met: atMost(0.3),
 			rate: func() float64 { return median(p1.out.b) / 2 }},
 		{id: "3", what: "`GET /posts/{id}` throughput, RS256 bearer (reused) ÷ anonymous",
-			a: side{name: "bearer", req: bearer}, b: side{name: "anonymous", req: get},
+			a: caddy("bearer", bearer), b: caddy("anonymous", anonymous),
 			metric: throughput, target: "≥ 0.90", met: atLeast(0.90)},
 		{id: "4", what: "`POST /posts` throughput, module ÷ bare insert",
-			a: side{name: "module", req: post(e.write)}, b: side{name: "bare", req: post(e.bareWrite), bare: true},
+			a: caddy("module", post(e.write)), b: side{name: "bare", req: post(e.bareWrite.url), profile: e.bareWrite.profile},
 			metric: throughput, target: "≥ 0.85", met: atLeast(0.85)},
 		{id: "5", what: "`post(id)` throughput, GraphQL ÷ REST `GET /posts/{id}`",
-			a:      side{name: "graphql", req: graphQL(postQuery, map[string]string{"id": e.postID})},
-			b:      side{name: "rest", req: get},
+			a: caddy("graphql", postByID), b: caddy("rest", anonymous),
 			metric: throughput, target: "≥ 0.70", met: atLeast(0.70)},
 		{id: "6", what: "`user(id){posts(limit:10){title createdAt}}` p99, GraphQL ÷ REST `GET /posts?userId=&limit=10`",
-			a:      side{name: "graphql", req: graphQL(userPostsQuery, map[string]string{"id": e.listUser})},
-			b:      side{name: "rest", req: request{url: e.read + list, status: 200}},
+			a:      caddy("graphql", graphQL(userPostsQuery, map[string]string{"id": listUser})),
+			b:      caddy("rest", request{url: e.read + list, status: 200}),
 			metric: p99, target: "≤ 2.0", met: atMost(2.0)},
-		{id: "7a", what: "`GET /posts?limit=20` latency of one client, 200,000 ÷ 2,000 posts, first page",
-			a: side{name: "200,000", req: request{url: e.pages["large first"], status: 200}}, b: side{name: "2,000", req: request{url: e.pages["small first"], status: 200}},
-			conc: 1, requests: 1, metric: p50, target: "≤ 1.3", met: atMost(1.3)},
-		{id: "7b", what: "`GET /posts?limit=20` latency of one client, 200,000 ÷ 2,000 posts, page 50",
-			a: side{name: "200,000", req: request{url: e.pages["large page 50"], status: 200}}, b: side{name: "2,000", req: request{url: e.pages["small page 50"], status: 200}},
-			conc: 1, requests: 1, metric: p50, target: "≤ 1.3", met: atMost(1.3)},
+		scaling("7a", "`GET /posts?limit=20`, first page", readRequests, page("large first"), page("small first")),
+		scaling("7b", "`GET /posts?limit=20&after=…`, page 50", readRequests, page("large page 50"), page("small page 50")),
+		scaling("7c", "`GET /posts?userId=…&limit=20`", readRequests,
+			request{url: e.read + newest + "&userId=" + listUser, status: 200}, request{url: e.small + newest + "&userId=" + listUser, status: 200}),
+		scaling("7d", "`PATCH /posts/{id}` of one's own post (random)", writeRequests,
+			patch(e.read, e.large.authors), patch(e.small, e.smallStore.authors)),
+		scaling("7e", "`DELETE /posts/{id}` of one's own post", writeRequests, del(e.read), del(e.small)),
 		p8,
 		{id: "9", what: "one event to 10,000 subscribers, all delivered: p99 time to the last, module ÷ ws-bare",
 			a: p8.a, b: p8.b, of: p8, metric: p99, target: "≤ 1.5", met: atMost(1.5)},
 		{id: "i", what: "`GET /posts/{id}` throughput, module ÷ `respond` (the ceiling)", a: module,
-			b:      side{name: "respond", req: request{url: e.respond + "/posts/" + e.postID, status: 200}},
+			b:      caddy("respond", request{url: e.respond + "/posts/any", status: 200}),
 			metric: throughput},
+		// Against PocketBase, on the same posts, under the same load.
+		{id: peerPairs[0], what: peer("get by id (random)"),
+			a: caddy("caddy-posts", anonymous), b: pocketBase(get(e.pb, e.pbStore.ids)),
+			metric: throughput, target: "≥ 1.0", met: atLeast(1.0)},
+		{id: peerPairs[1], what: peer("newest 20"),
+			a: caddy("caddy-posts", request{url: e.read + newest, status: 200}), b: pocketBase(request{url: e.pb + pbNewest, status: 200}),
+			metric: throughput, target: "≥ 1.0", met: atLeast(1.0)},
+		{id: peerPairs[2], what: peer("create"),
+			a:      caddy("caddy-posts", post(e.read)),
+			b:      pocketBase(request{method: "POST", url: e.pb, body: createBody(author), status: 200}),
+			metric: throughput, target: "≥ 1.0", met: atLeast(1.0)},
 	}
 }
 
@@ -155,10 +203,22 @@ const (
 	userPostsQuery = `query($id: ID!) { user(id: $id) { posts(limit: 10) { title createdAt } } }`
 )
 
+// thousands writes n with thousands separators, as the table does: 200,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 // format writes a value of the metric for the table.
 func (m metric) format(v float64) string {
 	switch m.unit {
 	case "ms":
+		if v < 1 {
+			return fmt.Sprintf("%.3f ms", v)
+		}
 		return fmt.Sprintf("%.2f ms", v)
 	case "KiB/conn":
 		return fmt.Sprintf("%.1f %s", v, m.unit)
@@ -169,7 +229,7 @@ func (m metric) format(v float64) string {
 // formatCmp writes a comparison of the pair for the table.
 func (p *pair) formatCmp(v float64) string {
 	if p.diff {
-		return fmt.Sprintf("%+.2f %s", v, p.metric.unit)
+		return fmt.Sprintf("%+.3f %s", v, p.metric.unit)
 	}
 	return fmt.Sprintf("%.2f", v)
 }

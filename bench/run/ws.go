@@ -2,35 +2,28 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
-	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/postsedge/caddy-posts/bench/wsbare"
 	"github.com/postsedge/caddy-posts/bench/wsload"
+	"github.com/postsedge/caddy-posts/store"
 )
 
 // The WebSocket pairs: wsConns idle subscribed connections, then wsEvents events to all of them.
 const (
-	wsConns   = 10000
-	wsWarm    = 16 // connections that warm a fresh server before its memory is read
-	wsEvents  = 20
-	wsIdle    = time.Second // between the last subscription and the memory reading
-	wsBareArg = "-ws-bare"  // the flag that makes this program serve the ws-bare baseline
+	wsConns  = 10000
+	wsWarm   = 16 // connections that warm a fresh server before its memory is read
+	wsEvents = 20
+	wsIdle   = time.Second // between the last subscription and the memory reading
 )
 
 // wsServer is a fresh server process for one run of a WebSocket side.
@@ -52,10 +45,10 @@ func (e *env) moduleWS(ctx context.Context) (*wsServer, error) {
 		return nil, err
 	}
 	return &wsServer{
-		url: strings.Replace(p.read, "http://", "ws://", 1) + "/graphql",
-		pid: p.cmd.Process.Pid,
+		url: strings.Replace(p.sites["READ"], "http://", "ws://", 1) + "/graphql",
+		pid: p.proc.cmd.Process.Pid,
 		publish: func(ctx context.Context, seq int) error {
-			status, body, err := do(ctx, "POST", p.read+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "X-API-Key: "+e.apiKey)
+			status, body, err := do(ctx, "POST", p.sites["READ"]+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "X-API-Key: "+e.apiKey)
 			if err == nil && status != http.StatusCreated {
 				err = fmt.Errorf("POST /posts: %d %s", status, body)
 			}
@@ -68,63 +61,26 @@ func (e *env) moduleWS(ctx context.Context) (*wsServer, error) {
 // bareWS starts this program again as the ws-bare baseline, which broadcasts the bytes the
 // module would send for the same event.
 func bareWS(ctx context.Context) (*wsServer, error) {
-	port, err := freePort()
+	addrs, err := freeAddrs(1)
 	if err != nil {
 		return nil, err
 	}
-	self, err := os.Executable()
+	p, err := serveChild(ctx, addrs[0], nil, wsBareArg, addrs[0])
 	if err != nil {
 		return nil, err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command(self, wsBareArg, addr)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	stop := func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }
-	base := "http://" + addr
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			stop()
-			return nil, fmt.Errorf("ws-bare did not start on %s", addr)
-		}
 	}
 	return &wsServer{
-		url: "ws://" + addr + "/graphql",
-		pid: cmd.Process.Pid,
+		url: "ws://" + addrs[0] + "/graphql",
+		pid: p.cmd.Process.Pid,
 		publish: func(ctx context.Context, seq int) error {
-			status, body, err := do(ctx, "POST", base+"/publish", string(wsload.Next(bson.NewObjectID().Hex(), seq)))
+			status, body, err := do(ctx, "POST", "http://"+addrs[0]+"/publish", string(wsload.Next(store.NewID(time.Now()), seq)))
 			if err == nil && status != http.StatusNoContent {
 				err = fmt.Errorf("POST /publish: %d %s", status, body)
 			}
 			return err
 		},
-		stop: stop,
+		stop: p.stop,
 	}, nil
-}
-
-// serveWSBare serves the ws-bare baseline on addr until SIGTERM.
-func serveWSBare(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: wsbare.New(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		stop := make(chan os.Signal, 1)
-		signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
-		<-stop
-		_ = srv.Close()
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
 
 // fanOut is one run of a WebSocket side, on a fresh server: it warms the server with a few

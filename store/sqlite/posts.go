@@ -40,8 +40,9 @@ var firstPage = store.Key{CreatedAt: time.UnixMilli(math.MaxInt64)}
 
 // statements are the queries, prepared once per store.
 type statements struct {
-	getPost, list, listAfter, listByUser, listByUserAfter, getUser, getUsers *sql.Stmt // on the readers
-	insertPost, updatePost, deletePost, saveUser                             *sql.Stmt // on the writer
+	getPost, list, listByUser, getUser, getUsers *sql.Stmt // on the readers
+	insertPost, updatePost, deletePost, saveUser *sql.Stmt // on the writer
+	prepared                                     []*sql.Stmt
 }
 
 func (st *statements) prepare(read, write *sql.DB) error {
@@ -65,16 +66,14 @@ func (st *statements) prepare(read, write *sql.DB) error {
 			return fmt.Errorf("preparing %q: %w", s.query, err)
 		}
 		*s.stmt = stmt
+		st.prepared = append(st.prepared, stmt)
 	}
 	return nil
 }
 
 func (st *statements) close() {
-	for _, s := range []*sql.Stmt{st.getPost, st.list, st.listByUser,
-		st.getUser, st.getUsers, st.insertPost, st.updatePost, st.deletePost, st.saveUser} {
-		if s != nil {
-			s.Close()
-		}
+	for _, s := range st.prepared {
+		s.Close()
 	}
 }
 
