@@ -104,6 +104,8 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 	if err != nil {
 		return store.Post{}, err
 	}
+	c.reading.RLock()
+	defer c.reading.RUnlock()
 	p, err := scanPost(c.stmt.getPost.QueryRowContext(ctx, id))
 	return p, s.classify(err)
 }
@@ -118,6 +120,8 @@ func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, er
 	if f.After != nil {
 		after = *f.After
 	}
+	c.reading.RLock()
+	defer c.reading.RUnlock()
 	var rows *sql.Rows
 	if f.UserID == "" {
 		rows, err = c.stmt.list.QueryContext(ctx, millis(after.CreatedAt), after.ID, f.Limit)
@@ -223,6 +227,8 @@ func (s *Store) GetUser(ctx context.Context, id string) (store.User, error) {
 	if err != nil {
 		return store.User{}, err
 	}
+	c.reading.RLock()
+	defer c.reading.RUnlock()
 	u, err := scanUser(c.stmt.getUser.QueryRowContext(ctx, id))
 	return u, s.classify(err)
 }
@@ -238,6 +244,8 @@ func (s *Store) GetUsers(ctx context.Context, ids []string) ([]store.User, error
 	if err != nil {
 		return nil, err
 	}
+	c.reading.RLock()
+	defer c.reading.RUnlock()
 	rows, err := c.stmt.getUsers.QueryContext(ctx, string(list))
 	users, err := collect(rows, err, nil, scanUser)
 	return users, s.classify(err)
