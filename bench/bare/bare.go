@@ -125,7 +125,7 @@ func Open(path string, keys map[string]string) (s *Server, err error) {
 // dsn names the file at path for the driver, with the pragmas each connection runs.
 func dsn(path, txlock string, pragmas ...string) string {
 	q := url.Values{"_txlock": {txlock}}
-	for _, p := range append([]string{"busy_timeout(5000)", "foreign_keys(1)", "temp_store(MEMORY)"}, pragmas...) {
+	for _, p := range append([]string{"busy_timeout(5000)", "cache_size(-16000)", "foreign_keys(1)", "temp_store(MEMORY)"}, pragmas...) {
 		q.Add("_pragma", p)
 	}
 	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()

