@@ -247,7 +247,9 @@ func (s *JWKS) refetchForUnknownKID(ctx context.Context) bool {
 		if err != nil && s.life.Err() == nil {
 			s.logger.Warn("could not fetch the JWKS for a token with an unknown kid", zap.String("url", s.url), zap.Error(err))
 		}
-		return err == nil
+		// Both cases may be ready at once, and select picks either: a request that has given up
+		// is not answered, even when the fetch was quicker.
+		return err == nil && ctx.Err() == nil
 	case <-ctx.Done():
 		return false
 	}
