@@ -100,28 +100,26 @@ func orNil(s *string) any {
 
 // GetPost returns the post with the id, or store.ErrNotFound.
 func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
-	c, err := s.conns()
+	c, done, err := s.reading()
 	if err != nil {
 		return store.Post{}, err
 	}
-	c.reading.RLock()
-	defer c.reading.RUnlock()
+	defer done()
 	p, err := scanPost(c.stmt.getPost.QueryRowContext(ctx, id))
 	return p, s.classify(err)
 }
 
 // ListPosts returns the posts that f selects, newest first.
 func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, error) {
-	c, err := s.conns()
+	c, done, err := s.reading()
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	after := firstPage
 	if f.After != nil {
 		after = *f.After
 	}
-	c.reading.RLock()
-	defer c.reading.RUnlock()
 	var rows *sql.Rows
 	if f.UserID == "" {
 		rows, err = c.stmt.list.QueryContext(ctx, millis(after.CreatedAt), after.ID, f.Limit)
@@ -223,29 +221,27 @@ func scanUser(row scanner) (u store.User, err error) {
 
 // GetUser returns the user with the id, or store.ErrNotFound.
 func (s *Store) GetUser(ctx context.Context, id string) (store.User, error) {
-	c, err := s.conns()
+	c, done, err := s.reading()
 	if err != nil {
 		return store.User{}, err
 	}
-	c.reading.RLock()
-	defer c.reading.RUnlock()
+	defer done()
 	u, err := scanUser(c.stmt.getUser.QueryRowContext(ctx, id))
 	return u, s.classify(err)
 }
 
 // GetUsers returns the users with the ids that have a profile, in one query.
 func (s *Store) GetUsers(ctx context.Context, ids []string) ([]store.User, error) {
-	c, err := s.conns()
-	if err != nil {
-		return nil, err
-	}
 	// The ids go in as one JSON array parameter, so the statement is prepared once for any count.
 	list, err := json.Marshal(ids)
 	if err != nil {
 		return nil, err
 	}
-	c.reading.RLock()
-	defer c.reading.RUnlock()
+	c, done, err := s.reading()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	rows, err := c.stmt.getUsers.QueryContext(ctx, string(list))
 	users, err := collect(rows, err, nil, scanUser)
 	return users, s.classify(err)

@@ -111,9 +111,8 @@ func (s *Store) open() (*conns, error) {
 		return nil, fmt.Errorf("embedded store: %w", err)
 	}
 	s.db.Store(c)
-	version, _ := schemaVersion(context.Background(), c.read)
 	s.opts.Logger.Info("embedded store opened", zap.String("file", filepath.Join(s.dir, DatabaseFile)),
-		zap.Int("schema_version", version), zap.Bool("full_sync", s.opts.FullSync))
+		zap.Int("schema_version", SchemaVersion), zap.Bool("full_sync", s.opts.FullSync))
 	return c, nil
 }
 
@@ -136,19 +135,13 @@ func openConns(dir string, opts Options) (_ *conns, err error) {
 		}
 	}()
 	path := filepath.Join(dir, DatabaseFile)
-	synchronous := "synchronous(NORMAL)"
-	if opts.FullSync {
-		synchronous = "synchronous(FULL)"
-	}
 	// The writer sets WAL mode (which the file keeps) before any reader opens it.
-	if c.write, err = sql.Open("sqlite", dsn(path, "immediate", synchronous, "journal_mode(WAL)",
+	if c.write, err = sql.Open("sqlite", dsn(path, "immediate", "synchronous("+synchronous(opts.FullSync)+")", "journal_mode(WAL)",
 		"journal_size_limit(16777216)")); err != nil {
 		return nil, err
 	}
 	c.write.SetMaxOpenConns(1)
 	c.write.SetMaxIdleConns(1)
-	c.write.SetConnMaxLifetime(0)
-	c.write.SetConnMaxIdleTime(0)
 	if err := migrate(context.Background(), c.write); err != nil {
 		return nil, err
 	}
@@ -158,8 +151,6 @@ func openConns(dir string, opts Options) (_ *conns, err error) {
 	readers := max(4, 2*runtime.GOMAXPROCS(0))
 	c.read.SetMaxOpenConns(readers)
 	c.read.SetMaxIdleConns(readers)
-	c.read.SetConnMaxLifetime(0)
-	c.read.SetConnMaxIdleTime(0)
 	if err := c.stmt.prepare(c.read, c.write); err != nil {
 		return nil, err
 	}
@@ -242,15 +233,16 @@ func (s *Store) SetFullSync(full bool) error {
 	if c == nil {
 		return nil
 	}
-	_, err := c.write.Exec(synchronousPragma(full))
+	_, err := c.write.Exec("PRAGMA synchronous = " + synchronous(full))
 	return err
 }
 
-func synchronousPragma(full bool) string {
+// synchronous is SQLite's synchronous setting for Options.FullSync.
+func synchronous(full bool) string {
 	if full {
-		return "PRAGMA synchronous = FULL"
+		return "FULL"
 	}
-	return "PRAGMA synchronous = NORMAL"
+	return "NORMAL"
 }
 
 // Close closes the connections and releases the directory's lock. Calls in flight and after it
@@ -280,6 +272,17 @@ func (s *Store) conns() (*conns, error) {
 	return c, err
 }
 
+// reading returns the open store's connections for a read, and the function that ends the
+// read: every read holds conns.reading, so a truncation of the log can wait for none.
+func (s *Store) reading() (*conns, func(), error) {
+	c, err := s.conns()
+	if err != nil {
+		return nil, nil, err
+	}
+	c.reading.RLock()
+	return c, c.reading.RUnlock, nil
+}
+
 // classify maps the driver's errors to store.ErrNotFound and store.ErrUnavailable, keeping the
 // original in the chain for the log.
 func (s *Store) classify(err error) error {
@@ -306,12 +309,11 @@ func (s *Store) classify(err error) error {
 
 // Ping checks that the database answers a query.
 func (s *Store) Ping(ctx context.Context) error {
-	c, err := s.conns()
+	c, done, err := s.reading()
 	if err != nil {
 		return err
 	}
-	c.reading.RLock()
-	defer c.reading.RUnlock()
+	defer done()
 	_, err = schemaVersion(ctx, c.read)
 	return s.classify(err)
 }

@@ -18,9 +18,6 @@ import (
 // about the size of a file under load, not about races: `make test` runs it without -race.
 
 func TestTheWriteAheadLogStaysBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 50,000 posts")
-	}
 	dir := t.TempDir()
 	s := open(t, dir, sqlite.Options{})
 	wal := filepath.Join(dir, sqlite.DatabaseFile+"-wal")
