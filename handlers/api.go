@@ -26,6 +26,12 @@ type Config struct {
 	Auth *auth.Authenticator
 	// MaxBodySize is the largest request body read, in bytes.
 	MaxBodySize int64
+	// MaxResponseSize is the largest response body written, in bytes: a page of posts ends
+	// early rather than grow past it (0: schema.DefaultMaxResponseSize).
+	MaxResponseSize int64
+	// ClientIP, if set, returns the address of the client of r, by which anonymous clients are
+	// counted against their shares; without it, the peer's address is used.
+	ClientIP func(*http.Request) string
 	// Logger receives the failures the client is not told about (5xx).
 	Logger *zap.Logger
 	// RequestID, if set, returns the id the request is logged under, so a 5xx in the log can be
@@ -49,6 +55,9 @@ type API struct {
 // New returns the API described by cfg.
 func New(cfg Config) *API {
 	cfg.Subscriptions = cfg.Subscriptions.withDefaults()
+	if cfg.MaxResponseSize <= 0 {
+		cfg.MaxResponseSize = schema.DefaultMaxResponseSize
+	}
 	a := &API{cfg: cfg}
 	a.collection = a.endpoint(methods{http.MethodGet: a.list, http.MethodPost: a.create})
 	a.item = a.endpoint(methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete})

@@ -32,6 +32,19 @@ type Limits struct {
 	// MaxFeeds is how many distinct subscription operations may run at once; subscribers of
 	// the same one share it.
 	MaxFeeds int
+	// MaxFeedsPerClient is how many of MaxFeeds one client (a user, or an anonymous client
+	// address) may take part in at once.
+	MaxFeedsPerClient int
+	// MaxAliases is the most aliased fields an operation may have, fragments expanded.
+	MaxAliases int
+	// MaxRootFields is the most fields an operation may select at its root, fragments expanded:
+	// for a mutation, the most writes one request makes.
+	MaxRootFields int
+	// MaxFields is the most fields an operation may select in all, fragments expanded.
+	MaxFields int
+	// MaxResponseSize is the largest result an operation may produce, in bytes of JSON; past it
+	// the operation stops and answers RESPONSE_TOO_LARGE.
+	MaxResponseSize int64
 }
 
 // The default limits. The standard introspection query of graphql-js passes them.
@@ -40,6 +53,11 @@ const (
 	DefaultMaxDepth       = 15
 	DefaultMaxCost        = 2000
 	DefaultMaxFeeds       = 1000
+	DefaultMaxAliases     = 30
+	DefaultMaxRootFields  = 10
+	DefaultMaxFields      = 500
+	// DefaultMaxResponseSize is 8 MiB.
+	DefaultMaxResponseSize = 8 << 20
 	// MaxMaxCost bounds max_cost, so that the count cannot overflow.
 	MaxMaxCost = 1 << 30
 )

@@ -59,6 +59,21 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error)
 	if limits.MaxFeeds <= 0 {
 		limits.MaxFeeds = DefaultMaxFeeds
 	}
+	if limits.MaxFeedsPerClient <= 0 {
+		limits.MaxFeedsPerClient = max(1, limits.MaxFeeds/10) // no client takes more than a tenth
+	}
+	if limits.MaxAliases <= 0 {
+		limits.MaxAliases = DefaultMaxAliases
+	}
+	if limits.MaxRootFields <= 0 {
+		limits.MaxRootFields = DefaultMaxRootFields
+	}
+	if limits.MaxFields <= 0 {
+		limits.MaxFields = DefaultMaxFields
+	}
+	if limits.MaxResponseSize <= 0 {
+		limits.MaxResponseSize = DefaultMaxResponseSize
+	}
 	r := &Resolver{svc: svc, logger: logger}
 	opts := []graphql.SchemaOpt{
 		graphql.UseStringDescriptions(),
