@@ -81,6 +81,11 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"ws_init_timeout that is not a duration", "ws_init_timeout soon", `ws_init_timeout: "soon" is not a positive duration`},
 		{"ws_read_limit that is not a size", "ws_read_limit big", `ws_read_limit: "big" is not a size`},
 		{"max_subscriptions of zero", "max_subscriptions 0", `max_subscriptions: "0" is not a whole number of at least 1`},
+		{"max_aliases of zero", "max_aliases 0", `max_aliases: "0" is not a whole number of at least 1`},
+		{"max_root_fields that is not a number", "max_root_fields many", `max_root_fields: "many" is not a whole number`},
+		{"a negative max_fields", "max_fields -1", `max_fields: "-1" is not a whole number of at least 1`},
+		{"max_response_size that is not a size", "max_response_size vast", `max_response_size: "vast" is not a size`},
+		{"max_response_size of zero", "max_response_size 0", `max_response_size: "0" is not a size`},
 	}
 	adapter := caddyconfig.GetAdapter("caddyfile")
 	for _, tt := range tests {

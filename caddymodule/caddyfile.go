@@ -40,6 +40,7 @@ var subdirectives = map[string]arity{
 	"api_key": {2, 2}, "api_key_header": {1, 1},
 	"max_body_size": {1, 1}, "max_limit": {1, 1}, "timeout": {1, 1},
 	"max_query_length": {1, 1}, "max_depth": {1, 1}, "max_cost": {1, 1}, "introspection": {1, 1},
+	"max_aliases": {1, 1}, "max_root_fields": {1, 1}, "max_fields": {1, 1}, "max_response_size": {1, 1},
 	"subscriptions_require_auth": {0, 0}, "allowed_origins": {1, many}, "ws_read_limit": {1, 1},
 	"ws_init_timeout": {1, 1}, "ws_keepalive": {1, 1}, "max_subscriptions": {1, 1}, "max_connections_per_user": {1, 1},
 	"max_connections": {1, 1},
@@ -88,6 +89,10 @@ func (a arity) String() string {
 //	    max_query_length <size>
 //	    max_depth        <n>
 //	    max_cost         <n>
+//	    max_aliases      <n>
+//	    max_root_fields  <n>
+//	    max_fields       <n>
+//	    max_response_size <size>
 //	    introspection    on|off
 //	    subscriptions_require_auth
 //	    allowed_origins  <pattern...>
@@ -197,13 +202,21 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_query_length: %q is not a size such as 16KiB or 8000", arg)
 			}
 			h.MaxQueryLength = int(size)
-		case "max_limit", "max_depth", "max_cost", "max_subscriptions", "max_connections_per_user", "max_connections":
+		case "max_response_size":
+			size, err := humanize.ParseBytes(arg)
+			if err != nil || size < 1 || size > 1<<40 {
+				return d.Errf("max_response_size: %q is not a size such as 8MiB", arg)
+			}
+			h.MaxResponseSize = int64(size)
+		case "max_limit", "max_depth", "max_cost", "max_aliases", "max_root_fields", "max_fields",
+			"max_subscriptions", "max_connections_per_user", "max_connections":
 			n, err := strconv.Atoi(arg)
 			if err != nil || n < 1 {
 				return d.Errf("%s: %q is not a whole number of at least 1", name, arg)
 			}
 			*map[string]*int{
 				"max_limit": &h.MaxLimit, "max_depth": &h.MaxDepth, "max_cost": &h.MaxCost,
+				"max_aliases": &h.MaxAliases, "max_root_fields": &h.MaxRootFields, "max_fields": &h.MaxFields,
 				"max_subscriptions": &h.MaxSubscriptions, "max_connections_per_user": &h.MaxConnectionsPerUser,
 				"max_connections": &h.MaxConnections,
 			}[name] = n

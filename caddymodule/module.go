@@ -146,6 +146,24 @@ type Handler struct {
 	// or first argument (or its default) lets it be. At most 2^30. Default: 2000.
 	MaxCost int `json:"max_cost,omitempty"`
 
+	// The most aliased fields a GraphQL operation may have, fragments expanded; more is refused
+	// with MAX_ALIASES_LIMIT before anything runs. Default: 30.
+	MaxAliases int `json:"max_aliases,omitempty"`
+
+	// The most fields a GraphQL operation may select at its root, fragments expanded: for a
+	// mutation, the most writes one request makes. More is refused with MAX_ROOT_FIELDS_LIMIT.
+	// Default: 10.
+	MaxRootFields int `json:"max_root_fields,omitempty"`
+
+	// The most fields a GraphQL operation may select in all, fragments expanded; more is refused
+	// with MAX_FIELDS_LIMIT. Default: 500.
+	MaxFields int `json:"max_fields,omitempty"`
+
+	// The largest response body, in bytes. A GraphQL operation whose result would grow past it
+	// stops and answers RESPONSE_TOO_LARGE; a REST page of posts ends early, its Link pointing
+	// at the rest. Default: 8 MiB.
+	MaxResponseSize int64 `json:"max_response_size,omitempty"`
+
 	// Refuse GraphQL introspection (__schema and __type); __typename still works. Default: false.
 	DisableIntrospection bool `json:"disable_introspection,omitempty"`
 
@@ -173,7 +191,8 @@ type Handler struct {
 	MaxSubscriptions int `json:"max_subscriptions,omitempty"`
 
 	// How many WebSocket connections one user may hold, anonymous connections counted by
-	// client address. Default: 0, no cap.
+	// client IP (as Caddy finds it, trusted_proxies honoured). Default: 100, or a tenth of
+	// max_connections if that is less.
 	MaxConnectionsPerUser int `json:"max_connections_per_user,omitempty"`
 
 	// How many WebSocket connections this handler may hold at once; more get 503. Default: 10000.
@@ -277,6 +296,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		MaxDepth:             h.MaxDepth,
 		MaxCost:              h.MaxCost,
 		DisableIntrospection: h.DisableIntrospection,
+		MaxAliases:           h.MaxAliases,
+		MaxRootFields:        h.MaxRootFields,
+		MaxFields:            h.MaxFields,
+		MaxResponseSize:      h.MaxResponseSize,
 	})
 	if err != nil {
 		return fmt.Errorf("graphql schema: %w", err)
@@ -294,11 +317,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			MaxConnectionsPerUser: h.MaxConnectionsPerUser,
 			MaxConnections:        h.MaxConnections,
 		},
-		Auth:        authn,
-		MaxBodySize: h.MaxBodySize,
-		Logger:      h.logger,
-		RequestID:   requestID,
-		Identified:  setUserPlaceholders,
+		Auth:            authn,
+		MaxBodySize:     h.MaxBodySize,
+		MaxResponseSize: h.MaxResponseSize,
+		ClientIP:        clientIP,
+		Logger:          h.logger,
+		RequestID:       requestID,
+		Identified:      setUserPlaceholders,
 	})
 	return nil
 }
@@ -487,7 +512,10 @@ func (h *Handler) Validate() error {
 	if h.Timeout <= 0 {
 		errs = append(errs, errors.New("timeout must be positive"))
 	}
-	for name, n := range map[string]int{"max_query_length": h.MaxQueryLength, "max_depth": h.MaxDepth, "max_cost": h.MaxCost} {
+	for name, n := range map[string]int{
+		"max_query_length": h.MaxQueryLength, "max_depth": h.MaxDepth, "max_cost": h.MaxCost,
+		"max_aliases": h.MaxAliases, "max_root_fields": h.MaxRootFields, "max_fields": h.MaxFields,
+	} {
 		if n < 0 { // 0 is the default, which schema.New fills in
 			errs = append(errs, fmt.Errorf("%s must be at least 1", name))
 		}
@@ -495,7 +523,7 @@ func (h *Handler) Validate() error {
 	for name, n := range map[string]int64{
 		"ws_read_limit": h.WSReadLimit, "ws_init_timeout": int64(h.WSInitTimeout), "ws_keepalive": int64(h.WSKeepAlive),
 		"max_subscriptions": int64(h.MaxSubscriptions), "max_connections_per_user": int64(h.MaxConnectionsPerUser),
-		"max_connections": int64(h.MaxConnections),
+		"max_connections": int64(h.MaxConnections), "max_response_size": h.MaxResponseSize,
 	} {
 		if n < 0 {
 			errs = append(errs, fmt.Errorf("%s cannot be negative", name))
@@ -566,6 +594,19 @@ func placeholder(r *http.Request, name string) string {
 	}
 	value, _ := repl.GetString(name)
 	return value
+}
+
+// clientIP is the client's address as Caddy found it: the peer's, or with trusted_proxies the
+// one the proxies name.
+func clientIP(r *http.Request) string {
+	if ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ip != "" {
+		return ip
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // requestID is Caddy's id of the request, as in its access log.
