@@ -9,7 +9,7 @@ export POSTS_API_KEY
 
 SOURCES := $(shell find . -name '*.go' -not -path './build/*' -not -path './bench/*' -not -path './interop/*') go.mod go.sum
 
-.PHONY: build run test interop clean
+.PHONY: build run test interop fuzz clean
 
 # The binary is built from the xcaddy.json recipe by the build/ program (xcaddy as a library).
 caddy: $(SOURCES) xcaddy.json build/main.go build/go.mod
@@ -26,6 +26,8 @@ test:
 	cd build && $(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run TestTheWriteAheadLogStaysBounded ./store/sqlite/
+	# The attacks of hostile_test.go measure time and memory, which the race detector multiplies.
+	$(GO) test -count=1 -run 'TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake' ./caddymodule/
 	$(MAKE) build
 	./caddy list-modules | grep -qx 'http.handlers.posts' || { echo "http.handlers.posts is not in ./caddy"; exit 1; }
 	./caddy validate --config Caddyfile
@@ -48,6 +50,16 @@ BENCH_FLAGS ?=
 .PHONY: bench
 bench: caddy
 	$(GO) run ./bench/run $(BENCH_FLAGS)
+
+# Runs every Go fuzz target for FUZZTIME each (their seed corpora run in make test already).
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "$$pkg $$target"; \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
 
 clean:
 	rm -f caddy

@@ -1,8 +1,9 @@
 // Package auth turns the credentials a request carries into the caller's Identity.
 //
 // Every request is authenticated on its own (no sessions): a JWT bearer token verified against
-// the identity provider's JWKS, an API key in a header, or the user an earlier Caddy handler
-// authenticated. A request without credentials is anonymous; a request whose credentials are
+// the identity provider's JWKS, an API key (in its header, or as "Authorization: ApiKey <key>"),
+// or the user an earlier Caddy handler authenticated. A user id, wherever it comes from, must
+// pass ValidUserID. A request without credentials is anonymous; a request whose credentials are
 // present but bad is refused, never downgraded to anonymous.
 package auth
 
@@ -116,9 +117,10 @@ type APIKey struct {
 const digestPrefix = "sha256:"
 
 // ParseAPIKey reads a configured key, either in clear or as "sha256:<64 hex digits>" of the key.
+// The user id must pass ValidUserID.
 func ParseAPIKey(key, userID string) (APIKey, error) {
-	if userID == "" {
-		return APIKey{}, errors.New("the user id is empty")
+	if err := ValidUserID(userID); err != nil {
+		return APIKey{}, err
 	}
 	if hexDigest, ok := strings.CutPrefix(key, digestPrefix); ok {
 		var k APIKey
@@ -141,11 +143,13 @@ type Authenticator struct {
 	// Tokens verifies bearer tokens; nil refuses them.
 	Tokens *Tokens
 	// APIKeyHeader is the header that carries an API key, in any case. Given in canonical form
-	// (http.CanonicalHeaderKey), it is looked up without a copy of its name per request.
+	// (http.CanonicalHeaderKey), it is looked up without a copy of its name per request. A key
+	// may also come as "Authorization: ApiKey <key>", which Caddy's access log redacts.
 	APIKeyHeader string
 	// APIKeys are the accepted keys.
 	APIKeys []APIKey
-	// Upstream, when set, returns the user id that an earlier handler authenticated, or "".
+	// Upstream, when set, returns the user id that an earlier handler authenticated, or "". An id
+	// that fails ValidUserID refuses the request.
 	Upstream func(*http.Request) string
 }
 
@@ -154,30 +158,42 @@ type Authenticator struct {
 // bearer token cannot be checked yet. Every credential present must be good, and when there are
 // several they must name the same user.
 func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
-	found := make([]Identity, 0, 3) // one per kind of credential at most, so on the stack
-	token, err := bearerToken(r)
+	found := make([]Identity, 0, 4) // one per kind of credential at most, so on the stack
+	creds, err := parseAuthorization(r.Header.Values("Authorization"))
 	if err != nil {
 		return Identity{}, err
 	}
-	if token != "" {
+	if creds.bearer != "" {
 		if a.Tokens == nil {
 			return Identity{}, invalidToken("bearer tokens are not accepted by this server; use an API key")
 		}
-		id, err := a.Tokens.Verify(r.Context(), token)
+		id, err := a.Tokens.Verify(r.Context(), creds.bearer)
 		if err != nil {
 			return Identity{}, err
 		}
 		found = append(found, id)
 	}
-	id, err := a.apiKey(r)
+	id, err := a.apiKeyHeader(r)
 	if err != nil {
 		return Identity{}, err
 	}
 	if !id.Anonymous() {
 		found = append(found, id)
 	}
+	if creds.apiKey != "" {
+		id, err := a.apiKey(creds.apiKey)
+		if err != nil {
+			return Identity{}, err
+		}
+		found = append(found, id)
+	}
 	if a.Upstream != nil {
 		if userID := a.Upstream(r); userID != "" {
+			if err := ValidUserID(userID); err != nil {
+				// The earlier handler accepted a credential of the client's (a basic_auth user name,
+				// say) that names an id this server cannot hold: the credential is unusable here.
+				return Identity{}, invalidToken("the user that an earlier handler authenticated has an id this server does not accept: " + err.Error())
+			}
 			found = append(found, Identity{UserID: userID, Method: MethodCaddy})
 		}
 	}
@@ -205,27 +221,110 @@ func oneUser(found []Identity) (Identity, error) {
 	return caller, nil
 }
 
-// bearerToken returns the token of an "Authorization: Bearer" header, or "" when there is none.
-// Other schemes belong to handlers in front of this one (basic_auth, for one) and are left alone.
-func bearerToken(r *http.Request) (string, error) {
-	var token string
-	for _, value := range r.Header.Values("Authorization") {
-		scheme, rest, _ := strings.Cut(value, " ")
-		if !strings.EqualFold(scheme, "Bearer") {
+// scheme is an Authorization scheme that this package reads; others (Basic, for one) belong to
+// handlers in front of this one and are left alone.
+type scheme struct {
+	name       string // as this package spells it in descriptions, whatever the client sent
+	credential string // what follows the name: "token", "key"
+	twice      string // the description of a request that gives it twice
+}
+
+var (
+	schemeBearer = scheme{name: "Bearer", credential: "token", twice: "the request has more than one bearer token"}
+	schemeAPIKey = scheme{name: "ApiKey", credential: "key", twice: "the request has more than one ApiKey authorization"}
+)
+
+// authorization is what the Authorization headers of a request carry for this package.
+type authorization struct {
+	bearer string // the token of "Bearer <token>"
+	apiKey string // the key of "ApiKey <key>"
+}
+
+// parseAuthorization reads the Authorization headers. A value whose scheme (the run of token
+// characters it starts with, in any case) is Bearer or ApiKey must be exactly the scheme, one
+// space and the credential: a bearer token has the b64token syntax of RFC 6750 §2.1, and a key is
+// any text without surrounding whitespace. Anything else naming those schemes ("Bearer\tx",
+// "Bearer  x", a bare "Bearer", whitespace around the value) is an invalid request rather than
+// no credential, so that a client's mistake is not silently served as anonymous. Descriptions
+// are fixed sentences: nothing the client sent is quoted.
+func parseAuthorization(values []string) (authorization, error) {
+	var found authorization
+	for _, value := range values {
+		trimmed := strings.TrimLeft(value, " \t")
+		name := trimmed[:schemeLength(trimmed)]
+		var (
+			sch  scheme
+			slot *string
+		)
+		switch {
+		case asciiEqualFold(name, schemeBearer.name):
+			sch, slot = schemeBearer, &found.bearer
+		case asciiEqualFold(name, schemeAPIKey.name):
+			sch, slot = schemeAPIKey, &found.apiKey
+		default:
 			continue
 		}
-		if token != "" {
-			return "", invalidRequest("the request has more than one bearer token")
+		if len(trimmed) != len(value) {
+			return authorization{}, invalidRequest("the Authorization header starts with whitespace")
 		}
-		token = strings.TrimSpace(rest)
-		if token == "" {
-			return "", invalidRequest("the Authorization header names the Bearer scheme but has no token")
+		if *slot != "" {
+			return authorization{}, invalidRequest(sch.twice)
 		}
-		if !isToken68(token) {
-			return "", invalidRequest("the bearer token has characters that no token can have")
+		credential, err := sch.credentialOf(value[len(name):])
+		if err != nil {
+			return authorization{}, err
+		}
+		*slot = credential
+	}
+	return found, nil
+}
+
+// credentialOf checks what follows the scheme's name: one space, then the credential.
+func (sch scheme) credentialOf(rest string) (string, error) {
+	credential, ok := strings.CutPrefix(rest, " ")
+	switch {
+	case strings.Trim(rest, " \t") == "":
+		return "", invalidRequest(fmt.Sprintf("the Authorization header names the %s scheme but has no %s", sch.name, sch.credential))
+	case !ok || strings.HasPrefix(credential, " ") || strings.HasPrefix(credential, "\t"):
+		return "", invalidRequest(fmt.Sprintf("the %s scheme must be followed by exactly one space and the %s", sch.name, sch.credential))
+	case strings.HasSuffix(credential, " ") || strings.HasSuffix(credential, "\t"):
+		return "", invalidRequest(fmt.Sprintf("the %s %s is followed by whitespace", sch.name, sch.credential))
+	case sch == schemeBearer && !isToken68(credential):
+		return "", invalidRequest("the bearer token has characters that no token can have")
+	}
+	return credential, nil
+}
+
+// schemeLength is the length of the token (RFC 9110 §5.6.2) that s starts with.
+func schemeLength(s string) int {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return i
 		}
 	}
-	return token, nil
+	return len(s)
+}
+
+// asciiEqualFold is strings.EqualFold for ASCII names: header names and schemes are ASCII, and
+// Unicode folding would let "K" (the Kelvin sign) or "ſ" (the long s) stand for k and s.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lower(a[i]) != lower(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // isToken68 reports whether s has the syntax of a bearer token (RFC 6750 §2.1):
@@ -243,8 +342,8 @@ func isToken68(s string) bool {
 	return true
 }
 
-// apiKey returns the caller named by the API key header, or anonymous when there is none.
-func (a *Authenticator) apiKey(r *http.Request) (Identity, error) {
+// apiKeyHeader returns the caller named by the API key header, or anonymous when there is none.
+func (a *Authenticator) apiKeyHeader(r *http.Request) (Identity, error) {
 	values := r.Header.Values(a.APIKeyHeader)
 	switch {
 	case len(values) == 0:
@@ -254,11 +353,16 @@ func (a *Authenticator) apiKey(r *http.Request) (Identity, error) {
 	case values[0] == "":
 		return Identity{}, invalidRequest(fmt.Sprintf("the %s header is empty", a.APIKeyHeader))
 	}
-	key, ok := a.lookup(values[0])
+	return a.apiKey(values[0])
+}
+
+// apiKey returns the caller named by a key the client sent.
+func (a *Authenticator) apiKey(key string) (Identity, error) {
+	k, ok := a.lookup(key)
 	if !ok {
 		return Identity{}, invalidToken("unknown API key")
 	}
-	return Identity{UserID: key.UserID, Method: MethodAPIKey, Name: key.Name, Email: key.Email}, nil
+	return Identity{UserID: k.UserID, Method: MethodAPIKey, Name: k.Name, Email: k.Email}, nil
 }
 
 // lookup compares the key's digest with every configured digest in constant time, so the time

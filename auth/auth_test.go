@@ -72,6 +72,13 @@ func TestParseAPIKey(t *testing.T) {
 		{"an empty key is refused", "", "bob"},
 		{"an empty user id is refused", bobKey, ""},
 		{"an empty user id is refused for a digest too", "sha256:" + bobDigest, ""},
+		{"a user id with a control character is refused", bobKey, "eve\u0001"},
+		{"a user id with a newline is refused", bobKey, "eve\nroot"},
+		{"a user id with a zero-width space is refused", bobKey, "b\u200bob"},
+		{"a user id with a right-to-left override is refused", bobKey, "bob\u202egpj.exe"},
+		{"a user id of invalid UTF-8 is refused", bobKey, "bob\xff"},
+		{"a user id longer than 256 bytes is refused", bobKey, strings.Repeat("b", 257)},
+		{"a user id with a control character is refused for a digest too", "sha256:" + bobDigest, "eve\u0001"},
 	}
 	for _, tc := range invalid {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,10 +93,14 @@ func TestParseAPIKey(t *testing.T) {
 	}
 }
 
+// aliceOtherKey is a second key of alice's.
+const aliceOtherKey = "alice-laptop-key"
+
 func TestAuthenticate(t *testing.T) {
 	keys := []auth.APIKey{
 		mustParseAPIKey(t, aliceKey, "alice"),
 		mustParseAPIKey(t, "sha256:"+digestHex(bobKey), "bob"),
+		mustParseAPIKey(t, aliceOtherKey, "alice"),
 	}
 	defaultHeader := &auth.Authenticator{APIKeyHeader: "X-API-Key", APIKeys: keys}
 	customHeader := &auth.Authenticator{APIKeyHeader: "X-Posts-Token", APIKeys: keys}
@@ -140,6 +151,54 @@ func TestAuthenticate(t *testing.T) {
 			authn:  defaultHeader,
 			header: http.Header{"Authorization": {"Basic YWxpY2U6c2VjcmV0"}, "X-Api-Key": {bobKey}},
 			want:   auth.Identity{UserID: "bob", Method: "api_key"},
+		},
+		{
+			name:   "a scheme that only starts with Bearer is another scheme, left to other handlers",
+			authn:  defaultHeader,
+			header: http.Header{"Authorization": {"BearerToken abc"}},
+			want:   auth.Identity{},
+		},
+		{
+			name:   "a scheme that only starts with ApiKey is another scheme, left to other handlers",
+			authn:  defaultHeader,
+			header: http.Header{"Authorization": {"ApiKeys " + aliceKey}},
+			want:   auth.Identity{},
+		},
+		{
+			name:   "an API key in an ApiKey authorization identifies its user",
+			authn:  defaultHeader,
+			header: http.Header{"Authorization": {"ApiKey " + aliceKey}},
+			want:   auth.Identity{UserID: "alice", Method: "api_key"},
+		},
+		{
+			name:   "the ApiKey scheme is recognised whatever its case",
+			authn:  defaultHeader,
+			header: http.Header{"Authorization": {"aPIKEY " + bobKey}},
+			want:   auth.Identity{UserID: "bob", Method: "api_key"},
+		},
+		{
+			name:   "an ApiKey authorization is read whatever the API key header is called",
+			authn:  customHeader,
+			header: http.Header{"Authorization": {"ApiKey " + bobKey}},
+			want:   auth.Identity{UserID: "bob", Method: "api_key"},
+		},
+		{
+			name:   "the same key in an ApiKey authorization and in the key header is accepted",
+			authn:  defaultHeader,
+			header: http.Header{"Authorization": {"ApiKey " + aliceKey}, "X-Api-Key": {aliceKey}},
+			want:   auth.Identity{UserID: "alice", Method: "api_key"},
+		},
+		{
+			name:   "two keys of the same user, one in an ApiKey authorization and one in the key header, are accepted",
+			authn:  defaultHeader,
+			header: http.Header{"Authorization": {"ApiKey " + aliceOtherKey}, "X-Api-Key": {aliceKey}},
+			want:   auth.Identity{UserID: "alice", Method: "api_key"},
+		},
+		{
+			name:   "an ApiKey authorization is found behind a Basic authorization in another header",
+			authn:  defaultHeader,
+			header: http.Header{"Authorization": {"Basic YWxpY2U6c2VjcmV0", "ApiKey " + aliceKey}},
+			want:   auth.Identity{UserID: "alice", Method: "api_key"},
 		},
 	}
 	for _, tc := range accepted {
@@ -224,6 +283,34 @@ func TestAuthenticate(t *testing.T) {
 			wantStatus: http.StatusUnauthorized,
 			wantCode:   "invalid_token",
 		},
+		{
+			name:       "an unknown key in an ApiKey authorization is an invalid token",
+			authn:      defaultHeader,
+			header:     http.Header{"Authorization": {"ApiKey not-a-configured-key"}},
+			wantStatus: http.StatusUnauthorized,
+			wantCode:   "invalid_token",
+		},
+		{
+			name:       "an unknown key in an ApiKey authorization is refused even alongside a valid key header",
+			authn:      defaultHeader,
+			header:     http.Header{"Authorization": {"ApiKey not-a-configured-key"}, "X-Api-Key": {aliceKey}},
+			wantStatus: http.StatusUnauthorized,
+			wantCode:   "invalid_token",
+		},
+		{
+			name:       "an unknown key in the key header is refused even alongside a valid ApiKey authorization",
+			authn:      defaultHeader,
+			header:     http.Header{"Authorization": {"ApiKey " + aliceKey}, "X-Api-Key": {"not-a-configured-key"}},
+			wantStatus: http.StatusUnauthorized,
+			wantCode:   "invalid_token",
+		},
+		{
+			name:       "keys of different users in an ApiKey authorization and in the key header are an invalid request",
+			authn:      defaultHeader,
+			header:     http.Header{"Authorization": {"ApiKey " + aliceKey}, "X-Api-Key": {bobKey}},
+			wantStatus: http.StatusBadRequest,
+			wantCode:   "invalid_request",
+		},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
@@ -243,6 +330,118 @@ func TestAuthenticate(t *testing.T) {
 				if strings.Contains(authErr.Description, secret) {
 					t.Errorf("the description %q contains a key", authErr.Description)
 				}
+			}
+		})
+	}
+}
+
+// TestAuthenticateRefusesMalformedAuthorization: a value that names the Bearer or ApiKey scheme
+// must be exactly the scheme, one space and the credential; anything else is a 400 rather than
+// a request silently served as anonymous.
+func TestAuthenticateRefusesMalformedAuthorization(t *testing.T) {
+	authn := &auth.Authenticator{APIKeyHeader: "X-API-Key", APIKeys: []auth.APIKey{mustParseAPIKey(t, aliceKey, "alice")}}
+	const token = "eyJhbGciOi.eyJzdWIi.c2lnbmF0dXJl" // the credential must not come back in a description
+	tests := []struct {
+		name  string
+		value []string
+	}{
+		{"a TAB between Bearer and the token is an invalid request", []string{"Bearer\t" + token}},
+		{"two spaces between Bearer and the token are an invalid request", []string{"Bearer  " + token}},
+		{"a space and a TAB between Bearer and the token are an invalid request", []string{"Bearer \t" + token}},
+		{"Bearer alone is an invalid request", []string{"Bearer"}},
+		{"Bearer and a space alone is an invalid request", []string{"Bearer "}},
+		{"Bearer and a TAB alone is an invalid request", []string{"Bearer\t"}},
+		{"a space after the token is an invalid request", []string{"Bearer " + token + " "}},
+		{"a TAB after the token is an invalid request", []string{"Bearer " + token + "\t"}},
+		{"a space before the scheme is an invalid request", []string{" Bearer " + token}},
+		{"a comma straight after Bearer is an invalid request", []string{"Bearer," + token}},
+		{"an equals sign straight after Bearer is an invalid request", []string{"Bearer=" + token}},
+		{"a no-break space after Bearer is an invalid request", []string{"Bearer\u00a0" + token}},
+		{"a lower-case bearer with a TAB is an invalid request", []string{"bearer\t" + token}},
+		{"a TAB between ApiKey and the key is an invalid request", []string{"ApiKey\t" + aliceKey}},
+		{"two spaces between ApiKey and the key are an invalid request", []string{"ApiKey  " + aliceKey}},
+		{"ApiKey alone is an invalid request", []string{"ApiKey"}},
+		{"ApiKey and a space alone is an invalid request", []string{"ApiKey "}},
+		{"a space after the key is an invalid request", []string{"ApiKey " + aliceKey + " "}},
+		{"a space before the ApiKey scheme is an invalid request", []string{"\tApiKey " + aliceKey}},
+		{"two ApiKey authorizations are an invalid request, even of the same key", []string{"ApiKey " + aliceKey, "ApiKey " + aliceKey}},
+		{"two bearer authorizations are an invalid request", []string{"Bearer " + token, "bearer " + token}},
+		{"a malformed bearer authorization behind a Basic one is an invalid request", []string{"Basic YTpi", "Bearer\t" + token}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := authn.Authenticate(newRequest(http.Header{"Authorization": tc.value}))
+			var authErr *auth.Error
+			if !errors.As(err, &authErr) {
+				t.Fatalf("Authenticate = %+v, %v; want an *auth.Error", got, err)
+			}
+			if authErr.Status != http.StatusBadRequest || authErr.Code != "invalid_request" {
+				t.Errorf("error = {Status: %d, Code: %q, Description: %q}, want {Status: 400, Code: \"invalid_request\"}",
+					authErr.Status, authErr.Code, authErr.Description)
+			}
+			if !got.Anonymous() {
+				t.Errorf("Authenticate returned %+v with its error, want the anonymous Identity", got)
+			}
+			for _, secret := range []string{token, aliceKey, "eyJhbGciOi", "c2lnbmF0dXJl"} {
+				if strings.Contains(authErr.Description, secret) {
+					t.Errorf("the description %q echoes the credential", authErr.Description)
+				}
+			}
+		})
+	}
+}
+
+func TestAuthenticateUpstream(t *testing.T) {
+	authn := func(upstream string) *auth.Authenticator {
+		return &auth.Authenticator{
+			APIKeyHeader: "X-API-Key",
+			APIKeys:      []auth.APIKey{mustParseAPIKey(t, aliceKey, "alice")},
+			Upstream:     func(*http.Request) string { return upstream },
+		}
+	}
+	t.Run("the user of an earlier handler is the caller", func(t *testing.T) {
+		got, err := authn("alice").Authenticate(newRequest(nil))
+		if err != nil {
+			t.Fatalf("Authenticate: %v", err)
+		}
+		if want := (auth.Identity{UserID: "alice", Method: "caddy"}); !reflect.DeepEqual(got, want) {
+			t.Errorf("Authenticate = %+v, want %+v", got, want)
+		}
+	})
+	t.Run("no user from an earlier handler leaves the request anonymous", func(t *testing.T) {
+		got, err := authn("").Authenticate(newRequest(nil))
+		if err != nil || !got.Anonymous() {
+			t.Errorf("Authenticate = %+v, %v; want the anonymous Identity", got, err)
+		}
+	})
+	refused := []struct {
+		name   string
+		userID string
+		header http.Header
+	}{
+		{"an upstream user id with a control character is refused", "mallory\u0001", nil},
+		{"an upstream user id with a NUL is refused", "mallory\x00", nil},
+		{"an upstream user id with a zero-width joiner is refused", "mallory\u200d", nil},
+		{"an upstream user id with a line separator is refused", "mallory\u2028root", nil},
+		{"an upstream user id of invalid UTF-8 is refused", "mallory\xc3", nil},
+		{"an upstream user id longer than 256 bytes is refused", "mallory" + strings.Repeat("y", 250), nil},
+		{"an upstream user id with a control character is refused even alongside a good API key", "mallory\u0001", http.Header{"X-Api-Key": {aliceKey}}},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := authn(tc.userID).Authenticate(newRequest(tc.header))
+			var authErr *auth.Error
+			if !errors.As(err, &authErr) {
+				t.Fatalf("Authenticate = %+v, %v; want an *auth.Error", got, err)
+			}
+			if authErr.Status != http.StatusUnauthorized || authErr.Code != "invalid_token" {
+				t.Errorf("error = {Status: %d, Code: %q}, want {Status: 401, Code: \"invalid_token\"}", authErr.Status, authErr.Code)
+			}
+			if strings.Contains(authErr.Description, "mallory") {
+				t.Errorf("the description %q echoes the user id", authErr.Description)
+			}
+			if !got.Anonymous() {
+				t.Errorf("Authenticate returned %+v with its error, want the anonymous Identity", got)
 			}
 		})
 	}

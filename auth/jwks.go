@@ -3,16 +3,23 @@ package auth
 import (
 	"bytes"
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 )
@@ -255,15 +262,13 @@ func (s *JWKS) refetchForUnknownKID(ctx context.Context) bool {
 	}
 }
 
-// keyRing is the keys of every configured JWKS, as the jwkset.Storage that keyfunc reads. keyfunc
-// calls only KeyRead and KeyReadAll; the embedded Storage (always empty) completes the interface.
+// keyRing is the keys of every configured JWKS.
 type keyRing struct {
-	jwkset.Storage
 	sets []*JWKS
 }
 
 func newKeyRing(sets []*JWKS) keyRing {
-	return keyRing{Storage: jwkset.NewMemoryStorage(), sets: sets}
+	return keyRing{sets: sets}
 }
 
 // awaitFirstAttempts starts every set and waits, no longer than ctx, until each has tried once.
@@ -273,37 +278,156 @@ func (k keyRing) awaitFirstAttempts(ctx context.Context) {
 	}
 }
 
-// KeyRead finds the key with the kid. When no set has it, each set may refetch once (rate
+// The reasons a token's keys are refused, which Tokens.refusal turns into descriptions.
+var (
+	errCritical      = errors.New("the token's header has crit")
+	errKIDNotString  = errors.New("the token's kid is not a string")
+	errUnknownKID    = errors.New("no key set has the token's kid")
+	errKeyNotForSig  = errors.New("the token's key is not for verifying signatures")
+	errKeyNotForAlg  = errors.New("the token's key is not for its algorithm")
+	errNoKeyForToken = errors.New("no key of the key sets can verify the token")
+)
+
+// keyfunc returns the jwt.Keyfunc that gives the keys which may verify a token. It replaces
+// keyfunc/v3's KeyfuncCtx, which checks a key's alg (and its use, against a whitelist that
+// cannot say "absent or sig") only for a token with a kid, and gives a token without kid every
+// key of the storage (VerificationKeySet), so that a key published for RS256 verified a PS256
+// token, and an encryption key a signature. A jwkset.Storage cannot filter either: KeyReadAll is
+// not told the token's alg. Here every key tried, for a token with a kid or without, must be for
+// signatures (use absent or "sig", key_ops absent or including "verify"), be published for the
+// token's alg or for none, and be of a type that can verify that alg. The jwt parser has checked
+// the alg against the accepted ones before it calls this.
+func (k keyRing) keyfunc(ctx context.Context) jwt.Keyfunc {
+	return func(token *jwt.Token) (any, error) {
+		// RFC 7515 §4.1.11: a recipient that does not understand every extension crit lists must
+		// refuse the token. No extension is understood here, so crit in any form refuses it.
+		if _, ok := token.Header["crit"]; ok {
+			return nil, errCritical
+		}
+		alg := token.Method.Alg()
+		var (
+			keys []jwkset.JWK
+			err  error
+		)
+		kid, hasKID := token.Header[jwkset.HeaderKID]
+		if hasKID {
+			s, ok := kid.(string)
+			if !ok {
+				return nil, errKIDNotString
+			}
+			keys, err = k.withKID(ctx, s)
+		} else {
+			keys, err = k.all(ctx)
+		}
+		if err != nil {
+			return nil, err
+		}
+		set := jwt.VerificationKeySet{Keys: make([]jwt.VerificationKey, 0, len(keys))}
+		refusal := errKeyNotForSig
+		for _, jwk := range keys {
+			switch err := usable(jwk, alg); {
+			case err == nil:
+				set.Keys = append(set.Keys, publicKey(jwk.Key()))
+			case errors.Is(err, errKeyNotForAlg):
+				refusal = err // the key was for signatures: the more telling reason
+			}
+		}
+		switch {
+		case len(set.Keys) > 0:
+			return set, nil
+		case hasKID:
+			return nil, refusal
+		case !k.fetched():
+			return nil, ErrKeysUnavailable // the token's key may be in a set not fetched yet
+		}
+		return nil, errNoKeyForToken
+	}
+}
+
+// usable checks that a key may verify a token signed with alg.
+func usable(jwk jwkset.JWK, alg string) error {
+	m := jwk.Marshal()
+	switch {
+	case m.USE != "" && m.USE != jwkset.UseSig:
+		return errKeyNotForSig
+	case m.KEYOPS != nil && !slices.Contains(m.KEYOPS, jwkset.KeyOpsVerify): // present, even empty
+		return errKeyNotForSig
+	case m.ALG != "" && m.ALG.String() != alg:
+		return errKeyNotForAlg
+	case !verifies(publicKey(jwk.Key()), alg):
+		return errKeyNotForAlg
+	}
+	return nil
+}
+
+// verifies reports whether a key of this type can verify signatures made with alg.
+func verifies(key any, alg string) bool {
+	switch k := key.(type) {
+	case *rsa.PublicKey:
+		return strings.HasPrefix(alg, "RS") || strings.HasPrefix(alg, "PS")
+	case *ecdsa.PublicKey:
+		var bits int
+		switch alg {
+		case "ES256":
+			bits = 256
+		case "ES384":
+			bits = 384
+		case "ES512":
+			bits = 521
+		}
+		return bits != 0 && k.Curve != nil && k.Curve.Params().BitSize == bits
+	case ed25519.PublicKey:
+		return alg == "EdDSA"
+	}
+	return false
+}
+
+// publicKey is the public half of a key that came with its private half.
+func publicKey(key any) any {
+	if k, ok := key.(interface{ Public() crypto.PublicKey }); ok {
+		return k.Public()
+	}
+	return key
+}
+
+// withKID finds the keys with the kid. When no set has one, each set may refetch once (rate
 // limited); if it is still missing the answer is ErrKeysUnavailable while some set has never been
-// fetched, and jwkset.ErrKeyNotFound otherwise.
-func (k keyRing) KeyRead(ctx context.Context, kid string) (jwkset.JWK, error) {
-	if jwk, ok := k.lookup(ctx, kid); ok {
-		return jwk, nil
+// fetched, and errUnknownKID otherwise.
+func (k keyRing) withKID(ctx context.Context, kid string) ([]jwkset.JWK, error) {
+	var found []jwkset.JWK
+	for _, s := range k.sets {
+		found = s.withKID(ctx, kid, found)
+	}
+	if len(found) > 0 {
+		return found, nil
 	}
 	for _, s := range k.sets {
 		if s.refetchForUnknownKID(ctx) {
-			if jwk, err := s.keys.KeyRead(ctx, kid); err == nil {
-				return jwk, nil
+			if found = s.withKID(ctx, kid, found); len(found) > 0 {
+				return found, nil
 			}
 		}
 	}
 	if !k.fetched() {
-		return jwkset.JWK{}, ErrKeysUnavailable
+		return nil, ErrKeysUnavailable
 	}
-	return jwkset.JWK{}, fmt.Errorf("%w: kid %q", jwkset.ErrKeyNotFound, kid)
+	return nil, errUnknownKID
 }
 
-func (k keyRing) lookup(ctx context.Context, kid string) (jwkset.JWK, bool) {
-	for _, s := range k.sets {
-		if jwk, err := s.keys.KeyRead(ctx, kid); err == nil {
-			return jwk, true
+// withKID appends the set's keys with the kid to found. A set may have several (RFC 7517 §4.5
+// allows keys of different types to share one).
+func (s *JWKS) withKID(ctx context.Context, kid string, found []jwkset.JWK) []jwkset.JWK {
+	keys, _ := s.keys.KeyReadAll(ctx)
+	for _, jwk := range keys {
+		if jwk.Marshal().KID == kid {
+			found = append(found, jwk)
 		}
 	}
-	return jwkset.JWK{}, false
+	return found
 }
 
-// KeyReadAll returns every key, for a token without a kid.
-func (k keyRing) KeyReadAll(ctx context.Context) ([]jwkset.JWK, error) {
+// all returns every key, for a token without a kid.
+func (k keyRing) all(ctx context.Context) ([]jwkset.JWK, error) {
 	var all []jwkset.JWK
 	for _, s := range k.sets {
 		keys, _ := s.keys.KeyReadAll(ctx)

@@ -64,11 +64,17 @@ func newRSAKey(t testing.TB, i int, kid string) testKey {
 // newECKey is a new P-256 key, signing ES256 and published for ES256.
 func newECKey(t testing.TB, kid string) testKey {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	return newECKeyOn(t, kid, elliptic.P256(), jwt.SigningMethodES256)
+}
+
+// newECKeyOn is a new key on the curve, signing with the method and published for its alg.
+func newECKeyOn(t testing.TB, kid string, curve elliptic.Curve, method jwt.SigningMethod) testKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(curve, rand.Reader)
 	if err != nil {
 		t.Fatalf("generating an ECDSA key: %v", err)
 	}
-	return testKey{kid: kid, method: jwt.SigningMethodES256, private: k, public: &k.PublicKey, alg: jwkset.AlgES256}
+	return testKey{kid: kid, method: method, private: k, public: &k.PublicKey, alg: jwkset.ALG(method.Alg())}
 }
 
 // newEdKey is a new Ed25519 key, signing EdDSA.

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/MicahParks/jwkset"
-	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -55,11 +53,10 @@ const DefaultCacheSize = 10_000
 
 // Tokens verifies JWT bearer tokens against the configured key sets.
 type Tokens struct {
-	cfg     TokenConfig
-	keys    keyRing
-	keyfunc keyfunc.Keyfunc
-	parser  *jwt.Parser
-	cache   *tokenCache
+	cfg    TokenConfig
+	keys   keyRing
+	parser *jwt.Parser
+	cache  *tokenCache
 }
 
 // NewTokens returns a verifier for cfg.
@@ -83,11 +80,6 @@ func NewTokens(cfg TokenConfig) (*Tokens, error) {
 	if cfg.CacheSize == 0 {
 		cfg.CacheSize = DefaultCacheSize
 	}
-	ring := newKeyRing(cfg.Keys)
-	kf, err := keyfunc.New(keyfunc.Options{Storage: ring})
-	if err != nil {
-		return nil, err
-	}
 	options := []jwt.ParserOption{
 		jwt.WithValidMethods(cfg.Algorithms),
 		jwt.WithExpirationRequired(),
@@ -99,7 +91,7 @@ func NewTokens(cfg TokenConfig) (*Tokens, error) {
 	if len(cfg.Audiences) > 0 {
 		options = append(options, jwt.WithAudience(cfg.Audiences...))
 	}
-	return &Tokens{cfg: cfg, keys: ring, keyfunc: kf, parser: jwt.NewParser(options...), cache: newTokenCache(cfg.CacheSize)}, nil
+	return &Tokens{cfg: cfg, keys: newKeyRing(cfg.Keys), parser: jwt.NewParser(options...), cache: newTokenCache(cfg.CacheSize)}, nil
 }
 
 // now is the clock, replaceable in tests.
@@ -117,7 +109,7 @@ func (t *Tokens) Verify(ctx context.Context, token string) (Identity, error) {
 	defer cancel()
 	t.keys.awaitFirstAttempts(ctx)
 	claims := jwt.MapClaims{}
-	parsed, err := t.parser.ParseWithClaims(token, claims, t.keyfunc.KeyfuncCtx(ctx))
+	parsed, err := t.parser.ParseWithClaims(token, claims, t.keys.keyfunc(ctx))
 	if err != nil {
 		return Identity{}, t.refusal(parsed, claims, err)
 	}
@@ -143,6 +135,9 @@ func (t *Tokens) identity(claims jwt.MapClaims) (Identity, error) {
 	if !ok || userID == "" {
 		return Identity{}, invalidToken(fmt.Sprintf("the token has no %s claim with the user id", t.cfg.UserClaim))
 	}
+	if err := ValidUserID(userID); err != nil {
+		return Identity{}, invalidToken(fmt.Sprintf("the token's %s claim is not an accepted user id: %s", t.cfg.UserClaim, err))
+	}
 	id := Identity{UserID: userID, Method: MethodJWT, Claims: claims}
 	id.Name, _ = claims[t.cfg.NameClaim].(string)
 	id.Email, _ = claims[t.cfg.EmailClaim].(string)
@@ -160,14 +155,20 @@ func (t *Tokens) refusal(parsed *jwt.Token, claims jwt.MapClaims, err error) err
 		return invalidToken("the token is not a well-formed JWT")
 	case parsed != nil && parsed.Method != nil && !slices.Contains(t.cfg.Algorithms, parsed.Method.Alg()):
 		return invalidToken("the token's signing algorithm is not accepted")
-	case parsed != nil && parsed.Header["kid"] != nil && !isString(parsed.Header["kid"]):
+	case errors.Is(err, errCritical):
+		return invalidToken("the token's header lists critical extensions (crit), which this server does not understand")
+	case errors.Is(err, errKIDNotString):
 		return invalidToken("the token's key id (kid) is not a string")
-	case errors.Is(err, jwkset.ErrKeyNotFound):
+	case errors.Is(err, errUnknownKID):
 		return invalidToken("the token's key id (kid) is not in the identity provider's key set")
+	case errors.Is(err, errKeyNotForSig):
+		return invalidToken("the token's key is not published for verifying signatures (use, key_ops)")
+	case errors.Is(err, errKeyNotForAlg), errors.Is(err, jwt.ErrInvalidKeyType):
+		return invalidToken("the token's signing algorithm does not match its key")
+	case errors.Is(err, errNoKeyForToken):
+		return invalidToken("no key of the identity provider's key set can verify the token's signing algorithm")
 	case parsed != nil && parsed.Header["kid"] == nil && errors.Is(err, jwt.ErrTokenSignatureInvalid) && !t.keys.fetched():
 		return ErrKeysUnavailable // a token without kid may be signed by a key of a set not fetched yet
-	case errors.Is(err, keyfunc.ErrKeyfunc), errors.Is(err, jwt.ErrInvalidKeyType):
-		return invalidToken("the token's signing algorithm does not match its key")
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
 		return invalidToken("the token's signature is invalid")
 	case !hasExp:
@@ -184,9 +185,4 @@ func (t *Tokens) refusal(parsed *jwt.Token, claims jwt.MapClaims, err error) err
 		return invalidToken("the token has a claim of the wrong type")
 	}
 	return invalidToken("the token cannot be verified")
-}
-
-func isString(v any) bool {
-	_, ok := v.(string)
-	return ok
 }

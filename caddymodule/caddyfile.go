@@ -41,6 +41,7 @@ var subdirectives = map[string]arity{
 	"max_body_size": {1, 1}, "max_limit": {1, 1}, "timeout": {1, 1},
 	"max_query_length": {1, 1}, "max_depth": {1, 1}, "max_cost": {1, 1}, "introspection": {1, 1},
 	"max_aliases": {1, 1}, "max_root_fields": {1, 1}, "max_fields": {1, 1}, "max_response_size": {1, 1},
+	"max_distinct_subscriptions": {1, 1}, "max_distinct_subscriptions_per_client": {1, 1},
 	"subscriptions_require_auth": {0, 0}, "allowed_origins": {1, many}, "ws_read_limit": {1, 1},
 	"ws_init_timeout": {1, 1}, "ws_keepalive": {1, 1}, "max_subscriptions": {1, 1}, "max_connections_per_user": {1, 1},
 	"max_connections": {1, 1},
@@ -102,6 +103,8 @@ func (a arity) String() string {
 //	    max_subscriptions <n>
 //	    max_connections_per_user <n>
 //	    max_connections  <n>
+//	    max_distinct_subscriptions <n>
+//	    max_distinct_subscriptions_per_client <n>
 //	}
 //
 // Every subdirective is optional. jwks_url, issuer, audience, api_key and allowed_origins may be
@@ -209,7 +212,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.MaxResponseSize = int64(size)
 		case "max_limit", "max_depth", "max_cost", "max_aliases", "max_root_fields", "max_fields",
-			"max_subscriptions", "max_connections_per_user", "max_connections":
+			"max_subscriptions", "max_connections_per_user", "max_connections",
+			"max_distinct_subscriptions", "max_distinct_subscriptions_per_client":
 			n, err := strconv.Atoi(arg)
 			if err != nil || n < 1 {
 				return d.Errf("%s: %q is not a whole number of at least 1", name, arg)
@@ -218,7 +222,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				"max_limit": &h.MaxLimit, "max_depth": &h.MaxDepth, "max_cost": &h.MaxCost,
 				"max_aliases": &h.MaxAliases, "max_root_fields": &h.MaxRootFields, "max_fields": &h.MaxFields,
 				"max_subscriptions": &h.MaxSubscriptions, "max_connections_per_user": &h.MaxConnectionsPerUser,
-				"max_connections": &h.MaxConnections,
+				"max_connections": &h.MaxConnections, "max_distinct_subscriptions": &h.MaxDistinctSubscriptions,
+				"max_distinct_subscriptions_per_client": &h.MaxDistinctSubscriptionsPerClient,
 			}[name] = n
 		case "subscriptions_require_auth":
 			h.SubscriptionsRequireAuth = true

@@ -198,6 +198,14 @@ type Handler struct {
 	// How many WebSocket connections this handler may hold at once; more get 503. Default: 10000.
 	MaxConnections int `json:"max_connections,omitempty"`
 
+	// How many distinct subscription operations may run at once on the server (subscribers of the
+	// same document, operation name and variables share one). Default: 1000.
+	MaxDistinctSubscriptions int `json:"max_distinct_subscriptions,omitempty"`
+
+	// How many of those one client (a user, or an anonymous client by its IP) may take part in at
+	// once; more get TOO_MANY_SUBSCRIPTIONS. Default: a tenth of max_distinct_subscriptions.
+	MaxDistinctSubscriptionsPerClient int `json:"max_distinct_subscriptions_per_client,omitempty"`
+
 	logger    *zap.Logger
 	storeKey  string
 	eventsKey string
@@ -300,6 +308,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		MaxRootFields:        h.MaxRootFields,
 		MaxFields:            h.MaxFields,
 		MaxResponseSize:      h.MaxResponseSize,
+		MaxFeeds:             h.MaxDistinctSubscriptions,
+		MaxFeedsPerClient:    h.MaxDistinctSubscriptionsPerClient,
 	})
 	if err != nil {
 		return fmt.Errorf("graphql schema: %w", err)
@@ -515,6 +525,7 @@ func (h *Handler) Validate() error {
 	for name, n := range map[string]int{
 		"max_query_length": h.MaxQueryLength, "max_depth": h.MaxDepth, "max_cost": h.MaxCost,
 		"max_aliases": h.MaxAliases, "max_root_fields": h.MaxRootFields, "max_fields": h.MaxFields,
+		"max_distinct_subscriptions": h.MaxDistinctSubscriptions, "max_distinct_subscriptions_per_client": h.MaxDistinctSubscriptionsPerClient,
 	} {
 		if n < 0 { // 0 is the default, which schema.New fills in
 			errs = append(errs, fmt.Errorf("%s must be at least 1", name))

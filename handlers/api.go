@@ -67,7 +67,8 @@ func New(cfg Config) *API {
 }
 
 // Route returns the handler for r, or nil when r is for none of the API's paths and should go
-// to whatever comes next.
+// to whatever comes next. Every path under /posts/ is the API's: one that names no post
+// (/posts/, /posts/{id}/, /posts/a/b) is a 404 from here, not another handler's to serve.
 func (a *API) Route(r *http.Request) http.Handler {
 	switch {
 	case r.URL.Path == graphqlPath:
@@ -81,10 +82,12 @@ func (a *API) Route(r *http.Request) http.Handler {
 		return nil
 	case rest == "":
 		return a.collection
-	case len(rest) > 1 && rest[0] == '/' && !strings.Contains(rest[1:], "/"):
+	case rest[0] != '/':
+		return nil // /postsXYZ is another path
+	case len(rest) > 1 && !strings.Contains(rest[1:], "/"):
 		return a.item
 	}
-	return nil
+	return http.HandlerFunc(a.noRoute)
 }
 
 // serveGraphiQLFiles serves GraphiQL's JavaScript and CSS, to anyone: they hold no data.

@@ -176,7 +176,13 @@ func graphQLQuery(raw string) (schema.Request, error) {
 		case len(vs) > 1:
 			return nil, badRequest("query parameter %q is given more than once", name)
 		case name == "query" || name == "operationName":
+			if err := checkUTF8("query parameter "+name, vs[0]); err != nil {
+				return nil, err
+			}
 			return json.Marshal(vs[0]) // a JSON string, to be read as a POST's member is
+		}
+		if err := checkJSONText("query parameter "+name, []byte(vs[0])); err != nil {
+			return nil, err
 		}
 		return json.RawMessage(vs[0]), nil
 	}, true)

@@ -133,10 +133,14 @@ func TestGraphQLRequests(t *testing.T) {
 		}
 	})
 	for name, raw := range map[string]string{
-		"a query given twice":         "query=a&query=b",
-		"variables that are not JSON": "query=q&variables=%7Bn",
-		"no query":                    "variables=%7B%7D",
-		"a malformed query string":    "query=%zz",
+		"a query given twice":             "query=a&query=b",
+		"variables that are not JSON":     "query=q&variables=%7Bn",
+		"no query":                        "variables=%7B%7D",
+		"a malformed query string":        "query=%zz",
+		"a query that is not UTF-8":       "query=%7Bposts%7Bid%7D%7D%FF",
+		"an operationName not UTF-8":      "query=q&operationName=%FF",
+		"variables that are not UTF-8":    "query=q&variables=%7B%22n%22%3A%22%FF%22%7D",
+		"variables with half a surrogate": "query=q&variables=%7B%22n%22%3A%22%5Cud800%22%7D",
 	} {
 		t.Run("a GET with "+name+" is refused", func(t *testing.T) {
 			if _, err := graphQLQuery(raw); err == nil {

@@ -16,28 +16,36 @@ import (
 )
 
 func TestRouteMatchesOnlyTheAPIPaths(t *testing.T) {
-	a := New(Config{})
+	a := New(Config{Logger: zap.NewNop()})
 	// Which endpoint a path reaches shows in the Allow header of a PUT, which every path refuses.
 	const collection, item = "GET, HEAD, POST", "GET, HEAD, PATCH, DELETE"
+	const next, notFound = "", "404"
 	tests := []struct{ path, allow string }{
 		{"/posts", collection},
 		{"/posts/6b011fa03aa928307595aeda", item},
 		{"/posts/anything", item},
-		{"/posts/", ""},
-		{"/posts/a/b", ""},
-		{"/postsx", ""},
-		{"/", ""},
-		{"/api/posts", ""},
+		{"/posts/", notFound},
+		{"/posts//", notFound},
+		{"/posts/6b011fa03aa928307595aeda/", notFound},
+		{"/posts/a/b", notFound},
+		{"/postsx", next},
+		{"/postsXYZ/a", next},
+		{"/", next},
+		{"/api/posts", next},
 		{"/graphql", "GET, HEAD, POST"},
 		{"/graphql/graphiql/3.9.0/graphiql.min.js", "GET, HEAD"},
-		{"/graphql/", ""},
-		{"/graphqlx", ""},
+		{"/graphql/", next},
+		{"/graphqlx", next},
 	}
 	for _, tt := range tests {
-		t.Run(tt.path, func(t *testing.T) {
+		name := map[string]string{next: " goes to the next handler", notFound: " is a 404 from the API"}[tt.allow]
+		if name == "" {
+			name = " reaches the endpoint that allows " + tt.allow
+		}
+		t.Run(tt.path+name, func(t *testing.T) {
 			r := httptest.NewRequest("PUT", tt.path, nil)
 			h := a.Route(r)
-			if tt.allow == "" {
+			if tt.allow == next {
 				if h != nil {
 					t.Error("routed; want nil so the next handler serves it")
 				}
@@ -48,10 +56,28 @@ func TestRouteMatchesOnlyTheAPIPaths(t *testing.T) {
 			}
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
+			if tt.allow == notFound {
+				wantError(t, w.Code, w.Body.Bytes(), 404, "no such path")
+				return
+			}
 			if w.Code != http.StatusMethodNotAllowed || w.Header().Get("Allow") != tt.allow {
 				t.Errorf("PUT %s = %d, Allow %q; want 405, Allow %q", tt.path, w.Code, w.Header().Get("Allow"), tt.allow)
 			}
 		})
+	}
+}
+
+// wantError checks a response of status want whose body is {"error": "..."} with the message
+// containing message.
+func wantError(t *testing.T, status int, body []byte, want int, message string) {
+	t.Helper()
+	var e map[string]any
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("%d %q: not JSON: %v", status, body, err)
+	}
+	got, _ := e["error"].(string)
+	if status != want || len(e) != 1 || !strings.Contains(got, message) {
+		t.Errorf("%d %s; want %d {\"error\": \"...%s...\"}", status, body, want, message)
 	}
 }
 
@@ -81,6 +107,18 @@ func TestParseObject(t *testing.T) {
 		{"a duplicate member", `{"a": 1, "a": 2}`, `"a" is given more than once`},
 		{"a second value after the object", `{} {}`, "nothing after it"},
 		{"garbage after the object", `{}x`, "nothing after it"},
+		{"a byte that is not UTF-8 in a string", "{\"title\": \"a\xffb\"}", "not valid UTF-8: byte 12 (0xff)"},
+		{"a byte that is not UTF-8 in a member name", "{\"tit\xc3le\": \"x\"}", "not valid UTF-8: byte 5 (0xc3)"},
+		{"a byte that is not UTF-8 between members", "{\"title\": \"x\",\xa0\"body\": null}", "not valid UTF-8: byte 14 (0xa0)"},
+		{"a byte that is not UTF-8 after the object", "{}\x80", "not valid UTF-8: byte 2"},
+		{"a UTF-8 sequence cut short", "{\"title\": \"\xe2\x82\"}", "not valid UTF-8"},
+		{"an overlong encoding of a slash", "{\"title\": \"\xc0\xaf\"}", "not valid UTF-8"},
+		{"a surrogate encoded in UTF-8 bytes", "{\"title\": \"\xed\xa0\x80\"}", "not valid UTF-8"},
+		{"a lone high surrogate escape", `{"title": "a\ud83d"}`, `the escape \ud83d at byte 12 is half of a surrogate pair`},
+		{"a lone low surrogate escape", `{"title": "\uDE00"}`, `the escape \uDE00 at byte 11`},
+		{"a high surrogate escape followed by another", `{"title": "\ud83d\ud83d"}`, "half of a surrogate pair"},
+		{"a lone surrogate escape in a member name", `{"\udc00": 1}`, "half of a surrogate pair"},
+		{"a lone surrogate escape at the end of the body", `{"title": "\ud800`, "half of a surrogate pair"},
 	}
 	for _, tt := range bad {
 		t.Run("400 for "+tt.name, func(t *testing.T) {
@@ -88,6 +126,27 @@ func TestParseObject(t *testing.T) {
 			var he *httpError
 			if !errors.As(err, &he) || he.status != 400 || !strings.Contains(he.message, tt.want) {
 				t.Errorf("err = %v; want 400 containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseObjectKeepsWhatUTF8Spells(t *testing.T) {
+	tests := []struct{ name, body, want string }{
+		{"a surrogate pair escape is one character", `{"t": "\ud83d\ude00"}`, "😀"},
+		{"an escaped backslash before u is no escape", `{"t": "\\ud800"}`, `\ud800`},
+		{"U+FFFD sent as such is kept", "{\"t\": \"\\ufffd\xef\xbf\xbd\"}", "\ufffd\ufffd"},
+		{"characters of every UTF-8 length are kept", "{\"t\": \"a\xc3\xa9\xe8\xaa\x9e\xf0\x9f\x99\x82\"}", "aé語🙂"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			members, err := parseObject([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := stringOrNull(members[0])
+			if err != nil || *s != tt.want {
+				t.Errorf("decoded %q, %v; want %q", *s, err, tt.want)
 			}
 		})
 	}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/postsedge/caddy-posts/posts"
 )
@@ -44,15 +46,92 @@ func pageJSON(ps []posts.Post) []postJSON {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	setJSONHeaders(w)
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the status is sent; a client that went away is no one's fault
+}
+
+// setJSONHeaders sets the headers of every JSON response.
+func setJSONHeaders(w http.ResponseWriter) {
 	// Both values in one array rather than one slice each; each is capped, so an append by a
 	// later handler copies it rather than write over the other.
 	values := []string{"application/json", "nosniff"}
 	h := w.Header()
 	h["Content-Type"], h["X-Content-Type-Options"] = values[:1:1], values[1:]
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // the status is sent; a client that went away is no one's fault
+}
+
+// pageFits is how many of the first posts of ps make a page of at most limit bytes as writeJSON
+// writes it; the first post counts whatever its size, as a post is always sent whole. A page
+// cut there is encoded whole: it is no larger than limit, or than one post.
+func pageFits(ps []posts.Post, limit int64) int {
+	size := int64(len("[]\n"))
+	for i, p := range ps {
+		size += int64(postSize(p))
+		if i > 0 {
+			size++ // the comma
+		}
+		if size > limit && i > 0 {
+			return i
+		}
+	}
+	return len(ps)
+}
+
+// emptyPostSize is the size of a postJSON whose strings are all empty and that has no body;
+// bodyMemberSize is what a body adds besides its string's characters.
+var emptyPostSize, bodyMemberSize = func() (int, int) {
+	without, _ := json.Marshal(postJSON{})
+	with, _ := json.Marshal(postJSON{Body: new(string)})
+	return len(without), len(with) - len(without)
+}()
+
+// postSize is the size of p as writeJSON writes it, found without encoding it: the page can
+// then be cut before its headers (the Link) are sent, and each post encoded once.
+func postSize(p posts.Post) int {
+	n := emptyPostSize + stringSize(p.ID) + stringSize(p.UserID) + stringSize(p.Title) + timeSize(p.CreatedAt) + timeSize(p.UpdatedAt)
+	if p.Body != nil {
+		n += bodyMemberSize + stringSize(*p.Body)
+	}
+	return n
+}
+
+// timeSize is the size of t as toJSON writes it, quotes left out.
+func timeSize(t time.Time) int {
+	t = t.UTC()
+	if y := t.Year(); 0 <= y && y <= 9999 {
+		return len(posts.TimeFormat) - len("Z07:00") + len("Z") // the zone of UTC is Z
+	}
+	var b [64]byte
+	return len(t.AppendFormat(b[:0], posts.TimeFormat))
+}
+
+// stringSize is the size of s as encoding/json writes it without HTML escaping, quotes left out.
+func stringSize(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n++ // \n
+			case c < 0x20:
+				n += 5 // \u001f
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 5 // \ufffd for one byte
+		case r == '\u2028' || r == '\u2029':
+			n += 6 - size // \u2028 for three bytes
+		}
+		i += size
+	}
+	return n
 }
 
 // member is one member of a JSON object, its value not yet decoded.
@@ -88,6 +167,9 @@ func (a *API) readObject(w http.ResponseWriter, r *http.Request, types ...string
 func parseObject(data []byte) ([]member, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, badRequest("the body is empty; send a JSON object")
+	}
+	if err := checkJSONText("the body", data); err != nil {
+		return nil, err // before decoding, which would turn it into U+FFFD unseen
 	}
 	notJSON := func(err error) error {
 		if errors.Is(err, io.EOF) {
@@ -128,6 +210,89 @@ func parseObject(data []byte) ([]member, error) {
 		return nil, badRequest("the body must hold one JSON object and nothing after it")
 	}
 	return members, nil
+}
+
+// checkUTF8 returns a 400 naming what when text is not valid UTF-8, so that nothing silently
+// becomes U+FFFD. GraphQL's GET parameters (query, operationName) call it too.
+func checkUTF8(what, text string) error {
+	if utf8.ValidString(text) {
+		return nil
+	}
+	for i := 0; ; {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		if r == utf8.RuneError && size == 1 {
+			return badRequest("%s is not valid UTF-8: byte %d (0x%02x) is not part of a character", what, i, text[i])
+		}
+		i += size
+	}
+}
+
+// checkJSONText is checkUTF8 for JSON text, which also refuses a \u escape of half a surrogate
+// pair without the other half: it encodes no character, and encoding/json decodes it as U+FFFD.
+// Every JSON request body passes here (readObject: REST and GraphQL's POST); GraphQL's GET
+// parameters that hold JSON (variables, extensions) call it too.
+func checkJSONText(what string, data []byte) error {
+	if !utf8.Valid(data) {
+		return checkUTF8(what, string(data))
+	}
+	if i := loneSurrogate(data); i >= 0 {
+		return badRequest("%s is not valid UTF-8: the escape %s at byte %d is half of a surrogate pair", what, data[i:i+6], i)
+	}
+	return nil
+}
+
+// loneSurrogate is the offset of the first \uD800 to \uDFFF escape in data that is not a high
+// half followed by a low half, or -1. A backslash outside a string is not JSON, which the
+// decoder reports, so data is not parsed: only escapes are read.
+func loneSurrogate(data []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(data[i:], '\\')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		r, ok := unicodeEscape(data, i)
+		if !ok {
+			// \" or \\ or another escape of one character; an escape cut short is not JSON
+			if i += 2; i >= len(data) {
+				return -1
+			}
+			continue
+		}
+		switch {
+		case r >= 0xD800 && r < 0xDC00:
+			if low, ok := unicodeEscape(data, i+6); ok && low >= 0xDC00 && low < 0xE000 {
+				i += 12
+				continue
+			}
+			return i
+		case r >= 0xDC00 && r < 0xE000:
+			return i
+		}
+		i += 6
+	}
+}
+
+// unicodeEscape reads the \uXXXX escape at data[i:], if there is one.
+func unicodeEscape(data []byte, i int) (rune, bool) {
+	if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range data[i+2 : i+6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // serverOwned are the members the server sets, lower-cased: a client may not write them in any case.

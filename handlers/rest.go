@@ -29,18 +29,29 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if page.Next != "" {
-		next := url.Values{"after": {page.Next}}
-		if q.Limit != 0 {
-			next.Set("limit", strconv.Itoa(q.Limit))
-		}
-		if q.UserID != "" {
-			next.Set("userId", q.UserID)
-		}
-		w.Header().Set("Link", fmt.Sprintf(`</posts?%s>; rel="next"`, next.Encode()))
+	// A page ends early rather than grow past MaxResponseSize; its Link then resumes after the
+	// last post sent, so that a client following Links still gets every post once.
+	n, next := pageFits(page.Posts, a.cfg.MaxResponseSize), page.Next
+	if n < len(page.Posts) {
+		next = posts.Cursor(page.Posts[n-1])
 	}
-	writeJSON(w, http.StatusOK, pageJSON(page.Posts))
+	if next != "" {
+		w.Header().Set("Link", nextLink(q, next))
+	}
+	writeJSON(w, http.StatusOK, pageJSON(page.Posts[:n]))
 	return nil
+}
+
+// nextLink is the Link header to the page of q that starts after the cursor after.
+func nextLink(q posts.ListQuery, after string) string {
+	next := url.Values{"after": {after}}
+	if q.Limit != 0 {
+		next.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.UserID != "" {
+		next.Set("userId", q.UserID)
+	}
+	return fmt.Sprintf(`</posts?%s>; rel="next"`, next.Encode())
 }
 
 // listQuery reads the query string of GET /posts, refusing unknown, repeated or malformed
@@ -131,6 +142,12 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// noRoute serves the paths under /posts/ that name no resource (/posts/, /posts/{id}/,
+// /posts/a/b): they are the API's to answer, with a 404 in its shape, whatever the method.
+func (a *API) noRoute(w http.ResponseWriter, r *http.Request) {
+	a.fail(w, r, &httpError{http.StatusNotFound, "no such path: posts are at /posts and /posts/{id}"})
 }
 
 // byteCount writes a size for people: 1 MiB, 512 KiB, 100 bytes.

@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
@@ -36,8 +35,11 @@ type Subscriptions struct {
 	InitTimeout time.Duration
 	// MaxSubscriptions is how many operations one connection may run at once.
 	MaxSubscriptions int
-	// MaxConnectionsPerUser is how many connections one user may hold, counting anonymous
-	// connections by client address (0: any).
+	// MaxConnectionsPerUser is how many connections one client may hold: a user, or an anonymous
+	// client by its address (Config.ClientIP). It is counted before the upgrade (429), by the
+	// upgrade request's credentials or address, and again when connection_init names a user
+	// (4429). Default: a tenth of MaxConnections, at least 1 and at most
+	// DefaultMaxConnectionsPerUser.
 	MaxConnectionsPerUser int
 	// MaxConnections is how many connections may be open at once; more get 503.
 	MaxConnections int
@@ -55,6 +57,9 @@ const (
 	DefaultMaxSubscriptions = 100
 	DefaultKeepAlive        = 12 * time.Second
 	DefaultMaxConnections   = 10000
+	// DefaultMaxConnectionsPerUser is the most MaxConnectionsPerUser defaults to: one client
+	// cannot hold every connection, so that others are refused.
+	DefaultMaxConnectionsPerUser = 100
 )
 
 func (s Subscriptions) withDefaults() Subscriptions {
@@ -76,6 +81,9 @@ func (s Subscriptions) withDefaults() Subscriptions {
 	if s.MaxConnections <= 0 {
 		s.MaxConnections = DefaultMaxConnections
 	}
+	if s.MaxConnectionsPerUser <= 0 {
+		s.MaxConnectionsPerUser = min(DefaultMaxConnectionsPerUser, max(1, s.MaxConnections/10))
+	}
 	return s
 }
 
@@ -93,6 +101,7 @@ const (
 	closeInitTimeout          websocket.StatusCode = 4408
 	closeSubscriberExists     websocket.StatusCode = 4409
 	closeTooManyInitialisings websocket.StatusCode = 4429
+	closeTooManyConnections   websocket.StatusCode = 4429 // as 429: a user at max_connections_per_user
 	closeInternal             websocket.StatusCode = 4500
 )
 
@@ -103,28 +112,6 @@ type closeError struct {
 }
 
 func (e *closeError) Error() string { return e.reason }
-
-// message is one message of either protocol.
-type message struct {
-	ID      string          `json:"id,omitempty"`
-	Type    string          `json:"type"`
-	Payload json.RawMessage `json:"payload,omitempty"`
-
-	op *operation // the operation a result or event is of, so that the queue drops it once the client completes it
-}
-
-// encode writes m as JSON, its payload as it is: an event's payload is encoded once, by its
-// feed, for every subscriber.
-func (m message) encode() []byte {
-	b := append([]byte(`{"type":`), mustJSON(m.Type)...)
-	if m.ID != "" {
-		b = append(append(b, `,"id":`...), mustJSON(m.ID)...)
-	}
-	if len(m.Payload) > 0 {
-		b = append(append(b, `,"payload":`...), m.Payload...)
-	}
-	return append(b, '}')
-}
 
 // protocol names the messages of one subprotocol, by what they do.
 type protocol struct {
@@ -143,15 +130,6 @@ func isWebSocket(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
-// conns tracks the open connections, so that Close can end them and the per-user cap holds.
-type conns struct {
-	mu       sync.Mutex
-	all      map[*wsConn]struct{}
-	users    map[string]int
-	reserved int // upgrades under way and connections open, against MaxConnections
-	closed   bool
-}
-
 // serveWebSocket serves GraphQL over a WebSocket on /graphql.
 func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	offered := websocketProtocols(r)
@@ -165,14 +143,16 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg := a.cfg.Subscriptions
-	if !a.conns.reserve(cfg.MaxConnections) {
+	address := a.clientAddress(r)
+	client := clientKey(upgradeCaller, address)
+	if err := a.conns.reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
 		w.Header().Set("Retry-After", retryAfter)
-		a.fail(w, r, &httpError{http.StatusServiceUnavailable, "the server holds as many WebSocket connections as it may; try again later"})
+		a.fail(w, r, err)
 		return
 	}
-	defer a.conns.release()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
 	if err != nil {
+		a.conns.release(client)
 		return // Accept has answered (403 for a foreign origin)
 	}
 	ws.SetReadLimit(cfg.ReadLimit)
@@ -181,8 +161,9 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	c := &wsConn{
 		api: a, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel,
 		room: make(chan struct{}, 1), closing: make(chan struct{}),
-		caller: upgradeCaller, ops: map[string]*operation{}, address: clientAddress(r),
+		caller: upgradeCaller, ops: map[string]*operation{}, client: client, address: address,
 	}
+	defer func() { a.conns.release(c.client) }() // by then, maybe the user's rather than the address's
 	if !a.conns.add(c) {
 		_ = ws.Close(websocket.StatusGoingAway, "the server is shutting down")
 		return
@@ -191,15 +172,6 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	// ends: it logs and counts the hijacked connection's bytes when the handler returns.
 	c.run()
 	a.conns.remove(c)
-}
-
-// clientAddress is the host of r's peer.
-func clientAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // websocketProtocols are the subprotocols r offers.
@@ -235,7 +207,7 @@ type wsConn struct {
 	caller  auth.Identity
 	acked   bool
 	ops     map[string]*operation // the operations running, by id
-	user    string                // the user counted in conns.users, once initialised
+	client  string                // the client the connection counts against (conns.clients, schema's feed shares)
 	address string                // the client's address, by which anonymous connections count
 	expiry  *time.Timer           // closes the connection when its token expires
 
@@ -324,13 +296,9 @@ func (c *wsConn) read() {
 		if err != nil || c.ending() {
 			return // the client left, the read limit (1009), or the connection is ending
 		}
-		if typ != websocket.MessageText {
-			c.fail(&closeError{closeBadRequest, "Invalid message: binary messages are not accepted"})
-			return
-		}
-		var m message
-		if err := json.Unmarshal(data, &m); err != nil || m.Type == "" {
-			c.fail(&closeError{closeBadRequest, "Invalid message received"})
+		m, why := decodeMessage(typ, data)
+		if why != nil {
+			c.fail(why)
 			return
 		}
 		if why := c.handle(m); why != nil {
@@ -385,18 +353,19 @@ func (c *wsConn) init(payload json.RawMessage) *closeError {
 	caller, err := c.authenticate(payload)
 	switch {
 	case err != nil:
-		return c.refuse("Forbidden: " + err.Error())
+		return c.refuse(closeForbidden, "Forbidden: "+err.Error())
 	case caller.Anonymous() && c.api.cfg.Subscriptions.RequireAuth:
-		return c.refuse("Forbidden: " + posts.ErrUnauthenticated.Error())
+		return c.refuse(closeForbidden, "Forbidden: "+posts.ErrUnauthenticated.Error())
 	}
-	user := caller.UserID
-	if caller.Anonymous() {
-		user = "anonymous at " + c.address
+	// Counted by its address until now, a connection whose connection_init names a user counts
+	// as theirs; a user who holds as many as they may is told so with 4429, as 429 would.
+	if client := clientKey(caller, c.address); client != c.client {
+		perClient := c.api.cfg.Subscriptions.MaxConnectionsPerUser
+		if !c.api.conns.move(c.client, client, perClient) {
+			return c.refuse(closeTooManyConnections, fmt.Sprintf("Too many connections: %d open, as many as max_connections_per_user allows", perClient))
+		}
+		c.client = client
 	}
-	if !c.api.conns.addUser(user, c.api.cfg.Subscriptions.MaxConnectionsPerUser) {
-		return c.refuse("Forbidden: this user has too many connections open")
-	}
-	c.user = user
 	if !caller.Expires.IsZero() { // closed when HTTP would refuse the token, so that a reconnect with it fails too
 		c.expiry = time.AfterFunc(time.Until(caller.Expires), func() { c.fail(&closeError{closeForbidden, "Forbidden: the token has expired"}) })
 	}
@@ -409,36 +378,24 @@ func (c *wsConn) init(payload json.RawMessage) *closeError {
 }
 
 // refuse is a refused connection_init; the legacy protocol says why in a message first.
-func (c *wsConn) refuse(reason string) *closeError {
+func (c *wsConn) refuse(code websocket.StatusCode, reason string) *closeError {
 	if c.proto.connectionError != "" {
 		c.reply(message{Type: c.proto.connectionError, Payload: mustJSON(map[string]string{"message": reason})})
 	}
-	return &closeError{closeForbidden, reason}
+	return &closeError{code, reason}
 }
 
 // authenticate finds the caller from the credentials of payload, which it reads as headers
 // (Authorization, or the API key header), or else keeps the caller of the upgrade request.
 func (c *wsConn) authenticate(payload json.RawMessage) (auth.Identity, error) {
-	var fields map[string]any
-	if len(payload) > 0 && string(payload) != "null" && json.Unmarshal(payload, &fields) != nil {
-		return auth.Identity{}, errors.New("the connection_init payload must be an object")
+	h, err := initHeaders(payload, c.api.cfg.Auth.APIKeyHeader)
+	if err != nil {
+		return auth.Identity{}, err
 	}
-	r := &http.Request{Header: http.Header{}}
-	for name, value := range fields {
-		name = http.CanonicalHeaderKey(name) // so that "authorization" counts as Authorization
-		if name != "Authorization" && name != http.CanonicalHeaderKey(c.api.cfg.Auth.APIKeyHeader) {
-			continue
-		}
-		s, ok := value.(string)
-		if !ok {
-			return auth.Identity{}, errors.New("the credential " + name + " must be a string")
-		}
-		r.Header.Set(name, s)
-	}
-	if len(r.Header) == 0 {
+	if len(h) == 0 {
 		return c.caller, nil
 	}
-	caller, err := c.api.cfg.Auth.Authenticate(r)
+	caller, err := c.api.cfg.Auth.Authenticate(&http.Request{Header: h})
 	if err == nil && !c.caller.Anonymous() && caller.UserID != c.caller.UserID {
 		return auth.Identity{}, errors.New("the credentials of the upgrade request and of connection_init name different users")
 	}
@@ -464,13 +421,9 @@ func (c *wsConn) subscribe(m message) *closeError {
 	case c.ops[m.ID] != nil:
 		return &closeError{closeSubscriberExists, "Subscriber for " + truncate(m.ID) + " already exists"}
 	}
-	var payload map[string]json.RawMessage
-	if json.Unmarshal(m.Payload, &payload) != nil || payload == nil {
-		return &closeError{closeBadRequest, "Invalid message received: the payload must be an object"}
-	}
-	req, err := graphQLRequest(func(name string) (json.RawMessage, error) { return payload[name], nil }, false)
-	if err != nil {
-		return &closeError{closeBadRequest, "Invalid message received: " + truncate(err.Error())}
+	req, why := subscribeRequest(m.Payload)
+	if why != nil {
+		return why
 	}
 	if len(c.ops) >= c.api.cfg.Subscriptions.MaxSubscriptions {
 		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{{
@@ -489,12 +442,16 @@ func (c *wsConn) subscribe(m message) *closeError {
 	}
 	o := &operation{id: m.ID}
 	if op.Type == "subscription" {
-		l, err := c.api.cfg.GraphQL.Listen(op, c.caller,
+		l, err := c.api.cfg.GraphQL.Listen(c.client, op, c.caller,
 			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
 			func(err error) { c.spawn(func() { c.feedEnded(o, err) }) })
 		if err != nil {
+			code := schema.CodeUnavailable // ErrTooManyFeeds: the server's share is taken, for now
+			if errors.Is(err, schema.ErrTooManyFeedsPerClient) {
+				code = schema.CodeTooManySubscriptions
+			}
 			c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{{
-				Message: err.Error(), Extensions: map[string]any{"code": schema.CodeUnavailable}}})})
+				Message: err.Error(), Extensions: map[string]any{"code": code}}})})
 			return nil
 		}
 		o.stop = l.Close
@@ -699,95 +656,3 @@ func (c *wsConn) keepAlive() {
 	}
 	c.life.Unlock()
 }
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil { // every value here encodes; a fault of ours if not
-		b, _ = json.Marshal(map[string]string{"message": "internal server error"})
-	}
-	return b
-}
-
-// truncate shortens s for a close reason, which may not exceed 123 bytes, at a character boundary.
-func truncate(s string) string {
-	if len(s) <= 64 {
-		return s
-	}
-	cut := 64
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-// reserve holds a place for one more connection, unless max are held or the API is closed.
-func (t *conns) reserve(max int) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed || t.reserved >= max {
-		return false
-	}
-	t.reserved++
-	return true
-}
-
-func (t *conns) release() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.reserved--
-}
-
-// add registers c, unless the API is closed.
-func (t *conns) add(c *wsConn) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	if t.all == nil {
-		t.all, t.users = map[*wsConn]struct{}{}, map[string]int{}
-	}
-	t.all[c] = struct{}{}
-	return true
-}
-
-// addUser counts a connection of user, unless it already has max (0: no cap).
-func (t *conns) addUser(user string, max int) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if max > 0 && t.users[user] >= max {
-		return false
-	}
-	t.users[user]++
-	return true
-}
-
-func (t *conns) remove(c *wsConn) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.all, c)
-	if c.user != "" {
-		if t.users[c.user]--; t.users[c.user] <= 0 {
-			delete(t.users, c.user)
-		}
-	}
-}
-
-// closeAll ends every connection with 1001, so clients reconnect (to the next config), and
-// refuses new ones.
-func (t *conns) closeAll() {
-	t.mu.Lock()
-	t.closed = true
-	all := make([]*wsConn, 0, len(t.all))
-	for c := range t.all {
-		all = append(all, c)
-	}
-	t.mu.Unlock()
-	for _, c := range all {
-		c.fail(&closeError{websocket.StatusGoingAway, "the server is reloading or shutting down"})
-	}
-}
-
-// Close ends the API's WebSocket connections with 1001 (going away); a reload or shutdown
-// calls it, and clients reconnect.
-func (a *API) Close() { a.conns.closeAll() }

@@ -18,17 +18,29 @@ var (
 	ErrFeedFellBehind = errors.New("the server fell behind the events of this subscription")
 	// ErrTooManyFeeds: as many distinct subscriptions run as Limits.MaxFeeds allows.
 	ErrTooManyFeeds = errors.New("the server runs as many distinct subscriptions as it may; try again later")
+	// ErrTooManyFeedsPerClient: the client takes part in as many distinct subscriptions as
+	// Limits.MaxFeedsPerClient allows. Transports answer it with CodeTooManySubscriptions.
+	ErrTooManyFeedsPerClient = errors.New("this client takes part in as many distinct subscriptions as max_distinct_subscriptions_per_client allows; complete one first")
 )
+
+// CodeTooManySubscriptions is the extensions.code of a subscription refused with
+// ErrTooManyFeedsPerClient: the client completes one of its own before it starts another.
+const CodeTooManySubscriptions = "TOO_MANY_SUBSCRIPTIONS"
 
 // RefusedError ends a Listener whose operation could not run; Errors say why.
 type RefusedError struct{ Errors []*gqlerrors.QueryError }
 
 func (e *RefusedError) Error() string { return "the subscription was refused" }
 
-// feeds are the running subscription operations, by key.
+// feeds are the running subscription operations, by key, and the share of them each client
+// takes part in.
 type feeds struct {
 	mu  sync.Mutex
 	all map[string]*feed
+	// clients are, by client, the feeds the client's listeners are in, each with how many of
+	// them: a client with a feed counts once however many times it listens to it. A client
+	// with none has no entry.
+	clients map[string]map[*feed]int
 }
 
 // feed is one execution of a subscription operation, shared by its listeners: each event is
@@ -43,6 +55,7 @@ type feed struct {
 type Listener struct {
 	s       *Schema
 	f       *feed
+	client  string
 	deliver func(json.RawMessage)
 	ended   func(error)
 	done    bool
@@ -55,9 +68,12 @@ func (l *Listener) Close() {
 	l.s.leave(l)
 }
 
-// Listen joins the feed of op, a subscription, for caller: subscribers of the same document,
-// operation name and variables share one, unless op selects the caller's own email, which
-// gives each caller a feed of their own.
+// Listen joins the feed of op, a subscription, for caller, a listener of client (the key a
+// transport counts its client by: the user, or an anonymous client's address): subscribers of
+// the same document, operation name and variables share one, unless op selects the caller's
+// own email, which gives each caller a feed of their own. A client may take part in
+// Limits.MaxFeedsPerClient feeds at once (ErrTooManyFeedsPerClient), and the server run
+// Limits.MaxFeeds (ErrTooManyFeeds); a listener counts against both until it leaves.
 //
 // deliver gets each response, encoded once for all the feed's listeners. It is called by the
 // feed's goroutine, one listener after the other, and must not block: a transport queues the
@@ -67,19 +83,23 @@ func (l *Listener) Close() {
 //
 // Delivering through a callback rather than a channel leaves an idle subscription with no
 // goroutine and no queue of its own.
-func (s *Schema) Listen(op *Operation, caller auth.Identity, deliver func(json.RawMessage), ended func(error)) (*Listener, error) {
+func (s *Schema) Listen(client string, op *Operation, caller auth.Identity, deliver func(json.RawMessage), ended func(error)) (*Listener, error) {
 	vars, _ := json.Marshal(op.request.Variables) // its keys sorted: equal variables, equal bytes
 	key := op.request.OperationName + "\x00" + string(vars) + "\x00" + op.document
 	var as auth.Identity // the answer is everyone's, so resolve it for no one in particular
 	if op.personal {
 		key, as = caller.UserID+"\x00"+key, caller
 	}
-	l := &Listener{s: s, deliver: deliver, ended: ended}
+	l := &Listener{s: s, client: client, deliver: deliver, ended: ended}
 	s.feeds.mu.Lock()
 	defer s.feeds.mu.Unlock()
 	f := s.feeds.all[key]
+	mine := s.feeds.clients[client]
 	if f == nil && len(s.feeds.all) >= s.limits.MaxFeeds {
 		return nil, ErrTooManyFeeds
+	}
+	if _, in := mine[f]; !in && len(mine) >= s.limits.MaxFeedsPerClient {
+		return nil, ErrTooManyFeedsPerClient
 	}
 	if f == nil {
 		ctx, cancel := context.WithCancel(auth.NewContext(context.Background(), as))
@@ -91,9 +111,31 @@ func (s *Schema) Listen(op *Operation, caller auth.Identity, deliver func(json.R
 		ctx = withOverflow(ctx, func() { s.endFeed(f, ErrFeedFellBehind) })
 		go s.run(ctx, f, op)
 	}
+	if mine == nil {
+		if s.feeds.clients == nil {
+			s.feeds.clients = map[string]map[*feed]int{}
+		}
+		mine = map[*feed]int{}
+		s.feeds.clients[client] = mine
+	}
+	mine[f]++
 	l.f = f
 	f.listeners[l] = struct{}{}
 	return l, nil
+}
+
+// ClientFeeds is how many feeds client takes part in, against Limits.MaxFeedsPerClient.
+func (s *Schema) ClientFeeds(client string) int {
+	s.feeds.mu.Lock()
+	defer s.feeds.mu.Unlock()
+	return len(s.feeds.clients[client])
+}
+
+// FeedClients is how many clients take part in a feed.
+func (s *Schema) FeedClients() int {
+	s.feeds.mu.Lock()
+	defer s.feeds.mu.Unlock()
+	return len(s.feeds.clients)
 }
 
 // run executes the feed's operation and hands each response to every listener.
@@ -140,6 +182,15 @@ func (s *Schema) leave(l *Listener) bool {
 	}
 	l.done = true
 	delete(l.f.listeners, l)
+	// The one place a listener leaves: its client's share is given back here, whether it was
+	// closed or its feed ended.
+	mine := s.feeds.clients[l.client]
+	if mine[l.f]--; mine[l.f] == 0 {
+		delete(mine, l.f)
+		if len(mine) == 0 {
+			delete(s.feeds.clients, l.client)
+		}
+	}
 	if len(l.f.listeners) == 0 {
 		s.stop(l.f)
 	}

@@ -3,6 +3,8 @@ package schema_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,9 +32,19 @@ type listener struct {
 // listen joins the feed of query with vars, as caller.
 func listen(t *testing.T, s *schema.Schema, query string, vars map[string]any, caller auth.Identity) *listener {
 	t.Helper()
+	l, err := listenAs(t, s, "user "+caller.UserID, query, vars, caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// listenAs joins the feed of query with vars, as caller, counted against client's share.
+func listenAs(t *testing.T, s *schema.Schema, client, query string, vars map[string]any, caller auth.Identity) (*listener, error) {
+	t.Helper()
 	l := &listener{c: make(chan string, 16)}
 	var err error
-	l.Listener, err = s.Listen(prepare(t, s, query, vars), caller,
+	l.Listener, err = s.Listen(client, prepare(t, s, query, vars), caller,
 		func(p json.RawMessage) {
 			select {
 			case l.c <- string(p):
@@ -41,10 +53,7 @@ func listen(t *testing.T, s *schema.Schema, query string, vars map[string]any, c
 			}
 		},
 		func(err error) { l.err = err; close(l.c) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return l, err
 }
 
 func next(t *testing.T, l *listener) string {
@@ -163,7 +172,104 @@ func TestTheNumberOfFeedsIsCapped(t *testing.T) {
 	defer first.Close()
 	same := listen(t, s, query, map[string]any{"u": "alice"}, bob) // joins the running feed
 	defer same.Close()
-	if _, err := s.Listen(prepare(t, s, query, map[string]any{"u": "bob"}), alice, func(json.RawMessage) {}, func(error) {}); !errors.Is(err, schema.ErrTooManyFeeds) {
+	if _, err := s.Listen("user alice", prepare(t, s, query, map[string]any{"u": "bob"}), alice, func(json.RawMessage) {}, func(error) {}); !errors.Is(err, schema.ErrTooManyFeeds) {
 		t.Errorf("a second distinct feed: %v; want ErrTooManyFeeds", err)
+	}
+}
+
+func TestEachClientHasItsShareOfFeeds(t *testing.T) {
+	s, _, _ := subscribed(t, 4, schema.Limits{MaxFeeds: 10, MaxFeedsPerClient: 2})
+	const query = `subscription($u: ID) { postCreated(userId: $u) { id } }`
+	of := func(u string) map[string]any { return map[string]any{"u": u} }
+	mustListen := func(t *testing.T, client, u string) *listener {
+		t.Helper()
+		l, err := listenAs(t, s, client, query, of(u), auth.Identity{})
+		if err != nil {
+			t.Fatalf("%s listening to %s: %v", client, u, err)
+		}
+		return l
+	}
+	one, two := mustListen(t, "a", "1"), mustListen(t, "a", "2")
+	again := mustListen(t, "a", "1") // a feed the client is in already counts once
+
+	t.Run("a client at its share is refused a third distinct feed, even one that runs", func(t *testing.T) {
+		other := mustListen(t, "b", "3")
+		defer other.Close()
+		for _, u := range []string{"3", "4"} {
+			if _, err := listenAs(t, s, "a", query, of(u), auth.Identity{}); !errors.Is(err, schema.ErrTooManyFeedsPerClient) {
+				t.Errorf("a third feed: %v; want ErrTooManyFeedsPerClient", err)
+			}
+		}
+		if got := s.ClientFeeds("a"); got != 2 {
+			t.Errorf("a takes part in %d feeds; want 2", got)
+		}
+	})
+	t.Run("another client still gets its own share", func(t *testing.T) {
+		x, y := mustListen(t, "c", "1"), mustListen(t, "c", "4")
+		x.Close()
+		y.Close()
+	})
+	t.Run("a client's share comes back when its last listener of a feed leaves", func(t *testing.T) {
+		one.Close()
+		if got := s.ClientFeeds("a"); got != 2 {
+			t.Errorf("with a listener of the feed left: %d feeds; want 2", got)
+		}
+		again.Close()
+		if got := s.ClientFeeds("a"); got != 1 {
+			t.Errorf("with no listener of the feed left: %d feeds; want 1", got)
+		}
+		mustListen(t, "a", "5").Close()
+	})
+	two.Close()
+	if s.FeedClients() != 0 || s.Feeds() != 0 {
+		t.Errorf("%d clients and %d feeds left; want none", s.FeedClients(), s.Feeds())
+	}
+}
+
+func TestAFeedThatEndsGivesBackItsClientsShares(t *testing.T) {
+	s := newSchemaWith(t, 10, schema.Limits{MaxFeedsPerClient: 1}) // no event broker: every feed ends at once
+	for range 3 {
+		l, err := listenAs(t, s, "a", `subscription { postDeleted }`, nil, auth.Identity{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range l.c {
+		}
+	}
+	if s.FeedClients() != 0 || s.Feeds() != 0 {
+		t.Errorf("%d clients and %d feeds left; want none", s.FeedClients(), s.Feeds())
+	}
+}
+
+// TestClientSharesUnderConcurrentListeners has clients listen and leave at once, to distinct
+// and to shared feeds, and some feeds end on their own: no client ever holds more than its
+// share, and every count is back to zero at the end (run it with -race).
+func TestClientSharesUnderConcurrentListeners(t *testing.T) {
+	const share = 3
+	s, _, _ := subscribed(t, 4, schema.Limits{MaxFeeds: 100, MaxFeedsPerClient: share})
+	const query = `subscription($u: ID) { postCreated(userId: $u) { id } }`
+	var wg sync.WaitGroup
+	for g := range 16 {
+		client := fmt.Sprint("client ", g%4)
+		wg.Go(func() {
+			for i := range 50 {
+				l, err := listenAs(t, s, client, query, map[string]any{"u": fmt.Sprint(i % 5)}, auth.Identity{})
+				switch {
+				case errors.Is(err, schema.ErrTooManyFeedsPerClient):
+					continue
+				case err != nil:
+					t.Error(err)
+					return
+				}
+				if n := s.ClientFeeds(client); n > share {
+					t.Errorf("%s takes part in %d feeds; want at most %d", client, n, share)
+				}
+				l.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if s.FeedClients() != 0 || s.Feeds() != 0 {
+		t.Errorf("%d clients and %d feeds left; want none", s.FeedClients(), s.Feeds())
 	}
 }

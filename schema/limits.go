@@ -21,7 +21,8 @@ import (
 type Limits struct {
 	// MaxQueryLength is the longest query document accepted, in bytes.
 	MaxQueryLength int
-	// MaxDepth is the deepest nesting of fields accepted.
+	// MaxDepth is the deepest nesting of fields accepted, and of lists and input objects in a
+	// value written in the query.
 	MaxDepth int
 	// MaxCost is the most values an operation may return: every object (post, user, edge, page
 	// info) and every field of one counts, with every list as long as its limit or first
@@ -35,12 +36,17 @@ type Limits struct {
 	// MaxFeedsPerClient is how many of MaxFeeds one client (a user, or an anonymous client
 	// address) may take part in at once.
 	MaxFeedsPerClient int
-	// MaxAliases is the most aliased fields an operation may have, fragments expanded.
+	// MaxAliases is the most aliased fields (an alias other than the field's name) the
+	// operation that runs may have, fragments expanded.
 	MaxAliases int
-	// MaxRootFields is the most fields an operation may select at its root, fragments expanded:
-	// for a mutation, the most writes one request makes.
+	// MaxRootFields is the most fields the operation that runs may select at its root,
+	// fragments expanded, __typename aside: for a mutation, the most writes one request makes.
 	MaxRootFields int
-	// MaxFields is the most fields an operation may select in all, fragments expanded.
+	// MaxFields is the most fields a document may select in all, fragments expanded (a fragment
+	// counts each time it is spread): those of every operation, and of fragments no operation
+	// spreads, since graphql-go validates all of them though one runs. The uses of variables and
+	// the fragment spreads and inline fragments of the document, counted the same way, may not
+	// exceed it either: graphql-go's validation repeats them for each operation too.
 	MaxFields int
 	// MaxResponseSize is the largest result an operation may produce, in bytes of JSON; past it
 	// the operation stops and answers RESPONSE_TOO_LARGE.
@@ -62,11 +68,32 @@ const (
 	MaxMaxCost = 1 << 30
 )
 
-// The codes of requests refused before execution, as Apollo Server names them.
+// The codes of requests refused before execution: the first two as Apollo Server names them,
+// the limits on aliases and root fields as Apollo Router names them.
 const (
 	CodeParseFailed      = "GRAPHQL_PARSE_FAILED"
 	CodeValidationFailed = "GRAPHQL_VALIDATION_FAILED"
+	// CodeMaxAliases refuses an operation with more aliased fields than max_aliases.
+	CodeMaxAliases = "MAX_ALIASES_LIMIT"
+	// CodeMaxRootFields refuses an operation with more root fields than max_root_fields.
+	CodeMaxRootFields = "MAX_ROOT_FIELDS_LIMIT"
+	// CodeMaxFields refuses a document with more fields, uses of variables or fragments than
+	// max_fields.
+	CodeMaxFields = "MAX_FIELDS_LIMIT"
 )
+
+// overlapValidationLimit bounds the pairs of selections graphql-go's validation compares to
+// check that the fields of one response name can merge, a number that grows with the square of
+// the fields: past it, validation stops with an error. 10,000 pairs cost it about 10 ms and 3 MB;
+// the 499 fields of one name that max_fields admits would make 124,251 pairs (55 ms, 25 MB) and
+// 500 fragments spread side by side 374,250. graphql-js's standard introspection query makes 1,
+// ten copies of __schema { types { name fields { name args { name type { name } } } } } 405.
+const overlapValidationLimit = 10_000
+
+// printedGrowth is how many times longer than the client's text the document Prepare prints can
+// be: a DEL in a string (one byte) prints as \u007F (six). graphql-go's own limit on a query's
+// length is that many times max_query_length, so that it refuses no document Prepare admits.
+const printedGrowth = 6
 
 // maxIntrospectionLists is how deep the lists of introspection that lead back to types may
 // nest (graphql-js's MaxIntrospectionDepthRule): the standard query needs 2, and each level
@@ -112,7 +139,9 @@ var definitions = sync.OnceValues(func() (map[string]*ast.Definition, error) {
 })
 
 // Prepare parses req, picks its operation and checks it against the limits. A refusal is a
-// request error: nothing has run.
+// request error: nothing has run. The first check after parsing is the admission pass (see
+// admission), linear in the document's size, so that whatever reads the document after it (the
+// variables, the cost, graphql-go's validation) reads one of bounded size.
 func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 	if n := s.limits.MaxQueryLength; len(req.Query) > n {
 		return nil, refused(CodeValidationFailed, nil, "the query is %d bytes long, more than the limit of %d (max_query_length)", len(req.Query), n)
@@ -135,12 +164,14 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 	if qerr != nil {
 		return nil, qerr
 	}
+	if qerr := s.admit(doc, op); qerr != nil {
+		return nil, qerr
+	}
 	if req.Variables, qerr = s.variables(op, req.Variables); qerr != nil {
 		return nil, qerr
 	}
 	c := &coster{schema: s, doc: doc, op: op, vars: req.Variables, memo: map[costKey]int{}, active: map[string]bool{}}
-	root := map[ast.Operation]string{ast.Query: "Query", ast.Mutation: "Mutation", ast.Subscription: "Subscription"}[op.Operation]
-	cost := c.selections(op.SelectionSet, root, 0, -1)
+	cost := c.selections(op.SelectionSet, operationRoots[op.Operation], 0, -1)
 	if c.refusal != nil {
 		return nil, c.refusal
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +79,10 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error)
 	opts := []graphql.SchemaOpt{
 		graphql.UseStringDescriptions(),
 		graphql.MaxDepth(limits.MaxDepth),
+		// Prepare has bounded the document; these bound graphql-go's own validation of it
+		// (and of a client's text that Execute validates again for its error locations).
+		graphql.OverlapValidationLimit(overlapValidationLimit),
+		graphql.MaxQueryLength(limits.MaxQueryLength * printedGrowth),
 		graphql.PanicHandler(r),
 		graphql.Logger(r),
 		// graphql-go's default of 1s would end a whole feed when the store is slow to resolve
@@ -99,18 +104,38 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error)
 }
 
 // Execute runs op. Errors of a request that did not run (validation) carry
-// GRAPHQL_VALIDATION_FAILED and the response has no data.
+// GRAPHQL_VALIDATION_FAILED and the response has no data. An operation whose result grows past
+// max_response_size stops there and answers one RESPONSE_TOO_LARGE error and data: null (see
+// budget). A response has at most MaxErrors errors and one more that says how many were cut.
 func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 	req := op.request
-	res := s.exec.Exec(ctx, op.document, req.OperationName, req.Variables)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	b := newBudget(s.limits.MaxResponseSize, op.document, stop)
+	b.charge(b.object(rootTypes[op.Type]))
+	res := s.exec.Exec(withBudget(ctx, b), op.document, req.OperationName, req.Variables)
+	// The length check is a second lock: introspection's resolvers are graphql-go's, which
+	// charge nothing (the schema and max_root_fields bound them).
+	if b.exceeded() || int64(len(res.Data)) > s.limits.MaxResponseSize {
+		return tooLarge(s.limits.MaxResponseSize)
+	}
 	if res.Data == nil {
 		if invalid(res.Errors) {
 			res.Errors = s.locatedInQuery(req, res.Errors)
 		}
+		res.Errors = capErrors(res.Errors)
 		tagRequestErrors(res.Errors)
+		return res
+	}
+	if len(res.Errors) > MaxErrors {
+		res.Errors = capErrors(res.Errors)
+		res.Errors[MaxErrors].Extensions = map[string]any{"code": CodeTooManyErrors}
 	}
 	return res
 }
+
+// rootTypes are the root types of the operation types.
+var rootTypes = map[string]string{"query": "Query", "mutation": "Mutation", "subscription": "Subscription"}
 
 // tagRequestErrors gives the errors of a request that did not run the code that says so.
 func tagRequestErrors(errs []*gqlerrors.QueryError) {
@@ -145,16 +170,27 @@ type Resolver struct {
 	logger *zap.Logger
 }
 
+// Each resolver object carries the budget of the execution it belongs to (nil outside one): its
+// fields take no context, so graphql-go resolves them in line, and charge it as they return.
+
 // Post resolves Query.post.
 func (r *Resolver) Post(ctx context.Context, args struct{ ID graphql.ID }) (*Post, error) {
+	b := budgetOf(ctx)
+	if err := b.err(); err != nil {
+		return nil, err
+	}
 	p, err := r.svc.Get(ctx, string(args.ID))
 	if errors.Is(err, posts.ErrNotFound) {
+		b.objectMember("post", "Post", false)
 		return nil, nil
 	}
 	if err != nil {
 		return nil, r.fail(err)
 	}
-	return r.post(p), nil
+	if !b.objectMember("post", "Post", true) {
+		return nil, errResponseTooLarge
+	}
+	return r.postIn(p, b), nil
 }
 
 type listArgs struct {
@@ -165,11 +201,15 @@ type listArgs struct {
 
 // Posts resolves Query.posts.
 func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
-	page, err := r.list(ctx, args.UserID, args.Limit, "limit", args.After)
+	b := budgetOf(ctx)
+	page, err := r.list(ctx, b, args.UserID, args.Limit, "limit", args.After)
 	if err != nil {
 		return nil, err
 	}
-	return r.withAuthors(ctx, page.Posts, graphql.HasSelectedField(ctx, "author"))
+	if !b.list("posts", "Post", len(page.Posts)) {
+		return nil, errResponseTooLarge
+	}
+	return r.withAuthors(ctx, b, page.Posts, graphql.HasSelectedField(ctx, "author"))
 }
 
 // PostsConnection resolves Query.postsConnection.
@@ -178,37 +218,44 @@ func (r *Resolver) PostsConnection(ctx context.Context, args struct {
 	First  *int32
 	After  *string
 }) (*PostConnection, error) {
-	page, err := r.list(ctx, args.UserID, args.First, "first", args.After)
+	b := budgetOf(ctx)
+	page, err := r.list(ctx, b, args.UserID, args.First, "first", args.After)
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := r.withAuthors(ctx, page.Posts, graphql.HasSelectedField(ctx, "edges.node.author"))
+	if !b.objectMember("postsConnection", "PostConnection", true) {
+		return nil, errResponseTooLarge
+	}
+	nodes, err := r.withAuthors(ctx, b, page.Posts, graphql.HasSelectedField(ctx, "edges.node.author"))
 	if err != nil {
 		return nil, err
 	}
-	return &PostConnection{page: page, posts: nodes}, nil
+	return &PostConnection{page: page, posts: nodes, b: b}, nil
 }
 
 // withAuthors makes the resolvers of ps; when the query asks for their authors, it reads them
 // all in one query rather than one per post.
-func (r *Resolver) withAuthors(ctx context.Context, ps []posts.Post, authorSelected bool) ([]*Post, error) {
-	out := r.postsOf(ps)
+func (r *Resolver) withAuthors(ctx context.Context, b *budget, ps []posts.Post, authorSelected bool) ([]*Post, error) {
+	out := r.postsOf(ps, b)
 	if !authorSelected || len(ps) == 0 {
 		return out, nil
+	}
+	if err := b.err(); err != nil {
+		return nil, err
 	}
 	authors, err := r.svc.Authors(ctx, auth.FromContext(ctx), ps)
 	if err != nil {
 		return nil, r.fail(err)
 	}
 	for _, p := range out {
-		p.author = &User{r: r, user: authors[p.post.UserID]}
+		p.author = &User{r: r, user: authors[p.post.UserID], b: b}
 	}
 	return out, nil
 }
 
-// list reads a page of posts. limitName is the argument that gave limit (limit, or first for a
-// connection), which the error names.
-func (r *Resolver) list(ctx context.Context, userID *graphql.ID, limit *int32, limitName string, after *string) (posts.Page, error) {
+// list reads a page of posts, unless b has run out. limitName is the argument that gave limit
+// (limit, or first for a connection), which the error names.
+func (r *Resolver) list(ctx context.Context, b *budget, userID *graphql.ID, limit *int32, limitName string, after *string) (posts.Page, error) {
 	var q posts.ListQuery
 	if userID != nil {
 		q.UserID = string(*userID)
@@ -225,6 +272,9 @@ func (r *Resolver) list(ctx context.Context, userID *graphql.ID, limit *int32, l
 			return posts.Page{}, r.fail(&posts.InvalidError{Field: "after", Message: "after cannot be empty"})
 		}
 	}
+	if err := b.err(); err != nil {
+		return posts.Page{}, err
+	}
 	page, err := r.svc.List(ctx, q)
 	if invalid, ok := errors.AsType[*posts.InvalidError](err); ok && invalid.Field == "limit" {
 		err = &posts.InvalidError{Field: limitName, Message: limitName + strings.TrimPrefix(invalid.Message, "limit")}
@@ -237,14 +287,25 @@ func (r *Resolver) list(ctx context.Context, userID *graphql.ID, limit *int32, l
 
 // User resolves Query.user.
 func (r *Resolver) User(ctx context.Context, args struct{ ID graphql.ID }) (*User, error) {
-	u, found, err := r.svc.User(ctx, auth.FromContext(ctx), string(args.ID))
+	return r.user(ctx, budgetOf(ctx), "user", string(args.ID))
+}
+
+// user reads the user with the id, the value of the member name, unless b has run out.
+func (r *Resolver) user(ctx context.Context, b *budget, name, id string) (*User, error) {
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	u, found, err := r.svc.User(ctx, auth.FromContext(ctx), id)
 	if err != nil {
 		return nil, r.fail(err)
+	}
+	if !b.objectMember(name, "User", found) {
+		return nil, errResponseTooLarge
 	}
 	if !found {
 		return nil, nil
 	}
-	return &User{r: r, user: u}, nil
+	return &User{r: r, user: u, b: b}, nil
 }
 
 // CreatePost resolves Mutation.createPost.
@@ -254,11 +315,16 @@ func (r *Resolver) CreatePost(ctx context.Context, args struct {
 		Body  *string
 	}
 }) (*Post, error) {
+	b := budgetOf(ctx)
+	if err := b.err(); err != nil {
+		return nil, err
+	}
 	p, err := r.svc.Create(ctx, auth.FromContext(ctx), posts.NewPost{Title: args.Input.Title, Body: args.Input.Body})
 	if err != nil {
 		return nil, r.fail(err)
 	}
-	return r.post(p), nil
+	b.objectMember("createPost", "Post", true) // done: the post is written, whatever its answer
+	return r.postIn(p, b), nil
 }
 
 // UpdatePost resolves Mutation.updatePost.
@@ -269,6 +335,10 @@ func (r *Resolver) UpdatePost(ctx context.Context, args struct {
 		Body  graphql.NullString
 	}
 }) (*Post, error) {
+	b := budgetOf(ctx)
+	if err := b.err(); err != nil {
+		return nil, err
+	}
 	ch := posts.Changes{
 		Title: posts.Change{Set: args.Input.Title.Set, Value: args.Input.Title.Value},
 		Body:  posts.Change{Set: args.Input.Body.Set, Value: args.Input.Body.Value},
@@ -277,23 +347,32 @@ func (r *Resolver) UpdatePost(ctx context.Context, args struct {
 	if err != nil {
 		return nil, r.fail(err)
 	}
-	return r.post(p), nil
+	b.objectMember("updatePost", "Post", true)
+	return r.postIn(p, b), nil
 }
 
 // DeletePost resolves Mutation.deletePost.
-func (r *Resolver) DeletePost(ctx context.Context, args struct{ ID graphql.ID }) (graphql.ID, error) {
+func (r *Resolver) DeletePost(ctx context.Context, args struct{ ID graphql.ID }) (ID, error) {
+	b := budgetOf(ctx)
+	if err := b.err(); err != nil {
+		return "", err
+	}
 	if err := r.svc.Delete(ctx, auth.FromContext(ctx), string(args.ID)); err != nil {
 		return "", r.fail(err)
 	}
-	return args.ID, nil
+	return ID(b.str("deletePost", string(args.ID))), nil
 }
 
-func (r *Resolver) post(p posts.Post) *Post { return &Post{r: r, post: p} }
+// post is the resolver of p outside an execution with a budget: an event of a subscription.
+func (r *Resolver) post(p posts.Post) *Post { return r.postIn(p, nil) }
 
-func (r *Resolver) postsOf(ps []posts.Post) []*Post {
+// postIn is the resolver of p in the execution whose budget is b.
+func (r *Resolver) postIn(p posts.Post, b *budget) *Post { return &Post{r: r, post: p, b: b} }
+
+func (r *Resolver) postsOf(ps []posts.Post, b *budget) []*Post {
 	out := make([]*Post, len(ps))
 	for i, p := range ps {
-		out[i] = r.post(p)
+		out[i] = r.postIn(p, b)
 	}
 	return out
 }
@@ -303,30 +382,41 @@ type Post struct {
 	r      *Resolver
 	post   posts.Post
 	author *User // read ahead with the list the post came in, if any
+	b      *budget
 }
 
-func (p *Post) ID() graphql.ID     { return graphql.ID(p.post.ID) }
-func (p *Post) UserID() graphql.ID { return graphql.ID(p.post.UserID) }
-func (p *Post) Title() string      { return p.post.Title }
-func (p *Post) Body() *string      { return p.post.Body }
-func (p *Post) CreatedAt() Time    { return Time{p.post.CreatedAt} }
-func (p *Post) UpdatedAt() Time    { return Time{p.post.UpdatedAt} }
+func (p *Post) ID() ID        { return ID(p.b.str("id", p.post.ID)) }
+func (p *Post) UserID() ID    { return ID(p.b.str("userId", p.post.UserID)) }
+func (p *Post) Title() string { return p.b.str("title", p.post.Title) }
+func (p *Post) Body() *string { return p.b.optStr("body", p.post.Body) }
+func (p *Post) CreatedAt() Time {
+	p.b.time("createdAt", p.post.CreatedAt)
+	return Time{p.post.CreatedAt}
+}
+func (p *Post) UpdatedAt() Time {
+	p.b.time("updatedAt", p.post.UpdatedAt)
+	return Time{p.post.UpdatedAt}
+}
 func (p *Post) Author(ctx context.Context) (*User, error) {
 	if p.author != nil {
+		if !p.b.objectMember("author", "User", true) {
+			return nil, errResponseTooLarge
+		}
 		return p.author, nil
 	}
-	return p.r.User(ctx, struct{ ID graphql.ID }{p.UserID()})
+	return p.r.user(ctx, p.b, "author", p.post.UserID)
 }
 
 // User resolves a User.
 type User struct {
 	r    *Resolver
 	user posts.User
+	b    *budget
 }
 
-func (u *User) ID() graphql.ID { return graphql.ID(u.user.ID) }
-func (u *User) Name() *string  { return u.user.Name }
-func (u *User) Email() *string { return u.user.Email }
+func (u *User) ID() ID         { return ID(u.b.str("id", u.user.ID)) }
+func (u *User) Name() *string  { return u.b.optStr("name", u.user.Name) }
+func (u *User) Email() *string { return u.b.optStr("email", u.user.Email) }
 
 // Posts resolves User.posts. Their author is this user, so it costs no query.
 func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post, error) {
@@ -335,12 +425,15 @@ func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post,
 		n := int32(min(UserPostsLimit, u.r.svc.MaxLimit()))
 		limit = &n
 	}
-	id := u.ID()
-	page, err := u.r.list(ctx, &id, limit, "limit", nil)
+	id := graphql.ID(u.user.ID)
+	page, err := u.r.list(ctx, u.b, &id, limit, "limit", nil)
 	if err != nil {
 		return nil, err
 	}
-	out := u.r.postsOf(page.Posts)
+	if !u.b.list("posts", "Post", len(page.Posts)) {
+		return nil, errResponseTooLarge
+	}
+	out := u.r.postsOf(page.Posts, u.b)
 	for _, p := range out {
 		p.author = u
 	}
@@ -351,9 +444,13 @@ func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post,
 type PostConnection struct {
 	page  posts.Page
 	posts []*Post
+	b     *budget
 }
 
 func (c *PostConnection) Edges() []*PostEdge {
+	if !c.b.list("edges", "PostEdge", len(c.posts)) {
+		return nil
+	}
 	edges := make([]*PostEdge, len(c.posts))
 	for i, p := range c.posts {
 		edges[i] = &PostEdge{node: p}
@@ -362,7 +459,10 @@ func (c *PostConnection) Edges() []*PostEdge {
 }
 
 func (c *PostConnection) PageInfo() *PageInfo {
-	info := &PageInfo{hasNext: c.page.Next != ""}
+	if !c.b.objectMember("pageInfo", "PageInfo", true) {
+		return nil
+	}
+	info := &PageInfo{hasNext: c.page.Next != "", b: c.b}
 	if n := len(c.page.Posts); n > 0 {
 		cursor := posts.Cursor(c.page.Posts[n-1])
 		info.endCursor = &cursor
@@ -373,17 +473,26 @@ func (c *PostConnection) PageInfo() *PageInfo {
 // PostEdge is a post and its cursor.
 type PostEdge struct{ node *Post }
 
-func (e *PostEdge) Cursor() string { return posts.Cursor(e.node.post) }
-func (e *PostEdge) Node() *Post    { return e.node }
+func (e *PostEdge) Cursor() string { return e.node.b.str("cursor", posts.Cursor(e.node.post)) }
+func (e *PostEdge) Node() *Post {
+	if !e.node.b.objectMember("node", "Post", true) {
+		return nil
+	}
+	return e.node
+}
 
 // PageInfo says where a page ends.
 type PageInfo struct {
 	hasNext   bool
 	endCursor *string
+	b         *budget
 }
 
-func (i *PageInfo) HasNextPage() bool  { return i.hasNext }
-func (i *PageInfo) EndCursor() *string { return i.endCursor }
+func (i *PageInfo) HasNextPage() bool {
+	i.b.scalar("hasNextPage", len(strconv.FormatBool(i.hasNext)))
+	return i.hasNext
+}
+func (i *PageInfo) EndCursor() *string { return i.b.optStr("endCursor", i.endCursor) }
 
 // Time is the Time scalar: RFC 3339 in UTC with milliseconds.
 type Time struct{ time.Time }

@@ -7,12 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
-	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/sqlite"
@@ -46,17 +42,7 @@ func newSchemaWith(t testing.TB, maxLimit int, limits schema.Limits, calls ...*c
 	if len(calls) > 0 {
 		st = counted{st, calls[0]}
 	}
-	svc := posts.NewService(posts.Config{
-		Store:    st,
-		Timeout:  5 * time.Second,
-		MaxLimit: maxLimit,
-		Logger:   zap.NewNop(),
-	})
-	s, err := schema.New(svc, zap.NewNop(), limits)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return s
+	return newSchemaOver(t, st, maxLimit, limits)
 }
 
 // exec runs an operation as caller and returns its data as JSON and the codes of its errors.

@@ -40,6 +40,16 @@ func (s *Schema) variables(op *ast.OperationDefinition, given map[string]any) (m
 	return out, nil
 }
 
+// scalarWants say what a value of each scalar GraphQL defines is, for messages; any other
+// scalar reads its own values.
+var scalarWants = map[string]string{
+	"Int":     "an Int (a whole number from -2147483648 to 2147483647)",
+	"Float":   "a Float",
+	"String":  "a String",
+	"Boolean": "a Boolean",
+	"ID":      "an ID (a string or a whole number)",
+}
+
 func badVariable(v *ast.VariableDefinition, format string, args ...any) *gqlerrors.QueryError {
 	return &gqlerrors.QueryError{Message: fmt.Sprintf(format, args...), Locations: at(v.Position), Extensions: map[string]any{"code": CodeBadUserInput}}
 }
@@ -73,22 +83,22 @@ func (s *Schema) coerce(value any, t *ast.Type, path string) (coerced any, probl
 		if n, ok := value.(float64); ok && n == math.Trunc(n) && n >= math.MinInt32 && n <= math.MaxInt32 {
 			return value, ""
 		}
-		return wrong("an Int (a whole number from -2147483648 to 2147483647)")
+		return wrong(scalarWants["Int"])
 	case "Float":
 		if _, ok := value.(float64); ok {
 			return value, ""
 		}
-		return wrong("a Float")
+		return wrong(scalarWants["Float"])
 	case "String":
 		if _, ok := value.(string); ok {
 			return value, ""
 		}
-		return wrong("a String")
+		return wrong(scalarWants["String"])
 	case "Boolean":
 		if _, ok := value.(bool); ok {
 			return value, ""
 		}
-		return wrong("a Boolean")
+		return wrong(scalarWants["Boolean"])
 	case "ID":
 		switch id := value.(type) {
 		case string:
@@ -98,7 +108,7 @@ func (s *Schema) coerce(value any, t *ast.Type, path string) (coerced any, probl
 				return strconv.FormatInt(int64(id), 10), ""
 			}
 		}
-		return wrong("an ID (a string or a whole number)")
+		return wrong(scalarWants["ID"])
 	}
 	def := s.types[t.NamedType]
 	switch {

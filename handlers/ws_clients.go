@@ -1,0 +1,137 @@
+package handlers
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/postsedge/caddy-posts/auth"
+)
+
+// A client is who a share of the server counts against: a user, whatever their connections'
+// addresses, or an anonymous client's address. Its key names which, so that a user id never
+// counts as an address.
+func userClient(userID string) string     { return "user " + userID }
+func addressClient(address string) string { return "address " + address }
+
+// clientKey is the client of a caller from address.
+func clientKey(caller auth.Identity, address string) string {
+	if caller.Anonymous() {
+		return addressClient(address)
+	}
+	return userClient(caller.UserID)
+}
+
+// clientAddress is the address of r's client: Config.ClientIP's (Caddy's, which honours
+// trusted_proxies), or else the host of r's peer.
+func (a *API) clientAddress(r *http.Request) string {
+	if a.cfg.ClientIP != nil {
+		if ip := a.cfg.ClientIP(r); ip != "" {
+			return ip
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// conns tracks the open connections, so that Close can end them, and counts them against
+// MaxConnections and, by client, MaxConnectionsPerUser.
+type conns struct {
+	mu       sync.Mutex
+	all      map[*wsConn]struct{}
+	clients  map[string]int // upgrades under way and connections open, by client; none at zero
+	reserved int            // upgrades under way and connections open, against MaxConnections
+	closed   bool
+}
+
+// reserve holds a place for one more connection of client, before the upgrade: it refuses with
+// 503 when the API is closed or holds max, and with 429 when client holds perClient.
+func (t *conns) reserve(client string, max, perClient int) *httpError {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.closed || t.reserved >= max:
+		return &httpError{http.StatusServiceUnavailable, "the server holds as many WebSocket connections as it may; try again later"}
+	case t.clients[client] >= perClient:
+		return &httpError{http.StatusTooManyRequests, tooManyConnections(perClient)}
+	}
+	t.reserved++
+	if t.clients == nil {
+		t.clients = map[string]int{}
+	}
+	t.clients[client]++
+	return nil
+}
+
+func tooManyConnections(perClient int) string {
+	return fmt.Sprintf("this client holds %d WebSocket connections, as many as max_connections_per_user allows; close one first", perClient)
+}
+
+// release gives back what reserve held, for the client the connection counts against by then.
+func (t *conns) release(client string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reserved--
+	if t.clients[client]--; t.clients[client] <= 0 {
+		delete(t.clients, client)
+	}
+}
+
+// move counts a connection of from as one of to instead, unless to holds perClient already.
+func (t *conns) move(from, to string, perClient int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.clients[to] >= perClient {
+		return false
+	}
+	t.clients[to]++
+	if t.clients[from]--; t.clients[from] <= 0 {
+		delete(t.clients, from)
+	}
+	return true
+}
+
+// add registers c, unless the API is closed.
+func (t *conns) add(c *wsConn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if t.all == nil {
+		t.all = map[*wsConn]struct{}{}
+	}
+	t.all[c] = struct{}{}
+	return true
+}
+
+func (t *conns) remove(c *wsConn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.all, c)
+}
+
+// closeAll ends every connection with 1001, so clients reconnect (to the next config), and
+// refuses new ones.
+func (t *conns) closeAll() {
+	t.mu.Lock()
+	t.closed = true
+	all := make([]*wsConn, 0, len(t.all))
+	for c := range t.all {
+		all = append(all, c)
+	}
+	t.mu.Unlock()
+	for _, c := range all {
+		c.fail(&closeError{websocket.StatusGoingAway, "the server is reloading or shutting down"})
+	}
+}
+
+// Close ends the API's WebSocket connections with 1001 (going away); a reload or shutdown
+// calls it, and clients reconnect.
+func (a *API) Close() { a.conns.closeAll() }

@@ -1,0 +1,546 @@
+package schema
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
+)
+
+// admission is the first pass of Prepare over a parsed document, before the variables, the
+// cost and graphql-go's validation read it: one walk, each fragment definition walked once
+// however often it is spread, so its time is linear in the document's size whatever its shape.
+// It counts what max_aliases, max_root_fields and max_fields bound, refuses fragment cycles,
+// and checks every literal value against the type its place takes (graphql-go answers a list
+// or an object given for a scalar only once a resolver reads it, in Go's terms).
+//
+// The counts are those of the document expanded: a fragment counts each time it is spread, its
+// count memoised on its first walk and added with saturating arithmetic, so a fan-out of
+// fragments costs one walk each and no overflow. The limits on aliases and root fields bound
+// what the chosen operation makes run. max_fields bounds the size of the whole document as
+// graphql-go's validation walks it: every operation and every fragment, since it validates all of
+// them (a shared fragment once per operation) although one runs; in fields, and in the two other
+// things that multiply its work per operation, uses of variables and fragments (spreads and
+// inline fragments).
+type admission struct {
+	types     *typeSystem
+	fragments map[string]*ast.FragmentDefinition // by name, the first of each name, as graphql-go reads them
+	// counts are the counts of the fragments walked; a fragment being walked is present with
+	// nil, so a spread that finds nil has closed a cycle.
+	counts  map[*ast.FragmentDefinition]*tally
+	walking []*ast.FragmentDefinition // the fragments being walked, outermost first
+	path    []valueStep               // where the value being checked is, within its place
+	// maxValueDepth is how deep lists and input objects may nest in a literal: the printer
+	// spells a value out once per level it nests in, so a deeper one costs the square of its
+	// size to print. No input type of the schema nests deeper than max_depth allows fields to.
+	maxValueDepth int
+	refusal       *gqlerrors.QueryError
+}
+
+// tally is what a selection set selects, fragments expanded. Every count saturates at
+// math.MaxInt.
+type tally struct {
+	fields  int // field selections, __typename included
+	aliases int // fields whose alias differs from their name
+	// roots are the fields at the top of the selection set, through fragments and inline
+	// fragments, __typename excepted: it resolves nothing and writes nothing.
+	roots int
+	// variables are the uses of variables in arguments and directives: graphql-go checks each
+	// use in a fragment once per operation that spreads the fragment.
+	variables int
+	// fragments are the fragment spreads and inline fragments: graphql-go walks a fragment's
+	// selections again for each operation that spreads it, nested inline fragments and all.
+	fragments int
+}
+
+func (t *tally) add(u tally, top bool) {
+	t.fields = saturated(t.fields, u.fields)
+	t.aliases = saturated(t.aliases, u.aliases)
+	t.variables = saturated(t.variables, u.variables)
+	t.fragments = saturated(t.fragments, u.fragments)
+	if top {
+		t.roots = saturated(t.roots, u.roots)
+	}
+}
+
+func saturated(a, b int) int {
+	if a > math.MaxInt-b {
+		return math.MaxInt
+	}
+	return a + b
+}
+
+// countText writes n for a message; a count that saturated is only known to be large.
+func countText(n int) string {
+	if n == math.MaxInt {
+		return "more than " + strconv.Itoa(math.MaxInt-1)
+	}
+	return strconv.Itoa(n)
+}
+
+// admit makes the admission pass over doc, whose operation op runs, and refuses it when a
+// limit or a literal says so.
+func (s *Schema) admit(doc *ast.QueryDocument, op *ast.OperationDefinition) *gqlerrors.QueryError {
+	types, err := typeSystemOnce()
+	if err != nil {
+		return refused(CodeValidationFailed, nil, "the schema cannot be read: %v", err) // unreachable: New read it
+	}
+	a := &admission{
+		types:         types,
+		fragments:     make(map[string]*ast.FragmentDefinition, len(doc.Fragments)),
+		counts:        make(map[*ast.FragmentDefinition]*tally, len(doc.Fragments)),
+		maxValueDepth: s.limits.MaxDepth,
+	}
+	for _, f := range doc.Fragments {
+		if _, seen := a.fragments[f.Name]; !seen {
+			a.fragments[f.Name] = f
+		}
+	}
+	var document, chosen tally
+	for _, o := range doc.Operations {
+		t := a.operation(o)
+		if a.refusal != nil {
+			return a.refusal
+		}
+		if o == op {
+			chosen = t
+		}
+		document.add(t, false)
+	}
+	unspread := 0
+	for _, f := range doc.Fragments {
+		if _, walked := a.counts[f]; walked {
+			continue
+		}
+		unspread++
+		document.add(a.fragment(f, f.Position), false) // validated all the same: it counts once
+		if a.refusal != nil {
+			return a.refusal
+		}
+	}
+
+	limits := s.limits
+	switch {
+	case chosen.aliases > limits.MaxAliases:
+		return refused(CodeMaxAliases, at(op.Position),
+			"the %s has %s aliased fields, fragments expanded, more than the limit of %d (max_aliases)", op.Operation, countText(chosen.aliases), limits.MaxAliases)
+	case chosen.roots > limits.MaxRootFields:
+		return refused(CodeMaxRootFields, at(op.Position),
+			"the %s selects %s fields at its root, fragments expanded, more than the limit of %d (max_root_fields)%s",
+			op.Operation, countText(chosen.roots), limits.MaxRootFields, map[ast.Operation]string{ast.Mutation: ": each is a write; send the rest in another request"}[op.Operation])
+	case document.fields > limits.MaxFields && len(doc.Operations) == 1 && unspread == 0:
+		return refused(CodeMaxFields, at(op.Position),
+			"the %s selects %s fields, fragments expanded, more than the limit of %d (max_fields)", op.Operation, countText(document.fields), limits.MaxFields)
+	case document.fields > limits.MaxFields:
+		return refused(CodeMaxFields, nil,
+			"the document selects %s fields in its %d operations and %d fragments, fragments expanded, more than the limit of %d (max_fields): all of a document is validated, though one operation runs, so send only the operation to run",
+			countText(document.fields), len(doc.Operations), len(doc.Fragments), limits.MaxFields)
+	case document.variables > limits.MaxFields:
+		return refused(CodeMaxFields, nil,
+			"the document uses variables %s times, fragments expanded, more than the limit of %d (max_fields, which bounds the uses of variables as well as fields)",
+			countText(document.variables), limits.MaxFields)
+	case document.fragments > limits.MaxFields:
+		return refused(CodeMaxFields, nil,
+			"the document spreads fragments and inline fragments %s times, fragments expanded, more than the limit of %d (max_fields, which bounds fragments as well as fields)",
+			countText(document.fragments), limits.MaxFields)
+	}
+	return nil
+}
+
+// operationRoots are the root types of the operation types.
+var operationRoots = map[ast.Operation]string{ast.Query: "Query", ast.Mutation: "Mutation", ast.Subscription: "Subscription"}
+
+// operation walks o: its variables' default values, its directives and its selections.
+func (a *admission) operation(o *ast.OperationDefinition) tally {
+	var t tally
+	for _, v := range o.VariableDefinitions {
+		t.variables = saturated(t.variables, a.directives(v.Directives))
+		if v.DefaultValue != nil {
+			a.value(v.DefaultValue, v.Type, place{variable: v.Variable}, 0)
+		}
+	}
+	t.variables = saturated(t.variables, a.directives(o.Directives))
+	t.add(a.selections(o.SelectionSet, operationRoots[o.Operation], true), true)
+	return t
+}
+
+// selections walks set, selected on a value of the type typeName ("" when unknown); top says
+// it is the top of an operation or fragment, whose fields are root fields.
+func (a *admission) selections(set ast.SelectionSet, typeName string, top bool) tally {
+	var t tally
+	for _, sel := range set {
+		if a.refusal != nil {
+			break
+		}
+		switch sel := sel.(type) {
+		case *ast.Field:
+			t.fields = saturated(t.fields, 1)
+			if sel.Alias != "" && sel.Alias != sel.Name {
+				t.aliases = saturated(t.aliases, 1)
+			}
+			if top && sel.Name != "__typename" {
+				t.roots = saturated(t.roots, 1)
+			}
+			def := a.types.field(typeName, sel.Name)
+			var args ast.ArgumentDefinitionList
+			if def != nil {
+				args = def.Arguments
+			}
+			for _, arg := range sel.Arguments {
+				t.variables = saturated(t.variables, a.value(arg.Value, argumentType(args, arg.Name), place{owner: typeName, field: sel.Name, argument: arg.Name}, 0))
+			}
+			t.variables = saturated(t.variables, a.directives(sel.Directives))
+			if len(sel.SelectionSet) > 0 {
+				fieldType := ""
+				if def != nil {
+					fieldType = def.Type.Name()
+				}
+				t.add(a.selections(sel.SelectionSet, fieldType, false), false)
+			}
+		case *ast.InlineFragment:
+			t.fragments = saturated(t.fragments, 1)
+			t.variables = saturated(t.variables, a.directives(sel.Directives))
+			on := typeName
+			if sel.TypeCondition != "" {
+				on = sel.TypeCondition
+			}
+			t.add(a.selections(sel.SelectionSet, on, top), top)
+		case *ast.FragmentSpread:
+			t.fragments = saturated(t.fragments, 1)
+			t.variables = saturated(t.variables, a.directives(sel.Directives))
+			if def := a.fragments[sel.Name]; def != nil { // an unknown one, validation refuses
+				t.add(a.fragment(def, sel.Position), top)
+			}
+		}
+	}
+	return t
+}
+
+// fragment is the tally of def, spread at pos: walked on its first spread, remembered after.
+func (a *admission) fragment(def *ast.FragmentDefinition, pos *ast.Position) tally {
+	if t, walked := a.counts[def]; walked {
+		if t == nil {
+			a.refusal = refused(CodeValidationFailed, at(pos), "%s", a.cycle(def))
+			return tally{}
+		}
+		return *t
+	}
+	a.counts[def] = nil
+	a.walking = append(a.walking, def)
+	var t tally
+	for _, v := range def.VariableDefinition {
+		if v.DefaultValue != nil {
+			a.value(v.DefaultValue, v.Type, place{variable: v.Variable}, 0)
+		}
+	}
+	t.variables = a.directives(def.Directives)
+	t.add(a.selections(def.SelectionSet, def.TypeCondition, true), true)
+	a.walking = a.walking[:len(a.walking)-1]
+	a.counts[def] = &t
+	return t
+}
+
+// cycle says how def, being walked, spreads itself.
+func (a *admission) cycle(def *ast.FragmentDefinition) string {
+	var names []string
+	for i := len(a.walking) - 1; i >= 0 && a.walking[i] != def; i-- {
+		names = append(names, strconv.Quote(a.walking[i].Name))
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("fragment %q spreads itself: a fragment cannot contain itself", def.Name)
+	}
+	for i, j := 0, len(names)-1; i < j; i, j = i+1, j-1 {
+		names[i], names[j] = names[j], names[i]
+	}
+	return fmt.Sprintf("fragment %q spreads itself through %s: fragments cannot spread each other in a cycle", def.Name, strings.Join(names, ", "))
+}
+
+// directives checks the arguments of ds and counts their uses of variables.
+func (a *admission) directives(ds ast.DirectiveList) int {
+	n := 0
+	for _, d := range ds {
+		def := a.types.directives[d.Name]
+		for _, arg := range d.Arguments {
+			var t *ast.Type
+			if def != nil {
+				t = argumentType(def.Arguments, arg.Name)
+			}
+			n = saturated(n, a.value(arg.Value, t, place{directive: d.Name, argument: arg.Name}, 0))
+		}
+	}
+	return n
+}
+
+// place is where a literal value is, for messages: an argument of a field or a directive, or
+// the default value of a variable.
+type place struct {
+	owner, field string // the field's type and name
+	directive    string
+	argument     string
+	variable     string
+}
+
+func (p place) String() string {
+	switch {
+	case p.variable != "":
+		return "the default value of $" + p.variable
+	case p.directive != "":
+		return fmt.Sprintf("argument %q of @%s", p.argument, p.directive)
+	case p.owner == "":
+		return fmt.Sprintf("argument %q of %s", p.argument, p.field)
+	}
+	return fmt.Sprintf("argument %q of %s.%s", p.argument, p.owner, p.field)
+}
+
+// verb says what the place does with a value: an argument takes it, a variable's default value
+// must be one.
+func (p place) verb() string {
+	if p.variable != "" {
+		return "must be"
+	}
+	return "takes"
+}
+
+// valueStep is one step into a value: the member name of an object, or else the item index
+// of a list.
+type valueStep struct {
+	member string
+	item   int
+}
+
+// where names the value being checked: its place, and the path to it within.
+func (a *admission) where(p place) string {
+	var b strings.Builder
+	for i := len(a.path) - 1; i >= 0; i-- {
+		if step := a.path[i]; step.member != "" {
+			fmt.Fprintf(&b, "member %q of ", step.member)
+		} else {
+			fmt.Fprintf(&b, "item %d of ", step.item+1)
+		}
+	}
+	return b.String() + p.String()
+}
+
+// value checks the literal v at p against t, nil when the type of the place is unknown (an
+// argument the schema does not have, which validation refuses), and counts its uses of
+// variables. A refusal is left in a.refusal.
+func (a *admission) value(v *ast.Value, t *ast.Type, p place, depth int) int {
+	if a.refusal != nil {
+		return 0
+	}
+	if v.Kind == ast.Variable {
+		return 1 // graphql-go checks its type against the place's
+	}
+	for t != nil && t.Elem != nil && v.Kind != ast.ListValue && v.Kind != ast.NullValue {
+		t = t.Elem // a single value given for a list is a list of one
+	}
+	var def *ast.Definition
+	if t != nil {
+		def = a.types.types[t.NamedType]
+	}
+	switch v.Kind {
+	case ast.ListValue, ast.ObjectValue:
+		if depth >= a.maxValueDepth {
+			a.refusal = refused(CodeValidationFailed, at(v.Position), "%s nests lists and objects more than %d deep (max_depth)", p, a.maxValueDepth)
+			return 0
+		}
+		if def != nil && v.Kind == ast.ListValue && t.Elem == nil || def != nil && v.Kind == ast.ObjectValue && def.Kind != ast.InputObject {
+			a.wrongKind(v, def, p)
+			return 0
+		}
+		n := 0
+		for i, child := range v.Children {
+			var childType *ast.Type
+			step := valueStep{item: i}
+			if v.Kind == ast.ObjectValue {
+				step = valueStep{member: child.Name}
+				if def != nil {
+					childType = memberType(def.Fields, child.Name) // an unknown member, validation refuses
+				}
+			} else if t != nil {
+				childType = t.Elem
+			}
+			a.path = append(a.path, step)
+			n = saturated(n, a.value(child.Value, childType, p, depth+1))
+			if a.refusal != nil {
+				return 0
+			}
+			a.path = a.path[:len(a.path)-1]
+		}
+		return n
+	case ast.IntValue:
+		if _, err := strconv.ParseInt(v.Raw, 10, 32); err == nil {
+			break
+		}
+		switch {
+		case def == nil || def.Kind == ast.Scalar && scalarWants[def.Name] == "":
+			a.refusal = refused(CodeValidationFailed, at(v.Position), "%s: the number %s is out of range: a whole number in a query is an Int, from -2147483648 to 2147483647", a.where(p), v.Raw)
+		case def.Name == "Int":
+			a.wrongKind(v, def, p)
+		case def.Name == "ID":
+			a.refusal = refused(CodeValidationFailed, at(v.Position), "%s %s an ID (a string, or a whole number from -2147483648 to 2147483647), not %s", a.where(p), p.verb(), literalKind(v))
+		}
+		if a.refusal != nil {
+			return 0
+		}
+	}
+	if def != nil && !literalFits(v, def) {
+		a.wrongKind(v, def, p)
+	}
+	return 0
+}
+
+func (a *admission) wrongKind(v *ast.Value, def *ast.Definition, p place) {
+	a.refusal = refused(CodeValidationFailed, at(v.Position), "%s %s %s, not %s", a.where(p), p.verb(), literalWant(def), literalKind(v))
+}
+
+// literalFits says whether a literal of v's kind can be a value of the type def, a list or
+// an object aside. Null fits anywhere here: graphql-go refuses it for a non-null type, in
+// GraphQL's terms.
+func literalFits(v *ast.Value, def *ast.Definition) bool {
+	if v.Kind == ast.NullValue {
+		return true
+	}
+	switch def.Kind {
+	case ast.Enum:
+		return v.Kind == ast.EnumValue && def.EnumValues.ForName(v.Raw) != nil
+	case ast.InputObject:
+		return v.Kind == ast.ObjectValue
+	case ast.Scalar:
+		switch def.Name {
+		case "Int":
+			return v.Kind == ast.IntValue
+		case "Float":
+			return v.Kind == ast.IntValue || v.Kind == ast.FloatValue
+		case "String":
+			return v.Kind == ast.StringValue || v.Kind == ast.BlockValue
+		case "Boolean":
+			return v.Kind == ast.BooleanValue
+		case "ID":
+			return v.Kind == ast.StringValue || v.Kind == ast.BlockValue || v.Kind == ast.IntValue
+		}
+		// A custom scalar reads its own literals, but not lists or objects: the schema's one,
+		// Time, is a string.
+		return v.Kind != ast.ListValue && v.Kind != ast.ObjectValue
+	}
+	return true // an output type: validation refuses the argument
+}
+
+// literalWant says what a literal of the type def is, as variables says it of a variable.
+func literalWant(def *ast.Definition) string {
+	if want := scalarWants[def.Name]; want != "" && def.Kind == ast.Scalar {
+		return want
+	}
+	switch def.Kind {
+	case ast.Enum:
+		return "one of the values of " + def.Name
+	case ast.InputObject:
+		return "a " + def.Name + " object"
+	}
+	return "a " + def.Name
+}
+
+// literalKind names what a literal is, for messages.
+func literalKind(v *ast.Value) string {
+	switch v.Kind {
+	case ast.IntValue, ast.FloatValue:
+		return "the number " + v.Raw
+	case ast.StringValue, ast.BlockValue:
+		return "a string"
+	case ast.BooleanValue:
+		return "the boolean " + v.Raw
+	case ast.EnumValue:
+		return "the enum value " + v.Raw
+	case ast.ListValue:
+		return "a list"
+	case ast.ObjectValue:
+		return "an object"
+	}
+	return "null"
+}
+
+// argumentType is the type of the argument name of defs, or nil.
+func argumentType(defs ast.ArgumentDefinitionList, name string) *ast.Type {
+	if d := defs.ForName(name); d != nil {
+		return d.Type
+	}
+	return nil
+}
+
+// memberType is the type of the member name of an input object's fields, or nil.
+func memberType(fields ast.FieldList, name string) *ast.Type {
+	if f := fields.ForName(name); f != nil {
+		return f.Type
+	}
+	return nil
+}
+
+// typeSystem is the schema as the admission pass reads it: the types and directives of the SDL,
+// the built-in scalars and directives, and those of graphql-go's introspection types that take
+// arguments or lead to one that does.
+type typeSystem struct {
+	types      map[string]*ast.Definition
+	directives map[string]*ast.DirectiveDefinition
+	meta       *ast.Definition // __schema, __type and __typename, which any type answers
+}
+
+// builtins is the part of graphql-go's own schema (internal/schema/meta.go) that the
+// admission pass reads: __Meta holds the fields any type answers.
+const builtins = `
+scalar Int
+scalar Float
+scalar String
+scalar Boolean
+scalar ID
+directive @include(if: Boolean!) on FIELD | FRAGMENT_SPREAD | INLINE_FRAGMENT
+directive @skip(if: Boolean!) on FIELD | FRAGMENT_SPREAD | INLINE_FRAGMENT
+type __Meta { __schema: __Schema! __type(name: String!): __Type __typename: String! }
+type __Schema { types: [__Type!]! queryType: __Type! mutationType: __Type subscriptionType: __Type directives: [__Directive!]! }
+type __Type {
+  fields(includeDeprecated: Boolean! = false): [__Field!]
+  interfaces: [__Type!]
+  possibleTypes: [__Type!]
+  enumValues(includeDeprecated: Boolean! = false): [__EnumValue!]
+  inputFields(includeDeprecated: Boolean! = false): [__InputValue!]
+  ofType: __Type
+}
+type __Field { args(includeDeprecated: Boolean! = false): [__InputValue!]! type: __Type! }
+type __InputValue { type: __Type! }
+type __Directive { args(includeDeprecated: Boolean! = false): [__InputValue!]! }
+type __EnumValue { name: String! }
+`
+
+// typeSystemOnce reads the type system once: the SDL never changes.
+var typeSystemOnce = sync.OnceValues(func() (*typeSystem, error) {
+	doc, err := parser.ParseSchemas(&ast.Source{Name: "builtins.graphql", Input: builtins}, &ast.Source{Name: "schema.graphql", Input: sdl})
+	if err != nil {
+		return nil, err
+	}
+	ts := &typeSystem{types: map[string]*ast.Definition{}, directives: map[string]*ast.DirectiveDefinition{}}
+	for _, def := range doc.Definitions {
+		ts.types[def.Name] = def
+	}
+	for _, d := range doc.Directives {
+		ts.directives[d.Name] = d
+	}
+	ts.meta = ts.types["__Meta"]
+	return ts, nil
+})
+
+// field is the definition of the field name of the type typeName, or nil.
+func (ts *typeSystem) field(typeName, name string) *ast.FieldDefinition {
+	if strings.HasPrefix(name, "__") {
+		if f := ts.meta.Fields.ForName(name); f != nil {
+			return f
+		}
+	}
+	if def := ts.types[typeName]; def != nil {
+		return def.Fields.ForName(name)
+	}
+	return nil
+}

@@ -1,0 +1,268 @@
+package schema_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/graph-gophers/graphql-go"
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
+	"github.com/postsedge/caddy-posts/store"
+)
+
+// newSchemaOver is a schema over st, with the given max_limit and limits.
+func newSchemaOver(t testing.TB, st store.Store, maxLimit int, limits schema.Limits) *schema.Schema {
+	t.Helper()
+	svc := posts.NewService(posts.Config{Store: st, Timeout: 5 * time.Second, MaxLimit: maxLimit, Logger: zap.NewNop()})
+	s, err := schema.New(svc, zap.NewNop(), limits)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+// insert writes n posts by userID straight into st, as rows from before validation could be,
+// the newest last; it returns their ids.
+func insert(t testing.TB, st store.Store, n int, userID string, body *string) []string {
+	t.Helper()
+	ids := make([]string, n)
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	for i := range ids {
+		created := at.Add(time.Duration(i) * time.Millisecond)
+		p := store.Post{ID: store.NewID(created), UserID: userID, Title: "t" + strconv.Itoa(i), Body: body, CreatedAt: created, UpdatedAt: created}
+		if err := st.InsertPost(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = p.ID
+	}
+	return ids
+}
+
+func TestIDsWithControlCharactersAndInvalidUTF8AreValidJSON(t *testing.T) {
+	st := newStore(t)
+	s := newSchemaOver(t, st, 10, schema.Limits{})
+	users := []string{"eve\u0001", "\xff", "mallory\a\v\u2028<&>\"\\", "alice"}
+	for _, u := range users {
+		insert(t, st, 1, u, nil)
+	}
+	// A post whose own id is no ObjectID, written straight to the store as well.
+	odd := store.Post{ID: "p\u0001\xff", UserID: "eve\u0001", Title: "odd", CreatedAt: time.Unix(1, 0).UTC(), UpdatedAt: time.Unix(1, 0).UTC()}
+	if err := st.InsertPost(t.Context(), odd); err != nil {
+		t.Fatal(err)
+	}
+	eve, ff, mallory, oddID := `"eve\u0001"`, `"\ufffd"`, `"mallory\u0007\u000b\u2028\u003c\u0026\u003e\"\\"`, `"p\u0001\ufffd"`
+	queries := []struct {
+		query string
+		want  []string // in the response, as JSON escapes them
+	}{
+		{`{ posts { id userId title } }`, []string{eve, ff, mallory, oddID}},
+		{`{ posts { id author { id name } } }`, []string{eve, ff, mallory, oddID}},
+		{`{ postsConnection { edges { cursor node { id userId author { id } } } pageInfo { endCursor } } }`, []string{eve, ff, mallory, oddID}},
+	}
+	for _, q := range queries {
+		t.Run(q.query+" answers every post", func(t *testing.T) {
+			res := s.Do(auth.NewContext(t.Context(), auth.Identity{}), schema.Request{Query: q.query})
+			body, err := json.Marshal(res)
+			if err != nil || !json.Valid(res.Data) || len(res.Errors) > 0 {
+				t.Fatalf("data %q, errors %v, marshal %v", res.Data, res.Errors, err)
+			}
+			text := string(body)
+			for _, want := range q.want {
+				if !strings.Contains(text, want) {
+					t.Errorf("%s lacks %s", text, want)
+				}
+			}
+			if n := strings.Count(text, `"id":`) - strings.Count(text, `"author":{"id":`); n != len(users)+1 {
+				t.Errorf("%d posts; want %d: %s", n, len(users)+1, text)
+			}
+		})
+	}
+	t.Run("user answers the user with such an id", func(t *testing.T) {
+		res := s.Do(auth.NewContext(t.Context(), auth.Identity{}), schema.Request{Query: `query($id: ID!) { user(id: $id) { id posts { userId } } }`, Variables: map[string]any{"id": "eve\u0001"}})
+		if want := `{"user":{"id":"eve\u0001","posts":[{"userId":"eve\u0001"},{"userId":"eve\u0001"}]}}`; string(res.Data) != want || len(res.Errors) > 0 {
+			t.Errorf("got %s %v; want %s", res.Data, res.Errors, want)
+		}
+	})
+}
+
+// bodyAliases is the body-alias attack: n aliases of body on each post of a list.
+func bodyAliases(limit, n int) string {
+	var q strings.Builder
+	fmt.Fprintf(&q, "{ posts(limit: %d) {", limit)
+	for i := range n {
+		fmt.Fprintf(&q, " a%d: body", i+1)
+	}
+	q.WriteString(" } }")
+	return q.String()
+}
+
+// tooLarge fails t unless res is the one RESPONSE_TOO_LARGE error with data null.
+func tooLarge(t testing.TB, res *graphql.Response) {
+	t.Helper()
+	if string(res.Data) != "null" || len(res.Errors) != 1 || res.Errors[0].Extensions["code"] != schema.CodeResponseTooLarge {
+		t.Fatalf("got data %.200q, %d errors (%v); want data null and one %s", res.Data, len(res.Errors), res.Errors, schema.CodeResponseTooLarge)
+	}
+	if out, err := json.Marshal(res); err != nil || !strings.Contains(string(out), `"data":null`) {
+		t.Errorf("the response writes as %s, %v", out, err)
+	}
+}
+
+// allocated is the bytes that f allocates, as runtime.MemStats.TotalAlloc counts them.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+func TestBodyAliasesStopAtMaxResponseSize(t *testing.T) {
+	const limit = 1 << 20
+	calls := &callLog{}
+	st := newStore(t)
+	s := newSchemaOver(t, counted{st, calls}, 20, schema.Limits{MaxResponseSize: limit})
+	body := strings.Repeat("<", 50_000) // 300,002 bytes of JSON each
+	insert(t, st, 20, "alice", &body)
+
+	t.Run("a list of bodies in 19 aliases answers RESPONSE_TOO_LARGE with little allocated", func(t *testing.T) {
+		calls.reset()
+		var res *graphql.Response
+		n := allocated(func() { res = s.Do(t.Context(), schema.Request{Query: bodyAliases(20, 19)}) })
+		tooLarge(t, res)
+		// In full it is 20 × 19 × 300 kB = 114 MB of JSON. What is allocated is the page read
+		// from the store (1 MB of bodies, copied by the driver) and the JSON up to the budget,
+		// which graphql-go copies up through the buffers of field, post, list and data.
+		if n > 16*limit*raceFactor {
+			t.Errorf("allocated %d bytes; want at most %d", n, 16*limit*raceFactor)
+		}
+		if got := calls.list(); len(got) != 1 {
+			t.Errorf("store calls %v; want the one list", got)
+		}
+	})
+	t.Run("nested lists stop calling the store once the budget runs out", func(t *testing.T) {
+		calls.reset()
+		res := s.Do(t.Context(), schema.Request{Query: `{ posts(limit: 20) { a: body b: body c: body d: body author { posts(limit: 20) { body } } } }`})
+		tooLarge(t, res)
+		// In full: 1 list, 1 read of the authors, 20 lists of their posts. Resolvers run 10 at
+		// a time, and the first post's four bodies alone exceed the budget.
+		if got := calls.list(); len(got) > 12 {
+			t.Errorf("%d store calls: %v", len(got), got)
+		}
+	})
+	t.Run("mutations after the budget ran out do not run", func(t *testing.T) {
+		calls.reset()
+		res := s.Do(auth.NewContext(t.Context(), alice), schema.Request{
+			Query:     `mutation($b: String) { one: createPost(input: {title: "one", body: $b}) { a: body b: body c: body d: body } two: createPost(input: {title: "two"}) { id } }`,
+			Variables: map[string]any{"b": body},
+		})
+		tooLarge(t, res)
+		if got := calls.list(); strings.Count(strings.Join(got, " "), "InsertPost") != 1 {
+			t.Errorf("store calls %v; want one InsertPost", got)
+		}
+	})
+}
+
+func TestAResponseOfExactlyMaxResponseSizeAnswersInFull(t *testing.T) {
+	queries := []string{
+		`{ posts { id userId title body createdAt updatedAt author { id name email } } }`,
+		`{ postsConnection(first: 3) { edges { cursor node { id title } } pageInfo { hasNextPage endCursor } } nobody: user(id: "nobody") { id } post(id: "nope") { id } }`,
+		`{ user(id: "alice") { id name email posts(limit: 2) { title a: body b: body author { name } } } }`,
+		`query Q { __typename posts { __typename id } }`,
+	}
+	for _, q := range queries {
+		t.Run(q, func(t *testing.T) {
+			st := newStore(t)
+			body := "b<ody\u2028\xff"
+			insert(t, st, 4, "alice", &body)
+			insert(t, st, 1, "bob", nil)
+			full := newSchemaOver(t, st, 5, schema.Limits{}).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
+			if len(full.Errors) > 0 {
+				t.Fatal(full.Errors)
+			}
+			size := int64(len(full.Data))
+			res := newSchemaOver(t, st, 5, schema.Limits{MaxResponseSize: size}).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
+			if string(res.Data) != string(full.Data) || len(res.Errors) > 0 {
+				t.Errorf("with max_response_size %d: %s %v; want %s", size, res.Data, res.Errors, full.Data)
+			}
+			res = newSchemaOver(t, st, 5, schema.Limits{MaxResponseSize: size - 1}).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
+			tooLarge(t, res)
+		})
+	}
+}
+
+func TestErrorsAreCutAfterMaxErrors(t *testing.T) {
+	for _, n := range []int{schema.MaxErrors, schema.MaxErrors + 1, 1000} {
+		t.Run(strconv.Itoa(n)+" errors", func(t *testing.T) {
+			st := newStore(t)
+			s := newSchemaOver(t, st, 1000, schema.Limits{MaxCost: schema.MaxMaxCost})
+			insert(t, st, n, "alice", nil)
+			// Each post's author lists posts with a limit out of range: one error per post, and
+			// the author is null (User.posts is non-null).
+			res := s.Do(t.Context(), schema.Request{Query: fmt.Sprintf(`{ posts(limit: %d) { author { posts(limit: 0) { id } } } }`, n)})
+			want := min(n, schema.MaxErrors+1)
+			if len(res.Errors) != want {
+				t.Fatalf("%d errors; want %d", len(res.Errors), want)
+			}
+			for _, e := range res.Errors[:min(n, schema.MaxErrors)] {
+				if e.Extensions["code"] != schema.CodeBadUserInput {
+					t.Fatalf("error %v", e)
+				}
+			}
+			if n > schema.MaxErrors {
+				last := res.Errors[schema.MaxErrors]
+				if msg := fmt.Sprintf("Too many errors, error limit reached: %d more were left out.", n-schema.MaxErrors); last.Message != msg || last.Extensions["code"] != schema.CodeTooManyErrors {
+					t.Errorf("last error %q %v; want %q", last.Message, last.Extensions, msg)
+				}
+			}
+			if !json.Valid(res.Data) || strings.Count(string(res.Data), `{"author":null}`) != n {
+				t.Errorf("data %.300s", res.Data)
+			}
+		})
+	}
+}
+
+// TestBodyAliasesAtFullSize is the attack as reported: 100 posts of 50,000 '<', 19 aliases of
+// body, 570 MB of JSON in full; the default max_response_size stops it.
+func TestBodyAliasesAtFullSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 5 MB of posts")
+	}
+	st := newStore(t)
+	s := newSchemaOver(t, st, 100, schema.Limits{MaxCost: 4000})
+	body := strings.Repeat("<", 50_000)
+	insert(t, st, 100, "alice", &body)
+	hwm := func() int64 {
+		status, _ := os.ReadFile("/proc/self/status")
+		for line := range strings.Lines(string(status)) {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				return kb << 10
+			}
+		}
+		return 0
+	}
+	peak := hwm()
+	start := time.Now()
+	var res *graphql.Response
+	n := allocated(func() { res = s.Do(context.Background(), schema.Request{Query: bodyAliases(100, 19)}) })
+	took := time.Since(start)
+	tooLarge(t, res)
+	grown := hwm() - peak
+	t.Logf("answered in %v, %d bytes allocated, peak resident grew %d bytes", took, n, grown)
+	// The JSON up to the 8 MiB budget is copied up through graphql-go's buffers of field, post,
+	// list and data, each grown by doubling; some are alive at once.
+	if n > 128<<20*raceFactor || (raceFactor == 1 && grown > 64<<20) {
+		t.Errorf("allocated %d bytes, peak resident grew %d; want under 128 MiB and 64 MiB", n, grown)
+	}
+}
