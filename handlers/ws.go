@@ -388,7 +388,7 @@ func (c *wsConn) refuse(code websocket.StatusCode, reason string) *closeError {
 // authenticate finds the caller from the credentials of payload, which it reads as headers
 // (Authorization, or the API key header), or else keeps the caller of the upgrade request.
 func (c *wsConn) authenticate(payload json.RawMessage) (auth.Identity, error) {
-	h, err := initHeaders(payload, c.api.cfg.Auth.APIKeyHeader)
+	h, err := auth.InitHeaders(payload, c.api.cfg.Auth.APIKeyHeader)
 	if err != nil {
 		return auth.Identity{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
+	"github.com/postsedge/caddy-posts/auth"
 )
 
 // inbound is what the server makes of one frame before the connection's state is looked at:
@@ -21,7 +22,7 @@ func inbound(typ websocket.MessageType, data []byte) (message, *closeError) {
 	}
 	switch m.Type {
 	case "connection_init":
-		if _, err := initHeaders(m.Payload, "X-API-Key"); err != nil {
+		if _, err := auth.InitHeaders(m.Payload, "X-API-Key"); err != nil {
 			return m, &closeError{closeForbidden, "Forbidden: " + err.Error()}
 		}
 	case "subscribe", "start":

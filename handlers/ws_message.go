@@ -1,11 +1,7 @@
 package handlers
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
-	"net/http"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -64,62 +60,6 @@ func subscribeRequest(payload json.RawMessage) (schema.Request, *closeError) {
 		return schema.Request{}, &closeError{closeBadRequest, "Invalid message received: " + truncate(err.Error())}
 	}
 	return req, nil
-}
-
-// initHeaders reads the credentials of a connection_init payload as the headers of a request:
-// Authorization and apiKeyHeader, named in any case, each a string and named once, since a name
-// given twice leaves which value counts to the reader (encoding/json keeps the last, a proxy
-// may check the first). Other members are not read. An empty or null payload has none.
-//
-// It streams the payload through a json.Decoder, which sees every member, where unmarshalling
-// into a map would keep only the last of a name. auth.InitHeaders, once it exists, replaces it.
-func initHeaders(payload json.RawMessage, apiKeyHeader string) (http.Header, error) {
-	errNotObject := errors.New("the connection_init payload must be an object")
-	if len(payload) == 0 || string(payload) == "null" {
-		return nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, errNotObject
-	}
-	apiKeyHeader = http.CanonicalHeaderKey(apiKeyHeader)
-	var h http.Header
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, errNotObject
-		}
-		name := http.CanonicalHeaderKey(tok.(string)) // so that "authorization" counts as Authorization
-		if name != "Authorization" && (apiKeyHeader == "" || name != apiKeyHeader) {
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				return nil, errNotObject
-			}
-			continue
-		}
-		var value json.RawMessage
-		if dec.Decode(&value) != nil {
-			return nil, errNotObject
-		}
-		var s string
-		switch {
-		case value[0] != '"' || json.Unmarshal(value, &s) != nil: // null is no string either
-			return nil, errors.New("the credential " + name + " must be a string")
-		case h[name] != nil:
-			return nil, errors.New("the connection_init payload names the credential " + name + " more than once")
-		}
-		if h == nil {
-			h = http.Header{}
-		}
-		h[name] = []string{s}
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, errNotObject
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errNotObject
-	}
-	return h, nil
 }
 
 func mustJSON(v any) json.RawMessage {

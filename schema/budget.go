@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -24,7 +25,12 @@ const CodeResponseTooLarge = "RESPONSE_TOO_LARGE"
 // whole result in memory before anything is written, so the resolvers charge it with the JSON
 // each value will take, key and punctuation included, before graphql-go writes it: once it
 // runs out, the execution's context is cancelled (graphql-go then calls no more resolvers),
-// the resolvers that still run return zero values at once, and no store call starts.
+// the resolvers that still run return errResponseTooLarge at once, and no store call starts.
+//
+// A subscription's events are each one response, with a budget of their own (see eventBudget):
+// there graphql-go makes each event's context itself, so nothing can cancel an event alone:
+// the resolvers' errResponseTooLarge is what stops it, and how the stream tells such an event
+// from the others.
 //
 // Every field of every object charges: key (the longest the operation writes that field
 // under: exact unless one field has aliases of different lengths), quotes, colon and comma,
@@ -36,7 +42,13 @@ type budget struct {
 	unknown  int            // the key length of a field not in keys (none should be): the document's length
 	typename int            // the key length of __typename, 0 when it is never selected
 	stop     context.CancelCauseFunc
+	// least is, for each list of posts (posts, postsConnection), how many times at the fewest
+	// one of its posts is written with its title and with its body, aliases counted: see ahead.
+	least map[string]leaves
 }
+
+// leaves counts the titles and bodies written of one post.
+type leaves struct{ title, body int }
 
 // errResponseTooLarge is the cause of an execution stopped by its budget, and what the
 // resolvers that still run return.
@@ -58,7 +70,75 @@ func newBudget(limit int64, document string, stop context.CancelCauseFunc) *budg
 		b.collectKeys(f.SelectionSet)
 	}
 	b.typename = b.keys["__typename"]
+	b.least = leastLeaves(doc)
 	return b
+}
+
+// postLists are the fields that return a page of posts, and the path from each to a post.
+var postLists = map[string][]string{"posts": nil, "postsConnection": {"edges", "node"}}
+
+// leastLeaves is budget.least for doc: for each occurrence of a list of posts, the titles and
+// bodies its selection writes per post, fragments expanded, and of those the fewest.
+func leastLeaves(doc *ast.QueryDocument) map[string]leaves {
+	least := map[string]leaves{}
+	var walk func(set ast.SelectionSet, depth int)
+	walk = func(set ast.SelectionSet, depth int) {
+		if depth > 64 { // deeper than max_depth allows; a fragment cycle is refused before
+			return
+		}
+		for _, sel := range selections(doc, set) {
+			path, isList := postLists[sel.Name]
+			if isList {
+				n := leaves{count(doc, sel.SelectionSet, append(path[:len(path):len(path)], "title"), 0), count(doc, sel.SelectionSet, append(path[:len(path):len(path)], "body"), 0)}
+				if seen, ok := least[sel.Name]; ok {
+					n = leaves{min(n.title, seen.title), min(n.body, seen.body)}
+				}
+				least[sel.Name] = n
+			}
+			walk(sel.SelectionSet, depth+1)
+		}
+	}
+	for _, op := range doc.Operations {
+		walk(op.SelectionSet, 0)
+	}
+	return least
+}
+
+// selections are the fields of set, the fields of its fragments included.
+func selections(doc *ast.QueryDocument, set ast.SelectionSet) []*ast.Field {
+	var out []*ast.Field
+	var add func(set ast.SelectionSet, depth int)
+	add = func(set ast.SelectionSet, depth int) {
+		for _, sel := range set {
+			switch sel := sel.(type) {
+			case *ast.Field:
+				out = append(out, sel)
+			case *ast.InlineFragment:
+				add(sel.SelectionSet, depth+1)
+			case *ast.FragmentSpread:
+				if f := doc.Fragments.ForName(sel.Name); f != nil && depth < 64 {
+					add(f.SelectionSet, depth+1)
+				}
+			}
+		}
+	}
+	add(set, 0)
+	return out
+}
+
+// count is how many times set writes the field at path, aliases and fragments counted.
+func count(doc *ast.QueryDocument, set ast.SelectionSet, path []string, depth int) int {
+	n := 0
+	for _, f := range selections(doc, set) {
+		switch {
+		case f.Name != path[0]:
+		case len(path) == 1:
+			n++
+		case depth < 64:
+			n += count(doc, f.SelectionSet, path[1:], depth+1)
+		}
+	}
+	return n
 }
 
 func (b *budget) collectKeys(set ast.SelectionSet) {
@@ -77,7 +157,33 @@ func (b *budget) collectKeys(set ast.SelectionSet) {
 	}
 }
 
+// fresh is a budget of limit bytes for another response of the document of b: an event of a
+// subscription. Its keys are b's, which no one changes; it stops nothing when it runs out.
+func (b *budget) fresh(limit int64) *budget {
+	e := &budget{keys: b.keys, unknown: b.unknown, typename: b.typename, least: b.least}
+	e.left.Store(limit)
+	return e
+}
+
 type budgetKey struct{}
+
+type eventBudgetKey struct{}
+
+// withEventBudgets returns a context whose subscriptions give each event the budget that
+// budgetFor makes for its value, of type typ, under the root field name.
+func withEventBudgets(ctx context.Context, budgetFor func(name, typ string) *budget) context.Context {
+	return context.WithValue(ctx, eventBudgetKey{}, budgetFor)
+}
+
+// eventBudget is a fresh budget for an event of the subscription of ctx, its value of type typ
+// under the root field name already charged; nil, which charges nothing, outside
+// Schema.subscribe.
+func eventBudget(ctx context.Context, name, typ string) *budget {
+	if budgetFor, _ := ctx.Value(eventBudgetKey{}).(func(string, string) *budget); budgetFor != nil {
+		return budgetFor(name, typ)
+	}
+	return nil
+}
 
 func withBudget(ctx context.Context, b *budget) context.Context {
 	return context.WithValue(ctx, budgetKey{}, b)
@@ -102,6 +208,31 @@ func (b *budget) charge(n int) bool {
 		b.stop(errResponseTooLarge)
 	}
 	return false
+}
+
+// ahead charges nothing, but stops the execution at once when the titles and bodies that the
+// list name (posts, postsConnection) is sure to write of ps cannot fit in what is left: its
+// answer is too large. Without it, graphql-go would encode the list up to the limit, and copy
+// that twice more on the way up, before a charge failed.
+func (b *budget) ahead(name string, ps []posts.Post) bool {
+	if b == nil {
+		return true
+	}
+	n := b.least[name]
+	if n.title == 0 && n.body == 0 {
+		return true
+	}
+	left, need := b.left.Load(), int64(0)
+	for _, p := range ps {
+		need += int64(n.title * jsonStringLen(p.Title))
+		if p.Body != nil {
+			need += int64(n.body * jsonStringLen(*p.Body))
+		}
+		if need > left {
+			return b.charge(int(left) + 1)
+		}
+	}
+	return true
 }
 
 // exceeded says whether b ran out.
@@ -138,30 +269,47 @@ func (b *budget) scalar(name string, n int) bool {
 	return b == nil || b.charge(b.member(name, n))
 }
 
-// str charges the member name with the string s and returns s, or "" when it does not fit.
-func (b *budget) str(name, s string) string {
-	if !b.scalar(name, jsonStringLen(s)) {
-		return ""
+// fits is scalar as a resolver returns it: errResponseTooLarge when the member does not fit.
+func (b *budget) fits(name string, n int) error {
+	if !b.scalar(name, n) {
+		return errResponseTooLarge
 	}
-	return s
+	return nil
+}
+
+// str charges the member name with the string s and returns s, or errResponseTooLarge when it
+// does not fit.
+func (b *budget) str(name, s string) (string, error) {
+	if err := b.fits(name, jsonStringLen(s)); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// id is str of an ID.
+func (b *budget) id(name, s string) (ID, error) {
+	s, err := b.str(name, s)
+	return ID(s), err
 }
 
 // optStr is str of a nullable string.
-func (b *budget) optStr(name string, s *string) *string {
+func (b *budget) optStr(name string, s *string) (*string, error) {
 	if s == nil {
-		b.scalar(name, len(`null`))
-		return nil
+		return nil, b.fits(name, len(`null`))
 	}
-	if !b.scalar(name, jsonStringLen(*s)) {
-		return nil
+	if err := b.fits(name, jsonStringLen(*s)); err != nil {
+		return nil, err
 	}
-	return s
+	return s, nil
 }
 
 // time charges the member name with t as Time writes it.
-func (b *budget) time(name string, t time.Time) bool {
+func (b *budget) time(name string, t time.Time) (Time, error) {
 	var buf [64]byte
-	return b.scalar(name, len(`""`)+len(t.UTC().AppendFormat(buf[:0], posts.TimeFormat)))
+	if err := b.fits(name, len(`""`)+len(t.UTC().AppendFormat(buf[:0], posts.TimeFormat))); err != nil {
+		return Time{}, err
+	}
+	return Time{t}, nil
 }
 
 // objectMember charges the member name with an object of type typ, or null when absent.
@@ -214,6 +362,11 @@ func jsonStringLen(s string) int {
 		i += size
 	}
 	return n
+}
+
+// stoppedByBudget says whether errs hold the error of a resolver that found its budget run out.
+func stoppedByBudget(errs []*gqlerrors.QueryError) bool {
+	return slices.ContainsFunc(errs, func(e *gqlerrors.QueryError) bool { return e.ResolverError == error(errResponseTooLarge) })
 }
 
 // tooLarge is the response of an operation stopped by its budget. Execution had begun, so, as

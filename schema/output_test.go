@@ -139,6 +139,7 @@ func TestBodyAliasesStopAtMaxResponseSize(t *testing.T) {
 		calls.reset()
 		var res *graphql.Response
 		n := allocated(func() { res = s.Do(t.Context(), schema.Request{Query: bodyAliases(20, 19)}) })
+		t.Logf("allocated %d bytes", n)
 		tooLarge(t, res)
 		// In full it is 20 × 19 × 300 kB = 114 MB of JSON. What is allocated is the page read
 		// from the store (1 MB of bodies, copied by the driver) and the JSON up to the budget,

@@ -119,16 +119,22 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 	if b.exceeded() || int64(len(res.Data)) > s.limits.MaxResponseSize {
 		return tooLarge(s.limits.MaxResponseSize)
 	}
-	if res.Data == nil {
-		if invalid(res.Errors) {
-			res.Errors = s.locatedInQuery(req, res.Errors)
-		}
-		res.Errors = capErrors(res.Errors)
-		tagRequestErrors(res.Errors)
-		return res
+	// The client's text is validated again only for where its errors are; a block string can
+	// hide from Prepare what graphql-go's reader of it would find there, so not with one.
+	if res.Data == nil && invalid(res.Errors) && !strings.Contains(req.Query, `"""`) {
+		res.Errors = s.locatedInQuery(req, res.Errors)
 	}
-	if len(res.Errors) > MaxErrors {
-		res.Errors = capErrors(res.Errors)
+	return capResponseErrors(res)
+}
+
+// capResponseErrors cuts the errors of res after MaxErrors (capErrors) and gives them their
+// codes: the errors of a request that did not run (no data) are request errors, the one that
+// ends the errors of an executed operation has CodeTooManyErrors.
+func capResponseErrors(res *graphql.Response) *graphql.Response {
+	res.Errors = capErrors(res.Errors)
+	if res.Data == nil {
+		tagRequestErrors(res.Errors)
+	} else if len(res.Errors) > MaxErrors {
 		res.Errors[MaxErrors].Extensions = map[string]any{"code": CodeTooManyErrors}
 	}
 	return res
@@ -170,8 +176,10 @@ type Resolver struct {
 	logger *zap.Logger
 }
 
-// Each resolver object carries the budget of the execution it belongs to (nil outside one): its
-// fields take no context, so graphql-go resolves them in line, and charge it as they return.
+// Each resolver object carries the budget of the response it belongs to (an execution's, or a
+// subscription event's; nil outside both): its fields take no context, so graphql-go resolves
+// them in line, and charge it as they return. A field that does not fit returns
+// errResponseTooLarge, and so does every resolver once the budget has run out.
 
 // Post resolves Query.post.
 func (r *Resolver) Post(ctx context.Context, args struct{ ID graphql.ID }) (*Post, error) {
@@ -206,7 +214,7 @@ func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !b.list("posts", "Post", len(page.Posts)) {
+	if !b.ahead("posts", page.Posts) || !b.list("posts", "Post", len(page.Posts)) {
 		return nil, errResponseTooLarge
 	}
 	return r.withAuthors(ctx, b, page.Posts, graphql.HasSelectedField(ctx, "author"))
@@ -223,7 +231,7 @@ func (r *Resolver) PostsConnection(ctx context.Context, args struct {
 	if err != nil {
 		return nil, err
 	}
-	if !b.objectMember("postsConnection", "PostConnection", true) {
+	if !b.ahead("postsConnection", page.Posts) || !b.objectMember("postsConnection", "PostConnection", true) {
 		return nil, errResponseTooLarge
 	}
 	nodes, err := r.withAuthors(ctx, b, page.Posts, graphql.HasSelectedField(ctx, "edges.node.author"))
@@ -360,11 +368,8 @@ func (r *Resolver) DeletePost(ctx context.Context, args struct{ ID graphql.ID })
 	if err := r.svc.Delete(ctx, auth.FromContext(ctx), string(args.ID)); err != nil {
 		return "", r.fail(err)
 	}
-	return ID(b.str("deletePost", string(args.ID))), nil
+	return b.id("deletePost", string(args.ID))
 }
-
-// post is the resolver of p outside an execution with a budget: an event of a subscription.
-func (r *Resolver) post(p posts.Post) *Post { return r.postIn(p, nil) }
 
 // postIn is the resolver of p in the execution whose budget is b.
 func (r *Resolver) postIn(p posts.Post, b *budget) *Post { return &Post{r: r, post: p, b: b} }
@@ -385,18 +390,12 @@ type Post struct {
 	b      *budget
 }
 
-func (p *Post) ID() ID        { return ID(p.b.str("id", p.post.ID)) }
-func (p *Post) UserID() ID    { return ID(p.b.str("userId", p.post.UserID)) }
-func (p *Post) Title() string { return p.b.str("title", p.post.Title) }
-func (p *Post) Body() *string { return p.b.optStr("body", p.post.Body) }
-func (p *Post) CreatedAt() Time {
-	p.b.time("createdAt", p.post.CreatedAt)
-	return Time{p.post.CreatedAt}
-}
-func (p *Post) UpdatedAt() Time {
-	p.b.time("updatedAt", p.post.UpdatedAt)
-	return Time{p.post.UpdatedAt}
-}
+func (p *Post) ID() (ID, error)          { return p.b.id("id", p.post.ID) }
+func (p *Post) UserID() (ID, error)      { return p.b.id("userId", p.post.UserID) }
+func (p *Post) Title() (string, error)   { return p.b.str("title", p.post.Title) }
+func (p *Post) Body() (*string, error)   { return p.b.optStr("body", p.post.Body) }
+func (p *Post) CreatedAt() (Time, error) { return p.b.time("createdAt", p.post.CreatedAt) }
+func (p *Post) UpdatedAt() (Time, error) { return p.b.time("updatedAt", p.post.UpdatedAt) }
 func (p *Post) Author(ctx context.Context) (*User, error) {
 	if p.author != nil {
 		if !p.b.objectMember("author", "User", true) {
@@ -414,9 +413,9 @@ type User struct {
 	b    *budget
 }
 
-func (u *User) ID() ID         { return ID(u.b.str("id", u.user.ID)) }
-func (u *User) Name() *string  { return u.b.optStr("name", u.user.Name) }
-func (u *User) Email() *string { return u.b.optStr("email", u.user.Email) }
+func (u *User) ID() (ID, error)         { return u.b.id("id", u.user.ID) }
+func (u *User) Name() (*string, error)  { return u.b.optStr("name", u.user.Name) }
+func (u *User) Email() (*string, error) { return u.b.optStr("email", u.user.Email) }
 
 // Posts resolves User.posts. Their author is this user, so it costs no query.
 func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post, error) {
@@ -430,7 +429,7 @@ func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post,
 	if err != nil {
 		return nil, err
 	}
-	if !u.b.list("posts", "Post", len(page.Posts)) {
+	if !u.b.ahead("posts", page.Posts) || !u.b.list("posts", "Post", len(page.Posts)) {
 		return nil, errResponseTooLarge
 	}
 	out := u.r.postsOf(page.Posts, u.b)
@@ -447,38 +446,38 @@ type PostConnection struct {
 	b     *budget
 }
 
-func (c *PostConnection) Edges() []*PostEdge {
+func (c *PostConnection) Edges() ([]*PostEdge, error) {
 	if !c.b.list("edges", "PostEdge", len(c.posts)) {
-		return nil
+		return nil, errResponseTooLarge
 	}
 	edges := make([]*PostEdge, len(c.posts))
 	for i, p := range c.posts {
 		edges[i] = &PostEdge{node: p}
 	}
-	return edges
+	return edges, nil
 }
 
-func (c *PostConnection) PageInfo() *PageInfo {
+func (c *PostConnection) PageInfo() (*PageInfo, error) {
 	if !c.b.objectMember("pageInfo", "PageInfo", true) {
-		return nil
+		return nil, errResponseTooLarge
 	}
 	info := &PageInfo{hasNext: c.page.Next != "", b: c.b}
 	if n := len(c.page.Posts); n > 0 {
 		cursor := posts.Cursor(c.page.Posts[n-1])
 		info.endCursor = &cursor
 	}
-	return info
+	return info, nil
 }
 
 // PostEdge is a post and its cursor.
 type PostEdge struct{ node *Post }
 
-func (e *PostEdge) Cursor() string { return e.node.b.str("cursor", posts.Cursor(e.node.post)) }
-func (e *PostEdge) Node() *Post {
+func (e *PostEdge) Cursor() (string, error) { return e.node.b.str("cursor", posts.Cursor(e.node.post)) }
+func (e *PostEdge) Node() (*Post, error) {
 	if !e.node.b.objectMember("node", "Post", true) {
-		return nil
+		return nil, errResponseTooLarge
 	}
-	return e.node
+	return e.node, nil
 }
 
 // PageInfo says where a page ends.
@@ -488,11 +487,10 @@ type PageInfo struct {
 	b         *budget
 }
 
-func (i *PageInfo) HasNextPage() bool {
-	i.b.scalar("hasNextPage", len(strconv.FormatBool(i.hasNext)))
-	return i.hasNext
+func (i *PageInfo) HasNextPage() (bool, error) {
+	return i.hasNext, i.b.fits("hasNextPage", len(strconv.FormatBool(i.hasNext)))
 }
-func (i *PageInfo) EndCursor() *string { return i.b.optStr("endCursor", i.endCursor) }
+func (i *PageInfo) EndCursor() (*string, error) { return i.b.optStr("endCursor", i.endCursor) }
 
 // Time is the Time scalar: RFC 3339 in UTC with milliseconds.
 type Time struct{ time.Time }

@@ -13,8 +13,23 @@ import (
 
 // subscribe runs op, a subscription, as a stream of responses, one per event, until ctx ends or
 // the stream does (its channel is then closed). Transports share it through Listen.
+//
+// Each event is one response, bounded as an operation is: its resolution has a budget of
+// max_response_size of its own (see budget), and an event that grows past it stops there and
+// is answered as Execute answers such an operation, one RESPONSE_TOO_LARGE error and data:
+// null. The stream goes on: the next event may be small, and the error is a response of an
+// executed operation (a next message of graphql-transport-ws), not the end of the
+// subscription. An event has at most MaxErrors errors and one more that says how many were cut.
 func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.Response {
 	req := op.request
+	limit := s.limits.MaxResponseSize
+	keys := newBudget(0, op.document, nil) // the document parsed once, for every event's budget
+	ctx = withEventBudgets(ctx, func(name, typ string) *budget {
+		b := keys.fresh(limit)
+		b.charge(b.object(rootTypes["subscription"]))
+		b.objectMember(name, typ, true)
+		return b
+	})
 	in, err := s.exec.Subscribe(ctx, op.document, req.OperationName, req.Variables)
 	out := make(chan *graphql.Response, 1)
 	if err != nil { // the schema has no subscriptions: a fault of ours
@@ -29,14 +44,18 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 			if res == nil {
 				continue
 			}
-			for _, e := range res.Errors {
-				// graphql-go leaves out the extensions of a subscription resolver's error
-				if x, ok := e.ResolverError.(interface{ Extensions() map[string]any }); ok && e.Extensions == nil {
-					e.Extensions = x.Extensions()
+			// A resolver that found the event's budget run out says so with its error. The
+			// length is a second lock, as in Execute: postDeleted's id is sent as it is.
+			if stoppedByBudget(res.Errors) || int64(len(res.Data)) > limit {
+				res = tooLarge(limit)
+			} else {
+				for _, e := range res.Errors {
+					// graphql-go leaves out the extensions of a subscription resolver's error
+					if x, ok := e.ResolverError.(interface{ Extensions() map[string]any }); ok && e.Extensions == nil {
+						e.Extensions = x.Extensions()
+					}
 				}
-			}
-			if res.Data == nil {
-				tagRequestErrors(res.Errors)
+				res = capResponseErrors(res)
 			}
 			select {
 			case out <- res:
@@ -59,20 +78,27 @@ func withOverflow(ctx context.Context, fellBehind func()) context.Context {
 
 // PostCreated resolves Subscription.postCreated.
 func (r *Resolver) PostCreated(ctx context.Context, args struct{ UserID *graphql.ID }) (<-chan *Post, error) {
-	return stream(ctx, r, func(e posts.Event) bool { return e.Kind == posts.Created && ofUser(e, args.UserID) }, r.post)
+	return stream(ctx, r, func(e posts.Event) bool { return e.Kind == posts.Created && ofUser(e, args.UserID) }, r.eventPost(ctx, "postCreated"))
 }
 
 // PostUpdated resolves Subscription.postUpdated.
 func (r *Resolver) PostUpdated(ctx context.Context, args struct{ ID, UserID *graphql.ID }) (<-chan *Post, error) {
 	return stream(ctx, r, func(e posts.Event) bool {
 		return e.Kind == posts.Updated && ofUser(e, args.UserID) && (args.ID == nil || string(*args.ID) == e.Post.ID)
-	}, r.post)
+	}, r.eventPost(ctx, "postUpdated"))
 }
 
-// PostDeleted resolves Subscription.postDeleted.
-func (r *Resolver) PostDeleted(ctx context.Context, args struct{ UserID *graphql.ID }) (<-chan graphql.ID, error) {
+// PostDeleted resolves Subscription.postDeleted. The id is an ID, not a graphql.ID, whose
+// encoding is not JSON (see ID).
+func (r *Resolver) PostDeleted(ctx context.Context, args struct{ UserID *graphql.ID }) (<-chan ID, error) {
 	return stream(ctx, r, func(e posts.Event) bool { return e.Kind == posts.Deleted && ofUser(e, args.UserID) },
-		func(p posts.Post) graphql.ID { return graphql.ID(p.ID) })
+		func(p posts.Post) ID { return ID(p.ID) })
+}
+
+// eventPost makes the resolver of the post of each event of the subscription of ctx, whose root
+// field is name, with a budget of its own: each event is one response.
+func (r *Resolver) eventPost(ctx context.Context, name string) func(posts.Post) *Post {
+	return func(p posts.Post) *Post { return r.postIn(p, eventBudget(ctx, name, "Post")) }
 }
 
 // overflowed tells the transport, when sub ended because its reader fell behind.

@@ -3,6 +3,8 @@ package schema_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,24 +15,56 @@ import (
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
+	"github.com/postsedge/caddy-posts/store"
 )
 
 // subscribed is a schema with an event broker, the service that writes to it, and the broker.
 func subscribed(t testing.TB, queue int, limits ...schema.Limits) (*schema.Schema, *posts.Service, *events.Broker[posts.Event]) {
 	t.Helper()
+	return subscribedOver(t, newStore(t), queue, 10, append(limits, schema.Limits{})[0])
+}
+
+// subscribedOver is subscribed over st, with the given max_limit.
+func subscribedOver(t testing.TB, st store.Store, queue, maxLimit int, limits schema.Limits) (*schema.Schema, *posts.Service, *events.Broker[posts.Event]) {
+	t.Helper()
 	broker := events.NewBroker[posts.Event](queue)
 	svc := posts.NewService(posts.Config{
-		Store:    newStore(t),
+		Store:    st,
 		Timeout:  5 * time.Second,
-		MaxLimit: 10,
+		MaxLimit: maxLimit,
 		Logger:   zap.NewNop(),
 		Events:   broker,
 	})
-	s, err := schema.New(svc, zap.NewNop(), append(limits, schema.Limits{})[0])
+	s, err := schema.New(svc, zap.NewNop(), limits)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s, svc, broker
+}
+
+// started waits until broker has n subscriptions.
+func started(t *testing.T, broker *events.Broker[posts.Event], n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); broker.Subscribers() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d subscriptions started", broker.Subscribers(), n)
+		}
+	}
+}
+
+// nextResponse waits for the next response of c, errors and all.
+func nextResponse(t *testing.T, c <-chan *graphql.Response) *graphql.Response {
+	t.Helper()
+	select {
+	case res, ok := <-c:
+		if !ok {
+			t.Fatal("the stream ended")
+		}
+		return res
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event in 5s")
+	}
+	return nil
 }
 
 func subscribe(t *testing.T, ctx context.Context, s *schema.Schema, query string) <-chan *graphql.Response {
@@ -163,5 +197,202 @@ func TestSubscriptionsNeedAnEventBroker(t *testing.T) {
 	res := <-s.Subscribe(auth.NewContext(t.Context(), alice), op)
 	if len(res.Errors) != 1 || res.Errors[0].Extensions["code"] != schema.CodeUnavailable {
 		t.Errorf("got %s %v; want one UNAVAILABLE error", res.Data, res.Errors)
+	}
+}
+
+// Each event is one response, with a budget of max_response_size of its own: the body-alias
+// attack over an author's posts, 114 MB of JSON in full per write, answers RESPONSE_TOO_LARGE
+// with little allocated and one list read, and the feed goes on.
+func TestAnEventPastMaxResponseSizeAnswersRESPONSE_TOO_LARGE(t *testing.T) {
+	const limit = 1 << 20
+	calls := &callLog{}
+	st := newStore(t)
+	s, svc, broker := subscribedOver(t, counted{st, calls}, 16, 20, schema.Limits{MaxResponseSize: limit})
+	body := strings.Repeat("<", 50_000) // 300,002 bytes of JSON each
+	insert(t, st, 20, "alice", &body)
+	c := subscribe(t, t.Context(), s, `subscription { postCreated { author { posts(limit: 20) { `+aliases("body", 19)+`} } } }`)
+	started(t, broker, 1)
+
+	calls.reset()
+	var res *graphql.Response
+	n := allocated(func() {
+		if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "small"}); err != nil {
+			t.Fatal(err)
+		}
+		res = nextResponse(t, c)
+	})
+	t.Logf("the event allocated %d bytes", n)
+	tooLarge(t, res)
+	// In full it is 20 × 19 × 300 kB = 114 MB of JSON, and 1.27 GB allocated. What is
+	// allocated is the page read from the store (1 MB of bodies, copied by the driver) and the
+	// JSON up to the budget, copied up through graphql-go's buffers (see
+	// TestEventBodyAliasesAtFullSize).
+	if n > 24*limit*raceFactor {
+		t.Errorf("allocated %d bytes; want at most %d", n, 24*limit*raceFactor)
+	}
+	if got := calls.list(); strings.Count(strings.Join(got, " "), "ListPosts") != 1 {
+		t.Errorf("store calls %v; want the one list of the author's posts", got)
+	}
+
+	// The next event is bob's, whose one post is small: it arrives in full.
+	if _, err := svc.Create(t.Context(), bob, posts.NewPost{Title: "by bob", Body: new("small")}); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"postCreated":{"author":{"posts":[{` + strings.TrimSuffix(strings.Repeat(`"aN":"small",`, 19), ",") + `}]}}}`
+	for i := range 19 {
+		want = strings.Replace(want, `"aN"`, fmt.Sprintf(`"a%d"`, i), 1)
+	}
+	if got := receive(t, c); got != want {
+		t.Errorf("the next event: %.300s; want %s", got, want)
+	}
+}
+
+func TestAnEventStopsCallingTheStoreOnceItsBudgetRunsOut(t *testing.T) {
+	const limit = 1 << 20
+	calls := &callLog{}
+	st := newStore(t)
+	s, svc, broker := subscribedOver(t, counted{st, calls}, 16, 20, schema.Limits{MaxResponseSize: limit})
+	body := strings.Repeat("<", 50_000)
+	insert(t, st, 20, "alice", &body)
+	c := subscribe(t, t.Context(), s, `subscription { postCreated { author { posts(limit: 20) { a: body b: body c: body d: body author { posts(limit: 20) { body } } } } } }`)
+	started(t, broker, 1)
+	calls.reset()
+	if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "small"}); err != nil {
+		t.Fatal(err)
+	}
+	tooLarge(t, nextResponse(t, c))
+	// In full: the list of the author's posts and, for each of the 20, the list of its
+	// author's. Resolvers run 10 at a time, and the first post's four bodies alone exceed the
+	// budget.
+	got := strings.Count(strings.Join(calls.list(), " "), "ListPosts")
+	t.Logf("%d lists of 21", got)
+	if got > 11 {
+		t.Errorf("%d lists: %v", got, calls.list())
+	}
+}
+
+// A feed answers an event past its budget as an executed operation with an error, and goes on.
+func TestAFeedGoesOnAfterAnEventTooLarge(t *testing.T) {
+	s, svc, broker := subscribedOver(t, newStore(t), 16, 10, schema.Limits{MaxResponseSize: 1 << 20})
+	l := listen(t, s, `subscription { postCreated { `+aliases("body", 19)+`} }`, nil, alice)
+	defer l.Close()
+	started(t, broker, 1)
+	big := strings.Repeat("<", 50_000) // 19 × 300 kB
+	if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "big", Body: &big}); err != nil {
+		t.Fatal(err)
+	}
+	var res graphql.Response
+	if err := json.Unmarshal([]byte(next(t, l)), &res); err != nil {
+		t.Fatal(err)
+	}
+	tooLarge(t, &res)
+	if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "small", Body: new("s")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, l); !strings.HasPrefix(got, `{"data":{"postCreated":{"a0":"s",`) || strings.Contains(got, "errors") {
+		t.Errorf("the next event: %.300s", got)
+	}
+}
+
+func TestEventsOfIDsWithControlCharactersAreValidJSON(t *testing.T) {
+	st := newStore(t)
+	s, svc, broker := subscribedOver(t, st, 16, 10, schema.Limits{})
+	eve := auth.Identity{UserID: "eve\u0001", Method: auth.MethodAPIKey}
+	ids := insert(t, st, 2, eve.UserID, nil) // straight into the store: the service would refuse the id
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	updated := subscribe(t, ctx, s, `subscription { postUpdated { userId author { id posts { userId } } } }`)
+	deleted := subscribe(t, ctx, s, `subscription { postDeleted }`)
+	started(t, broker, 2)
+	valid := func(res *graphql.Response) string {
+		t.Helper()
+		out, err := json.Marshal(res)
+		if err != nil || !json.Valid(out) || len(res.Errors) > 0 {
+			t.Fatalf("%s, %v", out, err)
+		}
+		return string(res.Data)
+	}
+
+	if _, err := svc.Update(ctx, eve, ids[0], posts.Changes{Title: posts.Change{Set: true, Value: new("changed")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := valid(nextResponse(t, updated)), `{"postUpdated":{"userId":"eve\u0001","author":{"id":"eve\u0001","posts":[{"userId":"eve\u0001"},{"userId":"eve\u0001"}]}}}`; got != want {
+		t.Errorf("postUpdated: %s; want %s", got, want)
+	}
+	// Ids are ObjectIDs when the service writes them; one from elsewhere may hold anything.
+	odd := "p\u0001\xff\u2028"
+	broker.Publish(posts.Event{Kind: posts.Deleted, Post: posts.Post{ID: odd, UserID: eve.UserID}})
+	if got, want := valid(nextResponse(t, deleted)), `{"postDeleted":"p\u0001\ufffd\u2028"}`; got != want {
+		t.Errorf("postDeleted: %s; want %s", got, want)
+	}
+	// The feed goes on.
+	if err := svc.Delete(ctx, eve, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := valid(nextResponse(t, deleted)), `{"postDeleted":"`+ids[1]+`"}`; got != want {
+		t.Errorf("postDeleted: %s; want %s", got, want)
+	}
+}
+
+// TestEventBodyAliasesAtFullSize is the attack on subscriptions as reported: 100 posts of
+// 50,000 '<', 19 aliases of body on the author's posts of each new post, 570 MB of JSON per
+// write in full; the default max_response_size stops each such event.
+func TestEventBodyAliasesAtFullSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 5 MB of posts")
+	}
+	st := newStore(t)
+	s, svc, broker := subscribedOver(t, st, 16, 100, schema.Limits{MaxCost: 4000})
+	body := strings.Repeat("<", 50_000)
+	insert(t, st, 100, "alice", &body)
+	c := subscribe(t, t.Context(), s, `subscription { postCreated { author { posts(limit: 100) { `+aliases("body", 19)+`} } } }`)
+	started(t, broker, 1)
+	for i := range 2 { // each write's event is stopped, the second as the first
+		var res *graphql.Response
+		start := time.Now()
+		n := allocated(func() {
+			if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "small"}); err != nil {
+				t.Fatal(err)
+			}
+			res = nextResponse(t, c)
+		})
+		tooLarge(t, res)
+		t.Logf("event %d answered in %v, %d bytes allocated", i+1, time.Since(start), n)
+		// The JSON up to the 8 MiB budget is copied up through graphql-go's buffers, each grown
+		// by doubling: of field, post, list, author, postCreated, the event and its data, two
+		// levels more than a query's.
+		if n > 192<<20*raceFactor {
+			t.Errorf("allocated %d bytes; want under 192 MiB", n)
+		}
+	}
+}
+
+func TestAnEventsErrorsAreCutAfterMaxErrors(t *testing.T) {
+	const n = 150
+	st := newStore(t)
+	s, svc, broker := subscribedOver(t, st, 16, 1000, schema.Limits{MaxCost: schema.MaxMaxCost})
+	insert(t, st, n-1, "alice", nil)
+	// Each of the author's posts lists its own author's posts with a limit out of range: one
+	// error per post.
+	c := subscribe(t, t.Context(), s, fmt.Sprintf(`subscription { postCreated { author { posts(limit: %d) { author { posts(limit: 0) { id } } } } } }`, n))
+	started(t, broker, 1)
+	if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "the 150th"}); err != nil {
+		t.Fatal(err)
+	}
+	res := nextResponse(t, c)
+	if len(res.Errors) != schema.MaxErrors+1 {
+		t.Fatalf("%d errors; want %d", len(res.Errors), schema.MaxErrors+1)
+	}
+	for _, e := range res.Errors[:schema.MaxErrors] {
+		if e.Extensions["code"] != schema.CodeBadUserInput {
+			t.Fatalf("error %v", e)
+		}
+	}
+	last := res.Errors[schema.MaxErrors]
+	if msg := fmt.Sprintf("Too many errors, error limit reached: %d more were left out.", n-schema.MaxErrors); last.Message != msg || last.Extensions["code"] != schema.CodeTooManyErrors {
+		t.Errorf("last error %q %v; want %q", last.Message, last.Extensions, msg)
+	}
+	if !json.Valid(res.Data) || strings.Count(string(res.Data), `{"author":null}`) != n {
+		t.Errorf("data %.300s", res.Data)
 	}
 }
