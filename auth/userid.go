@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"unicode"
 	"unicode/utf8"
 )
@@ -13,7 +14,7 @@ const MaxUserIDBytes = 256
 // so they may be shown to the client whose token carried it.
 var (
 	errUserIDEmpty     = errors.New("the user id is empty")
-	errUserIDTooLong   = errors.New("the user id is longer than 256 bytes")
+	errUserIDTooLong   = fmt.Errorf("the user id is longer than %d bytes", MaxUserIDBytes)
 	errUserIDNotUTF8   = errors.New("the user id is not valid UTF-8")
 	errUserIDControl   = errors.New("the user id has a control character")
 	errUserIDInvisible = errors.New("the user id has an invisible formatting character")

@@ -473,6 +473,12 @@ func TestOneClientCannotTakeEveryoneElsesShare(t *testing.T) {
 		for i := range 100 {
 			subscribe(conns[i%2], strconv.Itoa(i), i)
 		}
+		// A connection reads its messages in order: its pong says its subscribes are counted.
+		for _, c := range conns {
+			if m := exchange(c, `{"type":"ping"}`); m["type"] != "pong" {
+				t.Fatalf("a subscribe of the share was answered with %v", m)
+			}
+		}
 		// The 101st distinct operation is refused with an error for its id; the connection stays.
 		if m := exchange(conns[0], fmt.Sprintf(`{"type":"subscribe","id":"over","payload":{"query":"subscription{postUpdated(id:\"%024x\"){id}}"}}`, 100)); m["type"] != "error" || m["id"] != "over" {
 			t.Fatalf("the 101st distinct execution of one client: %v; want an error for it", m)

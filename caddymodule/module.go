@@ -155,8 +155,9 @@ type Handler struct {
 	// Default: 10.
 	MaxRootFields int `json:"max_root_fields,omitempty"`
 
-	// The most fields a GraphQL operation may select in all, fragments expanded; more is refused
-	// with MAX_FIELDS_LIMIT. Default: 500.
+	// The most fields a GraphQL document may select in all, fragments expanded (every operation
+	// of a document is validated, though one runs); more is refused with MAX_FIELDS_LIMIT.
+	// Default: 500.
 	MaxFields int `json:"max_fields,omitempty"`
 
 	// The largest response body, in bytes. A GraphQL operation whose result would grow past it
@@ -610,14 +611,8 @@ func placeholder(r *http.Request, name string) string {
 // clientIP is the client's address as Caddy found it: the peer's, or with trusted_proxies the
 // one the proxies name.
 func clientIP(r *http.Request) string {
-	if ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ip != "" {
-		return ip
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
+	ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	return ip // "" outside Caddy's server: the API then counts by the peer's address
 }
 
 // requestID is Caddy's id of the request, as in its access log.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -362,7 +361,7 @@ func (c *wsConn) init(payload json.RawMessage) *closeError {
 	if client := clientKey(caller, c.address); client != c.client {
 		perClient := c.api.cfg.Subscriptions.MaxConnectionsPerUser
 		if !c.api.conns.move(c.client, client, perClient) {
-			return c.refuse(closeTooManyConnections, fmt.Sprintf("Too many connections: %d open, as many as max_connections_per_user allows", perClient))
+			return c.refuse(closeTooManyConnections, tooManyConnections(perClient))
 		}
 		c.client = client
 	}

@@ -40,7 +40,7 @@ func decodeMessage(typ websocket.MessageType, data []byte) (message, *closeError
 	switch {
 	case typ != websocket.MessageText:
 		return m, &closeError{closeBadRequest, "Invalid message: binary messages are not accepted"}
-	case !utf8.Valid(data):
+	case checkJSONText("a text message", data) != nil: // half a surrogate pair (\ud800) is no character either
 		return m, &closeError{websocket.StatusInvalidFramePayloadData, "Invalid message: a text message must be UTF-8"}
 	case json.Unmarshal(data, &m) != nil || m.Type == "":
 		return message{}, &closeError{closeBadRequest, "Invalid message received"}

@@ -17,6 +17,7 @@ func TestDecodeMessage(t *testing.T) {
 		{"a binary frame closes with 4400", websocket.MessageBinary, `{"type": "ping"}`, closeBadRequest},
 		{"text that is not UTF-8 closes with 1007", websocket.MessageText, "{\"type\": \"ping\", \"payload\": \"\xff\"}", websocket.StatusInvalidFramePayloadData},
 		{"text that is not UTF-8 nor JSON closes with 1007", websocket.MessageText, "\xff", websocket.StatusInvalidFramePayloadData},
+		{"an escape of half a surrogate pair closes with 1007", websocket.MessageText, `{"type": "ping", "payload": "\ud800"}`, websocket.StatusInvalidFramePayloadData},
 		{"text that is not JSON closes with 4400", websocket.MessageText, `{"type":`, closeBadRequest},
 		{"a message of no type closes with 4400", websocket.MessageText, `{"id": "1"}`, closeBadRequest},
 		{"an id that is not a string closes with 4400", websocket.MessageText, `{"id": 1, "type": "complete"}`, closeBadRequest},

@@ -86,7 +86,7 @@ func leastLeaves(doc *ast.QueryDocument) map[string]leaves {
 		if depth > 64 { // deeper than max_depth allows; a fragment cycle is refused before
 			return
 		}
-		for _, sel := range selections(doc, set) {
+		for _, sel := range selections(doc, set, false) {
 			path, isList := postLists[sel.Name]
 			if isList {
 				n := leaves{count(doc, sel.SelectionSet, append(path[:len(path):len(path)], "title"), 0), count(doc, sel.SelectionSet, append(path[:len(path):len(path)], "body"), 0)}
@@ -104,19 +104,27 @@ func leastLeaves(doc *ast.QueryDocument) map[string]leaves {
 	return least
 }
 
-// selections are the fields of set, the fields of its fragments included.
-func selections(doc *ast.QueryDocument, set ast.SelectionSet) []*ast.Field {
+// selections are the fields of set, the fields of its fragments included; with sure, only
+// those that no @skip or @include may leave out.
+func selections(doc *ast.QueryDocument, set ast.SelectionSet, sure bool) []*ast.Field {
 	var out []*ast.Field
+	conditional := func(d ast.DirectiveList) bool {
+		return sure && (d.ForName("skip") != nil || d.ForName("include") != nil)
+	}
 	var add func(set ast.SelectionSet, depth int)
 	add = func(set ast.SelectionSet, depth int) {
 		for _, sel := range set {
 			switch sel := sel.(type) {
 			case *ast.Field:
-				out = append(out, sel)
+				if !conditional(sel.Directives) {
+					out = append(out, sel)
+				}
 			case *ast.InlineFragment:
-				add(sel.SelectionSet, depth+1)
+				if !conditional(sel.Directives) {
+					add(sel.SelectionSet, depth+1)
+				}
 			case *ast.FragmentSpread:
-				if f := doc.Fragments.ForName(sel.Name); f != nil && depth < 64 {
+				if f := doc.Fragments.ForName(sel.Name); f != nil && depth < 64 && !conditional(sel.Directives) {
 					add(f.SelectionSet, depth+1)
 				}
 			}
@@ -126,10 +134,10 @@ func selections(doc *ast.QueryDocument, set ast.SelectionSet) []*ast.Field {
 	return out
 }
 
-// count is how many times set writes the field at path, aliases and fragments counted.
+// count is how many times set is sure to write the field at path, aliases and fragments counted.
 func count(doc *ast.QueryDocument, set ast.SelectionSet, path []string, depth int) int {
 	n := 0
-	for _, f := range selections(doc, set) {
+	for _, f := range selections(doc, set, true) {
 		switch {
 		case f.Name != path[0]:
 		case len(path) == 1:

@@ -30,6 +30,7 @@ const CodeTooManySubscriptions = "TOO_MANY_SUBSCRIPTIONS"
 // RefusedError ends a Listener whose operation could not run; Errors say why.
 type RefusedError struct{ Errors []*gqlerrors.QueryError }
 
+// Error says that the subscription was refused; Errors say why.
 func (e *RefusedError) Error() string { return "the subscription was refused" }
 
 // feeds are the running subscription operations, by key, and the share of them each client
@@ -124,14 +125,16 @@ func (s *Schema) Listen(client string, op *Operation, caller auth.Identity, deli
 	return l, nil
 }
 
-// ClientFeeds is how many feeds client takes part in, against Limits.MaxFeedsPerClient.
+// ClientFeeds is how many feeds client takes part in, against Limits.MaxFeedsPerClient; the
+// handlers' tests read it to see that shares are given back.
 func (s *Schema) ClientFeeds(client string) int {
 	s.feeds.mu.Lock()
 	defer s.feeds.mu.Unlock()
 	return len(s.feeds.clients[client])
 }
 
-// FeedClients is how many clients take part in a feed.
+// FeedClients is how many clients take part in any feed; like ClientFeeds, it is for tests
+// and monitoring.
 func (s *Schema) FeedClients() int {
 	s.feeds.mu.Lock()
 	defer s.feeds.mu.Unlock()

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"errors"
 	"fmt"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
@@ -23,7 +24,7 @@ func (id *ID) UnmarshalGraphQL(input any) error {
 	case int32:
 		*id = ID(fmt.Sprint(input))
 	default:
-		return fmt.Errorf("wrong type for ID: %T", input)
+		return errors.New("an ID is a string or a whole number")
 	}
 	return nil
 }

@@ -267,3 +267,40 @@ func TestBodyAliasesAtFullSize(t *testing.T) {
 		t.Errorf("allocated %d bytes, peak resident grew %d; want under 128 MiB and 64 MiB", n, grown)
 	}
 }
+
+// TestAListSureToBeTooLargeStopsBeforeItIsEncoded checks ahead: a list whose titles and bodies,
+// as many times as the document is sure to write them, cannot fit stops before graphql-go
+// encodes any of it, and fields that @skip or @include may leave out are not counted.
+func TestAListSureToBeTooLargeStopsBeforeItIsEncoded(t *testing.T) {
+	st := newStore(t)
+	body := strings.Repeat("<", 50_000) // 300,002 bytes of JSON each
+	insert(t, st, 20, "alice", &body)
+	s := newSchemaOver(t, st, 100, schema.Limits{MaxResponseSize: 1 << 20, MaxCost: 4000})
+	for _, tt := range []struct {
+		name, query string
+		fits        bool
+	}{
+		{"four bodies in a page of 20", `{posts(limit:20){a:body b:body c:body d:body}}`, false},
+		{"the bodies in a fragment", `{posts(limit:20){...F}} fragment F on Post{a:body b:body}`, false},
+		{"the bodies of a connection's nodes", `{postsConnection(first:20){edges{node{a:body}}}}`, false},
+		{"bodies that @skip leaves out", `{posts(limit:20){id a:body @skip(if:true) b:body @skip(if:true)}}`, true},
+		{"bodies that @include leaves out", `{posts(limit:20){id ...F @include(if:false)}} fragment F on Post{body}`, true},
+		{"three bodies of three posts", `{posts(limit:3){a:body b:body c:body}}`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var res *graphql.Response
+			bytes := allocated(func() { res = s.Do(auth.NewContext(t.Context(), auth.Identity{}), schema.Request{Query: tt.query}) })
+			if tt.fits {
+				if len(res.Errors) > 0 {
+					t.Fatalf("errors %v", res.Errors)
+				}
+				return
+			}
+			tooLarge(t, res)
+			t.Logf("%d KiB allocated", bytes>>10)
+			if !strings.Contains(tt.name, "three posts") && bytes > 4<<20 {
+				t.Errorf("%d KiB allocated; a list sure not to fit should stop before it is encoded", bytes>>10)
+			}
+		})
+	}
+}

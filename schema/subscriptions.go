@@ -6,6 +6,7 @@ import (
 
 	"github.com/graph-gophers/graphql-go"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/posts"
@@ -26,7 +27,7 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 	keys := newBudget(0, op.document, nil) // the document parsed once, for every event's budget
 	ctx = withEventBudgets(ctx, func(name, typ string) *budget {
 		b := keys.fresh(limit)
-		b.charge(b.object(rootTypes["subscription"]))
+		b.charge(b.object(operationRoots[ast.Subscription]))
 		b.objectMember(name, typ, true)
 		return b
 	})

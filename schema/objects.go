@@ -1,0 +1,178 @@
+package schema
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/graph-gophers/graphql-go"
+
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+// The object types of the schema and their field resolvers.
+
+// Post resolves a Post.
+type Post struct {
+	r      *Resolver
+	post   posts.Post
+	author *User // read ahead with the list the post came in, if any
+	b      *budget
+}
+
+// The fields of a Post. Each charges the execution's budget with what it writes, and answers
+// errResponseTooLarge instead once that has run out (see budget).
+
+// ID resolves Post.id.
+func (p *Post) ID() (ID, error) { return p.b.id("id", p.post.ID) }
+
+// UserID resolves Post.userId.
+func (p *Post) UserID() (ID, error) { return p.b.id("userId", p.post.UserID) }
+
+// Title resolves Post.title.
+func (p *Post) Title() (string, error) { return p.b.str("title", p.post.Title) }
+
+// Body resolves Post.body.
+func (p *Post) Body() (*string, error) { return p.b.optStr("body", p.post.Body) }
+
+// CreatedAt resolves Post.createdAt.
+func (p *Post) CreatedAt() (Time, error) { return p.b.time("createdAt", p.post.CreatedAt) }
+
+// UpdatedAt resolves Post.updatedAt.
+func (p *Post) UpdatedAt() (Time, error) { return p.b.time("updatedAt", p.post.UpdatedAt) }
+
+// Author resolves Post.author: read ahead with the post's list, or now.
+func (p *Post) Author(ctx context.Context) (*User, error) {
+	if p.author != nil {
+		if !p.b.objectMember("author", "User", true) {
+			return nil, errResponseTooLarge
+		}
+		return p.author, nil
+	}
+	return p.r.user(ctx, p.b, "author", p.post.UserID)
+}
+
+// User resolves a User.
+type User struct {
+	r    *Resolver
+	user posts.User
+	b    *budget
+}
+
+// ID resolves User.id.
+func (u *User) ID() (ID, error) { return u.b.id("id", u.user.ID) }
+
+// Name resolves User.name.
+func (u *User) Name() (*string, error) { return u.b.optStr("name", u.user.Name) }
+
+// Email resolves User.email, which posts.Service shows only to the user.
+func (u *User) Email() (*string, error) { return u.b.optStr("email", u.user.Email) }
+
+// Posts resolves User.posts. Their author is this user, so it costs no query.
+func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post, error) {
+	limit := args.Limit
+	if limit == nil {
+		n := int32(min(UserPostsLimit, u.r.svc.MaxLimit()))
+		limit = &n
+	}
+	id := graphql.ID(u.user.ID)
+	page, err := u.r.list(ctx, u.b, &id, limit, "limit", nil)
+	if err != nil {
+		return nil, err
+	}
+	if !u.b.ahead("posts", page.Posts) || !u.b.list("posts", "Post", len(page.Posts)) {
+		return nil, errResponseTooLarge
+	}
+	out := u.r.postsOf(page.Posts, u.b)
+	for _, p := range out {
+		p.author = u
+	}
+	return out, nil
+}
+
+// PostConnection resolves a page of posts.
+type PostConnection struct {
+	page  posts.Page
+	posts []*Post
+	b     *budget
+}
+
+// Edges resolves PostConnection.edges.
+func (c *PostConnection) Edges() ([]*PostEdge, error) {
+	if !c.b.list("edges", "PostEdge", len(c.posts)) {
+		return nil, errResponseTooLarge
+	}
+	edges := make([]*PostEdge, len(c.posts))
+	for i, p := range c.posts {
+		edges[i] = &PostEdge{node: p}
+	}
+	return edges, nil
+}
+
+// PageInfo resolves PostConnection.pageInfo.
+func (c *PostConnection) PageInfo() (*PageInfo, error) {
+	if !c.b.objectMember("pageInfo", "PageInfo", true) {
+		return nil, errResponseTooLarge
+	}
+	info := &PageInfo{hasNext: c.page.Next != "", b: c.b}
+	if n := len(c.page.Posts); n > 0 {
+		cursor := posts.Cursor(c.page.Posts[n-1])
+		info.endCursor = &cursor
+	}
+	return info, nil
+}
+
+// PostEdge is a post and its cursor.
+type PostEdge struct{ node *Post }
+
+// Cursor resolves PostEdge.cursor.
+func (e *PostEdge) Cursor() (string, error) { return e.node.b.str("cursor", posts.Cursor(e.node.post)) }
+
+// Node resolves PostEdge.node.
+func (e *PostEdge) Node() (*Post, error) {
+	if !e.node.b.objectMember("node", "Post", true) {
+		return nil, errResponseTooLarge
+	}
+	return e.node, nil
+}
+
+// PageInfo says where a page ends.
+type PageInfo struct {
+	hasNext   bool
+	endCursor *string
+	b         *budget
+}
+
+// HasNextPage resolves PageInfo.hasNextPage.
+func (i *PageInfo) HasNextPage() (bool, error) {
+	return i.hasNext, i.b.fits("hasNextPage", len(strconv.FormatBool(i.hasNext)))
+}
+
+// EndCursor resolves PageInfo.endCursor.
+func (i *PageInfo) EndCursor() (*string, error) { return i.b.optStr("endCursor", i.endCursor) }
+
+// Time is the Time scalar: RFC 3339 in UTC with milliseconds.
+type Time struct{ time.Time }
+
+// ImplementsGraphQLType binds Time to the schema's Time scalar.
+func (Time) ImplementsGraphQLType(name string) bool { return name == "Time" }
+
+// UnmarshalGraphQL reads a Time argument.
+func (t *Time) UnmarshalGraphQL(input any) error {
+	s, ok := input.(string)
+	if !ok {
+		return fmt.Errorf("a Time is an RFC 3339 string, not %T", input)
+	}
+	parsed, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("a Time is an RFC 3339 string such as 2026-11-21T04:35:44.036Z")
+	}
+	t.Time = parsed
+	return nil
+}
+
+// MarshalJSON writes a Time as the REST API does.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.UTC().Format(posts.TimeFormat) + `"`), nil
+}
