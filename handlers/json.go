@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
 )
 
 // postJSON is a post as clients see it.
@@ -107,32 +108,8 @@ func timeSize(t time.Time) int {
 	return len(t.AppendFormat(b[:0], posts.TimeFormat))
 }
 
-// stringSize is the size of s as encoding/json writes it without HTML escaping, quotes left out.
-func stringSize(s string) int {
-	n := len(s)
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
-				n++ // \n
-			case c < 0x20:
-				n += 5 // \u001f
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			n += 5 // \ufffd for one byte
-		case r == '\u2028' || r == '\u2029':
-			n += 6 - size // \u2028 for three bytes
-		}
-		i += size
-	}
-	return n
-}
+// stringSize is the size of s as writeJSON writes it (no HTML escaping), quotes left out.
+func stringSize(s string) int { return schema.JSONStringSize(s, false) - len(`""`) }
 
 // member is one member of a JSON object, its value not yet decoded.
 type member struct {

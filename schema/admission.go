@@ -1,5 +1,6 @@
 // The admission pass of Prepare. One file over 400 lines: it is one walk, whose counting and
 // literal checks share the walk's state, and reads best whole.
+
 package schema
 
 import (

@@ -339,10 +339,11 @@ func (b *budget) list(name, typ string, n int) bool {
 	return b.charge(b.member(name, len(`[]`)+max(n-1, 0)*len(`,`)+n*b.object(typ)))
 }
 
-// jsonStringLen is the length of s as a JSON string as graphql-go writes it: with
-// encoding/json, which escapes <, > and & as \u003c (6 bytes for 1), control characters,
-// each byte of invalid UTF-8 as \ufffd, and U+2028 and U+2029.
-func jsonStringLen(s string) int {
+// JSONStringSize is the length of s as a JSON string, quotes included, as encoding/json writes
+// it: control characters escaped, each byte of invalid UTF-8 as \ufffd, U+2028 and U+2029 as
+// \u2028, and with escapeHTML (as graphql-go writes every string) <, > and & as \u003c, 6
+// bytes for 1. The REST handlers, which do not escape HTML, size their pages with it too.
+func JSONStringSize(s string, escapeHTML bool) int {
 	n := len(`""`)
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -350,7 +351,7 @@ func jsonStringLen(s string) int {
 			switch {
 			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
 				n += 2
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
+			case c < 0x20 || escapeHTML && (c == '<' || c == '>' || c == '&'):
 				n += len(`\u0000`)
 			default:
 				n++
@@ -371,6 +372,9 @@ func jsonStringLen(s string) int {
 	}
 	return n
 }
+
+// jsonStringLen is JSONStringSize as graphql-go writes strings.
+func jsonStringLen(s string) int { return JSONStringSize(s, true) }
 
 // stoppedByBudget says whether errs hold the error of a resolver that found its budget run out.
 func stoppedByBudget(errs []*gqlerrors.QueryError) bool {
