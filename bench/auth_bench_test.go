@@ -118,6 +118,9 @@ http://127.0.0.1:%d {
 		data_dir %s
 		jwks_url %s
 		api_key %s %s
+		# The benchmarks' thousand connections are one client's.
+		max_connections_per_user 10000
+		max_distinct_subscriptions_per_client 1000
 	}
 }
 `, port, filepath.Join(tmp, "posts"), p.jwksURL, apiKey, user)
