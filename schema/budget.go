@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -12,7 +11,6 @@ import (
 	"github.com/graph-gophers/graphql-go"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/postsedge/caddy-posts/posts"
 )
@@ -37,11 +35,16 @@ const CodeResponseTooLarge = "RESPONSE_TOO_LARGE"
 // then its value as graphql-go encodes it. An object charges its braces and, if the operation
 // selects __typename anywhere, that member too. A nil *budget charges nothing.
 type budget struct {
-	left     atomic.Int64
+	*shape
+	left atomic.Int64
+	stop context.CancelCauseFunc
+}
+
+// shape is what a budget reads of its document, found once by Prepare from the tree it parsed.
+type shape struct {
 	keys     map[string]int // by field name, the longest key it is written under
 	unknown  int            // the key length of a field not in keys (none should be): the document's length
 	typename int            // the key length of __typename, 0 when it is never selected
-	stop     context.CancelCauseFunc
 	// least is, for each list of posts (posts, postsConnection), how many times at the fewest
 	// one of its posts is written with its title and with its body, aliases counted: see ahead.
 	least map[string]leaves
@@ -54,24 +57,26 @@ type leaves struct{ title, body int }
 // resolvers that still run return.
 var errResponseTooLarge = &Error{Code: CodeResponseTooLarge, Message: "the response is too large"}
 
-// newBudget is the budget of one execution of document, limit bytes, whose exhaustion calls
-// stop.
-func newBudget(limit int64, document string, stop context.CancelCauseFunc) *budget {
-	b := &budget{keys: map[string]int{}, unknown: len(document), stop: stop}
+// newBudget is a budget of limit bytes for one response of a document of shape sh, whose
+// exhaustion calls stop (if not nil).
+func newBudget(limit int64, sh *shape, stop context.CancelCauseFunc) *budget {
+	b := &budget{shape: sh, stop: stop}
 	b.left.Store(limit)
-	doc, err := parser.ParseQuery(&ast.Source{Input: document})
-	if err != nil { // Prepare printed it from a parsed tree: keep the safe bound for every key
-		return b
-	}
+	return b
+}
+
+// shapeOf is the shape of doc, whose printed text is length bytes long.
+func shapeOf(doc *ast.QueryDocument, length int) *shape {
+	sh := &shape{keys: map[string]int{}, unknown: length}
 	for _, op := range doc.Operations {
-		b.collectKeys(op.SelectionSet)
+		sh.collectKeys(op.SelectionSet)
 	}
 	for _, f := range doc.Fragments {
-		b.collectKeys(f.SelectionSet)
+		sh.collectKeys(f.SelectionSet)
 	}
-	b.typename = b.keys["__typename"]
-	b.least = leastLeaves(doc)
-	return b
+	sh.typename = sh.keys["__typename"]
+	sh.least = leastLeaves(doc)
+	return sh
 }
 
 // postLists are the fields that return a page of posts, and the path from each to a post.
@@ -149,7 +154,7 @@ func count(doc *ast.QueryDocument, set ast.SelectionSet, path []string, depth in
 	return n
 }
 
-func (b *budget) collectKeys(set ast.SelectionSet) {
+func (sh *shape) collectKeys(set ast.SelectionSet) {
 	for _, sel := range set {
 		switch sel := sel.(type) {
 		case *ast.Field:
@@ -157,20 +162,12 @@ func (b *budget) collectKeys(set ast.SelectionSet) {
 			if key == "" {
 				key = sel.Name
 			}
-			b.keys[sel.Name] = max(b.keys[sel.Name], len(key))
-			b.collectKeys(sel.SelectionSet)
+			sh.keys[sel.Name] = max(sh.keys[sel.Name], len(key))
+			sh.collectKeys(sel.SelectionSet)
 		case *ast.InlineFragment:
-			b.collectKeys(sel.SelectionSet)
+			sh.collectKeys(sel.SelectionSet)
 		}
 	}
-}
-
-// fresh is a budget of limit bytes for another response of the document of b: an event of a
-// subscription. Its keys are b's, which no one changes; it stops nothing when it runs out.
-func (b *budget) fresh(limit int64) *budget {
-	e := &budget{keys: b.keys, unknown: b.unknown, typename: b.typename, least: b.least}
-	e.left.Store(limit)
-	return e
 }
 
 type budgetKey struct{}
@@ -277,47 +274,41 @@ func (b *budget) scalar(name string, n int) bool {
 	return b == nil || b.charge(b.member(name, n))
 }
 
-// fits is scalar as a resolver returns it: errResponseTooLarge when the member does not fit.
-func (b *budget) fits(name string, n int) error {
-	if !b.scalar(name, n) {
-		return errResponseTooLarge
-	}
-	return nil
-}
+// The charges of the scalar fields. graphql-go runs a field that takes no context and returns no
+// error on the goroutine of its object, and starts one for any other: so they return no error.
+// Once the budget has run out they return zero values, which no one reads: Execute, and the
+// stream of a subscription, answer RESPONSE_TOO_LARGE instead of the result.
 
-// str charges the member name with the string s and returns s, or errResponseTooLarge when it
-// does not fit.
-func (b *budget) str(name, s string) (string, error) {
-	if err := b.fits(name, jsonStringLen(s)); err != nil {
-		return "", err
+// str charges the member name with the string s and returns it.
+func (b *budget) str(name, s string) string {
+	if !b.scalar(name, jsonStringLen(s)) {
+		return ""
 	}
-	return s, nil
+	return s
 }
 
 // id is str of an ID.
-func (b *budget) id(name, s string) (ID, error) {
-	s, err := b.str(name, s)
-	return ID(s), err
-}
+func (b *budget) id(name, s string) ID { return ID(b.str(name, s)) }
 
 // optStr is str of a nullable string.
-func (b *budget) optStr(name string, s *string) (*string, error) {
+func (b *budget) optStr(name string, s *string) *string {
 	if s == nil {
-		return nil, b.fits(name, len(`null`))
+		b.scalar(name, len(`null`))
+		return nil
 	}
-	if err := b.fits(name, jsonStringLen(*s)); err != nil {
-		return nil, err
+	if !b.scalar(name, jsonStringLen(*s)) {
+		return nil
 	}
-	return s, nil
+	return s
 }
 
 // time charges the member name with t as Time writes it.
-func (b *budget) time(name string, t time.Time) (Time, error) {
+func (b *budget) time(name string, t time.Time) Time {
 	var buf [64]byte
-	if err := b.fits(name, len(`""`)+len(t.UTC().AppendFormat(buf[:0], posts.TimeFormat))); err != nil {
-		return Time{}, err
+	if !b.scalar(name, len(`""`)+len(t.UTC().AppendFormat(buf[:0], posts.TimeFormat))) {
+		return Time{}
 	}
-	return Time{t}, nil
+	return Time{t}
 }
 
 // objectMember charges the member name with an object of type typ, or null when absent.
@@ -375,11 +366,6 @@ func JSONStringSize(s string, escapeHTML bool) int {
 
 // jsonStringLen is JSONStringSize as graphql-go writes strings.
 func jsonStringLen(s string) int { return JSONStringSize(s, true) }
-
-// stoppedByBudget says whether errs hold the error of a resolver that found its budget run out.
-func stoppedByBudget(errs []*gqlerrors.QueryError) bool {
-	return slices.ContainsFunc(errs, func(e *gqlerrors.QueryError) bool { return e.ResolverError == error(errResponseTooLarge) })
-}
 
 // tooLarge is the response of an operation stopped by its budget. Execution had begun, so, as
 // the GraphQL specification has it (7.1.2, Data), data is present and null; the transports

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
 )
 
 func TestJSONStringLenIsWhatGraphQLGoWrites(t *testing.T) {
@@ -39,7 +41,7 @@ func TestJSONStringLenIsWhatGraphQLGoWrites(t *testing.T) {
 
 func TestTimeChargeIsWhatTimeWrites(t *testing.T) {
 	for _, at := range []time.Time{time.Date(2026, 11, 21, 4, 35, 44, 36e6, time.UTC), time.Unix(0, 0), time.Date(12345, 1, 1, 0, 0, 0, 0, time.FixedZone("x", 3600))} {
-		b := newBudget(1000, `{ posts { createdAt } }`, nil)
+		b := newBudget(1000, shapeOfText(t, `{ posts { createdAt } }`), nil)
 		b.time("createdAt", at)
 		out, _ := Time{at}.MarshalJSON()
 		if spent := 1000 - b.left.Load(); spent != int64(len(`"createdAt":,`)+len(out)) {
@@ -49,7 +51,7 @@ func TestTimeChargeIsWhatTimeWrites(t *testing.T) {
 }
 
 func TestBudgetKeysAreTheLongestAliasOfEachField(t *testing.T) {
-	b := newBudget(1, `query { posts { id a1: body longerAlias: body ...F ... on Post { x: title } } } fragment F on Post { fragmentAlias: userId }`, nil)
+	b := newBudget(1, shapeOfText(t, `query { posts { id a1: body longerAlias: body ...F ... on Post { x: title } } } fragment F on Post { fragmentAlias: userId }`), nil)
 	want := map[string]int{"posts": 5, "id": 2, "body": len("longerAlias"), "title": 1, "userId": len("fragmentAlias")}
 	for name, n := range want {
 		if b.keys[name] != n {
@@ -75,4 +77,14 @@ func TestCapErrors(t *testing.T) {
 			t.Errorf("%d errors became %d, the last %q", n, len(got), got[len(got)-1].Message)
 		}
 	}
+}
+
+// shapeOfText is the shape of the document in text.
+func shapeOfText(t *testing.T, text string) *shape {
+	t.Helper()
+	doc, err := parser.ParseQuery(&ast.Source{Input: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shapeOf(doc, len(text))
 }

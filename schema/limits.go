@@ -122,6 +122,8 @@ type Operation struct {
 	// runs it rather than the client's text, whose reading by graphql-go's own lexer may differ
 	// (it ends a block string at \""", for one), so what runs is what was checked.
 	document string
+	// shape is what the response budget reads of the document (see budget).
+	shape *shape
 }
 
 // definitions are the types that the embedded SDL defines, by name: read once, since the SDL
@@ -183,7 +185,7 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 	// No indentation: indenting each level would make the document grow with the square of its
 	// depth, which is checked only later, by graphql-go.
 	formatter.NewFormatter(&document, formatter.WithoutDescription(), formatter.WithIndent("")).FormatQueryDocument(doc)
-	return &Operation{Type: string(op.Operation), request: req, personal: c.personal, document: document.String()}, nil
+	return &Operation{Type: string(op.Operation), request: req, personal: c.personal, document: document.String(), shape: shapeOf(doc, document.Len())}, nil
 }
 
 // operation is the operation of doc that req names, or its only one.

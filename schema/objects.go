@@ -21,26 +21,25 @@ type Post struct {
 	b      *budget
 }
 
-// The fields of a Post. Each charges the execution's budget with what it writes, and answers
-// errResponseTooLarge instead once that has run out (see budget).
+// The fields of a Post. Each charges the execution's budget with what it writes (see budget).
 
 // ID resolves Post.id.
-func (p *Post) ID() (ID, error) { return p.b.id("id", p.post.ID) }
+func (p *Post) ID() ID { return p.b.id("id", p.post.ID) }
 
 // UserID resolves Post.userId.
-func (p *Post) UserID() (ID, error) { return p.b.id("userId", p.post.UserID) }
+func (p *Post) UserID() ID { return p.b.id("userId", p.post.UserID) }
 
 // Title resolves Post.title.
-func (p *Post) Title() (string, error) { return p.b.str("title", p.post.Title) }
+func (p *Post) Title() string { return p.b.str("title", p.post.Title) }
 
 // Body resolves Post.body.
-func (p *Post) Body() (*string, error) { return p.b.optStr("body", p.post.Body) }
+func (p *Post) Body() *string { return p.b.optStr("body", p.post.Body) }
 
 // CreatedAt resolves Post.createdAt.
-func (p *Post) CreatedAt() (Time, error) { return p.b.time("createdAt", p.post.CreatedAt) }
+func (p *Post) CreatedAt() Time { return p.b.time("createdAt", p.post.CreatedAt) }
 
 // UpdatedAt resolves Post.updatedAt.
-func (p *Post) UpdatedAt() (Time, error) { return p.b.time("updatedAt", p.post.UpdatedAt) }
+func (p *Post) UpdatedAt() Time { return p.b.time("updatedAt", p.post.UpdatedAt) }
 
 // Author resolves Post.author: read ahead with the post's list, or now.
 func (p *Post) Author(ctx context.Context) (*User, error) {
@@ -61,13 +60,13 @@ type User struct {
 }
 
 // ID resolves User.id.
-func (u *User) ID() (ID, error) { return u.b.id("id", u.user.ID) }
+func (u *User) ID() ID { return u.b.id("id", u.user.ID) }
 
 // Name resolves User.name.
-func (u *User) Name() (*string, error) { return u.b.optStr("name", u.user.Name) }
+func (u *User) Name() *string { return u.b.optStr("name", u.user.Name) }
 
 // Email resolves User.email, which posts.Service shows only to the user.
-func (u *User) Email() (*string, error) { return u.b.optStr("email", u.user.Email) }
+func (u *User) Email() *string { return u.b.optStr("email", u.user.Email) }
 
 // Posts resolves User.posts. Their author is this user, so it costs no query.
 func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post, error) {
@@ -99,42 +98,42 @@ type PostConnection struct {
 }
 
 // Edges resolves PostConnection.edges.
-func (c *PostConnection) Edges() ([]*PostEdge, error) {
+func (c *PostConnection) Edges() []*PostEdge {
 	if !c.b.list("edges", "PostEdge", len(c.posts)) {
-		return nil, errResponseTooLarge
+		return nil
 	}
 	edges := make([]*PostEdge, len(c.posts))
 	for i, p := range c.posts {
 		edges[i] = &PostEdge{node: p}
 	}
-	return edges, nil
+	return edges
 }
 
 // PageInfo resolves PostConnection.pageInfo.
-func (c *PostConnection) PageInfo() (*PageInfo, error) {
+func (c *PostConnection) PageInfo() *PageInfo {
 	if !c.b.objectMember("pageInfo", "PageInfo", true) {
-		return nil, errResponseTooLarge
+		return nil
 	}
 	info := &PageInfo{hasNext: c.page.Next != "", b: c.b}
 	if n := len(c.page.Posts); n > 0 {
 		cursor := posts.Cursor(c.page.Posts[n-1])
 		info.endCursor = &cursor
 	}
-	return info, nil
+	return info
 }
 
 // PostEdge is a post and its cursor.
 type PostEdge struct{ node *Post }
 
 // Cursor resolves PostEdge.cursor.
-func (e *PostEdge) Cursor() (string, error) { return e.node.b.str("cursor", posts.Cursor(e.node.post)) }
+func (e *PostEdge) Cursor() string { return e.node.b.str("cursor", posts.Cursor(e.node.post)) }
 
 // Node resolves PostEdge.node.
-func (e *PostEdge) Node() (*Post, error) {
+func (e *PostEdge) Node() *Post {
 	if !e.node.b.objectMember("node", "Post", true) {
-		return nil, errResponseTooLarge
+		return nil
 	}
-	return e.node, nil
+	return e.node
 }
 
 // PageInfo says where a page ends.
@@ -145,12 +144,13 @@ type PageInfo struct {
 }
 
 // HasNextPage resolves PageInfo.hasNextPage.
-func (i *PageInfo) HasNextPage() (bool, error) {
-	return i.hasNext, i.b.fits("hasNextPage", len(strconv.FormatBool(i.hasNext)))
+func (i *PageInfo) HasNextPage() bool {
+	i.b.scalar("hasNextPage", len(strconv.FormatBool(i.hasNext)))
+	return i.hasNext
 }
 
 // EndCursor resolves PageInfo.endCursor.
-func (i *PageInfo) EndCursor() (*string, error) { return i.b.optStr("endCursor", i.endCursor) }
+func (i *PageInfo) EndCursor() *string { return i.b.optStr("endCursor", i.endCursor) }
 
 // Time is the Time scalar: RFC 3339 in UTC with milliseconds.
 type Time struct{ time.Time }

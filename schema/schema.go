@@ -109,7 +109,7 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 	req := op.request
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	b := newBudget(s.limits.MaxResponseSize, op.document, stop)
+	b := newBudget(s.limits.MaxResponseSize, op.shape, stop)
 	b.charge(b.object(operationRoots[ast.Operation(op.Type)]))
 	res := s.exec.Exec(withBudget(ctx, b), op.document, req.OperationName, req.Variables)
 	// The length check is a second lock: introspection's resolvers are graphql-go's, which
@@ -363,7 +363,7 @@ func (r *Resolver) DeletePost(ctx context.Context, args struct{ ID graphql.ID })
 	if err := r.svc.Delete(ctx, auth.FromContext(ctx), string(args.ID)); err != nil {
 		return "", r.fail(err)
 	}
-	return b.id("deletePost", string(args.ID))
+	return b.id("deletePost", string(args.ID)), nil
 }
 
 // postIn is the resolver of p in the execution whose budget is b.

@@ -3,6 +3,7 @@ package schema
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/graph-gophers/graphql-go"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
@@ -24,13 +25,31 @@ import (
 func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.Response {
 	req := op.request
 	limit := s.limits.MaxResponseSize
-	keys := newBudget(0, op.document, nil) // the document parsed once, for every event's budget
+	// graphql-go resolves the events one after the other, in the order the stream sends them,
+	// and answers each with one response: the budgets wait in that order for their responses.
+	var (
+		mu      sync.Mutex
+		budgets []*budget
+	)
 	ctx = withEventBudgets(ctx, func(name, typ string) *budget {
-		b := keys.fresh(limit)
+		b := newBudget(limit, op.shape, nil) // an event stops no execution but its own
 		b.charge(b.object(operationRoots[ast.Subscription]))
 		b.objectMember(name, typ, true)
+		mu.Lock()
+		budgets = append(budgets, b)
+		mu.Unlock()
 		return b
 	})
+	budgetOfNext := func() *budget {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(budgets) == 0 { // postDeleted: an id, sent as it is
+			return nil
+		}
+		b := budgets[0]
+		budgets = budgets[1:]
+		return b
+	}
 	in, err := s.exec.Subscribe(ctx, op.document, req.OperationName, req.Variables)
 	out := make(chan *graphql.Response, 1)
 	if err != nil { // the schema has no subscriptions: a fault of ours
@@ -41,13 +60,13 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 	go func() {
 		defer close(out)
 		for v := range in {
+			b := budgetOfNext()
 			res, _ := v.(*graphql.Response)
 			if res == nil {
 				continue
 			}
-			// A resolver that found the event's budget run out says so with its error. The
-			// length is a second lock, as in Execute: postDeleted's id is sent as it is.
-			if stoppedByBudget(res.Errors) || int64(len(res.Data)) > limit {
+			// The length is a second lock, as in Execute: postDeleted's id is not charged.
+			if b.exceeded() || int64(len(res.Data)) > limit {
 				res = tooLarge(limit)
 			} else {
 				for _, e := range res.Errors {
