@@ -1180,6 +1180,11 @@ func TestBadConfigIsRefused(t *testing.T) {
 		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tapi_key {env.POSTS_TEST_UNSET_KEY} alice\n\t}\n}\n",
 			"caddyfile", "api_keys[0]: the key is empty (is its environment variable set?)")
 	})
+	t.Run("an API key whose user id holds a control character, in JSON", func(t *testing.T) {
+		caddytest.AssertLoadError(t, `{"admin": {"listen": "localhost:2999"}, "apps": {"http": {"servers": {"s": {"listen": [":9080"],
+			"routes": [{"handle": [{"handler": "posts", "api_keys": [{"key": "k", "user_id": "eve\u0001"}], "data_dir": "`+dataDir+`"}]}]}}}}}`,
+			"json", "api_keys[0]: the user id has a control character")
+	})
 	t.Run("a jwks_url that is not an http URL", func(t *testing.T) {
 		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tjwks_url ftp://keys.example.com/jwks.json\n\t}\n}\n",
 			"caddyfile", `jwks_urls[0]: \"ftp://keys.example.com/jwks.json\" is not an http or https URL`)
