@@ -444,13 +444,12 @@ func (c *wsConn) subscribe(m message) *closeError {
 		l, err := c.api.cfg.GraphQL.Listen(c.client, op, c.caller,
 			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
 			func(err error) { c.spawn(func() { c.feedEnded(o, err) }) })
-		if err != nil {
-			code := schema.CodeUnavailable // ErrTooManyFeeds: the server's share is taken, for now
-			if errors.Is(err, schema.ErrTooManyFeedsPerClient) {
-				code = schema.CodeTooManySubscriptions
+		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient, a *schema.Error with its code
+			refusal := &gqlerrors.QueryError{Message: err.Error(), Extensions: map[string]any{"code": schema.CodeInternal}}
+			if e, ok := errors.AsType[*schema.Error](err); ok {
+				refusal.Extensions = e.Extensions()
 			}
-			c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{{
-				Message: err.Error(), Extensions: map[string]any{"code": code}}})})
+			c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{refusal})})
 			return nil
 		}
 		o.stop = l.Close

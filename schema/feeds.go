@@ -17,14 +17,13 @@ var (
 	// dropped it; every listener of it ends.
 	ErrFeedFellBehind = errors.New("the server fell behind the events of this subscription")
 	// ErrTooManyFeeds: as many distinct subscriptions run as Limits.MaxFeeds allows.
-	ErrTooManyFeeds = errors.New("the server runs as many distinct subscriptions as it may; try again later")
+	ErrTooManyFeeds = &Error{Code: CodeUnavailable, Message: "the server runs as many distinct subscriptions as it may; try again later"}
 	// ErrTooManyFeedsPerClient: the client takes part in as many distinct subscriptions as
-	// Limits.MaxFeedsPerClient allows. Transports answer it with CodeTooManySubscriptions.
-	ErrTooManyFeedsPerClient = errors.New("this client takes part in as many distinct subscriptions as max_distinct_subscriptions_per_client allows; complete one first")
+	// Limits.MaxFeedsPerClient allows, and completes one of its own before it starts another.
+	ErrTooManyFeedsPerClient = &Error{Code: CodeTooManySubscriptions, Message: "this client takes part in as many distinct subscriptions as max_distinct_subscriptions_per_client allows; complete one first"}
 )
 
-// CodeTooManySubscriptions is the extensions.code of a subscription refused with
-// ErrTooManyFeedsPerClient: the client completes one of its own before it starts another.
+// CodeTooManySubscriptions is the code of ErrTooManyFeedsPerClient.
 const CodeTooManySubscriptions = "TOO_MANY_SUBSCRIPTIONS"
 
 // RefusedError ends a Listener whose operation could not run; Errors say why.
