@@ -212,64 +212,10 @@ func checkJSONText(what string, data []byte) error {
 	if !utf8.Valid(data) {
 		return checkUTF8(what, string(data))
 	}
-	if i := loneSurrogate(data); i >= 0 {
+	if i := schema.HalfSurrogate(data); i >= 0 {
 		return badRequest("%s is not valid UTF-8: the escape %s at byte %d is half of a surrogate pair", what, data[i:i+6], i)
 	}
 	return nil
-}
-
-// loneSurrogate is the offset of the first \uD800 to \uDFFF escape in data that is not a high
-// half followed by a low half, or -1. A backslash outside a string is not JSON, which the
-// decoder reports, so data is not parsed: only escapes are read.
-func loneSurrogate(data []byte) int {
-	for i := 0; ; {
-		j := bytes.IndexByte(data[i:], '\\')
-		if j < 0 {
-			return -1
-		}
-		i += j
-		r, ok := unicodeEscape(data, i)
-		if !ok {
-			// \" or \\ or another escape of one character; an escape cut short is not JSON
-			if i += 2; i >= len(data) {
-				return -1
-			}
-			continue
-		}
-		switch {
-		case r >= 0xD800 && r < 0xDC00:
-			if low, ok := unicodeEscape(data, i+6); ok && low >= 0xDC00 && low < 0xE000 {
-				i += 12
-				continue
-			}
-			return i
-		case r >= 0xDC00 && r < 0xE000:
-			return i
-		}
-		i += 6
-	}
-}
-
-// unicodeEscape reads the \uXXXX escape at data[i:], if there is one.
-func unicodeEscape(data []byte, i int) (rune, bool) {
-	if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
-		return 0, false
-	}
-	var r rune
-	for _, c := range data[i+2 : i+6] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 // serverOwned are the members the server sets, lower-cased: a client may not write them in any case.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/graph-gophers/graphql-go"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
@@ -328,40 +327,6 @@ func (b *budget) list(name, typ string, n int) bool {
 		return true
 	}
 	return b.charge(b.member(name, len(`[]`)+max(n-1, 0)*len(`,`)+n*b.object(typ)))
-}
-
-// JSONStringSize is the length of s as a JSON string, quotes included, as encoding/json writes
-// it: control characters escaped, each byte of invalid UTF-8 as \ufffd, U+2028 and U+2029 as
-// \u2028, and with escapeHTML (as graphql-go writes every string) <, > and & as \u003c, 6
-// bytes for 1. The REST handlers, which do not escape HTML, size their pages with it too.
-func JSONStringSize(s string, escapeHTML bool) int {
-	n := len(`""`)
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
-				n += 2
-			case c < 0x20 || escapeHTML && (c == '<' || c == '>' || c == '&'):
-				n += len(`\u0000`)
-			default:
-				n++
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			n += len(`\ufffd`)
-		case r == '\u2028' || r == '\u2029':
-			n += len(`\u2028`)
-		default:
-			n += size
-		}
-		i += size
-	}
-	return n
 }
 
 // jsonStringLen is JSONStringSize as graphql-go writes strings.

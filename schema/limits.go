@@ -151,6 +151,9 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 	if !utf8.ValidString(req.Query) {
 		return nil, refused(CodeParseFailed, nil, "syntax error: the query is not valid UTF-8")
 	}
+	if i := halfSurrogateInQuery(req.Query); i >= 0 {
+		return nil, refused(CodeParseFailed, nil, "syntax error: the escape %s at byte %d is half of a surrogate pair, which is no character", req.Query[i:i+6], i)
+	}
 	doc, err := parser.ParseQuery(&ast.Source{Input: req.Query})
 	if err != nil {
 		var at []gqlerrors.Location
