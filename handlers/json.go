@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/postsedge/caddy-posts/posts"
@@ -91,21 +90,11 @@ var emptyPostSize, bodyMemberSize = func() (int, int) {
 // postSize is the size of p as writeJSON writes it, found without encoding it: the page can
 // then be cut before its headers (the Link) are sent, and each post encoded once.
 func postSize(p posts.Post) int {
-	n := emptyPostSize + stringSize(p.ID) + stringSize(p.UserID) + stringSize(p.Title) + timeSize(p.CreatedAt) + timeSize(p.UpdatedAt)
+	n := emptyPostSize + stringSize(p.ID) + stringSize(p.UserID) + stringSize(p.Title) + schema.TimeSize(p.CreatedAt) + schema.TimeSize(p.UpdatedAt)
 	if p.Body != nil {
 		n += bodyMemberSize + stringSize(*p.Body)
 	}
 	return n
-}
-
-// timeSize is the size of t as toJSON writes it, quotes left out.
-func timeSize(t time.Time) int {
-	t = t.UTC()
-	if y := t.Year(); 0 <= y && y <= 9999 {
-		return len(posts.TimeFormat) - len("Z07:00") + len("Z") // the zone of UTC is Z
-	}
-	var b [64]byte
-	return len(t.AppendFormat(b[:0], posts.TimeFormat))
 }
 
 // stringSize is the size of s as writeJSON writes it (no HTML escaping), quotes left out.

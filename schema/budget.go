@@ -303,8 +303,7 @@ func (b *budget) optStr(name string, s *string) *string {
 
 // time charges the member name with t as Time writes it.
 func (b *budget) time(name string, t time.Time) Time {
-	var buf [64]byte
-	if !b.scalar(name, len(`""`)+len(t.UTC().AppendFormat(buf[:0], posts.TimeFormat))) {
+	if !b.scalar(name, len(`""`)+TimeSize(t)) {
 		return Time{}
 	}
 	return Time{t}

@@ -237,7 +237,7 @@ func TestErrorsAreCutAfterMaxErrors(t *testing.T) {
 // body, 570 MB of JSON in full; the default max_response_size stops it.
 func TestBodyAliasesAtFullSize(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes 5 MB of posts")
+		t.Skip("skipped under -short, as it writes 5 MB of posts; make test runs it")
 	}
 	st := newStore(t)
 	s := newSchemaOver(t, st, 100, schema.Limits{MaxCost: 4000})

@@ -339,7 +339,7 @@ func TestEventsOfIDsWithControlCharactersAreValidJSON(t *testing.T) {
 // write in full; the default max_response_size stops each such event.
 func TestEventBodyAliasesAtFullSize(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes 5 MB of posts")
+		t.Skip("skipped under -short, as it writes 5 MB of posts; make test runs it")
 	}
 	st := newStore(t)
 	s, svc, broker := subscribedOver(t, st, 16, 100, schema.Limits{MaxCost: 4000})

@@ -2,10 +2,14 @@ package schema
 
 import (
 	"strings"
+	"time"
 	"unicode/utf8"
+
+	"github.com/postsedge/caddy-posts/posts"
 )
 
-// The rules of text that JSON and GraphQL share, written once for the handlers and the schema.
+// The rules of text and its size that JSON and GraphQL share, written once for the handlers and
+// the schema.
 
 // JSONStringSize is the length of s as a JSON string, quotes included, as encoding/json writes
 // it: control characters escaped, each byte of invalid UTF-8 as \ufffd, U+2028 and U+2029 as
@@ -39,6 +43,17 @@ func JSONStringSize(s string, escapeHTML bool) int {
 		i += size
 	}
 	return n
+}
+
+// TimeSize is the length of t as the API writes a time (posts.TimeFormat, in UTC), quotes left
+// out: the REST handlers and the GraphQL budget both size answers with it.
+func TimeSize(t time.Time) int {
+	t = t.UTC()
+	if y := t.Year(); 0 <= y && y <= 9999 {
+		return len(posts.TimeFormat) - len("Z07:00") + len("Z") // the zone of UTC is Z
+	}
+	var b [64]byte
+	return len(t.AppendFormat(b[:0], posts.TimeFormat))
 }
 
 // HalfSurrogate is the offset of the first \uD800 to \uDFFF escape in the JSON text data that
