@@ -35,10 +35,7 @@ func Start(dir string) (*Server, error) {
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{Unix: socket},
 		Handler:   "sqlite",
-		// Immediate transactions wait (busy_timeout) for the write lock rather than fail with
-		// SQLITE_BUSY when two of FerretDB's read-then-write transactions both try to upgrade:
-		// the conformance suite's 32 concurrent writers met that about once in a few runs.
-		SQLiteURL: (&url.URL{Scheme: "file", Path: dir + "/", RawQuery: "_txlock=immediate"}).String(),
+		SQLiteURL: (&url.URL{Scheme: "file", Path: dir + "/"}).String(),
 		Logger:    slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
