@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -94,7 +95,7 @@ func (a *API) Route(r *http.Request) http.Handler {
 func (a *API) serveGraphiQLFiles(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		a.fail(w, r, &httpError{http.StatusMethodNotAllowed, r.Method + " is not allowed here; allowed: GET, HEAD"})
+		a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
 		return
 	}
 	serveGraphiQLAsset(w, r)
@@ -118,7 +119,7 @@ func (a *API) endpoint(m methods) http.Handler {
 		serve, ok := m[method]
 		if !ok {
 			w.Header().Set("Allow", allow)
-			a.fail(w, r, &httpError{http.StatusMethodNotAllowed, r.Method + " is not allowed here; allowed: " + allow})
+			a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: "+allow))
 			return
 		}
 		caller, err := a.cfg.Auth.Authenticate(r)

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"errors"
 	"mime"
 	"net/http"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -41,7 +41,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if !get && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, HEAD, POST")
-		a.failGraphQL(w, r, graphQLResponseJSON, &httpError{http.StatusMethodNotAllowed, r.Method + " is not allowed here; allowed: GET, HEAD, POST"})
+		a.failGraphQL(w, r, graphQLResponseJSON, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD, POST"))
 		return
 	}
 	accept := accepting(r.Header.Get("Accept"))
@@ -51,7 +51,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	}
 	media := accept.responseType()
 	if media == "" {
-		a.failGraphQL(w, r, applicationJSON, &httpError{http.StatusNotAcceptable, "the response can only be " + graphQLResponseJSON + " or " + applicationJSON})
+		a.failGraphQL(w, r, applicationJSON, errcode.New(errcode.NotAcceptable, "the response can only be "+graphQLResponseJSON+" or "+applicationJSON))
 		return
 	}
 	caller, err := a.cfg.Auth.Authenticate(r)
@@ -79,7 +79,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	case get && op.Type != "query":
 		w.Header().Set("Allow", http.MethodPost)
-		a.failGraphQL(w, r, media, &httpError{http.StatusMethodNotAllowed, "a " + op.Type + " cannot be sent with GET; use POST"})
+		a.failGraphQL(w, r, media, errcode.New(errcode.MethodNotAllowed, "a "+op.Type+" cannot be sent with GET; use POST"))
 		return
 	case op.Type == "subscription":
 		a.failGraphQL(w, r, media, badRequest("a subscription runs over a WebSocket to this URL (subprotocol graphql-transport-ws), not over HTTP"))
@@ -106,36 +106,16 @@ func requestErrorStatus(media string) int {
 	return http.StatusOK
 }
 
-// failGraphQL writes err as GraphQL errors, with the status and headers problem gives it.
+// failGraphQL writes err as a GraphQL error, with the status and headers problem gives it.
 func (a *API) failGraphQL(w http.ResponseWriter, r *http.Request, media string, err error) {
-	status, message := a.problem(w, r, err)
-	code, ok := errorCodes[status]
-	if !ok {
-		code = schema.CodeBadRequest
-	}
-	if e, ok := errors.AsType[*graphQLError](err); ok {
-		code = e.code
-	}
-	writeGraphQL(w, media, status, &graphql.Response{Errors: []*gqlerrors.QueryError{{Message: message, Extensions: map[string]any{"code": code}}}})
+	e := a.problem(w, r, err)
+	writeGraphQL(w, media, e.Code.Status, &graphql.Response{Errors: []*gqlerrors.QueryError{queryError(e)}})
 }
 
-// errorCodes are the extensions.code of statuses that are not a fault in the request's shape.
-var errorCodes = map[int]string{
-	http.StatusUnauthorized:        schema.CodeUnauthenticated,
-	http.StatusForbidden:           schema.CodeForbidden,
-	http.StatusNotFound:            schema.CodeNotFound,
-	http.StatusUnprocessableEntity: schema.CodeBadUserInput,
-	http.StatusServiceUnavailable:  schema.CodeUnavailable,
-	http.StatusInternalServerError: schema.CodeInternal,
+// queryError is e as one error of a GraphQL response.
+func queryError(e *errcode.Error) *gqlerrors.QueryError {
+	return &gqlerrors.QueryError{Message: e.Message, Extensions: e.Extensions()}
 }
-
-// graphQLError is an httpError with an extensions.code of its own.
-type graphQLError struct {
-	*httpError
-	code string
-}
-
-func (e *graphQLError) Unwrap() error { return e.httpError }
 
 func writeGraphQL(w http.ResponseWriter, media string, status int, res *graphql.Response) {
 	h := w.Header()
@@ -206,7 +186,7 @@ func graphQLRequest(param func(name string) (json.RawMessage, error), inQuery bo
 	}
 	if raw["query"] == nil {
 		if persistedQuery(raw["extensions"]) {
-			return req, &graphQLError{&httpError{http.StatusBadRequest, "PersistedQueryNotSupported"}, "PERSISTED_QUERY_NOT_SUPPORTED"}
+			return req, errcode.New(errcode.PersistedQuery, "PersistedQueryNotSupported")
 		}
 		return req, badRequest("the %s query is required: it holds the GraphQL document", where)
 	}

@@ -118,7 +118,8 @@ func TestGraphQLRequests(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			status, message := a.problem(w, httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
+			e := a.problem(w, httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
+			status, message := e.Code.Status, e.Message
 			if status != http.StatusBadRequest || !strings.Contains(message, tt.message) {
 				t.Errorf("%d %q; want 400 and a message containing %q", status, message, tt.message)
 			}
@@ -177,7 +178,8 @@ func FuzzGraphQLRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		req, err := postGraphQL(a, body)
 		if err != nil {
-			status, message := a.problem(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
+			e := a.problem(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
+			status, message := e.Code.Status, e.Message
 			if status < 400 || status > 499 || message == "" {
 				t.Fatalf("refused with %d %q; want a 4xx with a message", status, message)
 			}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -123,8 +124,8 @@ func TestParseObject(t *testing.T) {
 	for _, tt := range bad {
 		t.Run("400 for "+tt.name, func(t *testing.T) {
 			_, err := parseObject([]byte(tt.body))
-			var he *httpError
-			if !errors.As(err, &he) || he.status != 400 || !strings.Contains(he.message, tt.want) {
+			he, ok := errors.AsType[*errcode.Error](err)
+			if !ok || he.Code.Status != 400 || !strings.Contains(he.Message, tt.want) {
 				t.Errorf("err = %v; want 400 containing %q", err, tt.want)
 			}
 		})
@@ -173,8 +174,7 @@ func TestListQuery(t *testing.T) {
 	}
 	for _, raw := range []string{"limit=", "limit=1.5", "limit=0", "x=1", "userId=a&userId=b", "%zz"} {
 		t.Run("400 for "+raw, func(t *testing.T) {
-			var he *httpError
-			if _, err := listQuery(raw); !errors.As(err, &he) || he.status != 400 {
+			if _, err := listQuery(raw); errcode.Of(err).Code.Status != 400 {
 				t.Errorf("err = %v; want a 400", err)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -110,10 +112,10 @@ type member struct {
 func (a *API) readObject(w http.ResponseWriter, r *http.Request, types ...string) ([]member, error) {
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if !slices.Contains(types, mediaType) {
-		return nil, &httpError{http.StatusUnsupportedMediaType, "Content-Type must be " + strings.Join(types, " or ")}
+		return nil, errcode.New(errcode.UnsupportedMediaType, "Content-Type must be "+strings.Join(types, " or "))
 	}
 	tooLarge := func() error { // built only when needed: its message costs allocations
-		return &httpError{http.StatusRequestEntityTooLarge, "the body is larger than the limit of " + byteCount(a.cfg.MaxBodySize)}
+		return errcode.New(errcode.PayloadTooLarge, "the body is larger than the limit of "+byteCount(a.cfg.MaxBodySize))
 	}
 	if r.ContentLength > a.cfg.MaxBodySize {
 		return nil, tooLarge()
@@ -187,7 +189,7 @@ func checkUTF8(what, text string) error {
 	for i := 0; ; {
 		r, size := utf8.DecodeRuneInString(text[i:])
 		if r == utf8.RuneError && size == 1 {
-			return badRequest("%s is not valid UTF-8: byte %d (0x%02x) is not part of a character", what, i, text[i])
+			return errcode.New(errcode.InvalidText, fmt.Sprintf("%s is not valid UTF-8: byte %d (0x%02x) is not part of a character", what, i, text[i]))
 		}
 		i += size
 	}
@@ -202,7 +204,7 @@ func checkJSONText(what string, data []byte) error {
 		return checkUTF8(what, string(data))
 	}
 	if i := schema.HalfSurrogate(data); i >= 0 {
-		return badRequest("%s is not valid UTF-8: the escape %s at byte %d is half of a surrogate pair", what, data[i:i+6], i)
+		return errcode.New(errcode.InvalidText, fmt.Sprintf("%s is not valid UTF-8: the escape %s at byte %d is half of a surrogate pair", what, data[i:i+6], i))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -147,7 +148,7 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
 // noRoute serves the paths under /posts/ that name no resource (/posts/, /posts/{id}/,
 // /posts/a/b): they are the API's to answer, with a 404 in its shape, whatever the method.
 func (a *API) noRoute(w http.ResponseWriter, r *http.Request) {
-	a.fail(w, r, &httpError{http.StatusNotFound, "no such path: posts are at /posts and /posts/{id}"})
+	a.fail(w, r, errcode.New(errcode.NoSuchPath, "no such path: posts are at /posts and /posts/{id}"))
 }
 
 // byteCount writes a size for people: 1 MiB, 512 KiB, 100 bytes.

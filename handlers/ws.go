@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -91,26 +92,6 @@ const (
 	transportWS = "graphql-transport-ws"
 	legacyWS    = "graphql-ws"
 )
-
-// Close codes of the graphql-transport-ws protocol, and the standard ones this server uses.
-const (
-	closeBadRequest           websocket.StatusCode = 4400
-	closeUnauthorized         websocket.StatusCode = 4401
-	closeForbidden            websocket.StatusCode = 4403
-	closeInitTimeout          websocket.StatusCode = 4408
-	closeSubscriberExists     websocket.StatusCode = 4409
-	closeTooManyInitialisings websocket.StatusCode = 4429
-	closeTooManyConnections   websocket.StatusCode = 4429 // as 429: a user at max_connections_per_user
-	closeInternal             websocket.StatusCode = 4500
-)
-
-// closeError ends a connection with a code and a reason.
-type closeError struct {
-	code   websocket.StatusCode
-	reason string
-}
-
-func (e *closeError) Error() string { return e.reason }
 
 // protocol names the messages of one subprotocol, by what they do.
 type protocol struct {
@@ -200,7 +181,7 @@ type wsConn struct {
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed by fail, after closeErr is set
-	closeErr  *closeError
+	closeErr  *errcode.Error
 
 	mu      sync.Mutex
 	caller  auth.Identity
@@ -225,7 +206,7 @@ func (c *wsConn) run() {
 	c.life.Unlock()
 	initTimer := time.AfterFunc(c.api.cfg.Subscriptions.InitTimeout, func() {
 		if !c.initialised() {
-			c.fail(&closeError{closeInitTimeout, "Connection initialisation timeout"})
+			c.fail(errcode.New(errcode.InitTimeout, "Connection initialisation timeout"))
 		}
 	})
 	defer func() {
@@ -262,13 +243,13 @@ func (c *wsConn) initialised() bool {
 func (c *wsConn) recoverFault() {
 	if v := recover(); v != nil {
 		c.api.cfg.Logger.Error("websocket connection failed", zap.Any("panic", v), zap.StackSkip("stack", 1))
-		c.fail(&closeError{closeInternal, "Internal server error"})
+		c.fail(errcode.New(errcode.Internal, "Internal server error"))
 	}
 }
 
 // fail ends the connection with why (the first reason wins): the writer sends what is queued,
 // then closes with its code. It never blocks, so any goroutine may call it.
-func (c *wsConn) fail(why *closeError) {
+func (c *wsConn) fail(why *errcode.Error) {
 	c.closeOnce.Do(func() {
 		c.closeErr = why
 		close(c.closing)
@@ -308,7 +289,7 @@ func (c *wsConn) read() {
 }
 
 // handle acts on one message; a non-nil result closes the connection.
-func (c *wsConn) handle(m message) *closeError {
+func (c *wsConn) handle(m message) *errcode.Error {
 	switch m.Type {
 	case "connection_init":
 		return c.init(m.Payload)
@@ -323,7 +304,7 @@ func (c *wsConn) handle(m message) *closeError {
 		}
 	case "connection_terminate":
 		if !c.proto.pings {
-			return &closeError{websocket.StatusNormalClosure, "terminated by the client"}
+			return errcode.New(errcode.Terminated, "terminated by the client")
 		}
 	case c.proto.subscribe:
 		return c.subscribe(m)
@@ -338,35 +319,35 @@ func (c *wsConn) handle(m message) *closeError {
 		}
 		return nil
 	}
-	return &closeError{closeBadRequest, "Invalid message received: unknown type " + truncate(m.Type)}
+	return errcode.New(errcode.BadRequest, "Invalid message received: unknown type "+truncate(m.Type))
 }
 
 // init authenticates the connection with the credentials of the connection_init payload, or
 // of the upgrade request, and acknowledges it.
-func (c *wsConn) init(payload json.RawMessage) *closeError {
+func (c *wsConn) init(payload json.RawMessage) *errcode.Error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.acked {
-		return &closeError{closeTooManyInitialisings, "Too many initialisation requests"}
+		return errcode.New(errcode.TooManyInitialisations, "Too many initialisation requests")
 	}
 	caller, err := c.authenticate(payload)
-	switch {
-	case err != nil:
-		return c.refuse(closeForbidden, "Forbidden: "+err.Error())
-	case caller.Anonymous() && c.api.cfg.Subscriptions.RequireAuth:
-		return c.refuse(closeForbidden, "Forbidden: "+posts.ErrUnauthenticated.Error())
+	if err == nil && caller.Anonymous() && c.api.cfg.Subscriptions.RequireAuth {
+		err = posts.ErrUnauthenticated
+	}
+	if err != nil {
+		return c.refuse(errcode.Of(err))
 	}
 	// Counted by its address until now, a connection whose connection_init names a user counts
 	// as theirs; a user who holds as many as they may is told so with 4429, as 429 would.
 	if client := clientKey(caller, c.address); client != c.client {
 		perClient := c.api.cfg.Subscriptions.MaxConnectionsPerUser
 		if !c.api.conns.move(c.client, client, perClient) {
-			return c.refuse(closeTooManyConnections, tooManyConnections(perClient))
+			return c.refuse(errcode.New(errcode.TooManyConnections, tooManyConnections(perClient)))
 		}
 		c.client = client
 	}
 	if !caller.Expires.IsZero() { // closed when HTTP would refuse the token, so that a reconnect with it fails too
-		c.expiry = time.AfterFunc(time.Until(caller.Expires), func() { c.fail(&closeError{closeForbidden, "Forbidden: the token has expired"}) })
+		c.expiry = time.AfterFunc(time.Until(caller.Expires), func() { c.fail(errcode.New(errcode.InvalidCredentials, "Forbidden: the token has expired")) })
 	}
 	c.caller, c.acked = caller, true
 	c.reply(message{Type: "connection_ack"})
@@ -377,11 +358,14 @@ func (c *wsConn) init(payload json.RawMessage) *closeError {
 }
 
 // refuse is a refused connection_init; the legacy protocol says why in a message first.
-func (c *wsConn) refuse(code websocket.StatusCode, reason string) *closeError {
-	if c.proto.connectionError != "" {
-		c.reply(message{Type: c.proto.connectionError, Payload: mustJSON(map[string]string{"message": reason})})
+func (c *wsConn) refuse(why *errcode.Error) *errcode.Error {
+	if why.Code.Close == errcode.InvalidCredentials.Close {
+		why = &errcode.Error{Code: why.Code, Message: "Forbidden: " + why.Message} // as graphql-ws's server says it
 	}
-	return &closeError{code, reason}
+	if c.proto.connectionError != "" {
+		c.reply(message{Type: c.proto.connectionError, Payload: mustJSON(map[string]string{"message": why.Message})})
+	}
+	return why
 }
 
 // authenticate finds the caller from the credentials of payload, which it reads as headers
@@ -409,24 +393,24 @@ type operation struct {
 }
 
 // subscribe starts an operation.
-func (c *wsConn) subscribe(m message) *closeError {
+func (c *wsConn) subscribe(m message) *errcode.Error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case !c.acked:
-		return &closeError{closeUnauthorized, "Unauthorized"}
+		return errcode.New(errcode.NotAcknowledged, "Unauthorized")
 	case m.ID == "":
-		return &closeError{closeBadRequest, "Invalid message received: an operation needs an id"}
+		return errcode.New(errcode.BadRequest, "Invalid message received: an operation needs an id")
 	case c.ops[m.ID] != nil:
-		return &closeError{closeSubscriberExists, "Subscriber for " + truncate(m.ID) + " already exists"}
+		return errcode.New(errcode.SubscriberExists, "Subscriber for "+truncate(m.ID)+" already exists")
 	}
 	req, why := subscribeRequest(m.Payload)
 	if why != nil {
 		return why
 	}
 	if len(c.ops) >= c.api.cfg.Subscriptions.MaxSubscriptions {
-		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{{
-			Message: "this connection runs as many operations as it may; complete one first", Extensions: map[string]any{"code": schema.CodeBadRequest}}})})
+		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{queryError(
+			errcode.New(errcode.TooManyOperations, "this connection runs as many operations as it may; complete one first"))})})
 		return nil
 	}
 	op, refusal := c.api.cfg.GraphQL.Prepare(req)
@@ -435,8 +419,7 @@ func (c *wsConn) subscribe(m message) *closeError {
 		return nil
 	}
 	if op.Type == "mutation" && c.caller.Anonymous() {
-		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{{
-			Message: posts.ErrUnauthenticated.Error(), Extensions: map[string]any{"code": schema.CodeUnauthenticated}}})})
+		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{queryError(errcode.Of(posts.ErrUnauthenticated))})})
 		return nil
 	}
 	o := &operation{id: m.ID}
@@ -444,12 +427,8 @@ func (c *wsConn) subscribe(m message) *closeError {
 		l, err := c.api.cfg.GraphQL.Listen(c.client, op, c.caller,
 			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
 			func(err error) { c.spawn(func() { c.feedEnded(o, err) }) })
-		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient, a *schema.Error with its code
-			refusal := &gqlerrors.QueryError{Message: err.Error(), Extensions: map[string]any{"code": schema.CodeInternal}}
-			if e, ok := errors.AsType[*schema.Error](err); ok {
-				refusal.Extensions = e.Extensions()
-			}
-			c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{refusal})})
+		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
+			c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{queryError(errcode.Of(err))})})
 			return nil
 		}
 		o.stop = l.Close
@@ -488,7 +467,7 @@ func (c *wsConn) feedEnded(o *operation, err error) {
 	var refused *schema.RefusedError
 	switch {
 	case errors.Is(err, schema.ErrFeedFellBehind):
-		c.fail(&closeError{websocket.StatusTryAgainLater, "the server fell behind the events; reconnect"})
+		c.fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
 	case errors.As(err, &refused):
 		c.complete(o, refused.Errors)
 	default:
@@ -533,7 +512,7 @@ func (c *wsConn) push(m message) {
 		return
 	}
 	if !c.enqueue(m) {
-		c.fail(&closeError{websocket.StatusTryAgainLater, "the client reads messages too slowly"})
+		c.fail(errcode.New(errcode.TooSlow, "the client reads messages too slowly"))
 	}
 }
 
@@ -616,7 +595,7 @@ func (c *wsConn) closeWithReason() {
 	for m, ok := c.dequeue(); ok && c.writeMessage(m); m, ok = c.dequeue() {
 	}
 	c.cancel()
-	_ = c.ws.Close(c.closeErr.code, c.closeErr.reason)
+	_ = c.ws.Close(websocket.StatusCode(c.closeErr.Code.Close), c.closeErr.Message)
 }
 
 func (c *wsConn) writeMessage(m message) bool {
@@ -644,7 +623,7 @@ func (c *wsConn) keepAlive() {
 	cancel()
 	if err != nil {
 		if c.ctx.Err() == nil {
-			c.fail(&closeError{websocket.StatusGoingAway, "no answer to the keep-alive ping"})
+			c.fail(errcode.New(errcode.GoingAway, "no answer to the keep-alive ping"))
 		}
 		return
 	}

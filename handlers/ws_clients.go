@@ -6,9 +6,8 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/coder/websocket"
-
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 )
 
 // A client is who a share of the server counts against: a user, whatever their connections'
@@ -52,14 +51,14 @@ type conns struct {
 
 // reserve holds a place for one more connection of client, before the upgrade: it refuses with
 // 503 when the API is closed or holds max, and with 429 when client holds perClient.
-func (t *conns) reserve(client string, max, perClient int) *httpError {
+func (t *conns) reserve(client string, max, perClient int) *errcode.Error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
 	case t.closed || t.reserved >= max:
-		return &httpError{http.StatusServiceUnavailable, "the server holds as many WebSocket connections as it may; try again later"}
+		return errcode.New(errcode.ServerFull, "the server holds as many WebSocket connections as it may; try again later")
 	case t.clients[client] >= perClient:
-		return &httpError{http.StatusTooManyRequests, tooManyConnections(perClient)}
+		return errcode.New(errcode.TooManyConnections, tooManyConnections(perClient))
 	}
 	t.reserved++
 	if t.clients == nil {
@@ -128,7 +127,7 @@ func (t *conns) closeAll() {
 	}
 	t.mu.Unlock()
 	for _, c := range all {
-		c.fail(&closeError{websocket.StatusGoingAway, "the server is reloading or shutting down"})
+		c.fail(errcode.New(errcode.GoingAway, "the server is reloading or shutting down"))
 	}
 }
 

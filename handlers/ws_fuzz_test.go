@@ -9,13 +9,14 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 )
 
 // inbound is what the server makes of one frame before the connection's state is looked at:
 // decodeMessage, then what the message's type reads of its payload (the credentials of
 // connection_init, the GraphQL request of subscribe or start), as handle reads them. Each
-// outcome is a message or a closeError.
-func inbound(typ websocket.MessageType, data []byte) (message, *closeError) {
+// outcome is a message or an error that closes the connection.
+func inbound(typ websocket.MessageType, data []byte) (message, *errcode.Error) {
 	m, why := decodeMessage(typ, data)
 	if why != nil {
 		return m, why
@@ -23,7 +24,7 @@ func inbound(typ websocket.MessageType, data []byte) (message, *closeError) {
 	switch m.Type {
 	case "connection_init":
 		if _, err := auth.InitHeaders(m.Payload, "X-API-Key"); err != nil {
-			return m, &closeError{closeForbidden, "Forbidden: " + err.Error()}
+			return m, errcode.Of(err)
 		}
 	case "subscribe", "start":
 		if _, why := subscribeRequest(m.Payload); why != nil {
@@ -34,10 +35,10 @@ func inbound(typ websocket.MessageType, data []byte) (message, *closeError) {
 }
 
 // inboundCloseCodes are the codes a frame may close the connection with before any state.
-var inboundCloseCodes = map[websocket.StatusCode]bool{
-	websocket.StatusInvalidFramePayloadData: true, // 1007: text that is not UTF-8
-	closeBadRequest:                         true, // 4400: not a message, or a payload that is not one
-	closeForbidden:                          true, // 4403: credentials that are not strings, or named twice
+var inboundCloseCodes = map[int]bool{
+	1007: true, // text that is not UTF-8
+	4400: true, // not a message, or a payload that is not one
+	4403: true, // credentials that are not strings, or named twice
 }
 
 // FuzzWSMessage feeds frames to the message decoder: it never panics, every frame is a message
@@ -118,14 +119,14 @@ func FuzzWSMessage(f *testing.F) {
 		}
 		if why != nil {
 			switch {
-			case !inboundCloseCodes[why.code]:
-				t.Errorf("closed with %d %q; want one of %v", why.code, why.reason, inboundCloseCodes)
-			case len(why.reason) > 123 || !utf8.ValidString(why.reason):
-				t.Errorf("a close reason a close frame cannot carry: %q", why.reason)
-			case why.code == websocket.StatusInvalidFramePayloadData && (binary || checkJSONText("", data) == nil):
+			case !inboundCloseCodes[why.Code.Close]:
+				t.Errorf("closed with %d %q; want one of %v", why.Code.Close, why.Message, inboundCloseCodes)
+			case len(why.Message) > 123 || !utf8.ValidString(why.Message):
+				t.Errorf("a close reason a close frame cannot carry: %q", why.Message)
+			case why.Code.Close == 1007 && (binary || checkJSONText("", data) == nil):
 				t.Errorf("1007 for a frame of valid UTF-8 text")
-			case !binary && checkJSONText("", data) != nil && why.code != websocket.StatusInvalidFramePayloadData:
-				t.Errorf("text that is not UTF-8 closed with %d; want 1007", why.code)
+			case !binary && checkJSONText("", data) != nil && why.Code.Close != 1007:
+				t.Errorf("text that is not UTF-8 closed with %d; want 1007", why.Code.Close)
 			}
 			return
 		}

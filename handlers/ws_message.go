@@ -6,6 +6,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -35,29 +36,29 @@ func (m message) encode() []byte {
 // the connection: 4400 for a binary frame or one that is not a message, 1007 for text that is
 // not UTF-8 (which encoding/json would otherwise read, replacing the bad bytes). What the
 // message's type calls for is checked where it is handled.
-func decodeMessage(typ websocket.MessageType, data []byte) (message, *closeError) {
+func decodeMessage(typ websocket.MessageType, data []byte) (message, *errcode.Error) {
 	var m message
 	switch {
 	case typ != websocket.MessageText:
-		return m, &closeError{closeBadRequest, "Invalid message: binary messages are not accepted"}
+		return m, errcode.New(errcode.BadRequest, "Invalid message: binary messages are not accepted")
 	case checkJSONText("a text message", data) != nil: // half a surrogate pair (\ud800) is no character either
-		return m, &closeError{websocket.StatusInvalidFramePayloadData, "Invalid message: a text message must be UTF-8"}
+		return m, errcode.New(errcode.InvalidText, "Invalid message: a text message must be UTF-8")
 	case json.Unmarshal(data, &m) != nil || m.Type == "":
-		return message{}, &closeError{closeBadRequest, "Invalid message received"}
+		return message{}, errcode.New(errcode.BadRequest, "Invalid message received")
 	}
 	return m, nil
 }
 
 // subscribeRequest reads the payload of a subscribe (start) message as a GraphQL request; a
 // payload that is not one closes with 4400.
-func subscribeRequest(payload json.RawMessage) (schema.Request, *closeError) {
+func subscribeRequest(payload json.RawMessage) (schema.Request, *errcode.Error) {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(payload, &fields) != nil || fields == nil {
-		return schema.Request{}, &closeError{closeBadRequest, "Invalid message received: the payload must be an object"}
+		return schema.Request{}, errcode.New(errcode.BadRequest, "Invalid message received: the payload must be an object")
 	}
 	req, err := graphQLRequest(func(name string) (json.RawMessage, error) { return fields[name], nil }, false)
 	if err != nil {
-		return schema.Request{}, &closeError{closeBadRequest, "Invalid message received: " + truncate(err.Error())}
+		return schema.Request{}, errcode.New(errcode.BadRequest, "Invalid message received: "+truncate(err.Error()))
 	}
 	return req, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -129,7 +130,7 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 					t.Errorf("legacy: %+v %s; want connection_error naming max_connections_per_user", m, m.Payload)
 				}
 			}
-			if code, reason := closedWith(t, c); code != closeTooManyConnections || !strings.Contains(reason, "max_connections_per_user") {
+			if code, reason := closedWith(t, c); code != websocket.StatusCode(errcode.TooManyConnections.Close) || !strings.Contains(reason, "max_connections_per_user") {
 				t.Errorf("%s: closed with %d %q; want 4429 naming max_connections_per_user", subprotocol, code, reason)
 			}
 			waitFor(t, "the refused connection to be given back", func() bool { n, _ := s.connectionsOf(addressClient("192.0.2.2")); return n == 0 })
@@ -184,8 +185,8 @@ func TestEachClientHasItsShareOfFeeds(t *testing.T) {
 	subscribe(t, a, "2", "postDeleted")
 	subscribe(t, a, "3", "postUpdated { id }")
 	code, msg := errorOf(t, a, "3")
-	if code != schema.CodeTooManySubscriptions || !strings.Contains(msg, "max_distinct_subscriptions_per_client") {
-		t.Errorf("a third distinct subscription: %s %q; want %s naming max_distinct_subscriptions_per_client", code, msg, schema.CodeTooManySubscriptions)
+	if code != errcode.TooManySubscriptions.GraphQL || !strings.Contains(msg, "max_distinct_subscriptions_per_client") {
+		t.Errorf("a third distinct subscription: %s %q; want %s naming max_distinct_subscriptions_per_client", code, msg, errcode.TooManySubscriptions.GraphQL)
 	}
 	subscribe(t, a, "4", "postCreated { id }") // a feed the client is in already counts once
 	expectNothingBefore(t, a)
@@ -197,8 +198,8 @@ func TestEachClientHasItsShareOfFeeds(t *testing.T) {
 		again := s.dial(t, transportWS, from("192.0.2.1"))
 		initialise(t, again, `{}`)
 		subscribe(t, again, "1", "postUpdated { id }")
-		if code, _ := errorOf(t, again, "1"); code != schema.CodeTooManySubscriptions {
-			t.Errorf("got %s; want %s", code, schema.CodeTooManySubscriptions)
+		if code, _ := errorOf(t, again, "1"); code != errcode.TooManySubscriptions.GraphQL {
+			t.Errorf("got %s; want %s", code, errcode.TooManySubscriptions.GraphQL)
 		}
 		subscribe(t, again, "2", "postDeleted")
 		expectNothingBefore(t, again)
@@ -214,8 +215,8 @@ func TestEachClientHasItsShareOfFeeds(t *testing.T) {
 			c := s.dial(t, transportWS, from("192.0.2.3"))
 			initialise(t, c, `{}`)
 			subscribe(t, c, "1", "postUpdated { title }") // the fourth distinct operation
-			if code, _ := errorOf(t, c, "1"); code != schema.CodeUnavailable {
-				t.Errorf("got %s; want %s", code, schema.CodeUnavailable)
+			if code, _ := errorOf(t, c, "1"); code != errcode.Unavailable.GraphQL {
+				t.Errorf("got %s; want %s", code, errcode.Unavailable.GraphQL)
 			}
 		})
 		_ = b.CloseNow()
@@ -234,8 +235,8 @@ func TestEachClientHasItsShareOfFeeds(t *testing.T) {
 	t.Run("complete gives the share back, and the connection stayed open", func(t *testing.T) {
 		send(t, a, `{"id": "1", "type": "complete"}`)
 		subscribe(t, a, "5", "postUpdated { id }")
-		if code, _ := errorOf(t, a, "5"); code != schema.CodeTooManySubscriptions {
-			t.Errorf("with id 4 still in the feed of 1: %s; want %s", code, schema.CodeTooManySubscriptions)
+		if code, _ := errorOf(t, a, "5"); code != errcode.TooManySubscriptions.GraphQL {
+			t.Errorf("with id 4 still in the feed of 1: %s; want %s", code, errcode.TooManySubscriptions.GraphQL)
 		}
 		send(t, a, `{"id": "4", "type": "complete"}`)
 		subscribe(t, a, "6", "postUpdated { id }")

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
@@ -265,21 +266,21 @@ func TestGraphQLTransportWSCloseCodes(t *testing.T) {
 		init     bool     // send a good connection_init first
 		code     websocket.StatusCode
 	}{
-		{"a second connection_init", []string{`{"type": "connection_init"}`}, true, closeTooManyInitialisings},
-		{"subscribe before connection_ack", []string{subscribe}, false, closeUnauthorized},
-		{"a duplicate operation id", []string{subscribe, subscribe}, true, closeSubscriberExists},
-		{"a message that is not JSON", []string{`{"type": `}, true, closeBadRequest},
-		{"a message of an unknown type", []string{`{"type": "start", "id": "1"}`}, true, closeBadRequest},
-		{"subscribe without an id", []string{`{"type": "subscribe", "payload": {"query": "{ __typename }"}}`}, true, closeBadRequest},
-		{"a bad API key in connection_init", []string{`{"type": "connection_init", "payload": {"X-API-Key": "wrong"}}`}, false, closeForbidden},
-		{"a payload that is not an object", []string{`{"type": "connection_init", "payload": [1]}`}, false, closeForbidden},
-		{"a subscribe whose payload is not an object", []string{`{"id": "1", "type": "subscribe", "payload": "{ __typename }"}`}, true, closeBadRequest},
-		{"a credential that is not a string", []string{`{"type": "connection_init", "payload": {"Authorization": 5}}`}, false, closeForbidden},
+		{"a second connection_init", []string{`{"type": "connection_init"}`}, true, websocket.StatusCode(errcode.TooManyInitialisations.Close)},
+		{"subscribe before connection_ack", []string{subscribe}, false, websocket.StatusCode(errcode.NotAcknowledged.Close)},
+		{"a duplicate operation id", []string{subscribe, subscribe}, true, websocket.StatusCode(errcode.SubscriberExists.Close)},
+		{"a message that is not JSON", []string{`{"type": `}, true, websocket.StatusCode(errcode.BadRequest.Close)},
+		{"a message of an unknown type", []string{`{"type": "start", "id": "1"}`}, true, websocket.StatusCode(errcode.BadRequest.Close)},
+		{"subscribe without an id", []string{`{"type": "subscribe", "payload": {"query": "{ __typename }"}}`}, true, websocket.StatusCode(errcode.BadRequest.Close)},
+		{"a bad API key in connection_init", []string{`{"type": "connection_init", "payload": {"X-API-Key": "wrong"}}`}, false, websocket.StatusCode(errcode.InvalidCredentials.Close)},
+		{"a payload that is not an object", []string{`{"type": "connection_init", "payload": [1]}`}, false, websocket.StatusCode(errcode.InvalidCredentials.Close)},
+		{"a subscribe whose payload is not an object", []string{`{"id": "1", "type": "subscribe", "payload": "{ __typename }"}`}, true, websocket.StatusCode(errcode.BadRequest.Close)},
+		{"a credential that is not a string", []string{`{"type": "connection_init", "payload": {"Authorization": 5}}`}, false, websocket.StatusCode(errcode.InvalidCredentials.Close)},
 		{"a message over the read limit", []string{`{"type": "ping", "payload": "` + strings.Repeat("x", 2000) + `"}`}, true, websocket.StatusMessageTooBig},
 		{"a text message that is not UTF-8", []string{"{\"type\": \"ping\", \"payload\": \"\xff\"}"}, true, websocket.StatusInvalidFramePayloadData},
 		{"a connection_init that is not UTF-8", []string{"{\"type\": \"connection_init\", \"payload\": {\"X-API-Key\": \"" + wsKey + "\xc0\"}}"}, false, websocket.StatusInvalidFramePayloadData},
-		{"a connection_init naming the API key twice, in two cases", []string{`{"type": "connection_init", "payload": {"X-API-Key": "` + wsKey + `", "x-api-key": "` + wsKey + `"}}`}, false, closeForbidden},
-		{"a connection_init naming Authorization twice", []string{`{"type": "connection_init", "payload": {"authorization": "Bearer a", "Authorization": "Bearer b"}}`}, false, closeForbidden},
+		{"a connection_init naming the API key twice, in two cases", []string{`{"type": "connection_init", "payload": {"X-API-Key": "` + wsKey + `", "x-api-key": "` + wsKey + `"}}`}, false, websocket.StatusCode(errcode.InvalidCredentials.Close)},
+		{"a connection_init naming Authorization twice", []string{`{"type": "connection_init", "payload": {"authorization": "Bearer a", "Authorization": "Bearer b"}}`}, false, websocket.StatusCode(errcode.InvalidCredentials.Close)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" closes with "+tt.code.String(), func(t *testing.T) {
@@ -298,7 +299,7 @@ func TestGraphQLTransportWSCloseCodes(t *testing.T) {
 	t.Run("a binary message closes with 4400", func(t *testing.T) {
 		c := s.dial(t, transportWS, nil)
 		_ = c.Write(t.Context(), websocket.MessageBinary, []byte(`{"type": "connection_init"}`))
-		if code, _ := closedWith(t, c); code != closeBadRequest {
+		if code, _ := closedWith(t, c); code != websocket.StatusCode(errcode.BadRequest.Close) {
 			t.Errorf("closed with %d; want 4400", code)
 		}
 	})
@@ -307,7 +308,7 @@ func TestGraphQLTransportWSCloseCodes(t *testing.T) {
 		c := s.dial(t, transportWS, nil)
 		code, _ := closedWith(t, c)
 		elapsed := time.Since(start)
-		if code != closeInitTimeout || elapsed < 270*time.Millisecond || elapsed > 330*time.Millisecond+100*time.Millisecond {
+		if code != websocket.StatusCode(errcode.InitTimeout.Close) || elapsed < 270*time.Millisecond || elapsed > 330*time.Millisecond+100*time.Millisecond {
 			t.Errorf("closed with %d after %v; want 4408 after 300ms (±10%%, plus the dial)", code, elapsed)
 		}
 	})
@@ -352,7 +353,7 @@ func TestWebSocketUpgradesThatAreRefused(t *testing.T) {
 		strict := newWSServer(t, Subscriptions{RequireAuth: true})
 		c := strict.dial(t, transportWS, nil)
 		send(t, c, `{"type": "connection_init"}`)
-		if code, _ := closedWith(t, c); code != closeForbidden {
+		if code, _ := closedWith(t, c); code != websocket.StatusCode(errcode.InvalidCredentials.Close) {
 			t.Errorf("closed with %d; want 4403", code)
 		}
 	})
@@ -428,7 +429,7 @@ func TestLegacyGraphQLWS(t *testing.T) {
 		if m := recv(t, c); m.Type != "connection_error" {
 			t.Errorf("got %+v", m)
 		}
-		if code, _ := closedWith(t, c); code != closeForbidden {
+		if code, _ := closedWith(t, c); code != websocket.StatusCode(errcode.InvalidCredentials.Close) {
 			t.Errorf("closed with %d; want 4403", code)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
 )
@@ -91,7 +92,7 @@ func countText(n int) string {
 func (s *Schema) admit(doc *ast.QueryDocument, op *ast.OperationDefinition) *gqlerrors.QueryError {
 	types, err := typeSystemOnce()
 	if err != nil {
-		return refused(CodeValidationFailed, nil, "the schema cannot be read: %v", err) // unreachable: New read it
+		return refused(errcode.ValidationFailed, nil, "the schema cannot be read: %v", err) // unreachable: New read it
 	}
 	a := &admission{
 		types:         types,
@@ -130,25 +131,25 @@ func (s *Schema) admit(doc *ast.QueryDocument, op *ast.OperationDefinition) *gql
 	limits := s.limits
 	switch {
 	case chosen.aliases > limits.MaxAliases:
-		return refused(CodeMaxAliases, at(op.Position),
+		return refused(errcode.MaxAliases, at(op.Position),
 			"the %s has %s aliased fields, fragments expanded, more than the limit of %d (max_aliases)", op.Operation, countText(chosen.aliases), limits.MaxAliases)
 	case chosen.roots > limits.MaxRootFields:
-		return refused(CodeMaxRootFields, at(op.Position),
+		return refused(errcode.MaxRootFields, at(op.Position),
 			"the %s selects %s fields at its root, fragments expanded, more than the limit of %d (max_root_fields)%s",
 			op.Operation, countText(chosen.roots), limits.MaxRootFields, map[ast.Operation]string{ast.Mutation: ": each is a write; send the rest in another request"}[op.Operation])
 	case document.fields > limits.MaxFields && len(doc.Operations) == 1 && unspread == 0:
-		return refused(CodeMaxFields, at(op.Position),
+		return refused(errcode.MaxFields, at(op.Position),
 			"the %s selects %s fields, fragments expanded, more than the limit of %d (max_fields)", op.Operation, countText(document.fields), limits.MaxFields)
 	case document.fields > limits.MaxFields:
-		return refused(CodeMaxFields, nil,
+		return refused(errcode.MaxFields, nil,
 			"the document selects %s fields in its %d operations and %d fragments, fragments expanded, more than the limit of %d (max_fields): all of a document is validated, though one operation runs, so send only the operation to run",
 			countText(document.fields), len(doc.Operations), len(doc.Fragments), limits.MaxFields)
 	case document.variables > limits.MaxFields:
-		return refused(CodeMaxFields, nil,
+		return refused(errcode.MaxFields, nil,
 			"the document uses variables %s times, fragments expanded, more than the limit of %d (max_fields, which bounds the uses of variables as well as fields)",
 			countText(document.variables), limits.MaxFields)
 	case document.fragments > limits.MaxFields:
-		return refused(CodeMaxFields, nil,
+		return refused(errcode.MaxFields, nil,
 			"the document spreads fragments and inline fragments %s times, fragments expanded, more than the limit of %d (max_fields, which bounds fragments as well as fields)",
 			countText(document.fragments), limits.MaxFields)
 	}
@@ -228,7 +229,7 @@ func (a *admission) selections(set ast.SelectionSet, typeName string, top bool) 
 func (a *admission) fragment(def *ast.FragmentDefinition, pos *ast.Position) tally {
 	if t, walked := a.counts[def]; walked {
 		if t == nil {
-			a.refusal = refused(CodeValidationFailed, at(pos), "%s", a.cycle(def))
+			a.refusal = refused(errcode.ValidationFailed, at(pos), "%s", a.cycle(def))
 			return tally{}
 		}
 		return *t
@@ -349,7 +350,7 @@ func (a *admission) value(v *ast.Value, t *ast.Type, p place, depth int) int {
 	switch v.Kind {
 	case ast.ListValue, ast.ObjectValue:
 		if depth >= a.maxValueDepth {
-			a.refusal = refused(CodeValidationFailed, at(v.Position), "%s nests lists and objects more than %d deep (max_depth)", p, a.maxValueDepth)
+			a.refusal = refused(errcode.ValidationFailed, at(v.Position), "%s nests lists and objects more than %d deep (max_depth)", p, a.maxValueDepth)
 			return 0
 		}
 		if def != nil && v.Kind == ast.ListValue && t.Elem == nil || def != nil && v.Kind == ast.ObjectValue && def.Kind != ast.InputObject {
@@ -382,11 +383,11 @@ func (a *admission) value(v *ast.Value, t *ast.Type, p place, depth int) int {
 		}
 		switch {
 		case def == nil || def.Kind == ast.Scalar && scalarWants[def.Name] == "":
-			a.refusal = refused(CodeValidationFailed, at(v.Position), "%s: the number %s is out of range: a whole number in a query is an Int, from -2147483648 to 2147483647", a.where(p), v.Raw)
+			a.refusal = refused(errcode.ValidationFailed, at(v.Position), "%s: the number %s is out of range: a whole number in a query is an Int, from -2147483648 to 2147483647", a.where(p), v.Raw)
 		case def.Name == "Int":
 			a.wrongKind(v, def, p)
 		case def.Name == "ID":
-			a.refusal = refused(CodeValidationFailed, at(v.Position), "%s %s an ID (a string, or a whole number from -2147483648 to 2147483647), not %s", a.where(p), p.verb(), literalKind(v))
+			a.refusal = refused(errcode.ValidationFailed, at(v.Position), "%s %s an ID (a string, or a whole number from -2147483648 to 2147483647), not %s", a.where(p), p.verb(), literalKind(v))
 		}
 		if a.refusal != nil {
 			return 0
@@ -399,7 +400,7 @@ func (a *admission) value(v *ast.Value, t *ast.Type, p place, depth int) int {
 }
 
 func (a *admission) wrongKind(v *ast.Value, def *ast.Definition, p place) {
-	a.refusal = refused(CodeValidationFailed, at(v.Position), "%s %s %s, not %s", a.where(p), p.verb(), literalWant(def), literalKind(v))
+	a.refusal = refused(errcode.ValidationFailed, at(v.Position), "%s %s %s, not %s", a.where(p), p.verb(), literalWant(def), literalKind(v))
 }
 
 // literalFits says whether a literal of v's kind can be a value of the type def, a list or

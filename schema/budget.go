@@ -11,12 +11,9 @@ import (
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 )
-
-// CodeResponseTooLarge is the code of the one error of an operation whose result grew past
-// max_response_size: it stopped there, and the response has data: null.
-const CodeResponseTooLarge = "RESPONSE_TOO_LARGE"
 
 // A budget is what is left of max_response_size for one execution. graphql-go builds the
 // whole result in memory before anything is written, so the resolvers charge it with the JSON
@@ -54,7 +51,7 @@ type leaves struct{ title, body int }
 
 // errResponseTooLarge is the cause of an execution stopped by its budget, and what the
 // resolvers that still run return.
-var errResponseTooLarge = &Error{Code: CodeResponseTooLarge, Message: "the response is too large"}
+var errResponseTooLarge = &errcode.Error{Code: errcode.ResponseTooLarge, Message: "the response is too large"}
 
 // newBudget is a budget of limit bytes for one response of a document of shape sh, whose
 // exhaustion calls stop (if not nil).
@@ -339,7 +336,7 @@ func tooLarge(limit int64) *graphql.Response {
 		Data: json.RawMessage(`null`),
 		Errors: []*gqlerrors.QueryError{{
 			Message:    fmt.Sprintf("the response would be larger than %d bytes (max_response_size): ask for fewer fields or aliases, or smaller limit or first arguments", limit),
-			Extensions: map[string]any{"code": CodeResponseTooLarge},
+			Extensions: map[string]any{"code": errcode.ResponseTooLarge.GraphQL},
 		}},
 	}
 }

@@ -9,6 +9,7 @@ import (
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 )
 
 // Why a Listener ended or could not start.
@@ -17,14 +18,11 @@ var (
 	// dropped it; every listener of it ends.
 	ErrFeedFellBehind = errors.New("the server fell behind the events of this subscription")
 	// ErrTooManyFeeds: as many distinct subscriptions run as Limits.MaxFeeds allows.
-	ErrTooManyFeeds = &Error{Code: CodeUnavailable, Message: "the server runs as many distinct subscriptions as it may; try again later"}
+	ErrTooManyFeeds = &errcode.Error{Code: errcode.ServerFull, Message: "the server runs as many distinct subscriptions as it may; try again later"}
 	// ErrTooManyFeedsPerClient: the client takes part in as many distinct subscriptions as
 	// Limits.MaxFeedsPerClient allows, and completes one of its own before it starts another.
-	ErrTooManyFeedsPerClient = &Error{Code: CodeTooManySubscriptions, Message: "this client takes part in as many distinct subscriptions as max_distinct_subscriptions_per_client allows; complete one first"}
+	ErrTooManyFeedsPerClient = &errcode.Error{Code: errcode.TooManySubscriptions, Message: "this client takes part in as many distinct subscriptions as max_distinct_subscriptions_per_client allows; complete one first"}
 )
-
-// CodeTooManySubscriptions is the code of ErrTooManyFeedsPerClient.
-const CodeTooManySubscriptions = "TOO_MANY_SUBSCRIPTIONS"
 
 // RefusedError ends a Listener whose operation could not run; Errors say why.
 type RefusedError struct{ Errors []*gqlerrors.QueryError }
@@ -149,7 +147,7 @@ func (s *Schema) run(ctx context.Context, f *feed, op *Operation) {
 		}
 		payload, err := json.Marshal(res)
 		if err != nil {
-			payload = json.RawMessage(`{"errors":[{"message":"internal server error","extensions":{"code":"` + CodeInternal + `"}}]}`)
+			payload = json.RawMessage(`{"errors":[{"message":"internal server error","extensions":{"code":"` + errcode.Internal.GraphQL + `"}}]}`)
 		}
 		s.feeds.mu.Lock()
 		for l := range f.listeners {

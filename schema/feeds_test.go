@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -156,7 +157,7 @@ func TestAFeedThatCannotRunTellsItsListeners(t *testing.T) {
 	for range l.c {
 	}
 	var refused *schema.RefusedError
-	if !errors.As(l.err, &refused) || len(refused.Errors) != 1 || refused.Errors[0].Extensions["code"] != schema.CodeUnavailable {
+	if !errors.As(l.err, &refused) || len(refused.Errors) != 1 || refused.Errors[0].Extensions["code"] != errcode.Unavailable.GraphQL {
 		b, _ := json.Marshal(refused)
 		t.Errorf("ended with %v %s; want a RefusedError with UNAVAILABLE", l.err, b)
 	}

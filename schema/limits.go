@@ -13,6 +13,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -66,20 +67,6 @@ const (
 	DefaultMaxResponseSize = 8 << 20
 	// MaxMaxCost bounds max_cost, so that the count cannot overflow.
 	MaxMaxCost = 1 << 30
-)
-
-// The codes of requests refused before execution: the first two as Apollo Server names them,
-// the limits on aliases and root fields as Apollo Router names them.
-const (
-	CodeParseFailed      = "GRAPHQL_PARSE_FAILED"
-	CodeValidationFailed = "GRAPHQL_VALIDATION_FAILED"
-	// CodeMaxAliases refuses an operation with more aliased fields than max_aliases.
-	CodeMaxAliases = "MAX_ALIASES_LIMIT"
-	// CodeMaxRootFields refuses an operation with more root fields than max_root_fields.
-	CodeMaxRootFields = "MAX_ROOT_FIELDS_LIMIT"
-	// CodeMaxFields refuses a document with more fields, uses of variables or fragments than
-	// max_fields.
-	CodeMaxFields = "MAX_FIELDS_LIMIT"
 )
 
 // overlapValidationLimit bounds the pairs of selections graphql-go's validation compares to
@@ -146,13 +133,13 @@ var definitions = sync.OnceValues(func() (map[string]*ast.Definition, error) {
 // variables, the cost, graphql-go's validation) reads one of bounded size.
 func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 	if n := s.limits.MaxQueryLength; len(req.Query) > n {
-		return nil, refused(CodeValidationFailed, nil, "the query is %d bytes long, more than the limit of %d (max_query_length)", len(req.Query), n)
+		return nil, refused(errcode.ValidationFailed, nil, "the query is %d bytes long, more than the limit of %d (max_query_length)", len(req.Query), n)
 	}
 	if !utf8.ValidString(req.Query) {
-		return nil, refused(CodeParseFailed, nil, "syntax error: the query is not valid UTF-8")
+		return nil, refused(errcode.ParseFailed, nil, "syntax error: the query is not valid UTF-8")
 	}
 	if i := halfSurrogateInQuery(req.Query); i >= 0 {
-		return nil, refused(CodeParseFailed, nil, "syntax error: the escape %s at byte %d is half of a surrogate pair, which is no character", req.Query[i:i+6], i)
+		return nil, refused(errcode.ParseFailed, nil, "syntax error: the escape %s at byte %d is half of a surrogate pair, which is no character", req.Query[i:i+6], i)
 	}
 	doc, err := parser.ParseQuery(&ast.Source{Input: req.Query})
 	if err != nil {
@@ -163,7 +150,7 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 			}
 			err = fmt.Errorf("%s", e.Message)
 		}
-		return nil, refused(CodeParseFailed, at, "syntax error: %v", err)
+		return nil, refused(errcode.ParseFailed, at, "syntax error: %v", err)
 	}
 	op, qerr := operation(doc, req.OperationName)
 	if qerr != nil {
@@ -181,7 +168,7 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 		return nil, c.refusal
 	}
 	if cost > s.limits.MaxCost {
-		return nil, refused(CodeValidationFailed, nil,
+		return nil, refused(errcode.ValidationFailed, nil,
 			"the operation could return more than %d values (max_cost): ask for fewer fields, smaller limit or first arguments, or fewer nested lists", s.limits.MaxCost)
 	}
 	var document strings.Builder
@@ -195,20 +182,20 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 func operation(doc *ast.QueryDocument, name string) (*ast.OperationDefinition, *gqlerrors.QueryError) {
 	switch {
 	case len(doc.Operations) == 0:
-		return nil, refused(CodeValidationFailed, nil, "the document has no operation to run")
+		return nil, refused(errcode.ValidationFailed, nil, "the document has no operation to run")
 	case name != "":
 		if op := doc.Operations.ForName(name); op != nil {
 			return op, nil
 		}
-		return nil, refused(CodeValidationFailed, nil, "the document has no operation named %q", name)
+		return nil, refused(errcode.ValidationFailed, nil, "the document has no operation named %q", name)
 	case len(doc.Operations) > 1:
-		return nil, refused(CodeValidationFailed, nil, "the document has %d operations: name the one to run in operationName", len(doc.Operations))
+		return nil, refused(errcode.ValidationFailed, nil, "the document has %d operations: name the one to run in operationName", len(doc.Operations))
 	}
 	return doc.Operations[0], nil
 }
 
-func refused(code string, at []gqlerrors.Location, format string, args ...any) *gqlerrors.QueryError {
-	return &gqlerrors.QueryError{Message: fmt.Sprintf(format, args...), Locations: at, Extensions: map[string]any{"code": code}}
+func refused(code errcode.Code, at []gqlerrors.Location, format string, args ...any) *gqlerrors.QueryError {
+	return &gqlerrors.QueryError{Message: fmt.Sprintf(format, args...), Locations: at, Extensions: map[string]any{"code": code.GraphQL}}
 }
 
 // coster counts the values an operation can return, the upper bound that MaxCost limits.
@@ -310,10 +297,10 @@ func (c *coster) capped(cost int) int { return min(cost, c.schema.limits.MaxCost
 func (c *coster) introspection(f *ast.Field, lists int) {
 	switch {
 	case c.schema.limits.DisableIntrospection:
-		c.refusal = refused(CodeValidationFailed, at(f.Position), "introspection is turned off on this server")
+		c.refusal = refused(errcode.ValidationFailed, at(f.Position), "introspection is turned off on this server")
 		return
 	case f.Alias != f.Name:
-		c.refusal = refused(CodeValidationFailed, at(f.Position), "introspection takes no aliases (%s: %s)", f.Alias, f.Name)
+		c.refusal = refused(errcode.ValidationFailed, at(f.Position), "introspection takes no aliases (%s: %s)", f.Alias, f.Name)
 		return
 	}
 	if lists < 0 {
@@ -322,7 +309,7 @@ func (c *coster) introspection(f *ast.Field, lists int) {
 	if introspectionLists[f.Name] {
 		lists++
 		if lists > maxIntrospectionLists {
-			c.refusal = refused(CodeValidationFailed, at(f.Position), "introspection lists (fields, interfaces, possibleTypes, inputFields) nest more than %d deep", maxIntrospectionLists)
+			c.refusal = refused(errcode.ValidationFailed, at(f.Position), "introspection lists (fields, interfaces, possibleTypes, inputFields) nest more than %d deep", maxIntrospectionLists)
 			return
 		}
 	}

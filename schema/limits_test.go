@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -100,10 +101,10 @@ func TestLimits(t *testing.T) {
 		{"10 aliases of 100 posts with their ids (2000 values) run", wide, fanOut(10, 100), nil, "", ""},
 		{"100 posts with 20 aliases of their body (2100 values) are refused", defaults,
 			"{ posts(limit: 100) { " + aliases("body", 20) + "} }", nil, "max_cost", ""},
-		{"fragments that expand to 100,000 lists are refused at once", defaults, exponential, nil, "10001 fields at its root", schema.CodeMaxRootFields},
+		{"fragments that expand to 100,000 lists are refused at once", defaults, exponential, nil, "10001 fields at its root", errcode.MaxRootFields.GraphQL},
 		{"fragments that expand to 100,000 lists under one root field are refused at once", defaults,
 			`{ user(id: "alice") { ...A } }` + strings.ReplaceAll(strings.ReplaceAll(strings.TrimPrefix(exponential, "{ ...A }"), "on Query", "on User"), `a1: user(id: "a") { id }`, "id"),
-			nil, "the query selects 20002 fields, fragments expanded, more than the limit of 500 (max_fields)", schema.CodeMaxFields},
+			nil, "the query selects 20002 fields, fragments expanded, more than the limit of 500 (max_fields)", errcode.MaxFields.GraphQL},
 		{"fragments that spread each other are refused by validation", defaults,
 			`{ ...A } fragment A on Query { ...B } fragment B on Query { ...A }`, nil, "", ""},
 		{"100 posts with their authors run", defaults, `{ posts(limit: 100) { title author { name } } }`, nil, "", ""},
@@ -113,7 +114,7 @@ func TestLimits(t *testing.T) {
 		{"a depth of 15 runs", defaults, nest(15), nil, "", ""},
 		{"a depth of 16 is refused", defaults, nest(16), nil, "exceeds max depth 15", ""},
 		{"a query over 16 KiB is refused", defaults, "{ posts { id } }" + strings.Repeat(" ", 16<<10), nil, "max_query_length", ""},
-		{"a syntax error is refused", defaults, `{ posts { id }`, nil, "syntax error", schema.CodeParseFailed},
+		{"a syntax error is refused", defaults, `{ posts { id }`, nil, "syntax error", errcode.ParseFailed.GraphQL},
 		{"no operation is refused", defaults, `fragment F on Query { posts { id } }`, nil, "no operation", ""},
 		{"graphql-js's standard introspection query runs", defaults, string(introspection), nil, "", ""},
 		{"graphql-js's introspection query with specifiedByUrl and inputValueDeprecation runs", defaults, string(fullIntrospection), nil, "", ""},
@@ -133,36 +134,36 @@ func TestLimits(t *testing.T) {
 		{"the strict site runs 4 values", strict, `{ posts(limit: 2) { id } }`, nil, "", ""},
 		{"the strict site refuses a depth of 4", strict, nest(4), nil, "exceeds max depth 3", ""},
 		{"3 aliased fields are refused", tight, `{ user(id: "alice") { a: id b: name c: email } }`, nil,
-			"the query has 3 aliased fields, fragments expanded, more than the limit of 2 (max_aliases)", schema.CodeMaxAliases},
+			"the query has 3 aliased fields, fragments expanded, more than the limit of 2 (max_aliases)", errcode.MaxAliases.GraphQL},
 		{"2 aliased fields run", tight, `{ user(id: "alice") { a: id b: name } }`, nil, "", ""},
 		{"fields aliased to their own names are not aliases", tight, `{ user(id: "alice") { id: id name: name email: email } }`, nil, "", ""},
 		{"aliases in a fragment spread twice count twice", tight, `{ user(id: "alice") { ...F ...F } } fragment F on User { a: id b: name }`, nil,
-			"4 aliased fields", schema.CodeMaxAliases},
+			"4 aliased fields", errcode.MaxAliases.GraphQL},
 		{"3 root fields are refused", tight, `{ post(id: "x") { id } posts(limit: 1) { id } user(id: "alice") { id } }`, nil,
-			"the query selects 3 fields at its root, fragments expanded, more than the limit of 2 (max_root_fields)", schema.CodeMaxRootFields},
+			"the query selects 3 fields at its root, fragments expanded, more than the limit of 2 (max_root_fields)", errcode.MaxRootFields.GraphQL},
 		{"3 writes in one mutation are refused, and nothing is written", tight,
 			`mutation { createPost(input: {title: "a"}) { id } updatePost(id: "x", input: {title: "b"}) { id } deletePost(id: "x") }`, nil,
-			"the mutation selects 3 fields at its root, fragments expanded, more than the limit of 2 (max_root_fields): each is a write; send the rest in another request", schema.CodeMaxRootFields},
+			"the mutation selects 3 fields at its root, fragments expanded, more than the limit of 2 (max_root_fields): each is a write; send the rest in another request", errcode.MaxRootFields.GraphQL},
 		{"root fields count through fragments and inline fragments", tight,
 			`{ post(id: "x") { id } ...F ... on Query { user(id: "alice") { id } } } fragment F on Query { posts(limit: 1) { id } }`, nil,
-			"3 fields at its root", schema.CodeMaxRootFields},
+			"3 fields at its root", errcode.MaxRootFields.GraphQL},
 		{"__typename at the root is not a root field", tight, `{ __typename post(id: "x") { id } posts(limit: 1) { id } }`, nil, "", ""},
 		{"7 fields are refused", tight, `{ posts(limit: 1) { id title body createdAt updatedAt userId } }`, nil,
-			"the query selects 7 fields, fragments expanded, more than the limit of 6 (max_fields)", schema.CodeMaxFields},
+			"the query selects 7 fields, fragments expanded, more than the limit of 6 (max_fields)", errcode.MaxFields.GraphQL},
 		{"6 fields run", tight, `{ posts(limit: 1) { id title body createdAt updatedAt } }`, nil, "", ""},
 		{"fields count each time their fragment is spread", tight, `{ posts(limit: 1) { ...F ...F } } fragment F on Post { id title body }`, nil,
-			"7 fields", schema.CodeMaxFields},
+			"7 fields", errcode.MaxFields.GraphQL},
 		{"the fields of a fragment no operation spreads count once", tight,
-			`{ posts(limit: 1) { id title body } } fragment F on Post { id title body }`, nil, "7 fields", schema.CodeMaxFields},
+			`{ posts(limit: 1) { id title body } } fragment F on Post { id title body }`, nil, "7 fields", errcode.MaxFields.GraphQL},
 		{"7 uses of variables are refused", tight,
 			`query($v: Boolean!) { posts(limit: 1) @skip(if: $v) @include(if: $v) { id @skip(if: $v) @include(if: $v) title @skip(if: $v) @include(if: $v) } __typename @skip(if: $v) }`,
-			map[string]any{"v": false}, "the document uses variables 7 times, fragments expanded, more than the limit of 6 (max_fields", schema.CodeMaxFields},
+			map[string]any{"v": false}, "the document uses variables 7 times, fragments expanded, more than the limit of 6 (max_fields", errcode.MaxFields.GraphQL},
 		{"6 uses of variables run", tight,
 			`query($v: Boolean!) { posts(limit: 1) @skip(if: $v) @include(if: $v) { id @skip(if: $v) @include(if: $v) title @skip(if: $v) @include(if: $v) } }`,
 			map[string]any{"v": false}, "", ""},
 		{"7 fragment spreads and inline fragments are refused", tight,
 			`{ posts(limit: 1) { ...F ...F ... on Post { id } } } fragment F on Post { ... { id } ... { title } }`, nil,
-			"the document spreads fragments and inline fragments 7 times, fragments expanded, more than the limit of 6 (max_fields", schema.CodeMaxFields},
+			"the document spreads fragments and inline fragments 7 times, fragments expanded, more than the limit of 6 (max_fields", errcode.MaxFields.GraphQL},
 		{"6 fragment spreads and inline fragments run", tight, `{ posts(limit: 1) { ...F ...F } } fragment F on Post { ... { id } ... { title } }`, nil, "", ""},
 		{"a fragment that spreads itself is refused", defaults, `{ ...A } fragment A on Query { __typename ...A }`, nil, `fragment "A" spreads itself`, ""},
 		{"fragments that spread each other in a cycle are refused", defaults, `{ ...A } fragment A on Query { ...B } fragment B on Query { ... on Query { ...C } } fragment C on Query { ...A }`, nil,
@@ -188,7 +189,7 @@ func TestLimits(t *testing.T) {
 				t.Fatalf("data %s, errors %v; want one refusal and no data", res.Data, res.Errors)
 			}
 			e := res.Errors[0]
-			want := schema.CodeValidationFailed
+			want := errcode.ValidationFailed.GraphQL
 			if tt.code != "" {
 				want = tt.code
 			}
@@ -226,8 +227,8 @@ func TestEveryOperationOfADocumentCounts(t *testing.T) {
 				}
 				return
 			}
-			if len(res.Errors) != 1 || res.Data != nil || res.Errors[0].Extensions["code"] != schema.CodeMaxFields || !strings.Contains(res.Errors[0].Message, tt.refusal) {
-				t.Errorf("data %s, errors %v; want only a refusal with %s and %q", res.Data, res.Errors, schema.CodeMaxFields, tt.refusal)
+			if len(res.Errors) != 1 || res.Data != nil || res.Errors[0].Extensions["code"] != errcode.MaxFields.GraphQL || !strings.Contains(res.Errors[0].Message, tt.refusal) {
+				t.Errorf("data %s, errors %v; want only a refusal with %s and %q", res.Data, res.Errors, errcode.MaxFields.GraphQL, tt.refusal)
 			}
 		})
 	}
@@ -252,7 +253,7 @@ func TestWhatRunsIsWhatWasChecked(t *testing.T) {
 		// gqlparser reads one operation with the unknown field a; graphql-go's parser, asked
 		// where the error is, panics on the "\400" it reads as a description.
 		res := defaults.Do(t.Context(), schema.Request{Query: `{ a(x: """\""") } "\400" query Q { a } #""") }`})
-		if res.Data != nil || len(res.Errors) == 0 || res.Errors[0].Extensions["code"] != schema.CodeValidationFailed {
+		if res.Data != nil || len(res.Errors) == 0 || res.Errors[0].Extensions["code"] != errcode.ValidationFailed.GraphQL {
 			t.Errorf("data %s, errors %v; want a validation error and no data", res.Data, res.Errors)
 		}
 	})
@@ -318,7 +319,7 @@ func TestLiterals(t *testing.T) {
 			if res.Data != nil || len(res.Errors) != 1 {
 				t.Fatalf("data %s, errors %v; want one error and no data", res.Data, res.Errors)
 			}
-			if e := res.Errors[0]; e.Extensions["code"] != schema.CodeValidationFailed || !strings.Contains(e.Message, tt.message) || len(e.Locations) != 1 {
+			if e := res.Errors[0]; e.Extensions["code"] != errcode.ValidationFailed.GraphQL || !strings.Contains(e.Message, tt.message) || len(e.Locations) != 1 {
 				t.Errorf("error %q %v at %v; want GRAPHQL_VALIDATION_FAILED, %q and its location", e.Message, e.Extensions, e.Locations, tt.message)
 			}
 			if got := commands.list(); len(got) > 0 {

@@ -29,11 +29,6 @@ func (id *ID) UnmarshalGraphQL(input any) error {
 	return nil
 }
 
-// CodeTooManyErrors is the code of the error that ends the errors of an executed operation
-// that had more than MaxErrors; a request refused before it ran gives it
-// GRAPHQL_VALIDATION_FAILED, as its other errors.
-const CodeTooManyErrors = "TOO_MANY_ERRORS"
-
 // MaxErrors is the most errors of a response; past it, one more error says how many more
 // there were, as graphql-js ends validation ("Too many validation errors, error limit
 // reached").

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
@@ -109,8 +110,8 @@ func bodyAliases(limit, n int) string {
 // tooLarge fails t unless res is the one RESPONSE_TOO_LARGE error with data null.
 func tooLarge(t testing.TB, res *graphql.Response) {
 	t.Helper()
-	if string(res.Data) != "null" || len(res.Errors) != 1 || res.Errors[0].Extensions["code"] != schema.CodeResponseTooLarge {
-		t.Fatalf("got data %.200q, %d errors (%v); want data null and one %s", res.Data, len(res.Errors), res.Errors, schema.CodeResponseTooLarge)
+	if string(res.Data) != "null" || len(res.Errors) != 1 || res.Errors[0].Extensions["code"] != errcode.ResponseTooLarge.GraphQL {
+		t.Fatalf("got data %.200q, %d errors (%v); want data null and one %s", res.Data, len(res.Errors), res.Errors, errcode.ResponseTooLarge.GraphQL)
 	}
 	if out, err := json.Marshal(res); err != nil || !strings.Contains(string(out), `"data":null`) {
 		t.Errorf("the response writes as %s, %v", out, err)
@@ -216,13 +217,13 @@ func TestErrorsAreCutAfterMaxErrors(t *testing.T) {
 				t.Fatalf("%d errors; want %d", len(res.Errors), want)
 			}
 			for _, e := range res.Errors[:min(n, schema.MaxErrors)] {
-				if e.Extensions["code"] != schema.CodeBadUserInput {
+				if e.Extensions["code"] != errcode.BadUserInput.GraphQL {
 					t.Fatalf("error %v", e)
 				}
 			}
 			if n > schema.MaxErrors {
 				last := res.Errors[schema.MaxErrors]
-				if msg := fmt.Sprintf("Too many errors, error limit reached: %d more were left out.", n-schema.MaxErrors); last.Message != msg || last.Extensions["code"] != schema.CodeTooManyErrors {
+				if msg := fmt.Sprintf("Too many errors, error limit reached: %d more were left out.", n-schema.MaxErrors); last.Message != msg || last.Extensions["code"] != errcode.TooManyErrors.GraphQL {
 					t.Errorf("last error %q %v; want %q", last.Message, last.Extensions, msg)
 				}
 			}

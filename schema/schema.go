@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -127,13 +128,13 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 
 // capResponseErrors cuts the errors of res after MaxErrors (capErrors) and gives them their
 // codes: the errors of a request that did not run (no data) are request errors, the one that
-// ends the errors of an executed operation has CodeTooManyErrors.
+// ends the errors of an executed operation has errcode.TooManyErrors.GraphQL.
 func capResponseErrors(res *graphql.Response) *graphql.Response {
 	res.Errors = capErrors(res.Errors)
 	if res.Data == nil {
 		tagRequestErrors(res.Errors)
 	} else if len(res.Errors) > MaxErrors {
-		res.Errors[MaxErrors].Extensions = map[string]any{"code": CodeTooManyErrors}
+		res.Errors[MaxErrors].Extensions = map[string]any{"code": errcode.TooManyErrors.GraphQL}
 	}
 	return res
 }
@@ -142,7 +143,7 @@ func capResponseErrors(res *graphql.Response) *graphql.Response {
 func tagRequestErrors(errs []*gqlerrors.QueryError) {
 	for _, e := range errs {
 		if e.Extensions == nil {
-			e.Extensions = map[string]any{"code": CodeValidationFailed}
+			e.Extensions = map[string]any{"code": errcode.ValidationFailed.GraphQL}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/sqlite"
@@ -214,17 +215,17 @@ func TestQueriesAndMutations(t *testing.T) {
 		vars        map[string]any
 		code        string
 	}{
-		{"createPost without credentials", `mutation { createPost(input: {title: "x"}) { id } }`, auth.Identity{}, nil, schema.CodeUnauthenticated},
-		{"createPost with a blank title", `mutation { createPost(input: {title: "  "}) { id } }`, alice, nil, schema.CodeBadUserInput},
-		{"updatePost of someone else's post", `mutation($id: ID!) { updatePost(id: $id, input: {title: "x"}) { id } }`, bob, map[string]any{"id": first}, schema.CodeForbidden},
-		{"updatePost with a null title", `mutation($id: ID!) { updatePost(id: $id, input: {title: null}) { id } }`, alice, map[string]any{"id": first}, schema.CodeBadUserInput},
-		{"updatePost with nothing to change", `mutation($id: ID!) { updatePost(id: $id, input: {}) { id } }`, alice, map[string]any{"id": first}, schema.CodeBadUserInput},
-		{"updatePost of a missing post", `mutation { updatePost(id: "6b011fa03aa928307595aeda", input: {title: "x"}) { id } }`, alice, nil, schema.CodeNotFound},
-		{"deletePost without credentials", `mutation($id: ID!) { deletePost(id: $id) }`, auth.Identity{}, map[string]any{"id": first}, schema.CodeUnauthenticated},
-		{"deletePost of someone else's post", `mutation($id: ID!) { deletePost(id: $id) }`, bob, map[string]any{"id": first}, schema.CodeForbidden},
-		{"posts with a limit over max_limit", `{ posts(limit: 6) { id } }`, auth.Identity{}, nil, schema.CodeBadUserInput},
-		{"posts with a limit of 0", `{ posts(limit: 0) { id } }`, auth.Identity{}, nil, schema.CodeBadUserInput},
-		{"posts after a cursor that is not one", `{ posts(after: "nope") { id } }`, auth.Identity{}, nil, schema.CodeBadUserInput},
+		{"createPost without credentials", `mutation { createPost(input: {title: "x"}) { id } }`, auth.Identity{}, nil, errcode.Unauthenticated.GraphQL},
+		{"createPost with a blank title", `mutation { createPost(input: {title: "  "}) { id } }`, alice, nil, errcode.BadUserInput.GraphQL},
+		{"updatePost of someone else's post", `mutation($id: ID!) { updatePost(id: $id, input: {title: "x"}) { id } }`, bob, map[string]any{"id": first}, errcode.Forbidden.GraphQL},
+		{"updatePost with a null title", `mutation($id: ID!) { updatePost(id: $id, input: {title: null}) { id } }`, alice, map[string]any{"id": first}, errcode.BadUserInput.GraphQL},
+		{"updatePost with nothing to change", `mutation($id: ID!) { updatePost(id: $id, input: {}) { id } }`, alice, map[string]any{"id": first}, errcode.BadUserInput.GraphQL},
+		{"updatePost of a missing post", `mutation { updatePost(id: "6b011fa03aa928307595aeda", input: {title: "x"}) { id } }`, alice, nil, errcode.NotFound.GraphQL},
+		{"deletePost without credentials", `mutation($id: ID!) { deletePost(id: $id) }`, auth.Identity{}, map[string]any{"id": first}, errcode.Unauthenticated.GraphQL},
+		{"deletePost of someone else's post", `mutation($id: ID!) { deletePost(id: $id) }`, bob, map[string]any{"id": first}, errcode.Forbidden.GraphQL},
+		{"posts with a limit over max_limit", `{ posts(limit: 6) { id } }`, auth.Identity{}, nil, errcode.BadUserInput.GraphQL},
+		{"posts with a limit of 0", `{ posts(limit: 0) { id } }`, auth.Identity{}, nil, errcode.BadUserInput.GraphQL},
+		{"posts after a cursor that is not one", `{ posts(after: "nope") { id } }`, auth.Identity{}, nil, errcode.BadUserInput.GraphQL},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name+" is refused with "+tc.code+" and changes nothing", func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
@@ -195,7 +196,7 @@ func TestSubscriptionsNeedAnEventBroker(t *testing.T) {
 		t.Fatal(refusal)
 	}
 	res := <-s.Subscribe(auth.NewContext(t.Context(), alice), op)
-	if len(res.Errors) != 1 || res.Errors[0].Extensions["code"] != schema.CodeUnavailable {
+	if len(res.Errors) != 1 || res.Errors[0].Extensions["code"] != errcode.Unavailable.GraphQL {
 		t.Errorf("got %s %v; want one UNAVAILABLE error", res.Data, res.Errors)
 	}
 }
@@ -384,12 +385,12 @@ func TestAnEventsErrorsAreCutAfterMaxErrors(t *testing.T) {
 		t.Fatalf("%d errors; want %d", len(res.Errors), schema.MaxErrors+1)
 	}
 	for _, e := range res.Errors[:schema.MaxErrors] {
-		if e.Extensions["code"] != schema.CodeBadUserInput {
+		if e.Extensions["code"] != errcode.BadUserInput.GraphQL {
 			t.Fatalf("error %v", e)
 		}
 	}
 	last := res.Errors[schema.MaxErrors]
-	if msg := fmt.Sprintf("Too many errors, error limit reached: %d more were left out.", n-schema.MaxErrors); last.Message != msg || last.Extensions["code"] != schema.CodeTooManyErrors {
+	if msg := fmt.Sprintf("Too many errors, error limit reached: %d more were left out.", n-schema.MaxErrors); last.Message != msg || last.Extensions["code"] != errcode.TooManyErrors.GraphQL {
 		t.Errorf("last error %q %v; want %q", last.Message, last.Extensions, msg)
 	}
 	if !json.Valid(res.Data) || strings.Count(string(res.Data), `{"author":null}`) != n {

@@ -3,6 +3,7 @@ package schema_test
 import (
 	"testing"
 
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -24,8 +25,8 @@ func TestHalfSurrogatesAreRefusedNotReadAsReplacementCharacters(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, refusal := s.Prepare(schema.Request{Query: tt.query})
 			switch {
-			case tt.refused && (refusal == nil || refusal.Extensions["code"] != schema.CodeParseFailed):
-				t.Errorf("got %v; want %s", refusal, schema.CodeParseFailed)
+			case tt.refused && (refusal == nil || refusal.Extensions["code"] != errcode.ParseFailed.GraphQL):
+				t.Errorf("got %v; want %s", refusal, errcode.ParseFailed.GraphQL)
 			case !tt.refused && refusal != nil:
 				t.Errorf("refused: %v", refusal)
 			}

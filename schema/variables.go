@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 )
 
@@ -51,7 +52,7 @@ var scalarWants = map[string]string{
 }
 
 func badVariable(v *ast.VariableDefinition, format string, args ...any) *gqlerrors.QueryError {
-	return &gqlerrors.QueryError{Message: fmt.Sprintf(format, args...), Locations: at(v.Position), Extensions: map[string]any{"code": CodeBadUserInput}}
+	return &gqlerrors.QueryError{Message: fmt.Sprintf(format, args...), Locations: at(v.Position), Extensions: map[string]any{"code": errcode.BadUserInput.GraphQL}}
 }
 
 // coerce checks value, found at path, against t; problem says what is wrong, or is "".

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -57,7 +58,7 @@ func TestVariables(t *testing.T) {
 			if res.Data != nil || len(res.Errors) != 1 {
 				t.Fatalf("data %s, errors %v; want one error and no data", res.Data, res.Errors)
 			}
-			if e := res.Errors[0]; e.Extensions["code"] != schema.CodeBadUserInput || !strings.Contains(e.Message, tt.message) {
+			if e := res.Errors[0]; e.Extensions["code"] != errcode.BadUserInput.GraphQL || !strings.Contains(e.Message, tt.message) {
 				t.Errorf("error %q %v; want BAD_USER_INPUT and %q", e.Message, e.Extensions, tt.message)
 			}
 		})

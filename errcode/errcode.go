@@ -1,0 +1,144 @@
+// Package errcode is the one table of what the service's errors look like to a client: for each
+// kind of error, the HTTP status that answers it, the extensions.code of a GraphQL error, and the
+// close code of a WebSocket connection it ends. Handlers and resolvers turn an error into its row
+// with Of; no other package decides a status or a code.
+package errcode
+
+import (
+	"errors"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+// Code is one row of the table. A zero field means the interface never shows that kind of error.
+type Code struct {
+	// GraphQL is the extensions.code of a GraphQL error of this kind.
+	GraphQL string
+	// Status is the HTTP status of an answer that is this error: a REST answer, and a GraphQL
+	// answer over HTTP refused before it ran (400 stands for "400, or 200 in application/json",
+	// the status older GraphQL clients read).
+	Status int
+	// Close is the close code of a WebSocket connection that this error ends. An error with no
+	// close code answers one operation, and the connection stays open.
+	Close int
+	// When says when a client gets it.
+	When string
+}
+
+// The table: every error the service returns. The GraphQL codes of execution errors follow Apollo
+// Server, the limits Apollo Router, and the close codes graphql-ws (4400-4500) and RFC 6455.
+var (
+	// Request shape.
+	BadRequest           = Code{"BAD_REQUEST", 400, 4400, "the request or message is malformed: not JSON, a missing or repeated member, a bad query string, a message of no known type"}
+	InvalidText          = Code{"BAD_REQUEST", 400, 1007, "text that is not UTF-8, or holds half of a surrogate pair"}
+	NoSuchPath           = Code{"", 404, 0, "a path under /posts/ that names no post"}
+	MethodNotAllowed     = Code{"BAD_REQUEST", 405, 0, "a method the path does not take (the Allow header lists those it does), or a mutation sent with GET"}
+	NotAcceptable        = Code{"BAD_REQUEST", 406, 0, "a GraphQL request that accepts neither of its response media types"}
+	PayloadTooLarge      = Code{"BAD_REQUEST", 413, 1009, "a body larger than max_body_size, or a WebSocket message larger than ws_read_limit"}
+	UnsupportedMediaType = Code{"BAD_REQUEST", 415, 0, "a body that is not application/json (or application/graphql-response+json)"}
+	PersistedQuery       = Code{"PERSISTED_QUERY_NOT_SUPPORTED", 400, 0, "an Apollo persisted query, which this server does not keep"}
+
+	// GraphQL documents, refused before they run.
+	ParseFailed      = Code{"GRAPHQL_PARSE_FAILED", 400, 0, "a GraphQL syntax error"}
+	ValidationFailed = Code{"GRAPHQL_VALIDATION_FAILED", 400, 0, "a document that is not valid against the schema, or past max_query_length, max_depth or max_cost"}
+	MaxAliases       = Code{"MAX_ALIASES_LIMIT", 400, 0, "more aliased fields than max_aliases"}
+	MaxRootFields    = Code{"MAX_ROOT_FIELDS_LIMIT", 400, 0, "more root fields than max_root_fields"}
+	MaxFields        = Code{"MAX_FIELDS_LIMIT", 400, 0, "more fields in the document than max_fields"}
+
+	// Credentials and rules.
+	BadUserInput           = Code{"BAD_USER_INPUT", 422, 0, "input that breaks a rule of posts; extensions.field names the member"}
+	Unauthenticated        = Code{"UNAUTHENTICATED", 401, 4403, "a write (or, with subscriptions_require_auth, a WebSocket) without credentials"}
+	InvalidCredentials     = Code{"UNAUTHENTICATED", 401, 4403, "credentials that are present but not accepted: an unknown key, a bad or expired token"}
+	MalformedCredentials   = Code{"BAD_REQUEST", 400, 4403, "credentials given in a malformed way, twice, or naming different users"}
+	Forbidden              = Code{"FORBIDDEN", 403, 0, "a write to another user's post"}
+	NotFound               = Code{"NOT_FOUND", 404, 0, "no post has the id"}
+	TooManyConnections     = Code{"", 429, 4429, "a client that holds max_connections_per_user WebSocket connections"}
+	TooManyInitialisations = Code{"", 0, 4429, "a second connection_init"}
+
+	// Limits of one answer and of shared resources.
+	ResponseTooLarge     = Code{"RESPONSE_TOO_LARGE", 0, 0, "an operation whose result would grow past max_response_size: it stops, data null"}
+	TooManyErrors        = Code{"TOO_MANY_ERRORS", 0, 0, "the error that ends a list of more than 100 errors of an operation that ran"}
+	TooManyOperations    = Code{"BAD_REQUEST", 0, 0, "an operation past max_subscriptions on one WebSocket connection"}
+	TooManySubscriptions = Code{"TOO_MANY_SUBSCRIPTIONS", 0, 0, "a client past max_distinct_subscriptions_per_client"}
+	ServerFull           = Code{"UNAVAILABLE", 503, 0, "a server at max_connections or max_distinct_subscriptions, or closing"}
+	Unavailable          = Code{"UNAVAILABLE", 503, 1013, "a store that does not answer within timeout, or key sets not fetched yet; Retry-After says when to retry"}
+	TooSlow              = Code{"", 0, 1013, "a client that reads its WebSocket too slowly, or a feed that fell behind the events"}
+	NotAcknowledged      = Code{"", 0, 4401, "a subscribe before connection_ack"}
+	InitTimeout          = Code{"", 0, 4408, "no connection_init within ws_init_timeout"}
+	SubscriberExists     = Code{"", 0, 4409, "a subscribe with the id of an operation that runs"}
+	GoingAway            = Code{"", 0, 1001, "a reload or shutdown, or a client that did not answer the keep-alive ping"}
+	Terminated           = Code{"", 0, 1000, "connection_terminate from the client (subscriptions-transport-ws)"}
+	Internal             = Code{"INTERNAL_SERVER_ERROR", 500, 4500, "a fault of the server; the cause is logged, never sent"}
+)
+
+// InternalMessage is all a client learns of a fault of the server.
+const InternalMessage = "internal server error"
+
+// Table lists every row, for the test that walks it and for the README's table.
+var Table = []Code{
+	BadRequest, InvalidText, NoSuchPath, MethodNotAllowed, NotAcceptable, PayloadTooLarge, UnsupportedMediaType, PersistedQuery,
+	ParseFailed, ValidationFailed, MaxAliases, MaxRootFields, MaxFields,
+	BadUserInput, Unauthenticated, InvalidCredentials, MalformedCredentials, Forbidden, NotFound, TooManyConnections, TooManyInitialisations,
+	ResponseTooLarge, TooManyErrors, TooManyOperations, TooManySubscriptions, ServerFull, Unavailable, TooSlow,
+	NotAcknowledged, InitTimeout, SubscriberExists, GoingAway, Terminated, Internal,
+}
+
+// Error is an error of a kind in the table, with the message a client may read.
+type Error struct {
+	Code    Code
+	Message string
+	// Field names the input member at fault, for BadUserInput.
+	Field string
+	// Cause is what went wrong inside, for the log; never sent.
+	Cause error
+}
+
+// New returns an error of kind code.
+func New(code Code, message string) *Error { return &Error{Code: code, Message: message} }
+
+func (e *Error) Error() string { return e.Message }
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Extensions is what graphql-go writes as the error's extensions.
+func (e *Error) Extensions() map[string]any {
+	ext := map[string]any{"code": e.Code.GraphQL}
+	if e.Field != "" {
+		ext["field"] = e.Field
+	}
+	return ext
+}
+
+// Fault says whether the error is the server's (5xx), so that its cause is logged.
+func (e *Error) Fault() bool { return e.Code.Status >= 500 }
+
+// Of returns err as a row of the table with its client message: err itself if it is an *Error,
+// else the row of posts' and auth's errors, else Internal, whose cause is kept for the log.
+func Of(err error) *Error {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e
+	}
+	if invalid, ok := errors.AsType[*posts.InvalidError](err); ok {
+		return &Error{Code: BadUserInput, Message: invalid.Message, Field: invalid.Field}
+	}
+	if authErr, ok := errors.AsType[*auth.Error](err); ok {
+		if authErr.Code == "invalid_request" { // RFC 6750's name for a malformed request
+			return &Error{Code: MalformedCredentials, Message: authErr.Description}
+		}
+		return &Error{Code: InvalidCredentials, Message: authErr.Description}
+	}
+	switch {
+	case errors.Is(err, posts.ErrUnauthenticated):
+		return &Error{Code: Unauthenticated, Message: err.Error()}
+	case errors.Is(err, posts.ErrForbidden):
+		return &Error{Code: Forbidden, Message: err.Error()}
+	case errors.Is(err, posts.ErrNotFound):
+		return &Error{Code: NotFound, Message: err.Error()}
+	case errors.Is(err, posts.ErrUnavailable):
+		return &Error{Code: Unavailable, Message: posts.ErrUnavailable.Error(), Cause: err}
+	case errors.Is(err, auth.ErrKeysUnavailable):
+		return &Error{Code: Unavailable, Message: auth.ErrKeysUnavailable.Error(), Cause: err}
+	}
+	return &Error{Code: Internal, Message: InternalMessage, Cause: err}
+}

@@ -1,0 +1,74 @@
+package errcode_test
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"testing"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+func TestEveryRowOfTheTableIsWellFormed(t *testing.T) {
+	graphQLCode := regexp.MustCompile(`^[A-Z]+(_[A-Z]+)*$`)
+	seen := map[errcode.Code]bool{}
+	for _, c := range errcode.Table {
+		t.Run(c.When, func(t *testing.T) {
+			if seen[c] {
+				t.Error("the row is listed twice")
+			}
+			seen[c] = true
+			switch {
+			case c.GraphQL == "" && c.Status == 0 && c.Close == 0:
+				t.Error("the row shows on no interface")
+			case c.GraphQL != "" && !graphQLCode.MatchString(c.GraphQL):
+				t.Errorf("extensions.code %q is not UPPER_SNAKE_CASE", c.GraphQL)
+			case c.Status != 0 && (c.Status < 400 || c.Status > 599):
+				t.Errorf("status %d is not an error status", c.Status)
+			case c.Close != 0 && !(c.Close >= 1000 && c.Close <= 1015 || c.Close >= 4000 && c.Close <= 4999):
+				t.Errorf("close code %d is neither RFC 6455's nor an application's", c.Close)
+			case c.Close == 1005 || c.Close == 1006 || c.Close == 1015:
+				t.Errorf("close code %d may not be sent in a close frame", c.Close)
+			case c.When == "":
+				t.Error("the row does not say when it happens")
+			}
+		})
+	}
+}
+
+func TestOfGivesEachErrorItsRow(t *testing.T) {
+	invalid := fmt.Errorf("create: %w", &posts.InvalidError{Field: "title", Message: "title is empty"})
+	badToken := &auth.Error{Status: 401, Code: "invalid_token", Description: "the token has expired"}
+	twice := &auth.Error{Status: 400, Code: "invalid_request", Description: "the request has more than one bearer token"}
+	cause := errors.New("dial tcp: connection refused")
+	for _, tt := range []struct {
+		name    string
+		err     error
+		want    errcode.Code
+		message string
+		field   string
+	}{
+		{"a rule of posts broken is BAD_USER_INPUT naming the field", invalid, errcode.BadUserInput, "title is empty", "title"},
+		{"no caller for a write is UNAUTHENTICATED", posts.ErrUnauthenticated, errcode.Unauthenticated, posts.ErrUnauthenticated.Error(), ""},
+		{"another user's post is FORBIDDEN", posts.ErrForbidden, errcode.Forbidden, posts.ErrForbidden.Error(), ""},
+		{"a missing post is NOT_FOUND", posts.ErrNotFound, errcode.NotFound, posts.ErrNotFound.Error(), ""},
+		{"a store that does not answer is UNAVAILABLE, its cause kept back", fmt.Errorf("%w: %w", posts.ErrUnavailable, cause), errcode.Unavailable, posts.ErrUnavailable.Error(), ""},
+		{"key sets not fetched yet are UNAVAILABLE", auth.ErrKeysUnavailable, errcode.Unavailable, auth.ErrKeysUnavailable.Error(), ""},
+		{"a refused token is UNAUTHENTICATED", badToken, errcode.InvalidCredentials, "the token has expired", ""},
+		{"a malformed credential is a bad request", twice, errcode.MalformedCredentials, "the request has more than one bearer token", ""},
+		{"an error of the table is its own row", errcode.New(errcode.MaxAliases, "too many aliases"), errcode.MaxAliases, "too many aliases", ""},
+		{"anything else is INTERNAL_SERVER_ERROR, its cause kept back", cause, errcode.Internal, errcode.InternalMessage, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := errcode.Of(tt.err)
+			if e.Code != tt.want || e.Message != tt.message || e.Field != tt.field {
+				t.Errorf("got %+v; want %s %q field %q", e, tt.want.GraphQL, tt.message, tt.field)
+			}
+			if e.Fault() && !errors.Is(e, tt.err) {
+				t.Errorf("the cause of a fault is not kept for the log: %v", e.Cause)
+			}
+		})
+	}
+}
