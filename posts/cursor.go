@@ -39,4 +39,4 @@ func decodeCursor(s string) (k store.Key, ok bool) {
 }
 
 // Cursor is the cursor of a post: a List with it as After starts with the post that follows.
-func Cursor(p Post) string { return encodeCursor(store.KeyOf(p)) }
+func Cursor(p Post) string { return encodeCursor(store.Key{CreatedAt: p.CreatedAt, ID: p.ID}) }

@@ -1,0 +1,134 @@
+package posts
+
+import (
+	"context"
+	"errors"
+
+	"github.com/postsedge/caddy-posts/store"
+)
+
+// NewPost is the input of Create.
+type NewPost struct {
+	Title string
+	Body  *string // nil: no body
+}
+
+// Change is one member of a partial update: left alone (Set false), set to a value, or set to
+// null (Set true, Value nil).
+type Change struct {
+	Set   bool
+	Value *string
+}
+
+// Changes is the input of Update: only the members that are Set change.
+type Changes struct {
+	Title Change
+	Body  Change // null removes the body
+}
+
+// Create stores a new post by the caller.
+func (s *Service) Create(ctx context.Context, caller Caller, in NewPost) (Post, error) {
+	if err := s.Allow(caller, Write); err != nil {
+		return Post{}, err
+	}
+	title, err := validTitle(in.Title)
+	if err != nil {
+		return Post{}, err
+	}
+	if err := validBody(in.Body); err != nil {
+		return Post{}, err
+	}
+	t := timestamp()
+	post := Post{ID: store.NewID(t), UserID: caller.UserID, Title: title, Body: in.Body, CreatedAt: t, UpdatedAt: t}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	if err := s.store.InsertPost(ctx, toStore(post)); err != nil {
+		return Post{}, fromStore(err)
+	}
+	s.written(ctx, caller, Created, post)
+	return post, nil
+}
+
+// Update changes the caller's post in one atomic write and returns it as it is afterwards.
+func (s *Service) Update(ctx context.Context, caller Caller, id string, ch Changes) (Post, error) {
+	if err := s.Allow(caller, Write); err != nil {
+		return Post{}, err
+	}
+	u, err := validUpdate(ch)
+	if err != nil {
+		return Post{}, err
+	}
+	id, err = parseID(id)
+	if err != nil {
+		return Post{}, err
+	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	updated, err := s.store.UpdatePost(ctx, id, caller.UserID, u)
+	if errors.Is(err, store.ErrNotFound) {
+		return Post{}, s.whyNotOwned(ctx, id)
+	}
+	if err != nil {
+		return Post{}, fromStore(err)
+	}
+	post := toPost(updated)
+	s.written(ctx, caller, Updated, post)
+	return post, nil
+}
+
+// Delete deletes the caller's post.
+func (s *Service) Delete(ctx context.Context, caller Caller, id string) error {
+	if err := s.Allow(caller, Write); err != nil {
+		return err
+	}
+	id, err := parseID(id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	err = s.store.DeletePost(ctx, id, caller.UserID)
+	if errors.Is(err, store.ErrNotFound) {
+		return s.whyNotOwned(ctx, id)
+	}
+	if err != nil {
+		return fromStore(err)
+	}
+	s.written(ctx, caller, Deleted, Post{ID: id, UserID: caller.UserID})
+	return nil
+}
+
+// whyNotOwned tells, after a write filtered by owner matched nothing, a missing post (404) from
+// someone else's (403). It is the only read that follows a write.
+func (s *Service) whyNotOwned(ctx context.Context, id string) error {
+	_, err := s.store.GetPost(ctx, id)
+	if err == nil {
+		return ErrForbidden
+	}
+	return fromStore(err)
+}
+
+// validUpdate checks ch by the rules of text and turns it into the store's update, stamped now.
+func validUpdate(ch Changes) (store.Update, error) {
+	if !ch.Title.Set && !ch.Body.Set {
+		return store.Update{}, invalid("", "the update is empty: give title, body or both")
+	}
+	u := store.Update{UpdatedAt: timestamp()}
+	if ch.Title.Set {
+		if ch.Title.Value == nil {
+			return store.Update{}, invalid("title", "title cannot be null: every post has a title")
+		}
+		title, err := validTitle(*ch.Title.Value)
+		if err != nil {
+			return store.Update{}, err
+		}
+		u.Title = &title
+	}
+	if ch.Body.Set {
+		if err := validBody(ch.Body.Value); err != nil {
+			return store.Update{}, err
+		}
+		u.Body, u.UnsetBody = ch.Body.Value, ch.Body.Value == nil
+	}
+	return u, nil
+}
