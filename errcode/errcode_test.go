@@ -3,7 +3,9 @@ package errcode_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/postsedge/caddy-posts/auth"
@@ -70,5 +72,22 @@ func TestOfGivesEachErrorItsRow(t *testing.T) {
 				t.Errorf("the cause of a fault is not kept for the log: %v", e.Cause)
 			}
 		})
+	}
+}
+
+// The README's tables of GraphQL codes and close codes list every code of the table, so that
+// what a client is told to branch on cannot drift from what the server sends.
+func TestTheREADMEListsEveryCode(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range errcode.Table {
+		if c.GraphQL != "" && !strings.Contains(string(readme), "`"+c.GraphQL+"`") {
+			t.Errorf("README.md does not list the GraphQL code %s (%s)", c.GraphQL, c.When)
+		}
+		if c.Close != 0 && !strings.Contains(string(readme), fmt.Sprintf("\n| %d |", c.Close)) {
+			t.Errorf("README.md's close codes do not list %d (%s)", c.Close, c.When)
+		}
 	}
 }
