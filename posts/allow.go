@@ -11,9 +11,15 @@ import (
 // CallerFrom reads it back.
 type Caller = auth.Identity
 
-// CallerFrom returns the caller that a transport put in ctx with auth.NewContext, or the
-// anonymous caller when there is none.
+// CallerFrom returns the caller that a transport put in ctx with auth.NewContext (or
+// WithCaller), or the anonymous caller when there is none.
 func CallerFrom(ctx context.Context) Caller { return auth.FromContext(ctx) }
+
+// WithCaller returns a copy of ctx that carries caller, for work that has no request of its own
+// (a subscription's feed resolves each event for its caller).
+func WithCaller(ctx context.Context, caller Caller) context.Context {
+	return auth.NewContext(ctx, caller)
+}
 
 // Action is what a caller asks to do.
 type Action int
@@ -45,12 +51,4 @@ func (s *Service) Allow(caller Caller, a Action) error {
 		return nil
 	}
 	return ErrUnauthenticated
-}
-
-// RequireCaller returns ErrUnauthenticated for an anonymous caller: every write needs one.
-//
-// Deprecated: use Service.Allow(caller, Write), which it calls.
-func RequireCaller(caller Caller) error {
-	var s Service // a write needs the same of a caller on every Service
-	return s.Allow(caller, Write)
 }

@@ -41,14 +41,6 @@ func TestAllow(t *testing.T) {
 			}
 		})
 	}
-
-	t.Run("RequireCaller answers as Allow does for a write", func(t *testing.T) {
-		for _, caller := range []Caller{anonymous, alice, byToken} {
-			if got, want := RequireCaller(caller), open.Allow(caller, Write); got != want {
-				t.Errorf("RequireCaller(%+v) = %v; Allow(caller, Write) = %v", caller, got, want)
-			}
-		}
-	})
 }
 
 func TestCallerFrom(t *testing.T) {

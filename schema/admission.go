@@ -1,5 +1,6 @@
-// The admission pass of Prepare. One file over 400 lines: it is one walk, whose counting and
-// literal checks share the walk's state, and reads best whole.
+// The admission pass of Prepare: one walk of the document that counts what max_aliases,
+// max_root_fields and max_fields bound and refuses fragment cycles. The literal values it meets
+// are checked by literals.go, in the same walk.
 
 package schema
 
@@ -8,12 +9,11 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
-	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/postsedge/caddy-posts/errcode"
 )
 
 // admission is the first pass of Prepare over a parsed document, before the variables, the
@@ -156,9 +156,6 @@ func (s *Schema) admit(doc *ast.QueryDocument, op *ast.OperationDefinition) *gql
 	return nil
 }
 
-// operationRoots are the root types of the operation types.
-var operationRoots = map[ast.Operation]string{ast.Query: "Query", ast.Mutation: "Mutation", ast.Subscription: "Subscription"}
-
 // operation walks o: its variables' default values, its directives and its selections.
 func (a *admission) operation(o *ast.OperationDefinition) tally {
 	var t tally
@@ -278,273 +275,4 @@ func (a *admission) directives(ds ast.DirectiveList) int {
 		}
 	}
 	return n
-}
-
-// place is where a literal value is, for messages: an argument of a field or a directive, or
-// the default value of a variable.
-type place struct {
-	owner, field string // the field's type and name
-	directive    string
-	argument     string
-	variable     string
-}
-
-func (p place) String() string {
-	switch {
-	case p.variable != "":
-		return "the default value of $" + p.variable
-	case p.directive != "":
-		return fmt.Sprintf("argument %q of @%s", p.argument, p.directive)
-	case p.owner == "":
-		return fmt.Sprintf("argument %q of %s", p.argument, p.field)
-	}
-	return fmt.Sprintf("argument %q of %s.%s", p.argument, p.owner, p.field)
-}
-
-// verb says what the place does with a value: an argument takes it, a variable's default value
-// must be one.
-func (p place) verb() string {
-	if p.variable != "" {
-		return "must be"
-	}
-	return "takes"
-}
-
-// valueStep is one step into a value: the member name of an object, or else the item index
-// of a list.
-type valueStep struct {
-	member string
-	item   int
-}
-
-// where names the value being checked: its place, and the path to it within.
-func (a *admission) where(p place) string {
-	var b strings.Builder
-	for i := len(a.path) - 1; i >= 0; i-- {
-		if step := a.path[i]; step.member != "" {
-			fmt.Fprintf(&b, "member %q of ", step.member)
-		} else {
-			fmt.Fprintf(&b, "item %d of ", step.item+1)
-		}
-	}
-	return b.String() + p.String()
-}
-
-// value checks the literal v at p against t, nil when the type of the place is unknown (an
-// argument the schema does not have, which validation refuses), and counts its uses of
-// variables. A refusal is left in a.refusal.
-func (a *admission) value(v *ast.Value, t *ast.Type, p place, depth int) int {
-	if a.refusal != nil {
-		return 0
-	}
-	if v.Kind == ast.Variable {
-		return 1 // graphql-go checks its type against the place's
-	}
-	for t != nil && t.Elem != nil && v.Kind != ast.ListValue && v.Kind != ast.NullValue {
-		t = t.Elem // a single value given for a list is a list of one
-	}
-	var def *ast.Definition
-	if t != nil {
-		def = a.types.types[t.NamedType]
-	}
-	switch v.Kind {
-	case ast.ListValue, ast.ObjectValue:
-		if depth >= a.maxValueDepth {
-			a.refusal = refused(errcode.ValidationFailed, at(v.Position), "%s nests lists and objects more than %d deep (max_depth)", p, a.maxValueDepth)
-			return 0
-		}
-		if def != nil && v.Kind == ast.ListValue && t.Elem == nil || def != nil && v.Kind == ast.ObjectValue && def.Kind != ast.InputObject {
-			a.wrongKind(v, def, p)
-			return 0
-		}
-		n := 0
-		for i, child := range v.Children {
-			var childType *ast.Type
-			step := valueStep{item: i}
-			if v.Kind == ast.ObjectValue {
-				step = valueStep{member: child.Name}
-				if def != nil {
-					childType = memberType(def.Fields, child.Name) // an unknown member, validation refuses
-				}
-			} else if t != nil {
-				childType = t.Elem
-			}
-			a.path = append(a.path, step)
-			n = saturated(n, a.value(child.Value, childType, p, depth+1))
-			if a.refusal != nil {
-				return 0
-			}
-			a.path = a.path[:len(a.path)-1]
-		}
-		return n
-	case ast.IntValue:
-		if _, err := strconv.ParseInt(v.Raw, 10, 32); err == nil {
-			break
-		}
-		switch {
-		case def == nil || def.Kind == ast.Scalar && scalarWants[def.Name] == "":
-			a.refusal = refused(errcode.ValidationFailed, at(v.Position), "%s: the number %s is out of range: a whole number in a query is an Int, from -2147483648 to 2147483647", a.where(p), v.Raw)
-		case def.Name == "Int":
-			a.wrongKind(v, def, p)
-		case def.Name == "ID":
-			a.refusal = refused(errcode.ValidationFailed, at(v.Position), "%s %s an ID (a string, or a whole number from -2147483648 to 2147483647), not %s", a.where(p), p.verb(), literalKind(v))
-		}
-		if a.refusal != nil {
-			return 0
-		}
-	}
-	if def != nil && !literalFits(v, def) {
-		a.wrongKind(v, def, p)
-	}
-	return 0
-}
-
-func (a *admission) wrongKind(v *ast.Value, def *ast.Definition, p place) {
-	a.refusal = refused(errcode.ValidationFailed, at(v.Position), "%s %s %s, not %s", a.where(p), p.verb(), literalWant(def), literalKind(v))
-}
-
-// literalFits says whether a literal of v's kind can be a value of the type def, a list or
-// an object aside. Null fits anywhere here: graphql-go refuses it for a non-null type, in
-// GraphQL's terms.
-func literalFits(v *ast.Value, def *ast.Definition) bool {
-	if v.Kind == ast.NullValue {
-		return true
-	}
-	switch def.Kind {
-	case ast.Enum:
-		return v.Kind == ast.EnumValue && def.EnumValues.ForName(v.Raw) != nil
-	case ast.InputObject:
-		return v.Kind == ast.ObjectValue
-	case ast.Scalar:
-		switch def.Name {
-		case "Int":
-			return v.Kind == ast.IntValue
-		case "Float":
-			return v.Kind == ast.IntValue || v.Kind == ast.FloatValue
-		case "String":
-			return v.Kind == ast.StringValue || v.Kind == ast.BlockValue
-		case "Boolean":
-			return v.Kind == ast.BooleanValue
-		case "ID":
-			return v.Kind == ast.StringValue || v.Kind == ast.BlockValue || v.Kind == ast.IntValue
-		}
-		// A custom scalar reads its own literals, but not lists or objects: the schema's one,
-		// Time, is a string.
-		return v.Kind != ast.ListValue && v.Kind != ast.ObjectValue
-	}
-	return true // an output type: validation refuses the argument
-}
-
-// literalWant says what a literal of the type def is, as variables says it of a variable.
-func literalWant(def *ast.Definition) string {
-	if want := scalarWants[def.Name]; want != "" && def.Kind == ast.Scalar {
-		return want
-	}
-	switch def.Kind {
-	case ast.Enum:
-		return "one of the values of " + def.Name
-	case ast.InputObject:
-		return "a " + def.Name + " object"
-	}
-	return "a " + def.Name
-}
-
-// literalKind names what a literal is, for messages.
-func literalKind(v *ast.Value) string {
-	switch v.Kind {
-	case ast.IntValue, ast.FloatValue:
-		return "the number " + v.Raw
-	case ast.StringValue, ast.BlockValue:
-		return "a string"
-	case ast.BooleanValue:
-		return "the boolean " + v.Raw
-	case ast.EnumValue:
-		return "the enum value " + v.Raw
-	case ast.ListValue:
-		return "a list"
-	case ast.ObjectValue:
-		return "an object"
-	}
-	return "null"
-}
-
-// argumentType is the type of the argument name of defs, or nil.
-func argumentType(defs ast.ArgumentDefinitionList, name string) *ast.Type {
-	if d := defs.ForName(name); d != nil {
-		return d.Type
-	}
-	return nil
-}
-
-// memberType is the type of the member name of an input object's fields, or nil.
-func memberType(fields ast.FieldList, name string) *ast.Type {
-	if f := fields.ForName(name); f != nil {
-		return f.Type
-	}
-	return nil
-}
-
-// typeSystem is the schema as the admission pass reads it: the types and directives of the SDL,
-// the built-in scalars and directives, and those of graphql-go's introspection types that take
-// arguments or lead to one that does.
-type typeSystem struct {
-	types      map[string]*ast.Definition
-	directives map[string]*ast.DirectiveDefinition
-	meta       *ast.Definition // __schema, __type and __typename, which any type answers
-}
-
-// builtins is the part of graphql-go's own schema (internal/schema/meta.go) that the
-// admission pass reads: __Meta holds the fields any type answers.
-const builtins = `
-scalar Int
-scalar Float
-scalar String
-scalar Boolean
-scalar ID
-directive @include(if: Boolean!) on FIELD | FRAGMENT_SPREAD | INLINE_FRAGMENT
-directive @skip(if: Boolean!) on FIELD | FRAGMENT_SPREAD | INLINE_FRAGMENT
-type __Meta { __schema: __Schema! __type(name: String!): __Type __typename: String! }
-type __Schema { types: [__Type!]! queryType: __Type! mutationType: __Type subscriptionType: __Type directives: [__Directive!]! }
-type __Type {
-  fields(includeDeprecated: Boolean! = false): [__Field!]
-  interfaces: [__Type!]
-  possibleTypes: [__Type!]
-  enumValues(includeDeprecated: Boolean! = false): [__EnumValue!]
-  inputFields(includeDeprecated: Boolean! = false): [__InputValue!]
-  ofType: __Type
-}
-type __Field { args(includeDeprecated: Boolean! = false): [__InputValue!]! type: __Type! }
-type __InputValue { type: __Type! }
-type __Directive { args(includeDeprecated: Boolean! = false): [__InputValue!]! }
-type __EnumValue { name: String! }
-`
-
-// typeSystemOnce reads the type system once: the SDL never changes.
-var typeSystemOnce = sync.OnceValues(func() (*typeSystem, error) {
-	doc, err := parser.ParseSchemas(&ast.Source{Name: "builtins.graphql", Input: builtins}, &ast.Source{Name: "schema.graphql", Input: sdl})
-	if err != nil {
-		return nil, err
-	}
-	ts := &typeSystem{types: map[string]*ast.Definition{}, directives: map[string]*ast.DirectiveDefinition{}}
-	for _, def := range doc.Definitions {
-		ts.types[def.Name] = def
-	}
-	for _, d := range doc.Directives {
-		ts.directives[d.Name] = d
-	}
-	ts.meta = ts.types["__Meta"]
-	return ts, nil
-})
-
-// field is the definition of the field name of the type typeName, or nil.
-func (ts *typeSystem) field(typeName, name string) *ast.FieldDefinition {
-	if strings.HasPrefix(name, "__") {
-		if f := ts.meta.Fields.ForName(name); f != nil {
-			return f
-		}
-	}
-	if def := ts.types[typeName]; def != nil {
-		return def.Fields.ForName(name)
-	}
-	return nil
 }

@@ -92,7 +92,7 @@ func BenchmarkSubscriptionEvent(b *testing.B) {
 				b.Fatal(refusal)
 			}
 			responses := make(chan json.RawMessage, 1)
-			l, err := s.Listen("address 192.0.2.1", op, auth.Identity{}, func(p json.RawMessage) { responses <- p }, func(error) { close(responses) })
+			l, err := s.Listen("address 192.0.2.1", op, posts.Caller{}, func(p json.RawMessage) { responses <- p }, func(error) { close(responses) })
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,90 +1,188 @@
-package schema
+package schema_test
 
 import (
+	"context"
 	"encoding/json"
-	"math/rand/v2"
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	gqlerrors "github.com/graph-gophers/graphql-go/errors"
-	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/parser"
+	"github.com/graph-gophers/graphql-go"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
 )
 
-func TestJSONStringLenIsWhatGraphQLGoWrites(t *testing.T) {
-	strs := []string{
-		"", "plain", `quote " and backslash \`, "<>&", strings.Repeat("<", 50_000),
-		"\b\f\n\r\t", "\x00\x01\x1f\x7f", "\xff", "\xe2\x82", "é", "日本", "🙂", "\u2028\u2029",
-		"eve\u0001", "a\xffb\xc0\xafc",
+// bodyAliases is the body-alias attack: n aliases of body on each post of a list.
+func bodyAliases(limit, n int) string {
+	var q strings.Builder
+	fmt.Fprintf(&q, "{ posts(limit: %d) {", limit)
+	for i := range n {
+		fmt.Fprintf(&q, " a%d: body", i+1)
 	}
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 2000 { // random bytes: every class, valid and invalid UTF-8
-		b := make([]byte, r.IntN(12))
-		for i := range b {
-			b[i] = byte(r.IntN(256))
-		}
-		strs = append(strs, string(b))
-	}
-	for _, s := range strs {
-		want, _ := json.Marshal(s) // as graphql-go writes a string scalar
-		if got := jsonStringLen(s); got != len(want) {
-			t.Errorf("jsonStringLen(%q) = %d; json.Marshal writes %d bytes: %s", s, got, len(want), want)
-		}
-		id, err := json.Marshal(ID(s))
-		if err != nil || string(id) != string(want) || !json.Valid(id) {
-			t.Errorf("ID(%q) marshals to %s, %v; want %s", s, id, err, want)
-		}
-	}
+	q.WriteString(" } }")
+	return q.String()
 }
 
-func TestTimeChargeIsWhatTimeWrites(t *testing.T) {
-	for _, at := range []time.Time{time.Date(2026, 11, 21, 4, 35, 44, 36e6, time.UTC), time.Unix(0, 0), time.Date(12345, 1, 1, 0, 0, 0, 0, time.FixedZone("x", 3600))} {
-		b := newBudget(1000, shapeOfText(t, `{ posts { createdAt } }`), nil)
-		b.time("createdAt", at)
-		out, _ := Time{at}.MarshalJSON()
-		if spent := 1000 - b.left.Load(); spent != int64(len(`"createdAt":,`)+len(out)) {
-			t.Errorf("%v: charged %d for %s", at, spent, out)
-		}
-	}
-}
-
-func TestBudgetKeysAreTheLongestAliasOfEachField(t *testing.T) {
-	b := newBudget(1, shapeOfText(t, `query { posts { id a1: body longerAlias: body ...F ... on Post { x: title } } } fragment F on Post { fragmentAlias: userId }`), nil)
-	want := map[string]int{"posts": 5, "id": 2, "body": len("longerAlias"), "title": 1, "userId": len("fragmentAlias")}
-	for name, n := range want {
-		if b.keys[name] != n {
-			t.Errorf("key of %s = %d; want %d", name, b.keys[name], n)
-		}
-	}
-	if b.typename != 0 {
-		t.Errorf("typename = %d without __typename", b.typename)
-	}
-}
-
-func TestCapErrors(t *testing.T) {
-	for _, n := range []int{0, 1, MaxErrors - 1, MaxErrors, MaxErrors + 1, 1000} {
-		errs := make([]*gqlerrors.QueryError, n)
-		for i := range errs {
-			errs[i] = &gqlerrors.QueryError{Message: "e"}
-		}
-		got := capErrors(errs)
-		switch {
-		case n <= MaxErrors && len(got) != n:
-			t.Errorf("%d errors became %d", n, len(got))
-		case n > MaxErrors && (len(got) != MaxErrors+1 || got[MaxErrors].Message != "Too many errors, error limit reached: "+strconv.Itoa(n-MaxErrors)+" more were left out."):
-			t.Errorf("%d errors became %d, the last %q", n, len(got), got[len(got)-1].Message)
-		}
-	}
-}
-
-// shapeOfText is the shape of the document in text.
-func shapeOfText(t *testing.T, text string) *shape {
+// tooLarge fails t unless res is the one RESPONSE_TOO_LARGE error with data null.
+func tooLarge(t testing.TB, res *graphql.Response) {
 	t.Helper()
-	doc, err := parser.ParseQuery(&ast.Source{Input: text})
-	if err != nil {
-		t.Fatal(err)
+	if string(res.Data) != "null" || len(res.Errors) != 1 || res.Errors[0].Extensions["code"] != errcode.ResponseTooLarge.GraphQL {
+		t.Fatalf("got data %.200q, %d errors (%v); want data null and one %s", res.Data, len(res.Errors), res.Errors, errcode.ResponseTooLarge.GraphQL)
 	}
-	return shapeOf(doc, len(text))
+	if out, err := json.Marshal(res); err != nil || !strings.Contains(string(out), `"data":null`) {
+		t.Errorf("the response writes as %s, %v", out, err)
+	}
+}
+
+func TestBodyAliasesStopAtMaxResponseSize(t *testing.T) {
+	const limit = 1 << 20
+	calls := &callLog{}
+	st := newStore(t)
+	s := newSchemaOver(t, counted{st, calls}, 20, schema.Limits{MaxResponseSize: limit})
+	body := strings.Repeat("<", 50_000) // 300,002 bytes of JSON each
+	insert(t, st, 20, "alice", &body)
+
+	t.Run("a list of bodies in 19 aliases answers RESPONSE_TOO_LARGE with little allocated", func(t *testing.T) {
+		calls.reset()
+		var res *graphql.Response
+		n := allocated(func() { res = s.Do(t.Context(), schema.Request{Query: bodyAliases(20, 19)}) })
+		t.Logf("allocated %d bytes", n)
+		tooLarge(t, res)
+		// In full it is 20 × 19 × 300 kB = 114 MB of JSON. What is allocated is the page read
+		// from the store (1 MB of bodies, copied by the driver) and the JSON up to the budget,
+		// which graphql-go copies up through the buffers of field, post, list and data.
+		if n > 16*limit*schema.RaceFactor {
+			t.Errorf("allocated %d bytes; want at most %d", n, 16*limit*schema.RaceFactor)
+		}
+		if got := calls.list(); len(got) != 1 {
+			t.Errorf("store calls %v; want the one list", got)
+		}
+	})
+	t.Run("nested lists stop calling the store once the budget runs out", func(t *testing.T) {
+		calls.reset()
+		res := s.Do(t.Context(), schema.Request{Query: `{ posts(limit: 20) { a: body b: body c: body d: body author { posts(limit: 20) { body } } } }`})
+		tooLarge(t, res)
+		// In full: 1 list, 1 read of the authors, 20 lists of their posts. Resolvers run 10 at
+		// a time, and the first post's four bodies alone exceed the budget.
+		if got := calls.list(); len(got) > 12 {
+			t.Errorf("%d store calls: %v", len(got), got)
+		}
+	})
+	t.Run("mutations after the budget ran out do not run", func(t *testing.T) {
+		calls.reset()
+		res := s.Do(auth.NewContext(t.Context(), alice), schema.Request{
+			Query:     `mutation($b: String) { one: createPost(input: {title: "one", body: $b}) { a: body b: body c: body d: body } two: createPost(input: {title: "two"}) { id } }`,
+			Variables: map[string]any{"b": body},
+		})
+		tooLarge(t, res)
+		if got := calls.list(); strings.Count(strings.Join(got, " "), "InsertPost") != 1 {
+			t.Errorf("store calls %v; want one InsertPost", got)
+		}
+	})
+}
+
+func TestAResponseOfExactlyMaxResponseSizeAnswersInFull(t *testing.T) {
+	queries := []string{
+		`{ posts { id userId title body createdAt updatedAt author { id name email } } }`,
+		`{ postsConnection(first: 3) { edges { cursor node { id title } } pageInfo { hasNextPage endCursor } } nobody: user(id: "nobody") { id } post(id: "nope") { id } }`,
+		`{ user(id: "alice") { id name email posts(limit: 2) { title a: body b: body author { name } } } }`,
+		`query Q { __typename posts { __typename id } }`,
+	}
+	for _, q := range queries {
+		t.Run(q, func(t *testing.T) {
+			st := newStore(t)
+			body := "b<ody\u2028\xff"
+			insert(t, st, 4, "alice", &body)
+			insert(t, st, 1, "bob", nil)
+			full := newSchemaOver(t, st, 5, schema.Limits{}).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
+			if len(full.Errors) > 0 {
+				t.Fatal(full.Errors)
+			}
+			size := int64(len(full.Data))
+			res := newSchemaOver(t, st, 5, schema.Limits{MaxResponseSize: size}).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
+			if string(res.Data) != string(full.Data) || len(res.Errors) > 0 {
+				t.Errorf("with max_response_size %d: %s %v; want %s", size, res.Data, res.Errors, full.Data)
+			}
+			res = newSchemaOver(t, st, 5, schema.Limits{MaxResponseSize: size - 1}).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
+			tooLarge(t, res)
+		})
+	}
+}
+
+// TestBodyAliasesAtFullSize is the attack as reported: 100 posts of 50,000 '<', 19 aliases of
+// body, 570 MB of JSON in full; the default max_response_size stops it.
+func TestBodyAliasesAtFullSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short, as it writes 5 MB of posts; make test runs it")
+	}
+	st := newStore(t)
+	s := newSchemaOver(t, st, 100, schema.Limits{MaxCost: 4000})
+	body := strings.Repeat("<", 50_000)
+	insert(t, st, 100, "alice", &body)
+	hwm := func() int64 {
+		status, _ := os.ReadFile("/proc/self/status")
+		for line := range strings.Lines(string(status)) {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				return kb << 10
+			}
+		}
+		return 0
+	}
+	peak := hwm()
+	start := time.Now()
+	var res *graphql.Response
+	n := allocated(func() { res = s.Do(context.Background(), schema.Request{Query: bodyAliases(100, 19)}) })
+	took := time.Since(start)
+	tooLarge(t, res)
+	grown := hwm() - peak
+	t.Logf("answered in %v, %d bytes allocated, peak resident grew %d bytes", took, n, grown)
+	// The JSON up to the 8 MiB budget is copied up through graphql-go's buffers of field, post,
+	// list and data, each grown by doubling; some are alive at once.
+	if n > 128<<20*schema.RaceFactor || (schema.RaceFactor == 1 && grown > 64<<20) {
+		t.Errorf("allocated %d bytes, peak resident grew %d; want under 128 MiB and 64 MiB", n, grown)
+	}
+}
+
+// TestAListSureToBeTooLargeStopsBeforeItIsEncoded checks ahead: a list whose titles and bodies,
+// as many times as the document is sure to write them, cannot fit stops before graphql-go
+// encodes any of it, and fields that @skip or @include may leave out are not counted.
+func TestAListSureToBeTooLargeStopsBeforeItIsEncoded(t *testing.T) {
+	st := newStore(t)
+	body := strings.Repeat("<", 50_000) // 300,002 bytes of JSON each
+	insert(t, st, 20, "alice", &body)
+	s := newSchemaOver(t, st, 100, schema.Limits{MaxResponseSize: 1 << 20, MaxCost: 4000})
+	for _, tt := range []struct {
+		name, query string
+		fits        bool
+	}{
+		{"four bodies in a page of 20", `{posts(limit:20){a:body b:body c:body d:body}}`, false},
+		{"the bodies in a fragment", `{posts(limit:20){...F}} fragment F on Post{a:body b:body}`, false},
+		{"the bodies of a connection's nodes", `{postsConnection(first:20){edges{node{a:body}}}}`, false},
+		{"bodies that @skip leaves out", `{posts(limit:20){id a:body @skip(if:true) b:body @skip(if:true)}}`, true},
+		{"bodies that @include leaves out", `{posts(limit:20){id ...F @include(if:false)}} fragment F on Post{body}`, true},
+		{"three bodies of three posts", `{posts(limit:3){a:body b:body c:body}}`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var res *graphql.Response
+			bytes := allocated(func() { res = s.Do(auth.NewContext(t.Context(), posts.Caller{}), schema.Request{Query: tt.query}) })
+			if tt.fits {
+				if len(res.Errors) > 0 {
+					t.Fatalf("errors %v", res.Errors)
+				}
+				return
+			}
+			tooLarge(t, res)
+			t.Logf("%d KiB allocated", bytes>>10)
+			if !strings.Contains(tt.name, "three posts") && bytes > 4<<20 {
+				t.Errorf("%d KiB allocated; a list sure not to fit should stop before it is encoded", bytes>>10)
+			}
+		})
+	}
 }

@@ -31,3 +31,9 @@ func (s *Schema) Feeds() int {
 	defer s.feeds.mu.Unlock()
 	return len(s.feeds.all)
 }
+
+// CapErrors is capErrors, for its test.
+var CapErrors = capErrors
+
+// RaceFactor is raceFactor, for the memory bounds of the tests outside the package.
+const RaceFactor = raceFactor

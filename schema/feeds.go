@@ -8,8 +8,8 @@ import (
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
-	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/posts"
 )
 
 // Why a Listener ended or could not start.
@@ -81,12 +81,14 @@ func (l *Listener) Close() {
 //
 // Delivering through a callback rather than a channel leaves an idle subscription with no
 // goroutine and no queue of its own.
-func (s *Schema) Listen(client string, op *Operation, caller auth.Identity, deliver func(json.RawMessage), ended func(error)) (*Listener, error) {
+func (s *Schema) Listen(client string, op *Operation, caller posts.Caller, deliver func(json.RawMessage), ended func(error)) (*Listener, error) {
 	vars, _ := json.Marshal(op.request.Variables) // its keys sorted: equal variables, equal bytes
 	key := op.request.OperationName + "\x00" + string(vars) + "\x00" + op.document
-	var as auth.Identity // the answer is everyone's, so resolve it for no one in particular
+	// The answer is everyone's, so it resolves for no one in particular: a context without a
+	// caller is anonymous. A personal one resolves for its caller.
+	base := context.Background()
 	if op.personal {
-		key, as = caller.UserID+"\x00"+key, caller
+		key, base = caller.UserID+"\x00"+key, posts.WithCaller(base, caller)
 	}
 	l := &Listener{s: s, client: client, deliver: deliver, ended: ended}
 	s.feeds.mu.Lock()
@@ -100,7 +102,7 @@ func (s *Schema) Listen(client string, op *Operation, caller auth.Identity, deli
 		return nil, ErrTooManyFeedsPerClient
 	}
 	if f == nil {
-		ctx, cancel := context.WithCancel(auth.NewContext(context.Background(), as))
+		ctx, cancel := context.WithCancel(base)
 		f = &feed{key: key, cancel: cancel, listeners: map[*Listener]struct{}{}}
 		if s.feeds.all == nil {
 			s.feeds.all = map[string]*feed{}
@@ -147,7 +149,7 @@ func (s *Schema) run(ctx context.Context, f *feed, op *Operation) {
 		}
 		payload, err := json.Marshal(res)
 		if err != nil {
-			payload = json.RawMessage(`{"errors":[{"message":"internal server error","extensions":{"code":"` + errcode.Internal.GraphQL + `"}}]}`)
+			payload = json.RawMessage(`{"errors":[{"message":"` + errcode.InternalMessage + `","extensions":{"code":"` + errcode.Internal.GraphQL + `"}}]}`)
 		}
 		s.feeds.mu.Lock()
 		for l := range f.listeners {

@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/postsedge/caddy-posts/auth"
+	"github.com/graph-gophers/graphql-go"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
@@ -31,7 +32,7 @@ type listener struct {
 }
 
 // listen joins the feed of query with vars, as caller.
-func listen(t *testing.T, s *schema.Schema, query string, vars map[string]any, caller auth.Identity) *listener {
+func listen(t *testing.T, s *schema.Schema, query string, vars map[string]any, caller posts.Caller) *listener {
 	t.Helper()
 	l, err := listenAs(t, s, "user "+caller.UserID, query, vars, caller)
 	if err != nil {
@@ -41,7 +42,7 @@ func listen(t *testing.T, s *schema.Schema, query string, vars map[string]any, c
 }
 
 // listenAs joins the feed of query with vars, as caller, counted against client's share.
-func listenAs(t *testing.T, s *schema.Schema, client, query string, vars map[string]any, caller auth.Identity) (*listener, error) {
+func listenAs(t *testing.T, s *schema.Schema, client, query string, vars map[string]any, caller posts.Caller) (*listener, error) {
 	t.Helper()
 	l := &listener{c: make(chan string, 16)}
 	var err error
@@ -153,7 +154,7 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 
 func TestAFeedThatCannotRunTellsItsListeners(t *testing.T) {
 	s := newSchema(t) // no event broker
-	l := listen(t, s, `subscription { postDeleted }`, nil, auth.Identity{})
+	l := listen(t, s, `subscription { postDeleted }`, nil, posts.Caller{})
 	for range l.c {
 	}
 	var refused *schema.RefusedError
@@ -184,7 +185,7 @@ func TestEachClientHasItsShareOfFeeds(t *testing.T) {
 	of := func(u string) map[string]any { return map[string]any{"u": u} }
 	mustListen := func(t *testing.T, client, u string) *listener {
 		t.Helper()
-		l, err := listenAs(t, s, client, query, of(u), auth.Identity{})
+		l, err := listenAs(t, s, client, query, of(u), posts.Caller{})
 		if err != nil {
 			t.Fatalf("%s listening to %s: %v", client, u, err)
 		}
@@ -197,7 +198,7 @@ func TestEachClientHasItsShareOfFeeds(t *testing.T) {
 		other := mustListen(t, "b", "3")
 		defer other.Close()
 		for _, u := range []string{"3", "4"} {
-			if _, err := listenAs(t, s, "a", query, of(u), auth.Identity{}); !errors.Is(err, schema.ErrTooManyFeedsPerClient) {
+			if _, err := listenAs(t, s, "a", query, of(u), posts.Caller{}); !errors.Is(err, schema.ErrTooManyFeedsPerClient) {
 				t.Errorf("a third feed: %v; want ErrTooManyFeedsPerClient", err)
 			}
 		}
@@ -230,7 +231,7 @@ func TestEachClientHasItsShareOfFeeds(t *testing.T) {
 func TestAFeedThatEndsGivesBackItsClientsShares(t *testing.T) {
 	s := newSchemaWith(t, 10, schema.Limits{MaxFeedsPerClient: 1}) // no event broker: every feed ends at once
 	for range 3 {
-		l, err := listenAs(t, s, "a", `subscription { postDeleted }`, nil, auth.Identity{})
+		l, err := listenAs(t, s, "a", `subscription { postDeleted }`, nil, posts.Caller{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +255,7 @@ func TestClientSharesUnderConcurrentListeners(t *testing.T) {
 		client := fmt.Sprint("client ", g%4)
 		wg.Go(func() {
 			for i := range 50 {
-				l, err := listenAs(t, s, client, query, map[string]any{"u": fmt.Sprint(i % 5)}, auth.Identity{})
+				l, err := listenAs(t, s, client, query, map[string]any{"u": fmt.Sprint(i % 5)}, posts.Caller{})
 				switch {
 				case errors.Is(err, schema.ErrTooManyFeedsPerClient):
 					continue
@@ -272,5 +273,28 @@ func TestClientSharesUnderConcurrentListeners(t *testing.T) {
 	wg.Wait()
 	if s.FeedClients() != 0 || s.Feeds() != 0 {
 		t.Errorf("%d clients and %d feeds left; want none", s.FeedClients(), s.Feeds())
+	}
+}
+
+// A feed answers an event past its budget as an executed operation with an error, and goes on.
+func TestAFeedGoesOnAfterAnEventTooLarge(t *testing.T) {
+	s, svc, broker := subscribedOver(t, newStore(t), 16, 10, schema.Limits{MaxResponseSize: 1 << 20})
+	l := listen(t, s, `subscription { postCreated { `+aliases("body", 19)+`} }`, nil, alice)
+	defer l.Close()
+	started(t, broker, 1)
+	big := strings.Repeat("<", 50_000) // 19 × 300 kB
+	if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "big", Body: &big}); err != nil {
+		t.Fatal(err)
+	}
+	var res graphql.Response
+	if err := json.Unmarshal([]byte(next(t, l)), &res); err != nil {
+		t.Fatal(err)
+	}
+	tooLarge(t, &res)
+	if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "small", Body: new("s")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, l); !strings.HasPrefix(got, `{"data":{"postCreated":{"a0":"s",`) || strings.Contains(got, "errors") {
+		t.Errorf("the next event: %.300s", got)
 	}
 }

@@ -1,17 +1,16 @@
+// The object types of the schema and their field resolvers, each charging the response's budget
+// with what it writes.
+
 package schema
 
 import (
 	"context"
-	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/graph-gophers/graphql-go"
 
 	"github.com/postsedge/caddy-posts/posts"
 )
-
-// The object types of the schema and their field resolvers.
 
 // Post resolves a Post.
 type Post struct {
@@ -151,28 +150,3 @@ func (i *PageInfo) HasNextPage() bool {
 
 // EndCursor resolves PageInfo.endCursor.
 func (i *PageInfo) EndCursor() *string { return i.b.optStr("endCursor", i.endCursor) }
-
-// Time is the Time scalar: RFC 3339 in UTC with milliseconds.
-type Time struct{ time.Time }
-
-// ImplementsGraphQLType binds Time to the schema's Time scalar.
-func (Time) ImplementsGraphQLType(name string) bool { return name == "Time" }
-
-// UnmarshalGraphQL reads a Time argument.
-func (t *Time) UnmarshalGraphQL(input any) error {
-	s, ok := input.(string)
-	if !ok {
-		return fmt.Errorf("a Time is an RFC 3339 string, not %T", input)
-	}
-	parsed, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return fmt.Errorf("a Time is an RFC 3339 string such as 2026-11-21T04:35:44.036Z")
-	}
-	t.Time = parsed
-	return nil
-}
-
-// MarshalJSON writes a Time as the REST API does.
-func (t Time) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + t.UTC().Format(posts.TimeFormat) + `"`), nil
-}

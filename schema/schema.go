@@ -1,13 +1,26 @@
-// Package schema is the GraphQL schema of the posts API (schema.graphql, embedded) and its
-// resolvers. The resolvers only translate: every rule is posts.Service's, so GraphQL and REST
-// answer alike.
+// Package schema is the GraphQL API of posts: the schema (schema.graphql, embedded), the checks
+// an operation passes before anything runs, the resolvers that run it, and the feeds that run
+// subscriptions for their subscribers. The resolvers only translate: every rule is
+// posts.Service's, so GraphQL and REST answer alike.
+//
+// Where things are:
+//   - schema.go: Schema, its Limits and their defaults, New, and Execute.
+//   - Admission, what Prepare checks before anything runs: prepare.go (the entry point and the
+//     order of its checks), admission.go (the counts of max_aliases, max_root_fields and
+//     max_fields, and fragment cycles), literals.go (values written in the query), variables.go
+//     (values given for variables), cost.go (max_cost and the limits of introspection), and
+//     types.go (the types those checks read).
+//   - Resolvers: resolvers.go (queries and mutations), objects.go (the object types),
+//     scalars.go (ID and Time), budget.go (max_response_size, charged as fields resolve), and
+//     errors.go (what a client sees of an error).
+//   - Feeds: subscriptions.go (the stream of one subscription and its resolvers) and feeds.go
+//     (one run of an operation shared by its subscribers, and the limits on them).
+//   - text.go: the sizes and checks of text that the REST handlers share.
 package schema
 
 import (
 	"context"
 	_ "embed"
-	"errors"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,8 +29,6 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"go.uber.org/zap"
 
-	"github.com/postsedge/caddy-posts/auth"
-	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -27,13 +38,71 @@ var sdl string
 // SDL is the schema in the GraphQL schema language.
 func SDL() string { return sdl }
 
-// subscribeResolverTimeout bounds the resolution of one event of a subscription, beyond any
-// storage deadline.
-const subscribeResolverTimeout = time.Minute
+// Limits bound what one operation may ask for. Prepare checks them before any resolver runs, so a
+// refused operation costs no database call.
+type Limits struct {
+	// MaxQueryLength is the longest query document accepted, in bytes.
+	MaxQueryLength int
+	// MaxDepth is the deepest nesting of fields accepted, and of lists and input objects in a
+	// value written in the query.
+	MaxDepth int
+	// MaxCost is the most values an operation may return: every object (post, user, edge, page
+	// info) and every field of one counts, with every list as long as its limit or first
+	// argument, or its default, lets it be.
+	MaxCost int
+	// DisableIntrospection refuses operations that select __schema or __type.
+	DisableIntrospection bool
+	// MaxFeeds is how many distinct subscription operations may run at once; subscribers of
+	// the same one share it.
+	MaxFeeds int
+	// MaxFeedsPerClient is how many of MaxFeeds one client (a user, or an anonymous client
+	// address) may take part in at once.
+	MaxFeedsPerClient int
+	// MaxAliases is the most aliased fields (an alias other than the field's name) the
+	// operation that runs may have, fragments expanded.
+	MaxAliases int
+	// MaxRootFields is the most fields the operation that runs may select at its root,
+	// fragments expanded, __typename aside: for a mutation, the most writes one request makes.
+	MaxRootFields int
+	// MaxFields is the most fields a document may select in all, fragments expanded (a fragment
+	// counts each time it is spread): those of every operation, and of fragments no operation
+	// spreads, since graphql-go validates all of them though one runs. The uses of variables and
+	// the fragment spreads and inline fragments of the document, counted the same way, may not
+	// exceed it either: graphql-go's validation repeats them for each operation too.
+	MaxFields int
+	// MaxResponseSize is the largest result an operation may produce, in bytes of JSON; past it
+	// the operation stops and answers RESPONSE_TOO_LARGE.
+	MaxResponseSize int64
+}
+
+// The default limits. The standard introspection query of graphql-js passes them.
+const (
+	DefaultMaxQueryLength = 16 << 10
+	DefaultMaxDepth       = 15
+	DefaultMaxCost        = 2000
+	DefaultMaxFeeds       = 1000
+	DefaultMaxAliases     = 30
+	DefaultMaxRootFields  = 10
+	DefaultMaxFields      = 500
+	// DefaultMaxResponseSize is 8 MiB.
+	DefaultMaxResponseSize = 8 << 20
+)
 
 // UserPostsLimit is the number of a user's posts returned when the query names no limit (or
 // max_limit, if smaller).
 const UserPostsLimit = 10
+
+// subscribeResolverTimeout bounds the resolution of one event of a subscription, beyond any
+// storage deadline.
+const subscribeResolverTimeout = time.Minute
+
+// overlapValidationLimit bounds the pairs of selections graphql-go's validation compares to
+// check that the fields of one response name can merge, a number that grows with the square of
+// the fields: past it, validation stops with an error. 10,000 pairs cost it about 10 ms and 3 MB;
+// the 499 fields of one name that max_fields admits would make 124,251 pairs (55 ms, 25 MB) and
+// 500 fragments spread side by side 374,250. graphql-js's standard introspection query makes 1,
+// ten copies of __schema { types { name fields { name args { name type { name } } } } } 405.
+const overlapValidationLimit = 10_000
 
 // Schema is the executable schema with its limits.
 type Schema struct {
@@ -126,33 +195,6 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 	return capResponseErrors(res)
 }
 
-// capResponseErrors cuts the errors of res after MaxErrors (capErrors) and gives them their
-// codes: the errors of a request that did not run (no data) are request errors, the one that
-// ends the errors of an executed operation has errcode.TooManyErrors.GraphQL.
-func capResponseErrors(res *graphql.Response) *graphql.Response {
-	res.Errors = capErrors(res.Errors)
-	if res.Data == nil {
-		tagRequestErrors(res.Errors)
-	} else if len(res.Errors) > MaxErrors {
-		res.Errors[MaxErrors].Extensions = map[string]any{"code": errcode.TooManyErrors.GraphQL}
-	}
-	return res
-}
-
-// tagRequestErrors gives the errors of a request that did not run the code that says so.
-func tagRequestErrors(errs []*gqlerrors.QueryError) {
-	for _, e := range errs {
-		if e.Extensions == nil {
-			e.Extensions = map[string]any{"code": errcode.ValidationFailed.GraphQL}
-		}
-	}
-}
-
-// invalid says whether errs are all errors of validation, which say nothing ran.
-func invalid(errs []*gqlerrors.QueryError) bool {
-	return len(errs) > 0 && !slices.ContainsFunc(errs, func(e *gqlerrors.QueryError) bool { return e.Rule == "" })
-}
-
 // locatedInQuery gives the validation errors of the printed document where the client wrote
 // them: graphql-go validates the client's own text. That text is only parsed and validated,
 // never run; if graphql-go's parser cannot read it (it panics on some malformed descriptions)
@@ -164,216 +206,4 @@ func (s *Schema) locatedInQuery(req Request, errs []*gqlerrors.QueryError) (loca
 		}
 	}()
 	return s.exec.ValidateWithVariables(req.Query, req.Variables)
-}
-
-// Resolver is the root of queries and mutations.
-type Resolver struct {
-	svc    *posts.Service
-	logger *zap.Logger
-}
-
-// Each resolver object carries the budget of the response it belongs to (an execution's, or a
-// subscription event's; nil outside both): its fields take no context, so graphql-go resolves
-// them in line, and charge it as they return. A field that does not fit returns
-// errResponseTooLarge, and so does every resolver once the budget has run out.
-
-// Post resolves Query.post.
-func (r *Resolver) Post(ctx context.Context, args struct{ ID graphql.ID }) (*Post, error) {
-	b := budgetOf(ctx)
-	if err := b.err(); err != nil {
-		return nil, err
-	}
-	p, err := r.svc.Get(ctx, string(args.ID))
-	if errors.Is(err, posts.ErrNotFound) {
-		b.objectMember("post", "Post", false)
-		return nil, nil
-	}
-	if err != nil {
-		return nil, r.fail(err)
-	}
-	if !b.objectMember("post", "Post", true) {
-		return nil, errResponseTooLarge
-	}
-	return r.postIn(p, b), nil
-}
-
-type listArgs struct {
-	UserID *graphql.ID
-	Limit  *int32
-	After  *string
-}
-
-// Posts resolves Query.posts.
-func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
-	b := budgetOf(ctx)
-	page, err := r.list(ctx, b, args.UserID, args.Limit, "limit", args.After)
-	if err != nil {
-		return nil, err
-	}
-	if !b.ahead("posts", page.Posts) || !b.list("posts", "Post", len(page.Posts)) {
-		return nil, errResponseTooLarge
-	}
-	return r.withAuthors(ctx, b, page.Posts, graphql.HasSelectedField(ctx, "author"))
-}
-
-// PostsConnection resolves Query.postsConnection.
-func (r *Resolver) PostsConnection(ctx context.Context, args struct {
-	UserID *graphql.ID
-	First  *int32
-	After  *string
-}) (*PostConnection, error) {
-	b := budgetOf(ctx)
-	page, err := r.list(ctx, b, args.UserID, args.First, "first", args.After)
-	if err != nil {
-		return nil, err
-	}
-	if !b.ahead("postsConnection", page.Posts) || !b.objectMember("postsConnection", "PostConnection", true) {
-		return nil, errResponseTooLarge
-	}
-	nodes, err := r.withAuthors(ctx, b, page.Posts, graphql.HasSelectedField(ctx, "edges.node.author"))
-	if err != nil {
-		return nil, err
-	}
-	return &PostConnection{page: page, posts: nodes, b: b}, nil
-}
-
-// withAuthors makes the resolvers of ps; when the query asks for their authors, it reads them
-// all in one query rather than one per post.
-func (r *Resolver) withAuthors(ctx context.Context, b *budget, ps []posts.Post, authorSelected bool) ([]*Post, error) {
-	out := r.postsOf(ps, b)
-	if !authorSelected || len(ps) == 0 {
-		return out, nil
-	}
-	if err := b.err(); err != nil {
-		return nil, err
-	}
-	authors, err := r.svc.Authors(ctx, auth.FromContext(ctx), ps)
-	if err != nil {
-		return nil, r.fail(err)
-	}
-	for _, p := range out {
-		p.author = &User{r: r, user: authors[p.post.UserID], b: b}
-	}
-	return out, nil
-}
-
-// list reads a page of posts, unless b has run out. limitName is the argument that gave limit
-// (limit, or first for a connection), which the error names.
-func (r *Resolver) list(ctx context.Context, b *budget, userID *graphql.ID, limit *int32, limitName string, after *string) (posts.Page, error) {
-	var q posts.ListQuery
-	if userID != nil {
-		q.UserID = string(*userID)
-	}
-	if limit != nil {
-		q.Limit = int(*limit)
-		if q.Limit == 0 {
-			q.Limit = -1 // to posts.Service 0 means the default; from a client it is out of range
-		}
-	}
-	if after != nil {
-		q.After = *after
-		if q.After == "" {
-			return posts.Page{}, r.fail(&posts.InvalidError{Field: "after", Message: "after cannot be empty"})
-		}
-	}
-	if err := b.err(); err != nil {
-		return posts.Page{}, err
-	}
-	page, err := r.svc.List(ctx, q)
-	if invalid, ok := errors.AsType[*posts.InvalidError](err); ok && invalid.Field == "limit" {
-		err = &posts.InvalidError{Field: limitName, Message: limitName + strings.TrimPrefix(invalid.Message, "limit")}
-	}
-	if err != nil {
-		return posts.Page{}, r.fail(err)
-	}
-	return page, nil
-}
-
-// User resolves Query.user.
-func (r *Resolver) User(ctx context.Context, args struct{ ID graphql.ID }) (*User, error) {
-	return r.user(ctx, budgetOf(ctx), "user", string(args.ID))
-}
-
-// user reads the user with the id, the value of the member name, unless b has run out.
-func (r *Resolver) user(ctx context.Context, b *budget, name, id string) (*User, error) {
-	if err := b.err(); err != nil {
-		return nil, err
-	}
-	u, found, err := r.svc.User(ctx, auth.FromContext(ctx), id)
-	if err != nil {
-		return nil, r.fail(err)
-	}
-	if !b.objectMember(name, "User", found) {
-		return nil, errResponseTooLarge
-	}
-	if !found {
-		return nil, nil
-	}
-	return &User{r: r, user: u, b: b}, nil
-}
-
-// CreatePost resolves Mutation.createPost.
-func (r *Resolver) CreatePost(ctx context.Context, args struct {
-	Input struct {
-		Title string
-		Body  *string
-	}
-}) (*Post, error) {
-	b := budgetOf(ctx)
-	if err := b.err(); err != nil {
-		return nil, err
-	}
-	p, err := r.svc.Create(ctx, auth.FromContext(ctx), posts.NewPost{Title: args.Input.Title, Body: args.Input.Body})
-	if err != nil {
-		return nil, r.fail(err)
-	}
-	b.objectMember("createPost", "Post", true) // done: the post is written, whatever its answer
-	return r.postIn(p, b), nil
-}
-
-// UpdatePost resolves Mutation.updatePost.
-func (r *Resolver) UpdatePost(ctx context.Context, args struct {
-	ID    graphql.ID
-	Input struct {
-		Title graphql.NullString
-		Body  graphql.NullString
-	}
-}) (*Post, error) {
-	b := budgetOf(ctx)
-	if err := b.err(); err != nil {
-		return nil, err
-	}
-	ch := posts.Changes{
-		Title: posts.Change{Set: args.Input.Title.Set, Value: args.Input.Title.Value},
-		Body:  posts.Change{Set: args.Input.Body.Set, Value: args.Input.Body.Value},
-	}
-	p, err := r.svc.Update(ctx, auth.FromContext(ctx), string(args.ID), ch)
-	if err != nil {
-		return nil, r.fail(err)
-	}
-	b.objectMember("updatePost", "Post", true)
-	return r.postIn(p, b), nil
-}
-
-// DeletePost resolves Mutation.deletePost.
-func (r *Resolver) DeletePost(ctx context.Context, args struct{ ID graphql.ID }) (ID, error) {
-	b := budgetOf(ctx)
-	if err := b.err(); err != nil {
-		return "", err
-	}
-	if err := r.svc.Delete(ctx, auth.FromContext(ctx), string(args.ID)); err != nil {
-		return "", r.fail(err)
-	}
-	return b.id("deletePost", string(args.ID)), nil
-}
-
-// postIn is the resolver of p in the execution whose budget is b.
-func (r *Resolver) postIn(p posts.Post, b *budget) *Post { return &Post{r: r, post: p, b: b} }
-
-func (r *Resolver) postsOf(ps []posts.Post, b *budget) []*Post {
-	out := make([]*Post, len(ps))
-	for i, p := range ps {
-		out[i] = r.postIn(p, b)
-	}
-	return out
 }

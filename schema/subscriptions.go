@@ -54,7 +54,7 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 	in, err := s.exec.Subscribe(ctx, op.document, req.OperationName, req.Variables)
 	out := make(chan *graphql.Response, 1)
 	if err != nil { // the schema has no subscriptions: a fault of ours
-		out <- &graphql.Response{Errors: []*gqlerrors.QueryError{{Message: "internal server error", Extensions: map[string]any{"code": errcode.Internal.GraphQL}}}}
+		out <- &graphql.Response{Errors: []*gqlerrors.QueryError{{Message: errcode.InternalMessage, Extensions: map[string]any{"code": errcode.Internal.GraphQL}}}}
 		close(out)
 		return out
 	}

@@ -1,0 +1,72 @@
+package schema
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
+)
+
+func TestJSONStringLenIsWhatGraphQLGoWrites(t *testing.T) {
+	strs := []string{
+		"", "plain", `quote " and backslash \`, "<>&", strings.Repeat("<", 50_000),
+		"\b\f\n\r\t", "\x00\x01\x1f\x7f", "\xff", "\xe2\x82", "é", "日本", "🙂", "\u2028\u2029",
+		"eve\u0001", "a\xffb\xc0\xafc",
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 { // random bytes: every class, valid and invalid UTF-8
+		b := make([]byte, r.IntN(12))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		strs = append(strs, string(b))
+	}
+	for _, s := range strs {
+		want, _ := json.Marshal(s) // as graphql-go writes a string scalar
+		if got := jsonStringLen(s); got != len(want) {
+			t.Errorf("jsonStringLen(%q) = %d; json.Marshal writes %d bytes: %s", s, got, len(want), want)
+		}
+		id, err := json.Marshal(ID(s))
+		if err != nil || string(id) != string(want) || !json.Valid(id) {
+			t.Errorf("ID(%q) marshals to %s, %v; want %s", s, id, err, want)
+		}
+	}
+}
+
+func TestTimeChargeIsWhatTimeWrites(t *testing.T) {
+	for _, at := range []time.Time{time.Date(2026, 11, 21, 4, 35, 44, 36e6, time.UTC), time.Unix(0, 0), time.Date(12345, 1, 1, 0, 0, 0, 0, time.FixedZone("x", 3600))} {
+		b := newBudget(1000, shapeOfText(t, `{ posts { createdAt } }`), nil)
+		b.time("createdAt", at)
+		out, _ := Time{at}.MarshalJSON()
+		if spent := 1000 - b.left.Load(); spent != int64(len(`"createdAt":,`)+len(out)) {
+			t.Errorf("%v: charged %d for %s", at, spent, out)
+		}
+	}
+}
+
+func TestBudgetKeysAreTheLongestAliasOfEachField(t *testing.T) {
+	b := newBudget(1, shapeOfText(t, `query { posts { id a1: body longerAlias: body ...F ... on Post { x: title } } } fragment F on Post { fragmentAlias: userId }`), nil)
+	want := map[string]int{"posts": 5, "id": 2, "body": len("longerAlias"), "title": 1, "userId": len("fragmentAlias")}
+	for name, n := range want {
+		if b.keys[name] != n {
+			t.Errorf("key of %s = %d; want %d", name, b.keys[name], n)
+		}
+	}
+	if b.typename != 0 {
+		t.Errorf("typename = %d without __typename", b.typename)
+	}
+}
+
+// shapeOfText is the shape of the document in text.
+func shapeOfText(t *testing.T, text string) *shape {
+	t.Helper()
+	doc, err := parser.ParseQuery(&ast.Source{Input: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shapeOf(doc, len(text))
+}

@@ -1,0 +1,227 @@
+// The resolvers of queries and mutations. Each asks posts.Service and translates its answer;
+// the object types they return are in objects.go.
+
+package schema
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/graph-gophers/graphql-go"
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+// Resolver is the root of queries and mutations.
+type Resolver struct {
+	svc    *posts.Service
+	logger *zap.Logger
+}
+
+// Each resolver object carries the budget of the response it belongs to (an execution's, or a
+// subscription event's; nil outside both): its fields take no context, so graphql-go resolves
+// them in line, and charge it as they return. A field that does not fit returns
+// errResponseTooLarge, and so does every resolver once the budget has run out.
+
+// Post resolves Query.post.
+func (r *Resolver) Post(ctx context.Context, args struct{ ID graphql.ID }) (*Post, error) {
+	b := budgetOf(ctx)
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	p, err := r.svc.Get(ctx, string(args.ID))
+	if errors.Is(err, posts.ErrNotFound) {
+		b.objectMember("post", "Post", false)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	if !b.objectMember("post", "Post", true) {
+		return nil, errResponseTooLarge
+	}
+	return r.postIn(p, b), nil
+}
+
+type listArgs struct {
+	UserID *graphql.ID
+	Limit  *int32
+	After  *string
+}
+
+// Posts resolves Query.posts.
+func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
+	b := budgetOf(ctx)
+	page, err := r.list(ctx, b, args.UserID, args.Limit, "limit", args.After)
+	if err != nil {
+		return nil, err
+	}
+	if !b.ahead("posts", page.Posts) || !b.list("posts", "Post", len(page.Posts)) {
+		return nil, errResponseTooLarge
+	}
+	return r.withAuthors(ctx, b, page.Posts, graphql.HasSelectedField(ctx, "author"))
+}
+
+// PostsConnection resolves Query.postsConnection.
+func (r *Resolver) PostsConnection(ctx context.Context, args struct {
+	UserID *graphql.ID
+	First  *int32
+	After  *string
+}) (*PostConnection, error) {
+	b := budgetOf(ctx)
+	page, err := r.list(ctx, b, args.UserID, args.First, "first", args.After)
+	if err != nil {
+		return nil, err
+	}
+	if !b.ahead("postsConnection", page.Posts) || !b.objectMember("postsConnection", "PostConnection", true) {
+		return nil, errResponseTooLarge
+	}
+	nodes, err := r.withAuthors(ctx, b, page.Posts, graphql.HasSelectedField(ctx, "edges.node.author"))
+	if err != nil {
+		return nil, err
+	}
+	return &PostConnection{page: page, posts: nodes, b: b}, nil
+}
+
+// withAuthors makes the resolvers of ps; when the query asks for their authors, it reads them
+// all in one query rather than one per post.
+func (r *Resolver) withAuthors(ctx context.Context, b *budget, ps []posts.Post, authorSelected bool) ([]*Post, error) {
+	out := r.postsOf(ps, b)
+	if !authorSelected || len(ps) == 0 {
+		return out, nil
+	}
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	authors, err := r.svc.Authors(ctx, posts.CallerFrom(ctx), ps)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	for _, p := range out {
+		p.author = &User{r: r, user: authors[p.post.UserID], b: b}
+	}
+	return out, nil
+}
+
+// list reads a page of posts, unless b has run out. limitName is the argument that gave limit
+// (limit, or first for a connection), which the error names.
+func (r *Resolver) list(ctx context.Context, b *budget, userID *graphql.ID, limit *int32, limitName string, after *string) (posts.Page, error) {
+	var q posts.ListQuery
+	if userID != nil {
+		q.UserID = string(*userID)
+	}
+	if limit != nil {
+		q.Limit = int(*limit)
+		if q.Limit == 0 {
+			q.Limit = -1 // to posts.Service 0 means the default; from a client it is out of range
+		}
+	}
+	if after != nil {
+		q.After = *after
+		if q.After == "" {
+			return posts.Page{}, r.fail(&posts.InvalidError{Field: "after", Message: "after cannot be empty"})
+		}
+	}
+	if err := b.err(); err != nil {
+		return posts.Page{}, err
+	}
+	page, err := r.svc.List(ctx, q)
+	if invalid, ok := errors.AsType[*posts.InvalidError](err); ok && invalid.Field == "limit" {
+		err = &posts.InvalidError{Field: limitName, Message: limitName + strings.TrimPrefix(invalid.Message, "limit")}
+	}
+	if err != nil {
+		return posts.Page{}, r.fail(err)
+	}
+	return page, nil
+}
+
+// User resolves Query.user.
+func (r *Resolver) User(ctx context.Context, args struct{ ID graphql.ID }) (*User, error) {
+	return r.user(ctx, budgetOf(ctx), "user", string(args.ID))
+}
+
+// user reads the user with the id, the value of the member name, unless b has run out.
+func (r *Resolver) user(ctx context.Context, b *budget, name, id string) (*User, error) {
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	u, found, err := r.svc.User(ctx, posts.CallerFrom(ctx), id)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	if !b.objectMember(name, "User", found) {
+		return nil, errResponseTooLarge
+	}
+	if !found {
+		return nil, nil
+	}
+	return &User{r: r, user: u, b: b}, nil
+}
+
+// CreatePost resolves Mutation.createPost.
+func (r *Resolver) CreatePost(ctx context.Context, args struct {
+	Input struct {
+		Title string
+		Body  *string
+	}
+}) (*Post, error) {
+	b := budgetOf(ctx)
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	p, err := r.svc.Create(ctx, posts.CallerFrom(ctx), posts.NewPost{Title: args.Input.Title, Body: args.Input.Body})
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	b.objectMember("createPost", "Post", true) // done: the post is written, whatever its answer
+	return r.postIn(p, b), nil
+}
+
+// UpdatePost resolves Mutation.updatePost.
+func (r *Resolver) UpdatePost(ctx context.Context, args struct {
+	ID    graphql.ID
+	Input struct {
+		Title graphql.NullString
+		Body  graphql.NullString
+	}
+}) (*Post, error) {
+	b := budgetOf(ctx)
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	ch := posts.Changes{
+		Title: posts.Change{Set: args.Input.Title.Set, Value: args.Input.Title.Value},
+		Body:  posts.Change{Set: args.Input.Body.Set, Value: args.Input.Body.Value},
+	}
+	p, err := r.svc.Update(ctx, posts.CallerFrom(ctx), string(args.ID), ch)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	b.objectMember("updatePost", "Post", true)
+	return r.postIn(p, b), nil
+}
+
+// DeletePost resolves Mutation.deletePost.
+func (r *Resolver) DeletePost(ctx context.Context, args struct{ ID graphql.ID }) (ID, error) {
+	b := budgetOf(ctx)
+	if err := b.err(); err != nil {
+		return "", err
+	}
+	if err := r.svc.Delete(ctx, posts.CallerFrom(ctx), string(args.ID)); err != nil {
+		return "", r.fail(err)
+	}
+	return b.id("deletePost", string(args.ID)), nil
+}
+
+// postIn is the resolver of p in the execution whose budget is b.
+func (r *Resolver) postIn(p posts.Post, b *budget) *Post { return &Post{r: r, post: p, b: b} }
+
+func (r *Resolver) postsOf(ps []posts.Post, b *budget) []*Post {
+	out := make([]*Post, len(ps))
+	for i, p := range ps {
+		out[i] = r.postIn(p, b)
+	}
+	return out
+}

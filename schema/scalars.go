@@ -1,0 +1,59 @@
+// The scalars the resolvers return: ID and Time, each written as JSON exactly as the REST API
+// writes it.
+
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+// ID is the ID scalar as the resolvers return it. graphql.ID quotes itself with
+// strconv.Quote, whose escapes (\x01, \a, invalid UTF-8 as \xff) are not JSON: graphql-go then
+// panics and leaves the field half written, so a stored id holding a control character broke
+// the whole response. ID has no MarshalJSON: encoding/json writes it as any other string.
+type ID string
+
+// ImplementsGraphQLType binds ID to the ID scalar.
+func (ID) ImplementsGraphQLType(name string) bool { return name == "ID" }
+
+// UnmarshalGraphQL reads an ID argument, as graphql.ID does.
+func (id *ID) UnmarshalGraphQL(input any) error {
+	switch input := input.(type) {
+	case string:
+		*id = ID(input)
+	case int32:
+		*id = ID(fmt.Sprint(input))
+	default:
+		return errors.New("an ID is a string or a whole number")
+	}
+	return nil
+}
+
+// Time is the Time scalar: RFC 3339 in UTC with milliseconds.
+type Time struct{ time.Time }
+
+// ImplementsGraphQLType binds Time to the schema's Time scalar.
+func (Time) ImplementsGraphQLType(name string) bool { return name == "Time" }
+
+// UnmarshalGraphQL reads a Time argument.
+func (t *Time) UnmarshalGraphQL(input any) error {
+	s, ok := input.(string)
+	if !ok {
+		return fmt.Errorf("a Time is an RFC 3339 string, not %T", input)
+	}
+	parsed, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("a Time is an RFC 3339 string such as 2026-11-21T04:35:44.036Z")
+	}
+	t.Time = parsed
+	return nil
+}
+
+// MarshalJSON writes a Time as the REST API does.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.UTC().Format(posts.TimeFormat) + `"`), nil
+}
