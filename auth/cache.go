@@ -37,11 +37,11 @@ func (c *tokenCache) get(digest [sha256.Size]byte, version uint64, at time.Time)
 	return e.id, true
 }
 
-// put remembers a verified token until it expires. When full it drops the stale entries and then,
-// if still over nine tenths full, arbitrary ones, so a full cache is swept once per tenth of its
-// size rather than on every put. The cache only saves work, so any entry may go.
-func (c *tokenCache) put(digest [sha256.Size]byte, id Identity, version uint64, expires time.Time) {
-	at := now()
+// put remembers a verified token until it expires; at is the time now. When full it drops the
+// stale entries and then, if still over nine tenths full, arbitrary ones, so a full cache is swept
+// once per tenth of its size rather than on every put. The cache only saves work, so any entry
+// may go.
+func (c *tokenCache) put(digest [sha256.Size]byte, id Identity, version uint64, expires, at time.Time) {
 	if !at.Before(expires) {
 		return
 	}

@@ -1,42 +1,49 @@
 package auth
 
 import (
-	"testing"
+	"net/http"
 	"time"
+
+	"go.uber.org/zap"
 )
 
-// The setters below change package-wide timings for one test and restore them when it ends. A
-// test that uses them must not run in parallel with others, and must call them before NewJWKS:
-// a JWKS reads the timings in its own goroutine, which its Close (registered later, so run
-// earlier by t.Cleanup) ends before the old values come back.
-
-// SetFetchTimeout bounds one fetch of a key set to d for the rest of the test.
-func SetFetchTimeout(t testing.TB, d time.Duration) {
-	old := fetchTimeout
-	fetchTimeout = d
-	t.Cleanup(func() { fetchTimeout = old })
+// JWKSTimings are the intervals of a test's JWKS, which the defaults would have it wait out, and
+// the clock of its allowance of unknown-kid fetches. A zero field keeps the default.
+type JWKSTimings struct {
+	// MinRefresh is the shortest refresh interval accepted (default 1s).
+	MinRefresh time.Duration
+	// FetchTimeout bounds one fetch (default 10s).
+	FetchTimeout time.Duration
+	// RetryMin and RetryMax bound the back-off between failed fetches (default 1s to 1min).
+	RetryMin, RetryMax time.Duration
+	// UnknownKIDEvery is how often a token with an unknown kid may trigger a fetch (default 1min).
+	UnknownKIDEvery time.Duration
+	// Now is the clock that allowance is counted by (default time.Now).
+	Now func() time.Time
 }
 
-// SetRetry sets the back-off between failed fetches for the rest of the test.
-func SetRetry(t testing.TB, lo, hi time.Duration) {
-	oldMin, oldMax := retryMin, retryMax
-	retryMin, retryMax = lo, hi
-	t.Cleanup(func() { retryMin, retryMax = oldMin, oldMax })
+// NewJWKSWithTimings is NewJWKS with the timings of a test.
+func NewJWKSWithTimings(url string, refresh time.Duration, client *http.Client, logger *zap.Logger, t JWKSTimings) *JWKS {
+	timings := defaultJWKSTimings
+	set := func(field *time.Duration, d time.Duration) {
+		if d != 0 {
+			*field = d
+		}
+	}
+	set(&timings.minRefresh, t.MinRefresh)
+	set(&timings.fetchTimeout, t.FetchTimeout)
+	set(&timings.retryMin, t.RetryMin)
+	set(&timings.retryMax, t.RetryMax)
+	set(&timings.unknownKIDEvery, t.UnknownKIDEvery)
+	if t.Now != nil {
+		timings.now = t.Now
+	}
+	return newJWKS(url, refresh, client, logger, timings)
 }
 
-// SetUnknownKIDEvery sets how often a token with an unknown kid may trigger a fetch, for the
-// JWKSs created later in the test.
-func SetUnknownKIDEvery(t testing.TB, d time.Duration) {
-	old := unknownKIDEvery
-	unknownKIDEvery = d
-	t.Cleanup(func() { unknownKIDEvery = old })
-}
-
-// SetNow replaces the clock that tokens are checked against for the rest of the test.
-func SetNow(t testing.TB, clock func() time.Time) {
-	old := now
-	now = clock
-	t.Cleanup(func() { now = old })
+// NewTokensWithClock is NewTokens checking tokens, and their expiry in the cache, against now.
+func NewTokensWithClock(cfg TokenConfig, now func() time.Time) (*Tokens, error) {
+	return newTokens(cfg, now)
 }
 
 // Version counts the changes of the key set.

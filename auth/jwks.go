@@ -21,15 +21,26 @@ import (
 // fetched, so it can be neither accepted nor refused yet; the client should try again shortly.
 var ErrKeysUnavailable = errors.New("the identity provider's keys have not been fetched yet, try again shortly")
 
-// Timings of a JWKS. Variables, so that tests need not wait a minute.
-var (
-	// fetchTimeout bounds one fetch of a key set.
-	fetchTimeout = 10 * time.Second
-	// retryMin and retryMax bound the back-off between failed fetches.
-	retryMin, retryMax = time.Second, time.Minute
-	// unknownKIDEvery is how often a token with an unknown kid may trigger a fetch.
-	unknownKIDEvery = time.Minute
-)
+// jwksTimings are the intervals of a JWKS, and the clock it counts its allowance of unknown-kid
+// fetches by. Each JWKS has its own, so that a test can shorten them for one key set without
+// waiting the real ones out or touching another test's.
+type jwksTimings struct {
+	minRefresh         time.Duration    // the shortest refresh interval NewJWKS accepts
+	fetchTimeout       time.Duration    // bounds one fetch of a key set
+	retryMin, retryMax time.Duration    // bound the back-off between failed fetches
+	unknownKIDEvery    time.Duration    // how often a token with an unknown kid may trigger a fetch
+	now                func() time.Time // the clock of that allowance
+}
+
+// defaultJWKSTimings are the timings of every JWKS that NewJWKS returns.
+var defaultJWKSTimings = jwksTimings{
+	minRefresh:      time.Second,
+	fetchTimeout:    10 * time.Second,
+	retryMin:        time.Second,
+	retryMax:        time.Minute,
+	unknownKIDEvery: time.Minute,
+	now:             time.Now,
+}
 
 // maxJWKSSize is the largest key set read; real ones are a few KiB.
 const maxJWKSSize = 1 << 20
@@ -42,6 +53,7 @@ type JWKS struct {
 	refresh time.Duration
 	client  *http.Client
 	logger  *zap.Logger
+	timings jwksTimings
 
 	keys    *jwkset.MemoryJWKSet
 	fetched atomic.Bool   // a fetch has succeeded
@@ -65,18 +77,24 @@ type JWKS struct {
 // loading a config (and `caddy validate`) never reaches the network. A nil client means
 // http.DefaultClient. Close ends it.
 func NewJWKS(url string, refresh time.Duration, client *http.Client, logger *zap.Logger) *JWKS {
+	return newJWKS(url, refresh, client, logger, defaultJWKSTimings)
+}
+
+// newJWKS is NewJWKS with other timings than the defaults.
+func newJWKS(url string, refresh time.Duration, client *http.Client, logger *zap.Logger, timings jwksTimings) *JWKS {
 	if client == nil {
 		client = http.DefaultClient
 	}
 	life, cancel := context.WithCancel(context.Background())
 	return &JWKS{
 		url:          url,
-		refresh:      max(refresh, time.Second),
+		refresh:      max(refresh, timings.minRefresh),
 		client:       client,
 		logger:       logger,
+		timings:      timings,
 		keys:         jwkset.NewMemoryStorage(),
 		busy:         make(chan struct{}, 1),
-		unknownKID:   rate.NewLimiter(rate.Every(unknownKIDEvery), 1),
+		unknownKID:   rate.NewLimiter(rate.Every(timings.unknownKIDEvery), 1),
 		firstAttempt: make(chan struct{}),
 		life:         life,
 		cancel:       cancel,
@@ -128,7 +146,7 @@ func (s *JWKS) URL() string { return s.url }
 func (s *JWKS) Fetched() bool { return s.fetched.Load() }
 
 func (s *JWKS) run() {
-	retry := retryMin
+	retry := s.timings.retryMin
 	for first := true; ; first = false {
 		wait := s.refresh
 		err := s.fetch(s.life)
@@ -139,11 +157,11 @@ func (s *JWKS) run() {
 			if s.life.Err() != nil {
 				return
 			}
-			wait, retry = min(retry, s.refresh), min(2*retry, retryMax)
+			wait, retry = min(retry, s.refresh), min(2*retry, s.timings.retryMax)
 			s.logger.Warn("could not fetch the JWKS; keeping the keys already fetched",
 				zap.String("url", s.url), zap.Bool("have_keys", s.Fetched()), zap.Duration("retry_in", wait), zap.Error(err))
 		} else {
-			retry = retryMin
+			retry = s.timings.retryMin
 		}
 		select {
 		case <-s.life.Done():
@@ -162,7 +180,7 @@ func (s *JWKS) fetch(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.timings.fetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
@@ -235,7 +253,7 @@ func (s *JWKS) parse(body []byte) ([]jwkset.JWK, error) {
 // set's own lifetime, not the request's: a client that hangs up cannot spend the allowance
 // without a fetch taking place.
 func (s *JWKS) refetchForUnknownKID(ctx context.Context) bool {
-	if s.life.Err() != nil || !s.unknownKID.Allow() {
+	if s.life.Err() != nil || !s.unknownKID.AllowN(s.timings.now(), 1) {
 		return false
 	}
 	done := make(chan error, 1)

@@ -233,11 +233,23 @@ func (c *fetchCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.base.RoundTrip(r)
 }
 
-// startJWKS starts keeping the key set of srv, closed when the test ends.
+// fast are the timings of the tests' key sets: a refresh interval is taken as given, below the
+// floor of a second that NewJWKS sets, and failed fetches are retried after 10 to 50ms rather
+// than 1s to a minute. The allowance of unknown-kid fetches keeps its minute on the real clock.
+// Each key set has its own timings, so the tests that wait on them run in parallel.
+var fast = auth.JWKSTimings{MinRefresh: time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond}
+
+// startJWKS starts keeping the key set of srv with the fast timings, closed when the test ends.
 func startJWKS(t testing.TB, srv *keyServer, refresh time.Duration) (*auth.JWKS, *fetchCounter) {
 	t.Helper()
+	return startJWKSWith(t, srv, refresh, fast)
+}
+
+// startJWKSWith is startJWKS with other timings.
+func startJWKSWith(t testing.TB, srv *keyServer, refresh time.Duration, timings auth.JWKSTimings) (*auth.JWKS, *fetchCounter) {
+	t.Helper()
 	fetches := &fetchCounter{base: srv.Client().Transport}
-	jwks := auth.NewJWKS(srv.URL, refresh, &http.Client{Transport: fetches}, zaptest.NewLogger(t))
+	jwks := auth.NewJWKSWithTimings(srv.URL, refresh, &http.Client{Transport: fetches}, zaptest.NewLogger(t), timings)
 	t.Cleanup(jwks.Close)
 	jwks.Start()
 	return jwks, fetches
@@ -319,10 +331,12 @@ func TestJWKSKeyRotation(t *testing.T) {
 }
 
 func TestJWKSUnknownKIDRefetchAfterTheWindow(t *testing.T) {
-	auth.SetUnknownKIDEvery(t, time.Second)
+	clock := &fakeClock{at: time.Now()}
+	timings := fast
+	timings.Now = clock.now // the default allowance, one fetch a minute, on a clock the test moves
 	first, second := newECKey(t, "ec-1"), newECKey(t, "ec-2")
 	srv := newKeyServer(t)
-	jwks, _ := startJWKS(t, srv, time.Hour)
+	jwks, _ := startJWKSWith(t, srv, time.Hour, timings)
 	tokens := newTokens(t, tokenConfig(jwks))
 	waitFetched(t, jwks)
 
@@ -337,7 +351,14 @@ func TestJWKSUnknownKIDRefetchAfterTheWindow(t *testing.T) {
 		t.Fatalf("two unknown kids in a row fetched the JWKS %d times, want once", got)
 	}
 
-	time.Sleep(1100 * time.Millisecond)
+	clock.set(clock.now().Add(59 * time.Second))
+	_, err = tokens.Verify(context.Background(), token)
+	wantInvalidToken(t, err, token, "kid")
+	if got := srv.hits.Load() - hits; got != 1 {
+		t.Fatalf("an unknown kid 59s after the first fetched the JWKS %d times in all, want once", got)
+	}
+
+	clock.set(clock.now().Add(time.Second))
 	mustVerify(t, tokens, token)
 	if got := srv.hits.Load() - hits; got != 2 {
 		t.Errorf("an unknown kid after the window fetched the JWKS %d times in all, want twice", got)
@@ -345,6 +366,7 @@ func TestJWKSUnknownKIDRefetchAfterTheWindow(t *testing.T) {
 }
 
 func TestVerifyRefusesATokenWhoseKeyRotatedOut(t *testing.T) {
+	t.Parallel()
 	staying, leaving := newRSAKey(t, 0, "rsa-staying"), newECKey(t, "ec-leaving")
 	srv := newKeyServer(t, staying, leaving)
 	jwks, _ := startJWKS(t, srv, 20*time.Millisecond)
@@ -369,6 +391,7 @@ func TestVerifyRefusesATokenWhoseKeyRotatedOut(t *testing.T) {
 }
 
 func TestJWKSDownAfterStart(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		down func(*keyServer)
@@ -381,7 +404,7 @@ func TestJWKSDownAfterStart(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			auth.SetRetry(t, 10*time.Millisecond, 20*time.Millisecond)
+			t.Parallel()
 			rsaKey, ecKey := newRSAKey(t, 0, "rsa-1"), newECKey(t, "ec-1")
 			srv := newKeyServer(t, rsaKey, ecKey)
 			jwks, fetches := startJWKS(t, srv, 20*time.Millisecond)
@@ -409,6 +432,7 @@ func TestJWKSDownAfterStart(t *testing.T) {
 }
 
 func TestJWKSUnavailableAtStart(t *testing.T) {
+	t.Parallel()
 	down := []struct {
 		name string
 		down func(*keyServer)
@@ -418,7 +442,7 @@ func TestJWKSUnavailableAtStart(t *testing.T) {
 	}
 	for _, tc := range down {
 		t.Run(tc.name, func(t *testing.T) {
-			auth.SetRetry(t, 10*time.Millisecond, 50*time.Millisecond)
+			t.Parallel()
 			key := newRSAKey(t, 0, "rsa-1")
 			srv := newKeyServer(t, key)
 			tc.down(srv)
@@ -444,13 +468,15 @@ func TestJWKSUnavailableAtStart(t *testing.T) {
 	}
 
 	t.Run("a JWKS hanging at start makes tokens unavailable without holding them past the timeout", func(t *testing.T) {
-		auth.SetFetchTimeout(t, 5*time.Second) // longer than the wait allowed: Verify must give up by itself
+		t.Parallel()
 		key := newRSAKey(t, 0, "rsa-1")
 		srv := newKeyServer(t, key)
 		srv.hang()
-		jwks, _ := startJWKS(t, srv, time.Hour)
+		timings := fast
+		timings.FetchTimeout = 5 * time.Second // longer than the wait allowed: Verify must give up by itself
+		jwks, _ := startJWKSWith(t, srv, time.Hour, timings)
 		cfg := tokenConfig(jwks)
-		cfg.Timeout = 300 * time.Millisecond
+		cfg.Timeout = 100 * time.Millisecond
 		tokens := newTokens(t, cfg)
 		waitFor(t, "the first fetch reaches the server", func() bool { return srv.hits.Load() >= 1 })
 
@@ -473,12 +499,13 @@ func TestJWKSUnavailableAtStart(t *testing.T) {
 	})
 
 	t.Run("a fetch that hangs is abandoned after the fetch timeout and retried", func(t *testing.T) {
-		auth.SetFetchTimeout(t, 100*time.Millisecond)
-		auth.SetRetry(t, 10*time.Millisecond, 50*time.Millisecond)
+		t.Parallel()
 		key := newRSAKey(t, 0, "rsa-1")
 		srv := newKeyServer(t, key)
 		srv.hang()
-		jwks, _ := startJWKS(t, srv, time.Hour)
+		timings := fast
+		timings.FetchTimeout = 100 * time.Millisecond
+		jwks, _ := startJWKSWith(t, srv, time.Hour, timings)
 		tokens := newTokens(t, tokenConfig(jwks))
 		waitFor(t, "hanging fetches time out and are retried", func() bool { return srv.hits.Load() >= 3 })
 		if jwks.Fetched() {
@@ -495,7 +522,6 @@ func TestJWKSUnavailableAtStart(t *testing.T) {
 // been fetched, a failure to verify it may only mean that its key is in the missing set, so, like
 // a token with an unknown kid, it cannot be refused yet.
 func TestVerifyWhileOneJWKSIsNotFetched(t *testing.T) {
-	auth.SetRetry(t, 10*time.Millisecond, 50*time.Millisecond)
 	upKey, downKey := newRSAKey(t, 0, "rsa-up"), newECKey(t, "ec-down")
 	up, down := newKeyServer(t, upKey), newKeyServer(t, downKey)
 	down.fail(http.StatusServiceUnavailable)
@@ -522,6 +548,7 @@ func TestVerifyWhileOneJWKSIsNotFetched(t *testing.T) {
 }
 
 func TestJWKSKeySetContents(t *testing.T) {
+	t.Parallel()
 	good := newRSAKey(t, 0, "rsa-good")
 	goodJSON, err := json.Marshal(good.jwk(t))
 	if err != nil {
@@ -563,7 +590,7 @@ func TestJWKSKeySetContents(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			auth.SetRetry(t, 10*time.Millisecond, 50*time.Millisecond)
+			t.Parallel()
 			srv := newKeyServer(t)
 			srv.serveBody([]byte(tc.body))
 			jwks, fetches := startJWKS(t, srv, time.Hour)
@@ -593,7 +620,9 @@ func TestJWKSKeySetContents(t *testing.T) {
 }
 
 func TestJWKSClose(t *testing.T) {
+	t.Parallel()
 	t.Run("Close returns promptly while a fetch hangs, and no fetch follows", func(t *testing.T) {
+		t.Parallel()
 		srv := newKeyServer(t, newECKey(t, "ec-1"))
 		srv.hang()
 		jwks, _ := startJWKS(t, srv, 10*time.Millisecond)
@@ -611,6 +640,7 @@ func TestJWKSClose(t *testing.T) {
 	})
 
 	t.Run("Close stops the periodic refresh", func(t *testing.T) {
+		t.Parallel()
 		srv := newKeyServer(t, newECKey(t, "ec-1"))
 		jwks, _ := startJWKS(t, srv, 10*time.Millisecond)
 		waitFor(t, "the key set is refreshed a few times", func() bool { return srv.hits.Load() >= 3 })
@@ -626,6 +656,7 @@ func TestJWKSClose(t *testing.T) {
 	})
 
 	t.Run("Close may be called twice", func(t *testing.T) {
+		t.Parallel()
 		srv := newKeyServer(t, newECKey(t, "ec-1"))
 		jwks, _ := startJWKS(t, srv, time.Hour)
 		done := make(chan struct{})
@@ -661,6 +692,7 @@ func TestJWKSURL(t *testing.T) {
 // validate`, never reaches the network); the first token that needs it starts it and waits for
 // the first fetch, so it is verified rather than told to retry.
 func TestJWKSStartsOnFirstUse(t *testing.T) {
+	t.Parallel()
 	key := newRSAKey(t, 0, "rsa-first-use")
 	srv := newKeyServer(t, key)
 	jwks := auth.NewJWKS(srv.URL, time.Hour, nil, zaptest.NewLogger(t))
@@ -699,9 +731,10 @@ func TestJWKSUnknownKIDFetchOutlivesTheRequest(t *testing.T) {
 // TestJWKSKeepsItsKeysWhenARefreshHasNoUsableKey: a provider that answers 200 with nothing usable
 // after a good fetch does not lock valid tokens out.
 func TestJWKSKeepsItsKeysWhenARefreshHasNoUsableKey(t *testing.T) {
+	t.Parallel()
 	key := newRSAKey(t, 0, "rsa-kept")
 	srv := newKeyServer(t, key)
-	jwks, fetches := startJWKS(t, srv, time.Second)
+	jwks, fetches := startJWKS(t, srv, 20*time.Millisecond)
 	tokens := newTokens(t, tokenConfig(jwks))
 	waitFetched(t, jwks)
 	srv.serveBody([]byte(`{"keys":[{"kty":"RSA","kid":"broken","n":"!!","e":"AQAB"}]}`))

@@ -57,10 +57,16 @@ type Tokens struct {
 	keys   keyRing
 	parser *jwt.Parser
 	cache  *tokenCache
+	now    func() time.Time // the clock that exp, nbf, iat and the cache are checked against
 }
 
 // NewTokens returns a verifier for cfg.
 func NewTokens(cfg TokenConfig) (*Tokens, error) {
+	return newTokens(cfg, time.Now)
+}
+
+// newTokens is NewTokens with the clock that tokens are checked against.
+func newTokens(cfg TokenConfig, now func() time.Time) (*Tokens, error) {
 	switch {
 	case len(cfg.Keys) == 0:
 		return nil, errors.New("no JWKS is configured")
@@ -85,24 +91,21 @@ func NewTokens(cfg TokenConfig) (*Tokens, error) {
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
 		jwt.WithLeeway(cfg.Leeway),
-		jwt.WithTimeFunc(func() time.Time { return now() }),
+		jwt.WithTimeFunc(now),
 		jwt.WithJSONNumber(),
 	}
 	if len(cfg.Audiences) > 0 {
 		options = append(options, jwt.WithAudience(cfg.Audiences...))
 	}
-	return &Tokens{cfg: cfg, keys: newKeyRing(cfg.Keys), parser: jwt.NewParser(options...), cache: newTokenCache(cfg.CacheSize)}, nil
+	return &Tokens{cfg: cfg, keys: newKeyRing(cfg.Keys), parser: jwt.NewParser(options...), cache: newTokenCache(cfg.CacheSize), now: now}, nil
 }
-
-// now is the clock, replaceable in tests.
-var now = time.Now
 
 // Verify checks a bearer token and returns the caller it names. A bad token is an *Error with
 // status 401; a token that cannot be checked yet is ErrKeysUnavailable.
 func (t *Tokens) Verify(ctx context.Context, token string) (Identity, error) {
 	digest := sha256.Sum256([]byte(token))
 	version := t.keys.version()
-	if id, ok := t.cache.get(digest, version, now()); ok {
+	if id, ok := t.cache.get(digest, version, t.now()); ok {
 		return id, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
@@ -124,7 +127,7 @@ func (t *Tokens) Verify(ctx context.Context, token string) (Identity, error) {
 	}
 	if exp, _ := claims.GetExpirationTime(); exp != nil {
 		id.Expires = exp.Time.Add(t.cfg.Leeway) // as long as Verify accepts the token
-		t.cache.put(digest, id, version, exp.Time)
+		t.cache.put(digest, id, version, exp.Time, t.now())
 	}
 	return id, nil
 }

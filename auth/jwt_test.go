@@ -88,6 +88,16 @@ func newTokens(t testing.TB, cfg auth.TokenConfig) *auth.Tokens {
 	return tokens
 }
 
+// newTokensWithClock is newTokens checking tokens against the clock.
+func newTokensWithClock(t testing.TB, cfg auth.TokenConfig, now func() time.Time) *auth.Tokens {
+	t.Helper()
+	tokens, err := auth.NewTokensWithClock(cfg, now)
+	if err != nil {
+		t.Fatalf("NewTokensWithClock: %v", err)
+	}
+	return tokens
+}
+
 func mustVerify(t testing.TB, tokens *auth.Tokens, token string) auth.Identity {
 	t.Helper()
 	id, err := tokens.Verify(context.Background(), token)
@@ -564,7 +574,7 @@ func TestVerifyRefusesBadTokens(t *testing.T) {
 func TestVerifyLeeway(t *testing.T) {
 	p := newIDP(t)
 	t0 := time.Date(2030, time.January, 2, 3, 4, 5, 0, time.UTC)
-	auth.SetNow(t, func() time.Time { return t0 })
+	clock := func() time.Time { return t0 }
 	tests := []struct {
 		name     string
 		leeway   time.Duration
@@ -584,7 +594,7 @@ func TestVerifyLeeway(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tokenConfig(p.jwks...)
 			cfg.Leeway = tc.leeway
-			tokens := newTokens(t, cfg)
+			tokens := newTokensWithClock(t, cfg, clock)
 			token := p.rsa.sign(t, withClaims(goodClaimsAt(t0), tc.changes))
 			_, err := tokens.Verify(context.Background(), token)
 			if tc.accepted && err != nil {
@@ -786,13 +796,12 @@ func TestTokenCache(t *testing.T) {
 
 	t.Run("a cached token is refused after its expiry", func(t *testing.T) {
 		clock := &fakeClock{at: time.Date(2030, time.January, 2, 3, 4, 5, 0, time.UTC)}
-		auth.SetNow(t, clock.now)
 		key := newECKey(t, "ec-1")
 		srv := newKeyServer(t, key)
 		jwks, _ := startJWKS(t, srv, time.Hour)
 		cfg := tokenConfig(jwks)
 		cfg.Leeway = 0
-		tokens := newTokens(t, cfg)
+		tokens := newTokensWithClock(t, cfg, clock.now)
 		waitFetched(t, jwks)
 
 		token := key.sign(t, withClaims(goodClaimsAt(clock.now()), map[string]any{"exp": clock.now().Add(time.Minute).Unix()}))

@@ -149,6 +149,30 @@ func openStore(b *testing.B, dir string, post store.Post) *sqlite.Store {
 	return st
 }
 
+// The defaults of caddymodule/config.go's table that it does not export, which moduleHandler
+// passes as Provision does.
+var (
+	moduleLimits = schema.Limits{
+		MaxQueryLength:    16 << 10,
+		MaxDepth:          15,
+		MaxCost:           2000,
+		MaxFeeds:          1000,
+		MaxFeedsPerClient: 100,
+		MaxAliases:        30,
+		MaxRootFields:     10,
+		MaxFields:         500,
+		MaxResponseSize:   8 << 20,
+	}
+	moduleSubscriptions = handlers.Subscriptions{
+		ReadLimit:             32 << 10,
+		InitTimeout:           3 * time.Second,
+		MaxSubscriptions:      100,
+		MaxConnectionsPerUser: 100,
+		MaxConnections:        10000,
+		KeepAlive:             12 * time.Second,
+	}
+)
+
 // moduleHandler is the module's API on st, wired as caddymodule wires it with its defaults (one
 // API key, no JWKS), serving what it routes and 404 for the rest. Its resources are released
 // when b ends.
@@ -162,7 +186,7 @@ func moduleHandler(b *testing.B, st store.Store) (http.Handler, error) {
 		Logger:   zap.NewNop(),
 		Events:   broker,
 	})
-	graph, err := schema.New(svc, zap.NewNop(), schema.Limits{})
+	graph, err := schema.New(svc, zap.NewNop(), moduleLimits)
 	if err != nil {
 		return nil, err
 	}
@@ -171,11 +195,13 @@ func moduleHandler(b *testing.B, st store.Store) (http.Handler, error) {
 		return nil, err
 	}
 	api := handlers.New(handlers.Config{
-		Posts:       svc,
-		GraphQL:     graph,
-		Auth:        &auth.Authenticator{APIKeyHeader: http.CanonicalHeaderKey(caddymodule.DefaultAPIKeyHeader), APIKeys: []auth.APIKey{key}},
-		MaxBodySize: caddymodule.DefaultMaxBodySize,
-		Logger:      zap.NewNop(),
+		Posts:           svc,
+		GraphQL:         graph,
+		Auth:            &auth.Authenticator{APIKeyHeader: http.CanonicalHeaderKey(caddymodule.DefaultAPIKeyHeader), APIKeys: []auth.APIKey{key}},
+		MaxBodySize:     caddymodule.DefaultMaxBodySize,
+		MaxResponseSize: moduleLimits.MaxResponseSize,
+		Subscriptions:   moduleSubscriptions,
+		Logger:          zap.NewNop(),
 	})
 	b.Cleanup(api.Close)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -2,9 +2,9 @@ package caddymodule
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -101,8 +101,8 @@ func (a arity) String() string {
 //	    ws_init_timeout  <duration>
 //	    ws_keepalive     <duration>
 //	    max_subscriptions <n>
-//	    max_connections_per_user <n>
 //	    max_connections  <n>
+//	    max_connections_per_user <n>
 //	    max_distinct_subscriptions <n>
 //	    max_distinct_subscriptions_per_client <n>
 //	}
@@ -137,16 +137,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "mongodb_uri":
 			h.MongoDBURI = arg
 		case "database":
-			if err := validDatabase(arg); err != nil {
-				return d.Errf("database: %v", err)
-			}
 			h.Database = arg
 		case "data_dir":
 			h.DataDir = arg
 		case "synchronous":
-			if arg != SyncNormal && arg != SyncFull {
-				return d.Errf("synchronous: %q is neither %s nor %s", arg, SyncNormal, SyncFull)
-			}
 			h.Synchronous = arg
 		case "jwks_url":
 			h.JWKSURLs = append(h.JWKSURLs, args...)
@@ -155,11 +149,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "audience":
 			h.Audiences = append(h.Audiences, args...)
 		case "algorithms":
-			for _, alg := range args {
-				if err := auth.ValidAlgorithm(alg); err != nil {
-					return d.Errf("algorithms: %v", err)
-				}
-			}
 			h.Algorithms = args
 		case "user_claim":
 			h.UserClaim = arg
@@ -169,15 +158,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.EmailClaim = arg
 		case "leeway":
 			t, err := caddy.ParseDuration(arg)
-			if err != nil || t < 0 || t > time.Duration(MaxLeeway) {
-				return d.Errf("leeway: %q is not a duration from 0s to %s", arg, time.Duration(MaxLeeway))
+			if err != nil {
+				return d.Errf("leeway: %q is not a duration such as 30s", arg)
 			}
-			leeway := caddy.Duration(t)
-			h.Leeway = &leeway
+			h.Leeway = new(caddy.Duration(t))
 		case "jwks_refresh":
 			t, err := caddy.ParseDuration(arg)
-			if err != nil || t < time.Duration(MinJWKSRefresh) {
-				return d.Errf("jwks_refresh: %q is not a duration of at least %s, such as 1h", arg, time.Duration(MinJWKSRefresh))
+			if err != nil {
+				return d.Errf("jwks_refresh: %q is not a duration such as 1h", arg)
 			}
 			h.JWKSRefresh = caddy.Duration(t)
 		case "trust_caddy_auth":
@@ -194,29 +182,29 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "api_key_header":
 			h.APIKeyHeader = arg
 		case "max_body_size":
-			size, err := humanize.ParseBytes(arg)
-			if err != nil || size < 1 || size > 1<<40 {
+			size, ok := parseSize(arg)
+			if !ok {
 				return d.Errf("max_body_size: %q is not a size such as 1MiB or 512KB", arg)
 			}
-			h.MaxBodySize = int64(size)
+			h.MaxBodySize = size
 		case "max_query_length":
-			size, err := humanize.ParseBytes(arg)
-			if err != nil || size < 1 || size > 1<<30 {
+			size, ok := parseSize(arg)
+			if !ok {
 				return d.Errf("max_query_length: %q is not a size such as 16KiB or 8000", arg)
 			}
-			h.MaxQueryLength = int(size)
+			h.MaxQueryLength = int(min(size, math.MaxInt)) // past 1 GiB either way
 		case "max_response_size":
-			size, err := humanize.ParseBytes(arg)
-			if err != nil || size < 1 || size > 1<<40 {
+			size, ok := parseSize(arg)
+			if !ok {
 				return d.Errf("max_response_size: %q is not a size such as 8MiB", arg)
 			}
-			h.MaxResponseSize = int64(size)
+			h.MaxResponseSize = size
 		case "max_limit", "max_depth", "max_cost", "max_aliases", "max_root_fields", "max_fields",
 			"max_subscriptions", "max_connections_per_user", "max_connections",
 			"max_distinct_subscriptions", "max_distinct_subscriptions_per_client":
 			n, err := strconv.Atoi(arg)
-			if err != nil || n < 1 {
-				return d.Errf("%s: %q is not a whole number of at least 1", name, arg)
+			if err != nil {
+				return d.Errf("%s: %q is not a whole number", name, arg)
 			}
 			*map[string]*int{
 				"max_limit": &h.MaxLimit, "max_depth": &h.MaxDepth, "max_cost": &h.MaxCost,
@@ -230,15 +218,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "allowed_origins":
 			h.AllowedOrigins = append(h.AllowedOrigins, args...)
 		case "ws_read_limit":
-			size, err := humanize.ParseBytes(arg)
-			if err != nil || size < 1 || size > 1<<30 {
+			size, ok := parseSize(arg)
+			if !ok {
 				return d.Errf("ws_read_limit: %q is not a size such as 32KiB", arg)
 			}
-			h.WSReadLimit = int64(size)
+			h.WSReadLimit = size
 		case "ws_init_timeout", "ws_keepalive":
 			t, err := caddy.ParseDuration(arg)
-			if err != nil || t <= 0 {
-				return d.Errf("%s: %q is not a positive duration such as 3s", name, arg)
+			if err != nil {
+				return d.Errf("%s: %q is not a duration such as 3s", name, arg)
 			}
 			*map[string]*caddy.Duration{"ws_init_timeout": &h.WSInitTimeout, "ws_keepalive": &h.WSKeepAlive}[name] = caddy.Duration(t)
 		case "introspection":
@@ -252,13 +240,23 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "timeout":
 			t, err := caddy.ParseDuration(arg)
-			if err != nil || t <= 0 {
-				return d.Errf("timeout: %q is not a positive duration such as 5s", arg)
+			if err != nil {
+				return d.Errf("timeout: %q is not a duration such as 5s", arg)
 			}
 			h.Timeout = caddy.Duration(t)
 		}
+		// The value's rule is the one Validate applies; here its error names the line.
+		if err := checkField(h, name); err != nil {
+			return d.WrapErr(err)
+		}
 	}
 	return nil
+}
+
+// parseSize reads a size such as 16KiB or 8000.
+func parseSize(arg string) (int64, bool) {
+	size, err := humanize.ParseBytes(arg)
+	return int64(size), err == nil && size <= math.MaxInt64
 }
 
 // parseAPIKeyProfile reads the optional block of api_key: the user's name and email.

@@ -17,18 +17,18 @@ import (
 
 // Config is what the API needs.
 type Config struct {
-	// Posts applies the rules.
+	// Posts applies the rules, and decides who may do what (Allow).
 	Posts *posts.Service
 	// GraphQL serves /graphql.
 	GraphQL *schema.Schema
-	// Subscriptions configures GraphQL over WebSocket; zero fields take their defaults.
+	// Subscriptions configures GraphQL over WebSocket.
 	Subscriptions Subscriptions
 	// Auth finds the caller of each request.
 	Auth *auth.Authenticator
 	// MaxBodySize is the largest request body read, in bytes.
 	MaxBodySize int64
 	// MaxResponseSize is the largest response body written, in bytes: a page of posts ends
-	// early rather than grow past it (0: schema.DefaultMaxResponseSize).
+	// early rather than grow past it.
 	MaxResponseSize int64
 	// ClientIP, if set, returns the address of the client of r, by which anonymous clients are
 	// counted against their shares; without it, the peer's address is used.
@@ -53,12 +53,10 @@ type API struct {
 	conns      conns // the open WebSocket connections
 }
 
-// New returns the API described by cfg.
+// New returns the API described by cfg. It takes the sizes and limits of cfg as given: the
+// caller fills them (caddymodule, from its table of defaults).
 func New(cfg Config) *API {
-	cfg.Subscriptions = cfg.Subscriptions.withDefaults()
-	if cfg.MaxResponseSize <= 0 {
-		cfg.MaxResponseSize = schema.DefaultMaxResponseSize
-	}
+	cfg.Subscriptions = cfg.Subscriptions.withSendQueueFloor()
 	a := &API{cfg: cfg}
 	a.collection = a.endpoint(methods{http.MethodGet: a.list, http.MethodPost: a.create})
 	a.item = a.endpoint(methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete})
@@ -127,6 +125,11 @@ func (a *API) endpoint(m methods) http.Handler {
 			a.fail(w, r, err)
 			return
 		}
+		// Before the body is read: a request its caller may not make costs no more work.
+		if err := a.cfg.Posts.Allow(caller, actionOfMethod(method)); err != nil {
+			a.fail(w, r, err)
+			return
+		}
 		// An anonymous caller is what auth.FromContext finds in a context that carries none, so
 		// only an identified one costs a copy of the request.
 		if !caller.Anonymous() {
@@ -139,6 +142,14 @@ func (a *API) endpoint(m methods) http.Handler {
 			a.fail(w, r, err)
 		}
 	})
+}
+
+// actionOfMethod is what a REST method asks posts.Service.Allow for.
+func actionOfMethod(method string) posts.Action {
+	if method == http.MethodGet {
+		return posts.Read
+	}
+	return posts.Write
 }
 
 // allowed is the Allow header of a path, in a fixed order.

@@ -84,8 +84,9 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	case op.Type == "subscription":
 		a.failGraphQL(w, r, media, badRequest("a subscription runs over a WebSocket to this URL (subprotocol graphql-transport-ws), not over HTTP"))
 		return
-	case op.Type == "mutation" && caller.Anonymous():
-		a.failGraphQL(w, r, media, posts.ErrUnauthenticated)
+	}
+	if err := a.cfg.Posts.Allow(caller, actionOf(op.Type)); err != nil {
+		a.failGraphQL(w, r, media, err)
 		return
 	}
 	res := a.cfg.GraphQL.Execute(auth.NewContext(r.Context(), caller), op)
@@ -94,6 +95,17 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		status = requestErrorStatus(media)
 	}
 	writeGraphQL(w, media, status, res)
+}
+
+// actionOf is what an operation of type typ asks posts.Service.Allow for.
+func actionOf(typ string) posts.Action {
+	switch typ {
+	case "query":
+		return posts.Read
+	case "subscription":
+		return posts.Subscribe
+	}
+	return posts.Write // a mutation; and the strictest for a type this code does not know
 }
 
 // requestErrorStatus is the status of a request that is well-formed HTTP but was refused

@@ -64,11 +64,11 @@ func TestPrefersHTML(t *testing.T) {
 // graphQLAPI is an API whose schema can prepare operations (its store is never reached).
 func graphQLAPI(t testing.TB) *API {
 	svc := posts.NewService(posts.Config{MaxLimit: 100, Logger: zap.NewNop()})
-	s, err := schema.New(svc, zap.NewNop(), schema.Limits{})
+	s, err := schema.New(svc, zap.NewNop(), testLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Config{GraphQL: s, MaxBodySize: 4 << 10, Logger: zap.NewNop()})
+	return New(Config{Posts: svc, GraphQL: s, MaxBodySize: 4 << 10, Logger: zap.NewNop()})
 }
 
 func postGraphQL(a *API, body string) (schema.Request, error) {

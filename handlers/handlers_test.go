@@ -8,13 +8,46 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
 )
+
+// The defaults of caddymodule/config.go's table, which fills every field before New and
+// schema.New: the config of a site that sets none. The tests build other configs from a copy
+// (with); MaxResponseSize of Config is testLimits' (one config field feeds both).
+var (
+	testSubscriptions = Subscriptions{
+		ReadLimit:             32 << 10,
+		InitTimeout:           3 * time.Second,
+		MaxSubscriptions:      100,
+		MaxConnectionsPerUser: 100,
+		MaxConnections:        10000,
+		KeepAlive:             12 * time.Second,
+	}
+	testLimits = schema.Limits{
+		MaxQueryLength:    16 << 10,
+		MaxDepth:          15,
+		MaxCost:           2000,
+		MaxFeeds:          1000,
+		MaxFeedsPerClient: 100,
+		MaxAliases:        30,
+		MaxRootFields:     10,
+		MaxFields:         500,
+		MaxResponseSize:   8 << 20,
+	}
+)
+
+// with is a copy of fixture that change alters: the config of a site that sets only those.
+func with[T any](fixture T, change func(*T)) T {
+	change(&fixture)
+	return fixture
+}
 
 func TestRouteMatchesOnlyTheAPIPaths(t *testing.T) {
 	a := New(Config{Logger: zap.NewNop()})

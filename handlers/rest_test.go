@@ -112,7 +112,7 @@ func (s *restServer) stored(t *testing.T) string {
 }
 
 func TestBodiesThatAreNotUTF8AreRefusedAndChangeNothing(t *testing.T) {
-	s := newRESTServer(t, 0)
+	s := newRESTServer(t, testLimits.MaxResponseSize)
 	post := s.create(t, "Untouched", ptr("as it was"))
 	path := "/posts/" + post.ID
 	bodies := []struct{ name, body string }{
@@ -140,7 +140,7 @@ func TestBodiesThatAreNotUTF8AreRefusedAndChangeNothing(t *testing.T) {
 }
 
 func TestControlCharactersAreRefusedWithTheFieldNamed(t *testing.T) {
-	s := newRESTServer(t, 0)
+	s := newRESTServer(t, testLimits.MaxResponseSize)
 	post := s.create(t, "Untouched", ptr("as it was"))
 	tests := []struct{ name, method, path, body, message string }{
 		{"POST with NUL in the body", "POST", "/posts", `{"title": "t", "body": "a\u0000b"}`, "body cannot hold the control character U+0000"},
@@ -174,7 +174,7 @@ func TestControlCharactersAreRefusedWithTheFieldNamed(t *testing.T) {
 }
 
 func TestPathsUnderPostsThatNameNoPostAre404(t *testing.T) {
-	s := newRESTServer(t, 0)
+	s := newRESTServer(t, testLimits.MaxResponseSize)
 	post := s.create(t, "Untouched", nil)
 	paths := []string{"/posts/", "/posts//", "/posts/" + post.ID + "/", "/posts/" + post.ID + "/comments", "/posts/a/b"}
 	for _, path := range paths {

@@ -102,7 +102,7 @@ func FuzzWSMessage(f *testing.F) {
 	}
 	f.Add(true, []byte(`{"type": "connection_init"}`))
 	f.Fuzz(func(t *testing.T, binary bool, data []byte) {
-		if len(data) > DefaultReadLimit {
+		if int64(len(data)) > testSubscriptions.ReadLimit {
 			t.Skip("the read limit closes with 1009 before a larger frame is decoded")
 		}
 		typ := websocket.MessageText

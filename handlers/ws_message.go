@@ -1,3 +1,5 @@
+// GraphQL over WebSocket: the messages of both subprotocols, read from and written as JSON.
+
 package handlers
 
 import (

@@ -9,6 +9,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -59,22 +60,9 @@ func (s *wsServer) refusedDial(t *testing.T, header http.Header) (int, string, s
 	return res.StatusCode, res.Header.Get("Retry-After"), body.Error
 }
 
-func TestMaxConnectionsPerUserDefaultsToATenthOfMaxConnections(t *testing.T) {
-	for _, tt := range []struct{ maxConnections, want int }{
-		{0, DefaultMaxConnectionsPerUser}, {10000, 100}, {50000, 100}, {500, 50}, {10, 1}, {3, 1},
-	} {
-		if got := (Subscriptions{MaxConnections: tt.maxConnections}).withDefaults().MaxConnectionsPerUser; got != tt.want {
-			t.Errorf("with MaxConnections %d: %d; want %d", tt.maxConnections, got, tt.want)
-		}
-	}
-	if got := (Subscriptions{MaxConnectionsPerUser: 7}).withDefaults().MaxConnectionsPerUser; got != 7 {
-		t.Errorf("a MaxConnectionsPerUser set: %d; want it kept", got)
-	}
-}
-
 func TestEachClientHasItsShareOfConnections(t *testing.T) {
 	t.Run("an anonymous client at its share gets 429 before the upgrade, and cannot block another address", func(t *testing.T) {
-		s := newWSServer(t, Subscriptions{MaxConnections: 4, MaxConnectionsPerUser: 2})
+		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnections, s.MaxConnectionsPerUser = 4, 2 }))
 		held := []*websocket.Conn{s.dial(t, transportWS, from("192.0.2.1")), s.dial(t, transportWS, from("192.0.2.1"))}
 		status, retry, msg := s.refusedDial(t, from("192.0.2.1"))
 		if status != http.StatusTooManyRequests || retry == "" || !strings.Contains(msg, "max_connections_per_user") {
@@ -91,7 +79,7 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 		s.dial(t, transportWS, from("192.0.2.1"))
 	})
 	t.Run("the global max_connections still answers 503", func(t *testing.T) {
-		s := newWSServer(t, Subscriptions{MaxConnections: 2, MaxConnectionsPerUser: 2})
+		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnections, s.MaxConnectionsPerUser = 2, 2 }))
 		s.dial(t, transportWS, from("192.0.2.1"))
 		s.dial(t, transportWS, from("192.0.2.2"))
 		if status, retry, _ := s.refusedDial(t, from("192.0.2.3")); status != http.StatusServiceUnavailable || retry == "" {
@@ -99,7 +87,7 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 		}
 	})
 	t.Run("a user's connections count together, from any address, by the upgrade request's credentials", func(t *testing.T) {
-		s := newWSServer(t, Subscriptions{MaxConnectionsPerUser: 2})
+		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnectionsPerUser = 2 }))
 		s.dial(t, transportWS, fromWithKey("192.0.2.1"))
 		s.dial(t, transportWS, fromWithKey("192.0.2.2"))
 		if status, _, _ := s.refusedDial(t, fromWithKey("192.0.2.3")); status != http.StatusTooManyRequests {
@@ -108,7 +96,7 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 		s.dial(t, transportWS, from("192.0.2.3")) // the address itself has its own share
 	})
 	t.Run("connection_init naming a user moves the connection from its address's count to the user's", func(t *testing.T) {
-		s := newWSServer(t, Subscriptions{MaxConnectionsPerUser: 1})
+		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnectionsPerUser = 1 }))
 		c := s.dial(t, transportWS, from("192.0.2.1"))
 		initialise(t, c, `{"X-API-Key": "`+wsKey+`"}`)
 		if mine, _ := s.connectionsOf(addressClient("192.0.2.1")); mine != 0 {
@@ -120,7 +108,7 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 		s.dial(t, transportWS, from("192.0.2.1")) // the address's place is free again
 	})
 	t.Run("connection_init naming a user at their share closes with 4429, and counts nothing", func(t *testing.T) {
-		s := newWSServer(t, Subscriptions{MaxConnectionsPerUser: 1})
+		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnectionsPerUser = 1 }))
 		s.dial(t, transportWS, fromWithKey("192.0.2.1"))
 		for _, subprotocol := range []string{transportWS, legacyWS} {
 			c := s.dial(t, subprotocol, from("192.0.2.2"))
@@ -140,7 +128,7 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 		}
 	})
 	t.Run("every count is back to zero once the connections close", func(t *testing.T) {
-		s := newWSServer(t, Subscriptions{MaxConnectionsPerUser: 3})
+		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnectionsPerUser = 3 }))
 		var all []*websocket.Conn
 		for _, h := range []http.Header{from("192.0.2.1"), from("192.0.2.1"), fromWithKey("192.0.2.2"), from("192.0.2.3")} {
 			all = append(all, s.dial(t, transportWS, h))
@@ -174,7 +162,7 @@ func errorOf(t *testing.T, c *websocket.Conn, id string) (string, string) {
 
 func TestEachClientHasItsShareOfFeeds(t *testing.T) {
 	// Three distinct feeds for the server, two for each client.
-	s := newWSServerWith(t, Subscriptions{}, schema.Limits{MaxFeeds: 3, MaxFeedsPerClient: 2})
+	s := newWSServerWith(t, testSubscriptions, with(testLimits, func(l *schema.Limits) { l.MaxFeeds, l.MaxFeedsPerClient = 3, 2 }), posts.Config{})
 	subscribe := func(t *testing.T, c *websocket.Conn, id, field string) {
 		t.Helper()
 		send(t, c, `{"id": "`+id+`", "type": "subscribe", "payload": {"query": "subscription { `+field+` }"}}`)

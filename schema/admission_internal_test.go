@@ -19,8 +19,8 @@ const (
 	admissionBytes = 16 << 20
 )
 
-// hostile is a document built to cost the most it can in DefaultMaxQueryLength bytes, and what
-// Prepare must answer: the code of its refusal, or "" when it is admitted (graphql-go's
+// hostile is a document built to cost the most it can in DefaultLimits.MaxQueryLength bytes, and
+// what Prepare must answer: the code of its refusal, or "" when it is admitted (graphql-go's
 // validation may still refuse it).
 type hostile struct {
 	name, query, operationName string
@@ -28,13 +28,13 @@ type hostile struct {
 }
 
 // filled is head, unit(0), unit(1)… and tail, with as many units as keep it within
-// DefaultMaxQueryLength bytes.
+// DefaultLimits.MaxQueryLength bytes.
 func filled(head string, unit func(i int) string, tail string) string {
 	var b strings.Builder
 	b.WriteString(head)
 	for i := 0; ; i++ {
 		u := unit(i)
-		if b.Len()+len(u)+len(tail) > DefaultMaxQueryLength {
+		if b.Len()+len(u)+len(tail) > DefaultLimits.MaxQueryLength {
 			break
 		}
 		b.WriteString(u)
@@ -48,9 +48,9 @@ func repeated(head, unit, tail string) string {
 }
 
 // nested is head, open n times, middle, close n times and tail, with n as large as keeps it
-// within DefaultMaxQueryLength bytes.
+// within DefaultLimits.MaxQueryLength bytes.
 func nested(head, open, middle, close, tail string) string {
-	n := (DefaultMaxQueryLength - len(head) - len(middle) - len(tail)) / (len(open) + len(close))
+	n := (DefaultLimits.MaxQueryLength - len(head) - len(middle) - len(tail)) / (len(open) + len(close))
 	return head + strings.Repeat(open, n) + middle + strings.Repeat(close, n) + tail
 }
 
@@ -122,7 +122,7 @@ func hostileDocuments() []hostile {
 // admissionSchema is a schema with the default limits and no store: the documents never run.
 func admissionSchema(t testing.TB) *Schema {
 	t.Helper()
-	s, err := New(posts.NewService(posts.Config{MaxLimit: 100, Logger: zap.NewNop()}), zap.NewNop(), Limits{})
+	s, err := New(posts.NewService(posts.Config{MaxLimit: 100, Logger: zap.NewNop()}), zap.NewNop(), DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestHostileDocumentsAreAnsweredInBoundedTimeAndMemory(t *testing.T) {
 			verdict = "is refused with " + h.code
 		}
 		t.Run(h.name+" "+verdict+" within 50 ms and 16 MB", func(t *testing.T) {
-			if len(h.query) > DefaultMaxQueryLength {
+			if len(h.query) > DefaultLimits.MaxQueryLength {
 				t.Fatalf("the document is %d bytes long", len(h.query))
 			}
 			code, errs := admitted(s, h)

@@ -22,8 +22,8 @@ fragment E on Query { posts(limit: 1) { id } }`
 // anything runs, and admits those at the limits.
 func TestAdmission(t *testing.T) {
 	commands := &callLog{}
-	defaults := newSchemaWith(t, 100, schema.Limits{}, commands)
-	tight := newSchemaWith(t, 100, schema.Limits{MaxAliases: 2, MaxRootFields: 2, MaxFields: 6}, commands)
+	defaults := newSchemaWith(t, 100, schema.DefaultLimits, commands)
+	tight := newSchemaWith(t, 100, limitsWith(func(l *schema.Limits) { l.MaxAliases, l.MaxRootFields, l.MaxFields = 2, 2, 6 }), commands)
 	checkLimits(t, commands, []limitCase{
 		{"fragments that expand to 100,000 lists are refused at once", defaults, exponential, nil, "10001 fields at its root", errcode.MaxRootFields.GraphQL},
 		{"fragments that expand to 100,000 lists under one root field are refused at once", defaults,
@@ -72,7 +72,7 @@ func TestAdmission(t *testing.T) {
 // TestEveryOperationOfADocumentCounts sends documents of several operations, of which one runs:
 // graphql-go validates them all, so all their fields count in max_fields.
 func TestEveryOperationOfADocumentCounts(t *testing.T) {
-	tight := newSchemaWith(t, 100, schema.Limits{MaxFields: 6})
+	tight := newSchemaWith(t, 100, limitsWith(func(l *schema.Limits) { l.MaxFields = 6 }))
 	tests := []struct {
 		name, query, refusal string
 	}{

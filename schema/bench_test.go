@@ -24,7 +24,7 @@ import (
 // store server's allocations with the rest (bench's BenchmarkGetPostAllocs keeps the store in
 // another process for that reason), and its ns/op includes the store's query.
 func BenchmarkGraphQL(b *testing.B) {
-	s := newSchemaWith(b, 100, schema.Limits{})
+	s := newSchemaWith(b, 100, schema.DefaultLimits)
 	var id string
 	for i := range 20 { // alice's posts fill each list; her first write saves her profile
 		id = create(b, s, alice, fmt.Sprintf("post %d", i))

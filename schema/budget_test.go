@@ -44,7 +44,7 @@ func TestBodyAliasesStopAtMaxResponseSize(t *testing.T) {
 	const limit = 1 << 20
 	calls := &callLog{}
 	st := newStore(t)
-	s := newSchemaOver(t, counted{st, calls}, 20, schema.Limits{MaxResponseSize: limit})
+	s := newSchemaOver(t, counted{st, calls}, 20, limitsWith(func(l *schema.Limits) { l.MaxResponseSize = limit }))
 	body := strings.Repeat("<", 50_000) // 300,002 bytes of JSON each
 	insert(t, st, 20, "alice", &body)
 
@@ -100,16 +100,16 @@ func TestAResponseOfExactlyMaxResponseSizeAnswersInFull(t *testing.T) {
 			body := "b<ody\u2028\xff"
 			insert(t, st, 4, "alice", &body)
 			insert(t, st, 1, "bob", nil)
-			full := newSchemaOver(t, st, 5, schema.Limits{}).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
+			full := newSchemaOver(t, st, 5, schema.DefaultLimits).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
 			if len(full.Errors) > 0 {
 				t.Fatal(full.Errors)
 			}
 			size := int64(len(full.Data))
-			res := newSchemaOver(t, st, 5, schema.Limits{MaxResponseSize: size}).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
+			res := newSchemaOver(t, st, 5, limitsWith(func(l *schema.Limits) { l.MaxResponseSize = size })).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
 			if string(res.Data) != string(full.Data) || len(res.Errors) > 0 {
 				t.Errorf("with max_response_size %d: %s %v; want %s", size, res.Data, res.Errors, full.Data)
 			}
-			res = newSchemaOver(t, st, 5, schema.Limits{MaxResponseSize: size - 1}).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
+			res = newSchemaOver(t, st, 5, limitsWith(func(l *schema.Limits) { l.MaxResponseSize = size - 1 })).Do(auth.NewContext(t.Context(), alice), schema.Request{Query: q})
 			tooLarge(t, res)
 		})
 	}
@@ -122,7 +122,7 @@ func TestBodyAliasesAtFullSize(t *testing.T) {
 		t.Skip("skipped under -short, as it writes 5 MB of posts; make test runs it")
 	}
 	st := newStore(t)
-	s := newSchemaOver(t, st, 100, schema.Limits{MaxCost: 4000})
+	s := newSchemaOver(t, st, 100, limitsWith(func(l *schema.Limits) { l.MaxCost = 4000 }))
 	body := strings.Repeat("<", 50_000)
 	insert(t, st, 100, "alice", &body)
 	hwm := func() int64 {
@@ -157,7 +157,7 @@ func TestAListSureToBeTooLargeStopsBeforeItIsEncoded(t *testing.T) {
 	st := newStore(t)
 	body := strings.Repeat("<", 50_000) // 300,002 bytes of JSON each
 	insert(t, st, 20, "alice", &body)
-	s := newSchemaOver(t, st, 100, schema.Limits{MaxResponseSize: 1 << 20, MaxCost: 4000})
+	s := newSchemaOver(t, st, 100, limitsWith(func(l *schema.Limits) { l.MaxResponseSize, l.MaxCost = 1<<20, 4000 }))
 	for _, tt := range []struct {
 		name, query string
 		fits        bool

@@ -24,10 +24,10 @@ func fanOut(n, limit int) string {
 // (variables, their defaults, fragments), and those within it run.
 func TestMaxCost(t *testing.T) {
 	commands := &callLog{}
-	defaults := newSchemaWith(t, 100, schema.Limits{}, commands)
+	defaults := newSchemaWith(t, 100, schema.DefaultLimits, commands)
 	create(t, defaults, alice, "one")
 	strict := newSchemaWith(t, 100, strictLimits)
-	wide := newSchemaWith(t, 100, schema.Limits{MaxRootFields: 20}, commands) // for fan-outs at the root
+	wide := newSchemaWith(t, 100, limitsWith(func(l *schema.Limits) { l.MaxRootFields = 20 }), commands) // for fan-outs at the root
 
 	const deepTwice = `{ user(id: "alice") { posts(limit: 100) { author { posts(limit: 100) { id } } } } }`
 	checkLimits(t, commands, []limitCase{
@@ -73,7 +73,7 @@ func TestIntrospectionLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	commands := &callLog{}
-	defaults := newSchemaWith(t, 100, schema.Limits{}, commands)
+	defaults := newSchemaWith(t, 100, schema.DefaultLimits, commands)
 	strict := newSchemaWith(t, 100, strictLimits)
 	checkLimits(t, commands, []limitCase{
 		{"graphql-js's standard introspection query runs", defaults, string(introspection), nil, "", ""},

@@ -17,7 +17,7 @@ func TestErrorsAreCutAfterMaxErrors(t *testing.T) {
 	for _, n := range []int{schema.MaxErrors, schema.MaxErrors + 1, 1000} {
 		t.Run(strconv.Itoa(n)+" errors", func(t *testing.T) {
 			st := newStore(t)
-			s := newSchemaOver(t, st, 1000, schema.Limits{MaxCost: schema.MaxMaxCost})
+			s := newSchemaOver(t, st, 1000, limitsWith(func(l *schema.Limits) { l.MaxCost = schema.MaxMaxCost }))
 			insert(t, st, n, "alice", nil)
 			// Each post's author lists posts with a limit out of range: one error per post, and
 			// the author is null (User.posts is non-null).

@@ -168,7 +168,7 @@ func TestAFeedThatCannotRunTellsItsListeners(t *testing.T) {
 }
 
 func TestTheNumberOfFeedsIsCapped(t *testing.T) {
-	s, _, _ := subscribed(t, 4, schema.Limits{MaxFeeds: 1})
+	s, _, _ := subscribed(t, 4, limitsWith(func(l *schema.Limits) { l.MaxFeeds = 1 }))
 	const query = `subscription($u: ID) { postCreated(userId: $u) { id } }`
 	first := listen(t, s, query, map[string]any{"u": "alice"}, alice)
 	defer first.Close()
@@ -180,7 +180,7 @@ func TestTheNumberOfFeedsIsCapped(t *testing.T) {
 }
 
 func TestEachClientHasItsShareOfFeeds(t *testing.T) {
-	s, _, _ := subscribed(t, 4, schema.Limits{MaxFeeds: 10, MaxFeedsPerClient: 2})
+	s, _, _ := subscribed(t, 4, limitsWith(func(l *schema.Limits) { l.MaxFeeds, l.MaxFeedsPerClient = 10, 2 }))
 	const query = `subscription($u: ID) { postCreated(userId: $u) { id } }`
 	of := func(u string) map[string]any { return map[string]any{"u": u} }
 	mustListen := func(t *testing.T, client, u string) *listener {
@@ -229,7 +229,7 @@ func TestEachClientHasItsShareOfFeeds(t *testing.T) {
 }
 
 func TestAFeedThatEndsGivesBackItsClientsShares(t *testing.T) {
-	s := newSchemaWith(t, 10, schema.Limits{MaxFeedsPerClient: 1}) // no event broker: every feed ends at once
+	s := newSchemaWith(t, 10, limitsWith(func(l *schema.Limits) { l.MaxFeedsPerClient = 1 })) // no event broker: every feed ends at once
 	for range 3 {
 		l, err := listenAs(t, s, "a", `subscription { postDeleted }`, nil, posts.Caller{})
 		if err != nil {
@@ -248,7 +248,7 @@ func TestAFeedThatEndsGivesBackItsClientsShares(t *testing.T) {
 // share, and every count is back to zero at the end (run it with -race).
 func TestClientSharesUnderConcurrentListeners(t *testing.T) {
 	const share = 3
-	s, _, _ := subscribed(t, 4, schema.Limits{MaxFeeds: 100, MaxFeedsPerClient: share})
+	s, _, _ := subscribed(t, 4, limitsWith(func(l *schema.Limits) { l.MaxFeeds, l.MaxFeedsPerClient = 100, share }))
 	const query = `subscription($u: ID) { postCreated(userId: $u) { id } }`
 	var wg sync.WaitGroup
 	for g := range 16 {
@@ -278,7 +278,7 @@ func TestClientSharesUnderConcurrentListeners(t *testing.T) {
 
 // A feed answers an event past its budget as an executed operation with an error, and goes on.
 func TestAFeedGoesOnAfterAnEventTooLarge(t *testing.T) {
-	s, svc, broker := subscribedOver(t, newStore(t), 16, 10, schema.Limits{MaxResponseSize: 1 << 20})
+	s, svc, broker := subscribedOver(t, newStore(t), 16, 10, limitsWith(func(l *schema.Limits) { l.MaxResponseSize = 1 << 20 }))
 	l := listen(t, s, `subscription { postCreated { `+aliases("body", 19)+`} }`, nil, alice)
 	defer l.Close()
 	started(t, broker, 1)

@@ -13,7 +13,7 @@ import (
 // before anything runs, in GraphQL's terms, never Go's.
 func TestLiterals(t *testing.T) {
 	commands := &callLog{}
-	s := newSchemaWith(t, 100, schema.Limits{}, commands)
+	s := newSchemaWith(t, 100, schema.DefaultLimits, commands)
 	refused := []struct {
 		name, query, message string
 	}{

@@ -30,7 +30,7 @@ func FuzzPrepare(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	s, err := New(posts.NewService(posts.Config{MaxLimit: 100, Logger: zap.NewNop()}), zap.NewNop(), Limits{})
+	s, err := New(posts.NewService(posts.Config{MaxLimit: 100, Logger: zap.NewNop()}), zap.NewNop(), DefaultLimits)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -12,7 +12,9 @@ import (
 
 // strictLimits are those of "the strict site" of the tests: short queries, shallow and cheap
 // operations, no introspection.
-var strictLimits = schema.Limits{MaxQueryLength: 200, MaxDepth: 3, MaxCost: 5, DisableIntrospection: true}
+var strictLimits = limitsWith(func(l *schema.Limits) {
+	l.MaxQueryLength, l.MaxDepth, l.MaxCost, l.DisableIntrospection = 200, 3, 5, true
+})
 
 // limitCase is an operation that alice sends to a schema with limits, and what it gets.
 type limitCase struct {
@@ -69,7 +71,7 @@ func checkLimits(t *testing.T, commands *callLog, tests []limitCase) {
 // GraphQL, or without an operation to run.
 func TestPrepare(t *testing.T) {
 	commands := &callLog{}
-	defaults := newSchemaWith(t, 100, schema.Limits{}, commands)
+	defaults := newSchemaWith(t, 100, schema.DefaultLimits, commands)
 	strict := newSchemaWith(t, 100, strictLimits)
 	checkLimits(t, commands, []limitCase{
 		{"a query over 16 KiB is refused", defaults, "{ posts { id } }" + strings.Repeat(" ", 16<<10), nil, "max_query_length", ""},
@@ -83,8 +85,8 @@ func TestPrepare(t *testing.T) {
 // GraphQL spec (it ends a block string at \"""): what runs is what the limits checked, a post
 // whose id is the long string, never the selections graphql-go would have found in it.
 func TestWhatRunsIsWhatWasChecked(t *testing.T) {
-	defaults := newSchemaWith(t, 100, schema.Limits{})
-	strict := newSchemaWith(t, 100, schema.Limits{DisableIntrospection: true})
+	defaults := newSchemaWith(t, 100, schema.DefaultLimits)
+	strict := newSchemaWith(t, 100, limitsWith(func(l *schema.Limits) { l.DisableIntrospection = true }))
 	tests := []struct {
 		name  string
 		s     *schema.Schema

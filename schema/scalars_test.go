@@ -14,7 +14,7 @@ import (
 
 func TestIDsWithControlCharactersAndInvalidUTF8AreValidJSON(t *testing.T) {
 	st := newStore(t)
-	s := newSchemaOver(t, st, 10, schema.Limits{})
+	s := newSchemaOver(t, st, 10, schema.DefaultLimits)
 	users := []string{"eve\u0001", "\xff", "mallory\a\v\u2028<&>\"\\", "alice"}
 	for _, u := range users {
 		insert(t, st, 1, u, nil)

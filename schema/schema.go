@@ -4,7 +4,7 @@
 // posts.Service's, so GraphQL and REST answer alike.
 //
 // Where things are:
-//   - schema.go: Schema, its Limits and their defaults, New, and Execute.
+//   - schema.go: Schema, its Limits, New, and Execute.
 //   - Admission, what Prepare checks before anything runs: prepare.go (the entry point and the
 //     order of its checks), admission.go (the counts of max_aliases, max_root_fields and
 //     max_fields, and fragment cycles), literals.go (values written in the query), variables.go
@@ -75,19 +75,6 @@ type Limits struct {
 	MaxResponseSize int64
 }
 
-// The default limits. The standard introspection query of graphql-js passes them.
-const (
-	DefaultMaxQueryLength = 16 << 10
-	DefaultMaxDepth       = 15
-	DefaultMaxCost        = 2000
-	DefaultMaxFeeds       = 1000
-	DefaultMaxAliases     = 30
-	DefaultMaxRootFields  = 10
-	DefaultMaxFields      = 500
-	// DefaultMaxResponseSize is 8 MiB.
-	DefaultMaxResponseSize = 8 << 20
-)
-
 // UserPostsLimit is the number of a user's posts returned when the query names no limit (or
 // max_limit, if smaller).
 const UserPostsLimit = 10
@@ -114,35 +101,10 @@ type Schema struct {
 	defaultSizes map[string]int
 }
 
-// New parses the schema over svc. Zero limits take their defaults.
+// New parses the schema over svc with limits as given: the caller fills every limit
+// (caddymodule's table of defaults) and checks them (caddymodule's Validate). New neither fills
+// nor checks them, and no value of one makes it fail or panic.
 func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error) {
-	if limits.MaxQueryLength <= 0 {
-		limits.MaxQueryLength = DefaultMaxQueryLength
-	}
-	if limits.MaxDepth <= 0 {
-		limits.MaxDepth = DefaultMaxDepth
-	}
-	if limits.MaxCost <= 0 {
-		limits.MaxCost = DefaultMaxCost
-	}
-	if limits.MaxFeeds <= 0 {
-		limits.MaxFeeds = DefaultMaxFeeds
-	}
-	if limits.MaxFeedsPerClient <= 0 {
-		limits.MaxFeedsPerClient = max(1, limits.MaxFeeds/10) // no client takes more than a tenth
-	}
-	if limits.MaxAliases <= 0 {
-		limits.MaxAliases = DefaultMaxAliases
-	}
-	if limits.MaxRootFields <= 0 {
-		limits.MaxRootFields = DefaultMaxRootFields
-	}
-	if limits.MaxFields <= 0 {
-		limits.MaxFields = DefaultMaxFields
-	}
-	if limits.MaxResponseSize <= 0 {
-		limits.MaxResponseSize = DefaultMaxResponseSize
-	}
 	r := &Resolver{svc: svc, logger: logger}
 	opts := []graphql.SchemaOpt{
 		graphql.UseStringDescriptions(),

@@ -30,7 +30,15 @@ var (
 )
 
 func newSchema(t *testing.T, calls ...*callLog) *schema.Schema {
-	return newSchemaWith(t, 5, schema.Limits{}, calls...)
+	return newSchemaWith(t, 5, schema.DefaultLimits, calls...)
+}
+
+// limitsWith is a copy of schema.DefaultLimits that change alters: the limits of a site that sets
+// only those.
+func limitsWith(change func(l *schema.Limits)) schema.Limits {
+	l := schema.DefaultLimits
+	change(&l)
+	return l
 }
 
 // newStore is a fresh embedded store, closed when the test ends.
@@ -248,11 +256,33 @@ func nest(depth int) string {
 	return open.String() + "id " + close.String() + "} }"
 }
 
+// TestNewTakesItsLimitsAsGiven builds schemas with limits no config passes Validate with: New
+// fills and checks nothing (caddymodule does), and nothing fails or panics, before or when an
+// operation comes.
+func TestNewTakesItsLimitsAsGiven(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		limits schema.Limits
+	}{
+		{"zero limits", schema.Limits{}},
+		{"negative limits", schema.Limits{MaxQueryLength: -1, MaxDepth: -1, MaxCost: -1, MaxFeeds: -1,
+			MaxFeedsPerClient: -1, MaxAliases: -1, MaxRootFields: -1, MaxFields: -1, MaxResponseSize: -1}},
+	} {
+		t.Run(tt.name+" build a schema that refuses an operation without panicking", func(t *testing.T) {
+			s := newSchemaWith(t, 5, tt.limits)
+			res := s.Do(t.Context(), schema.Request{Query: `{ posts { id } }`})
+			if len(res.Errors) == 0 {
+				t.Errorf("got %s; want a refusal", res.Data)
+			}
+		})
+	}
+}
+
 // TestMaxDepth sends fields nested past max_depth, which graphql-go's validation checks (New
 // sets it): refused before anything runs, and a query at the limit runs.
 func TestMaxDepth(t *testing.T) {
 	commands := &callLog{}
-	defaults := newSchemaWith(t, 100, schema.Limits{}, commands)
+	defaults := newSchemaWith(t, 100, schema.DefaultLimits, commands)
 	create(t, defaults, alice, "one")
 	strict := newSchemaWith(t, 100, strictLimits)
 	checkLimits(t, commands, []limitCase{

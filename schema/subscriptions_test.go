@@ -22,7 +22,7 @@ import (
 // subscribed is a schema with an event broker, the service that writes to it, and the broker.
 func subscribed(t testing.TB, queue int, limits ...schema.Limits) (*schema.Schema, *posts.Service, *events.Broker[posts.Event]) {
 	t.Helper()
-	return subscribedOver(t, newStore(t), queue, 10, append(limits, schema.Limits{})[0])
+	return subscribedOver(t, newStore(t), queue, 10, append(limits, schema.DefaultLimits)[0])
 }
 
 // subscribedOver is subscribed over st, with the given max_limit.
@@ -208,7 +208,7 @@ func TestAnEventPastMaxResponseSizeAnswersRESPONSE_TOO_LARGE(t *testing.T) {
 	const limit = 1 << 20
 	calls := &callLog{}
 	st := newStore(t)
-	s, svc, broker := subscribedOver(t, counted{st, calls}, 16, 20, schema.Limits{MaxResponseSize: limit})
+	s, svc, broker := subscribedOver(t, counted{st, calls}, 16, 20, limitsWith(func(l *schema.Limits) { l.MaxResponseSize = limit }))
 	body := strings.Repeat("<", 50_000) // 300,002 bytes of JSON each
 	insert(t, st, 20, "alice", &body)
 	c := subscribe(t, t.Context(), s, `subscription { postCreated { author { posts(limit: 20) { `+aliases("body", 19)+`} } } }`)
@@ -252,7 +252,7 @@ func TestAnEventStopsCallingTheStoreOnceItsBudgetRunsOut(t *testing.T) {
 	const limit = 1 << 20
 	calls := &callLog{}
 	st := newStore(t)
-	s, svc, broker := subscribedOver(t, counted{st, calls}, 16, 20, schema.Limits{MaxResponseSize: limit})
+	s, svc, broker := subscribedOver(t, counted{st, calls}, 16, 20, limitsWith(func(l *schema.Limits) { l.MaxResponseSize = limit }))
 	body := strings.Repeat("<", 50_000)
 	insert(t, st, 20, "alice", &body)
 	c := subscribe(t, t.Context(), s, `subscription { postCreated { author { posts(limit: 20) { a: body b: body c: body d: body author { posts(limit: 20) { body } } } } } }`)
@@ -274,7 +274,7 @@ func TestAnEventStopsCallingTheStoreOnceItsBudgetRunsOut(t *testing.T) {
 
 func TestEventsOfIDsWithControlCharactersAreValidJSON(t *testing.T) {
 	st := newStore(t)
-	s, svc, broker := subscribedOver(t, st, 16, 10, schema.Limits{})
+	s, svc, broker := subscribedOver(t, st, 16, 10, schema.DefaultLimits)
 	eve := posts.Caller{UserID: "eve\u0001", Method: auth.MethodAPIKey}
 	ids := insert(t, st, 2, eve.UserID, nil) // straight into the store: the service would refuse the id
 	ctx, cancel := context.WithCancel(t.Context())
@@ -320,7 +320,7 @@ func TestEventBodyAliasesAtFullSize(t *testing.T) {
 		t.Skip("skipped under -short, as it writes 5 MB of posts; make test runs it")
 	}
 	st := newStore(t)
-	s, svc, broker := subscribedOver(t, st, 16, 100, schema.Limits{MaxCost: 4000})
+	s, svc, broker := subscribedOver(t, st, 16, 100, limitsWith(func(l *schema.Limits) { l.MaxCost = 4000 }))
 	body := strings.Repeat("<", 50_000)
 	insert(t, st, 100, "alice", &body)
 	c := subscribe(t, t.Context(), s, `subscription { postCreated { author { posts(limit: 100) { `+aliases("body", 19)+`} } } }`)
@@ -348,7 +348,7 @@ func TestEventBodyAliasesAtFullSize(t *testing.T) {
 func TestAnEventsErrorsAreCutAfterMaxErrors(t *testing.T) {
 	const n = 150
 	st := newStore(t)
-	s, svc, broker := subscribedOver(t, st, 16, 1000, schema.Limits{MaxCost: schema.MaxMaxCost})
+	s, svc, broker := subscribedOver(t, st, 16, 1000, limitsWith(func(l *schema.Limits) { l.MaxCost = schema.MaxMaxCost }))
 	insert(t, st, n-1, "alice", nil)
 	// Each of the author's posts lists its own author's posts with a limit out of range: one
 	// error per post.

@@ -1,3 +1,6 @@
+// GraphQL over WebSocket: the registry of open connections, counted against the server's and
+// each client's share, and closed all at once on a reload.
+
 package handlers
 
 import (

@@ -1,3 +1,7 @@
+// GraphQL over WebSocket: one client's connection, from the upgrade to its end: reading and
+// acting on its messages, connection_init, and the operations it runs. What it sends goes
+// through ws_queue.go.
+
 package handlers
 
 import (
@@ -6,7 +10,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,95 +24,6 @@ import (
 	"github.com/postsedge/caddy-posts/schema"
 )
 
-// Subscriptions configures GraphQL over WebSocket.
-type Subscriptions struct {
-	// RequireAuth refuses connections without credentials.
-	RequireAuth bool
-	// OriginPatterns are the origins besides the request's host that browsers may connect from
-	// (path.Match patterns of hosts, or of scheme://host). A request without Origin is not a
-	// browser's and is let in.
-	OriginPatterns []string
-	// ReadLimit is the largest message a client may send, in bytes; a larger one closes with 1009.
-	ReadLimit int64
-	// InitTimeout is how long a client has to send connection_init (4408 after it).
-	InitTimeout time.Duration
-	// MaxSubscriptions is how many operations one connection may run at once.
-	MaxSubscriptions int
-	// MaxConnectionsPerUser is how many connections one client may hold: a user, or an anonymous
-	// client by its address (Config.ClientIP). It is counted before the upgrade (429), by the
-	// upgrade request's credentials or address, and again when connection_init names a user
-	// (4429). Default: a tenth of MaxConnections, at least 1 and at most
-	// DefaultMaxConnectionsPerUser.
-	MaxConnectionsPerUser int
-	// MaxConnections is how many connections may be open at once; more get 503.
-	MaxConnections int
-	// KeepAlive is how often the server pings; a peer that does not answer within it is closed.
-	KeepAlive time.Duration
-	// SendQueue is how many messages may wait for a slow client before it is closed with 1013;
-	// at least MaxSubscriptions, the default.
-	SendQueue int
-}
-
-// The defaults of Subscriptions.
-const (
-	DefaultReadLimit        = 32 << 10
-	DefaultInitTimeout      = 3 * time.Second
-	DefaultMaxSubscriptions = 100
-	DefaultKeepAlive        = 12 * time.Second
-	DefaultMaxConnections   = 10000
-	// DefaultMaxConnectionsPerUser is the most MaxConnectionsPerUser defaults to: one client
-	// cannot hold every connection, so that others are refused.
-	DefaultMaxConnectionsPerUser = 100
-)
-
-func (s Subscriptions) withDefaults() Subscriptions {
-	if s.ReadLimit <= 0 {
-		s.ReadLimit = DefaultReadLimit
-	}
-	if s.InitTimeout <= 0 {
-		s.InitTimeout = DefaultInitTimeout
-	}
-	if s.MaxSubscriptions <= 0 {
-		s.MaxSubscriptions = DefaultMaxSubscriptions
-	}
-	if s.KeepAlive <= 0 {
-		s.KeepAlive = DefaultKeepAlive
-	}
-	// One event may match every subscription of a connection at once: that many fit, so that
-	// only a client that reads too slowly fills the queue.
-	s.SendQueue = max(s.SendQueue, s.MaxSubscriptions)
-	if s.MaxConnections <= 0 {
-		s.MaxConnections = DefaultMaxConnections
-	}
-	if s.MaxConnectionsPerUser <= 0 {
-		s.MaxConnectionsPerUser = min(DefaultMaxConnectionsPerUser, max(1, s.MaxConnections/10))
-	}
-	return s
-}
-
-// The subprotocols: graphql-ws's protocol, and the older one of subscriptions-transport-ws.
-const (
-	transportWS = "graphql-transport-ws"
-	legacyWS    = "graphql-ws"
-)
-
-// protocol names the messages of one subprotocol, by what they do.
-type protocol struct {
-	subscribe, stop, next, complete, connectionError string
-	pings                                            bool // ping and pong messages (graphql-transport-ws)
-	keepAlive                                        string
-}
-
-var protocols = map[string]protocol{
-	transportWS: {subscribe: "subscribe", stop: "complete", next: "next", complete: "complete", pings: true},
-	legacyWS:    {subscribe: "start", stop: "stop", next: "data", complete: "complete", connectionError: "connection_error", keepAlive: "ka"},
-}
-
-// isWebSocket says whether r asks for a WebSocket.
-func isWebSocket(r *http.Request) bool {
-	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
-}
-
 // serveWebSocket serves GraphQL over a WebSocket on /graphql.
 func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	offered := websocketProtocols(r)
@@ -117,7 +31,9 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, badRequest("Sec-WebSocket-Protocol must offer %s or %s", transportWS, legacyWS))
 		return
 	}
-	upgradeCaller, err := a.cfg.Auth.Authenticate(r)
+	// Taken while r is live, the upgrade's credentials count again at connection_init.
+	creds := a.cfg.Auth.CredentialsOf(r)
+	upgradeCaller, err := a.cfg.Auth.Identify(r.Context(), creds)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -141,7 +57,7 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	c := &wsConn{
 		api: a, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel,
 		room: make(chan struct{}, 1), closing: make(chan struct{}),
-		caller: upgradeCaller, ops: map[string]*operation{}, client: client, address: address,
+		creds: creds, caller: upgradeCaller, ops: map[string]*operation{}, client: client, address: address,
 	}
 	defer func() { a.conns.release(c.client) }() // by then, maybe the user's rather than the address's
 	if !a.conns.add(c) {
@@ -154,17 +70,6 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	a.conns.remove(c)
 }
 
-// websocketProtocols are the subprotocols r offers.
-func websocketProtocols(r *http.Request) []string {
-	var out []string
-	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
-		for p := range strings.SplitSeq(h, ",") {
-			out = append(out, strings.TrimSpace(p))
-		}
-	}
-	return out
-}
-
 // wsConn is one client's connection. Its goroutines: run, reading, for as long as it is open,
 // and while they have work, the writer, the keep-alive and each query or mutation
 // (subscriptions are fed by their feed's goroutine); run waits for all of them.
@@ -174,6 +79,7 @@ type wsConn struct {
 	proto  protocol
 	ctx    context.Context // the operations': ends with the connection
 	cancel context.CancelFunc
+	creds  auth.Credentials // the upgrade request's, to which connection_init adds its payload
 
 	queueMu sync.Mutex
 	queue   []message     // to the writer, at most SendQueue; nil when empty, so idle costs nothing
@@ -322,17 +228,19 @@ func (c *wsConn) handle(m message) *errcode.Error {
 	return errcode.New(errcode.BadRequest, "Invalid message received: unknown type "+truncate(m.Type))
 }
 
-// init authenticates the connection with the credentials of the connection_init payload, or
-// of the upgrade request, and acknowledges it.
+// init authenticates the connection with the credentials of the upgrade request and of the
+// connection_init payload, asks posts whether the caller may subscribe, and acknowledges it.
 func (c *wsConn) init(payload json.RawMessage) *errcode.Error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.acked {
 		return errcode.New(errcode.TooManyInitialisations, "Too many initialisation requests")
 	}
-	caller, err := c.authenticate(payload)
-	if err == nil && caller.Anonymous() && c.api.cfg.Subscriptions.RequireAuth {
-		err = posts.ErrUnauthenticated
+	creds := c.creds
+	creds.Init = payload
+	caller, err := c.api.cfg.Auth.Identify(c.ctx, creds)
+	if err == nil {
+		err = c.api.cfg.Posts.Allow(caller, posts.Subscribe)
 	}
 	if err != nil {
 		return c.refuse(errcode.Of(err))
@@ -368,23 +276,6 @@ func (c *wsConn) refuse(why *errcode.Error) *errcode.Error {
 	return why
 }
 
-// authenticate finds the caller from the credentials of payload, which it reads as headers
-// (Authorization, or the API key header), or else keeps the caller of the upgrade request.
-func (c *wsConn) authenticate(payload json.RawMessage) (auth.Identity, error) {
-	h, err := auth.InitHeaders(payload, c.api.cfg.Auth.APIKeyHeader)
-	if err != nil {
-		return auth.Identity{}, err
-	}
-	if len(h) == 0 {
-		return c.caller, nil
-	}
-	caller, err := c.api.cfg.Auth.Authenticate(&http.Request{Header: h})
-	if err == nil && !c.caller.Anonymous() && caller.UserID != c.caller.UserID {
-		return auth.Identity{}, errors.New("the credentials of the upgrade request and of connection_init name different users")
-	}
-	return caller, err
-}
-
 // operation is one running operation of a connection.
 type operation struct {
 	id        string
@@ -418,8 +309,8 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{refusal})})
 		return nil
 	}
-	if op.Type == "mutation" && c.caller.Anonymous() {
-		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{queryError(errcode.Of(posts.ErrUnauthenticated))})})
+	if err := c.api.cfg.Posts.Allow(c.caller, actionOf(op.Type)); err != nil {
+		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{queryError(errcode.Of(err))})})
 		return nil
 	}
 	o := &operation{id: m.ID}
@@ -491,145 +382,4 @@ func (c *wsConn) complete(o *operation, errs []*gqlerrors.QueryError) {
 	default:
 		c.reply(message{ID: o.id, Type: c.proto.complete})
 	}
-}
-
-// reply queues a message the client's own messages call for (ack, pong, a result, an error),
-// waiting while the queue is full: a client that sends faster than it reads is slowed down.
-func (c *wsConn) reply(m message) {
-	for !c.enqueue(m) {
-		select {
-		case <-c.room:
-		case <-c.ctx.Done():
-			return
-		}
-	}
-}
-
-// push queues an event. A client that lets the queue fill up is too slow, and is closed rather
-// than allowed to hold events (and memory) back.
-func (c *wsConn) push(m message) {
-	if c.ctx.Err() != nil {
-		return
-	}
-	if !c.enqueue(m) {
-		c.fail(errcode.New(errcode.TooSlow, "the client reads messages too slowly"))
-	}
-}
-
-// enqueue queues m for the writer and makes sure one runs, unless the queue is full.
-func (c *wsConn) enqueue(m message) bool {
-	c.queueMu.Lock()
-	full := len(c.queue) >= c.api.cfg.Subscriptions.SendQueue
-	if !full {
-		c.queue = append(c.queue, m)
-	}
-	c.queueMu.Unlock()
-	if !full {
-		c.kick()
-	}
-	return !full
-}
-
-// dequeue takes the oldest message of the queue, if any, skipping those of operations the
-// client has completed: the protocol sends nothing of an operation after its complete, and the
-// client may have reused its id.
-func (c *wsConn) dequeue() (message, bool) {
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	for len(c.queue) > 0 {
-		m := c.queue[0]
-		if c.queue = c.queue[1:]; len(c.queue) == 0 {
-			c.queue = nil
-		}
-		select {
-		case c.room <- struct{}{}:
-		default:
-		}
-		if m.op == nil || !m.op.completed.Load() {
-			return m, true
-		}
-	}
-	return message{}, false
-}
-
-// queued says whether messages wait.
-func (c *wsConn) queued() bool {
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	return len(c.queue) > 0
-}
-
-// kick makes sure that a writer runs while messages wait or a close is due. The writer ends
-// when there is nothing to write, so an idle connection holds no goroutine (and stack) for it.
-func (c *wsConn) kick() {
-	if c.writing.CompareAndSwap(false, true) {
-		c.spawn(c.write)
-	}
-}
-
-// write is the connection's only writer while it runs: it writes what is queued, and once fail
-// is called, closes the connection with fail's code after the queue.
-func (c *wsConn) write() {
-	for {
-		if m, ok := c.dequeue(); ok {
-			if !c.writeMessage(m) {
-				return // the connection is broken: writing stays set, no writer runs again
-			}
-			continue
-		}
-		if c.ending() {
-			c.closeWithReason()
-			return
-		}
-		c.writing.Store(false)
-		// A message queued, or fail called, since the queue was found empty saw this writer
-		// running and started none: go on, unless another writer has started since.
-		if !c.queued() && !c.ending() || !c.writing.CompareAndSwap(false, true) {
-			return
-		}
-	}
-}
-
-// closeWithReason sends what is queued, then closes the connection with fail's code.
-func (c *wsConn) closeWithReason() {
-	for m, ok := c.dequeue(); ok && c.writeMessage(m); m, ok = c.dequeue() {
-	}
-	c.cancel()
-	_ = c.ws.Close(websocket.StatusCode(c.closeErr.Code.Close), c.closeErr.Message)
-}
-
-func (c *wsConn) writeMessage(m message) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
-	defer cancel()
-	if err := c.ws.Write(ctx, websocket.MessageText, m.encode()); err != nil {
-		c.cancel()
-		return false
-	}
-	return true
-}
-
-// keepAlive pings the client; one that does not answer in time is gone. The legacy protocol
-// also gets its ka message. A timer spawns it, so that an idle connection holds no goroutine
-// (and stack) for it.
-func (c *wsConn) keepAlive() {
-	if c.ctx.Err() != nil {
-		return
-	}
-	if c.proto.keepAlive != "" && c.initialised() {
-		c.reply(message{Type: c.proto.keepAlive})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
-	err := c.ws.Ping(ctx)
-	cancel()
-	if err != nil {
-		if c.ctx.Err() == nil {
-			c.fail(errcode.New(errcode.GoingAway, "no answer to the keep-alive ping"))
-		}
-		return
-	}
-	c.life.Lock()
-	if !c.stopped {
-		c.pinger.Reset(c.api.cfg.Subscriptions.KeepAlive)
-	}
-	c.life.Unlock()
 }

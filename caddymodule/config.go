@@ -1,0 +1,380 @@
+package caddymodule
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/dustin/go-humanize"
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/handlers"
+	"github.com/postsedge/caddy-posts/schema"
+)
+
+// Handler serves a posts REST API (GET, POST /posts; GET, PATCH, DELETE /posts/{id}) from
+// MongoDB. Requests for other paths go on to the next handler.
+type Handler struct {
+	// The MongoDB deployment to use, as a mongodb:// or mongodb+srv:// URI. Placeholders such
+	// as {env.MONGODB_URI} are expanded. Default: none, which keeps the posts in the embedded
+	// store: the SQLite file posts.db in data_dir.
+	MongoDBURI string `json:"mongodb_uri,omitempty"`
+
+	// The MongoDB database that holds the posts and users collections; used only with
+	// mongodb_uri. Default: posts.
+	Database string `json:"database,omitempty"`
+
+	// Where the embedded store keeps its file, posts.db; used only without mongodb_uri. One Caddy
+	// process at a time may use a directory. Placeholders are expanded. Default: the "posts"
+	// folder in Caddy's data directory.
+	DataDir string `json:"data_dir,omitempty"`
+
+	// When the embedded store reports a write done: "normal" once it is in the write-ahead log,
+	// so it survives a crash of the process but a power loss may lose the last moments of
+	// writes; "full" once the log is on disk, so it survives a power loss too, for a slower
+	// write. Used only without mongodb_uri; with MongoDB, the URI's w and journal options say
+	// the same. Default: normal.
+	Synchronous string `json:"synchronous,omitempty"`
+
+	// URLs of the JSON Web Key Sets whose keys sign the accepted bearer tokens, such as
+	// https://{tenant}.auth0.com/.well-known/jwks.json; a key from any of them is accepted. The
+	// sets are fetched in the background and refreshed every jwks_refresh. Placeholders are
+	// expanded. Default: none, and bearer tokens are refused.
+	JWKSURLs []string `json:"jwks_urls,omitempty"`
+
+	// The accepted values of a token's iss claim; when set, the claim must be one of them.
+	// Default: any issuer.
+	Issuers []string `json:"issuers,omitempty"`
+
+	// The accepted values of a token's aud claim; when set, the claim must hold one of them.
+	// Default: any audience.
+	Audiences []string `json:"audiences,omitempty"`
+
+	// The accepted signing algorithms. "none" and the HMAC algorithms are never accepted.
+	// Default: RS256 RS384 RS512 PS256 ES256 ES384 EdDSA.
+	Algorithms []string `json:"algorithms,omitempty"`
+
+	// The token claim that holds the user id. Default: sub.
+	UserClaim string `json:"user_claim,omitempty"`
+
+	// The token claim that holds the user's name. Default: name.
+	NameClaim string `json:"name_claim,omitempty"`
+
+	// The token claim that holds the user's email. Default: email.
+	EmailClaim string `json:"email_claim,omitempty"`
+
+	// The clock skew allowed when checking a token's exp, nbf and iat, at most 5m. Default: 30s.
+	Leeway *caddy.Duration `json:"leeway,omitempty"`
+
+	// How often the key sets are fetched again, at least 1s. A token with an unknown kid also
+	// triggers a fetch, at most once a minute. Default: 1h.
+	JWKSRefresh caddy.Duration `json:"jwks_refresh,omitempty"`
+
+	// Accept the user that an earlier Caddy handler (basic_auth, an authentication plugin)
+	// authenticated, as found in {http.auth.user.id}. Default: false.
+	TrustCaddyAuth bool `json:"trust_caddy_auth,omitempty"`
+
+	// The accepted API keys, each with the user it authenticates. Default: none.
+	APIKeys []APIKey `json:"api_keys,omitempty"`
+
+	// The request header that carries an API key. Default: X-API-Key.
+	APIKeyHeader string `json:"api_key_header,omitempty"`
+
+	// The largest request body accepted, in bytes, at most 1 TiB; larger ones get 413.
+	// Default: 1 MiB.
+	MaxBodySize int64 `json:"max_body_size,omitempty"`
+
+	// The largest page of posts a client may ask for with ?limit. Default: 100.
+	MaxLimit int `json:"max_limit,omitempty"`
+
+	// The deadline of each storage operation; past it the client gets 503. Default: 5s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	// The longest GraphQL query document accepted, in bytes, at most 1 GiB. Default: 16 KiB.
+	MaxQueryLength int `json:"max_query_length,omitempty"`
+
+	// The deepest nesting of fields a GraphQL operation may have. Default: 15 (the standard
+	// introspection query of graphql-js reaches 13).
+	MaxDepth int `json:"max_depth,omitempty"`
+
+	// The most values a GraphQL operation may return, counted before it runs: each object
+	// (post, user, edge, page info) and each of its fields, with every list as long as its limit
+	// or first argument (or its default) lets it be. At most 2^30. Default: 2000.
+	MaxCost int `json:"max_cost,omitempty"`
+
+	// The most aliased fields a GraphQL operation may have, fragments expanded; more is refused
+	// with MAX_ALIASES_LIMIT before anything runs. Default: 30.
+	MaxAliases int `json:"max_aliases,omitempty"`
+
+	// The most fields a GraphQL operation may select at its root, fragments expanded: for a
+	// mutation, the most writes one request makes. More is refused with MAX_ROOT_FIELDS_LIMIT.
+	// Default: 10.
+	MaxRootFields int `json:"max_root_fields,omitempty"`
+
+	// The most fields a GraphQL document may select in all, fragments expanded (every operation
+	// of a document is validated, though one runs); more is refused with MAX_FIELDS_LIMIT.
+	// Default: 500.
+	MaxFields int `json:"max_fields,omitempty"`
+
+	// The largest response body, in bytes, at most 1 TiB. A GraphQL operation whose result would
+	// grow past it stops and answers RESPONSE_TOO_LARGE; a REST page of posts ends early, its
+	// Link pointing at the rest. Default: 8 MiB.
+	MaxResponseSize int64 `json:"max_response_size,omitempty"`
+
+	// Refuse GraphQL introspection (__schema and __type); __typename still works. Default: false.
+	DisableIntrospection bool `json:"disable_introspection,omitempty"`
+
+	// Refuse WebSocket connections without credentials. Default: false (anyone may subscribe
+	// to the public events of posts).
+	SubscriptionsRequireAuth bool `json:"subscriptions_require_auth,omitempty"`
+
+	// The origins besides the site's own that browsers may open WebSockets from: host patterns
+	// such as app.example.com or *.example.com, or scheme://host. A client that sends no Origin
+	// is not a browser and is let in. Default: the site's own origin only.
+	AllowedOrigins []string `json:"allowed_origins,omitempty"`
+
+	// The largest WebSocket message a client may send, in bytes, at most 1 GiB; larger closes
+	// with 1009. Default: 32 KiB.
+	WSReadLimit int64 `json:"ws_read_limit,omitempty"`
+
+	// How long a WebSocket client has to send connection_init; then 4408. Default: 3s.
+	WSInitTimeout caddy.Duration `json:"ws_init_timeout,omitempty"`
+
+	// How often the server pings a WebSocket client; one that does not answer in that time is
+	// closed. Default: 12s.
+	WSKeepAlive caddy.Duration `json:"ws_keepalive,omitempty"`
+
+	// How many operations one WebSocket connection may run at once. Default: 100.
+	MaxSubscriptions int `json:"max_subscriptions,omitempty"`
+
+	// How many WebSocket connections this handler may hold at once; more get 503. Default: 10000.
+	MaxConnections int `json:"max_connections,omitempty"`
+
+	// How many WebSocket connections one user may hold, anonymous connections counted by
+	// client IP (as Caddy finds it, trusted_proxies honoured). Default: 100, or a tenth of
+	// max_connections if that is less.
+	MaxConnectionsPerUser int `json:"max_connections_per_user,omitempty"`
+
+	// How many distinct subscription operations may run at once on the server (subscribers of the
+	// same document, operation name and variables share one). Default: 1000.
+	MaxDistinctSubscriptions int `json:"max_distinct_subscriptions,omitempty"`
+
+	// How many of those one client (a user, or an anonymous client by its IP) may take part in at
+	// once; more get TOO_MANY_SUBSCRIPTIONS. Default: a tenth of max_distinct_subscriptions.
+	MaxDistinctSubscriptionsPerClient int `json:"max_distinct_subscriptions_per_client,omitempty"`
+
+	logger    *zap.Logger
+	storeKey  string
+	eventsKey string
+	jwksKeys  []string
+	api       *handlers.API
+}
+
+// APIKey is one accepted API key.
+type APIKey struct {
+	// The key in clear (placeholders such as {env.POSTS_API_KEY} are expanded), or
+	// "sha256:" followed by the hex SHA-256 digest of the key, which keeps it out of the config.
+	Key string `json:"key"`
+
+	// The user the key authenticates: the userId of the posts written with it.
+	UserID string `json:"user_id"`
+
+	// The user's name and email, saved in the users collection when the key writes. Optional.
+	Name  string `json:"name,omitempty"`
+	Email string `json:"email,omitempty"`
+}
+
+// Defaults that code outside this package builds with (bench); configFields fills them.
+const (
+	DefaultDatabase     = "posts"
+	DefaultAPIKeyHeader = "X-API-Key"
+	DefaultMaxBodySize  = 1 << 20
+	DefaultMaxLimit     = 100
+	DefaultTimeout      = caddy.Duration(5 * time.Second)
+)
+
+// The values of Synchronous.
+const (
+	SyncNormal = "normal"
+	SyncFull   = "full"
+)
+
+// Bounds of the config fields.
+const (
+	MaxLeeway      = caddy.Duration(5 * time.Minute)
+	MinJWKSRefresh = caddy.Duration(time.Second)
+	maxBodySize    = 1 << 40 // of max_body_size and max_response_size
+	maxMessageSize = 1 << 30 // of max_query_length and ws_read_limit
+)
+
+// configField is the default and the rule of one config field.
+type configField struct {
+	name  string                 // in JSON and in the Caddyfile
+	fill  func(h *Handler)       // sets the default when the field is unset; nil when unset is the default
+	check func(h *Handler) error // the field's one rule, for Validate and the Caddyfile; nil: any value
+}
+
+// configFields are the fields of Handler that have a default or a rule, in the order Handler
+// declares them: Provision fills them in this order, so a derived default comes after the field
+// it derives from, and Validate reports their errors in it. Zero is unset, as JSON omits it.
+var configFields = []configField{
+	{"database", func(h *Handler) { orDefault(&h.Database, DefaultDatabase) },
+		func(h *Handler) error { return validDatabase(h.Database) }},
+	{"data_dir", func(h *Handler) { orDefault(&h.DataDir, filepath.Join(caddy.AppDataDir(), "posts")) }, nil},
+	{"synchronous", func(h *Handler) { orDefault(&h.Synchronous, SyncNormal) }, checkSynchronous},
+	{"algorithms", fillAlgorithms, checkAlgorithms},
+	{"user_claim", func(h *Handler) { orDefault(&h.UserClaim, "sub") }, nil},
+	{"name_claim", func(h *Handler) { orDefault(&h.NameClaim, "name") }, nil},
+	{"email_claim", func(h *Handler) { orDefault(&h.EmailClaim, "email") }, nil},
+	{"leeway", func(h *Handler) { orDefault(&h.Leeway, new(caddy.Duration(30*time.Second))) }, checkLeeway},
+	{"jwks_refresh", func(h *Handler) { orDefault(&h.JWKSRefresh, caddy.Duration(time.Hour)) }, checkJWKSRefresh},
+	{"api_key_header", func(h *Handler) { orDefault(&h.APIKeyHeader, DefaultAPIKeyHeader) }, nil},
+	{"max_body_size", func(h *Handler) { orDefault(&h.MaxBodySize, DefaultMaxBodySize) },
+		func(h *Handler) error { return sizeUpTo("max_body_size", h.MaxBodySize, maxBodySize) }},
+	{"max_limit", func(h *Handler) { orDefault(&h.MaxLimit, DefaultMaxLimit) },
+		func(h *Handler) error { return atLeastOne("max_limit", h.MaxLimit) }},
+	{"timeout", func(h *Handler) { orDefault(&h.Timeout, DefaultTimeout) },
+		func(h *Handler) error { return positive("timeout", h.Timeout) }},
+	{"max_query_length", func(h *Handler) { orDefault(&h.MaxQueryLength, 16<<10) },
+		func(h *Handler) error { return sizeUpTo("max_query_length", int64(h.MaxQueryLength), maxMessageSize) }},
+	{"max_depth", func(h *Handler) { orDefault(&h.MaxDepth, 15) },
+		func(h *Handler) error { return atLeastOne("max_depth", h.MaxDepth) }},
+	{"max_cost", func(h *Handler) { orDefault(&h.MaxCost, 2000) },
+		func(h *Handler) error { return countUpTo("max_cost", h.MaxCost, schema.MaxMaxCost) }},
+	{"max_aliases", func(h *Handler) { orDefault(&h.MaxAliases, 30) },
+		func(h *Handler) error { return atLeastOne("max_aliases", h.MaxAliases) }},
+	{"max_root_fields", func(h *Handler) { orDefault(&h.MaxRootFields, 10) },
+		func(h *Handler) error { return atLeastOne("max_root_fields", h.MaxRootFields) }},
+	{"max_fields", func(h *Handler) { orDefault(&h.MaxFields, 500) },
+		func(h *Handler) error { return atLeastOne("max_fields", h.MaxFields) }},
+	{"max_response_size", func(h *Handler) { orDefault(&h.MaxResponseSize, 8<<20) },
+		func(h *Handler) error { return sizeUpTo("max_response_size", h.MaxResponseSize, maxBodySize) }},
+	{"ws_read_limit", func(h *Handler) { orDefault(&h.WSReadLimit, 32<<10) },
+		func(h *Handler) error { return sizeUpTo("ws_read_limit", h.WSReadLimit, maxMessageSize) }},
+	{"ws_init_timeout", func(h *Handler) { orDefault(&h.WSInitTimeout, caddy.Duration(3*time.Second)) },
+		func(h *Handler) error { return positive("ws_init_timeout", h.WSInitTimeout) }},
+	{"ws_keepalive", func(h *Handler) { orDefault(&h.WSKeepAlive, caddy.Duration(12*time.Second)) },
+		func(h *Handler) error { return positive("ws_keepalive", h.WSKeepAlive) }},
+	{"max_subscriptions", func(h *Handler) { orDefault(&h.MaxSubscriptions, 100) },
+		func(h *Handler) error { return atLeastOne("max_subscriptions", h.MaxSubscriptions) }},
+	{"max_connections", func(h *Handler) { orDefault(&h.MaxConnections, 10000) },
+		func(h *Handler) error { return atLeastOne("max_connections", h.MaxConnections) }},
+	// A tenth of max_connections, at most 100: no one client takes every connection.
+	{"max_connections_per_user", func(h *Handler) { orDefault(&h.MaxConnectionsPerUser, min(100, max(1, h.MaxConnections/10))) },
+		func(h *Handler) error { return atLeastOne("max_connections_per_user", h.MaxConnectionsPerUser) }},
+	{"max_distinct_subscriptions", func(h *Handler) { orDefault(&h.MaxDistinctSubscriptions, 1000) },
+		func(h *Handler) error { return atLeastOne("max_distinct_subscriptions", h.MaxDistinctSubscriptions) }},
+	{"max_distinct_subscriptions_per_client", func(h *Handler) {
+		orDefault(&h.MaxDistinctSubscriptionsPerClient, max(1, h.MaxDistinctSubscriptions/10))
+	}, func(h *Handler) error {
+		return atLeastOne("max_distinct_subscriptions_per_client", h.MaxDistinctSubscriptionsPerClient)
+	}},
+}
+
+// fillDefaults gives every unset field that has a default its default.
+func (h *Handler) fillDefaults() {
+	for _, f := range configFields {
+		if f.fill != nil {
+			f.fill(h)
+		}
+	}
+}
+
+// checkField applies the rule of the field called name, if it has one.
+func checkField(h *Handler, name string) error {
+	for _, f := range configFields {
+		if f.name == name && f.check != nil {
+			return f.check(h)
+		}
+	}
+	return nil
+}
+
+// orDefault sets *field to value when it is unset (zero).
+func orDefault[T comparable](field *T, value T) {
+	var zero T
+	if *field == zero {
+		*field = value
+	}
+}
+
+// fillAlgorithms takes auth's list, which knows which algorithms are safe to accept.
+func fillAlgorithms(h *Handler) {
+	if len(h.Algorithms) == 0 {
+		h.Algorithms = slices.Clone(auth.DefaultAlgorithms)
+	}
+}
+
+// atLeastOne is the rule of a count.
+func atLeastOne(name string, n int) error {
+	if n < 1 {
+		return fmt.Errorf("%s must be at least 1, not %d", name, n)
+	}
+	return nil
+}
+
+// countUpTo is the rule of a count with a most.
+func countUpTo(name string, n, most int) error {
+	if n < 1 || n > most {
+		return fmt.Errorf("%s must be from 1 to %d, not %d", name, most, n)
+	}
+	return nil
+}
+
+// sizeUpTo is the rule of a size in bytes: from 1 to most.
+func sizeUpTo(name string, n, most int64) error {
+	if n < 1 || n > most {
+		return fmt.Errorf("%s must be from 1 byte to %s, not %d", name, humanize.IBytes(uint64(most)), n)
+	}
+	return nil
+}
+
+// positive is the rule of a duration that must pass.
+func positive(name string, d caddy.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s must be positive, not %s", name, time.Duration(d))
+	}
+	return nil
+}
+
+// validDatabase checks a name against MongoDB's rules for database names.
+func validDatabase(name string) error {
+	if name == "" || len(name) > 63 || strings.ContainsAny(name, "/\\. \"$\x00") {
+		return fmt.Errorf(`database: %q is not a MongoDB database name (1 to 63 characters, none of /\. "$)`, name)
+	}
+	return nil
+}
+
+func checkSynchronous(h *Handler) error {
+	if h.Synchronous != SyncNormal && h.Synchronous != SyncFull {
+		return fmt.Errorf("synchronous must be %s or %s, not %q", SyncNormal, SyncFull, h.Synchronous)
+	}
+	return nil
+}
+
+func checkAlgorithms(h *Handler) error {
+	for _, alg := range h.Algorithms {
+		if err := auth.ValidAlgorithm(alg); err != nil {
+			return fmt.Errorf("algorithms: %w", err)
+		}
+	}
+	return nil
+}
+
+func checkLeeway(h *Handler) error {
+	if h.Leeway != nil && (*h.Leeway < 0 || *h.Leeway > MaxLeeway) {
+		return fmt.Errorf("leeway must be from 0s to %s, not %s", time.Duration(MaxLeeway), time.Duration(*h.Leeway))
+	}
+	return nil
+}
+
+func checkJWKSRefresh(h *Handler) error {
+	if h.JWKSRefresh < MinJWKSRefresh {
+		return fmt.Errorf("jwks_refresh must be at least %s, not %s", time.Duration(MinJWKSRefresh), time.Duration(h.JWKSRefresh))
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package caddymodule
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/mongo"
+	"github.com/postsedge/caddy-posts/store/sqlite"
+)
+
+// jwksPool holds one key set per URL and refresh interval, shared by every config that names it,
+// so a reload keeps the keys it has and does not fetch them again.
+var jwksPool = caddy.NewUsagePool()
+
+// pooledJWKS makes a key set a pool value.
+type pooledJWKS struct{ *auth.JWKS }
+
+// Destruct stops the key set's background fetches when the last config that used it is cleaned up.
+func (s pooledJWKS) Destruct() error {
+	s.Close()
+	return nil
+}
+
+func (h *Handler) loadJWKS(u string) (*auth.JWKS, error) {
+	refresh := time.Duration(h.JWKSRefresh)
+	key := fmt.Sprintf("jwks %s every %s", u, refresh)
+	val, _, err := jwksPool.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return pooledJWKS{auth.NewJWKS(u, refresh, nil, h.logger.Named("jwks"))}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.jwksKeys = append(h.jwksKeys, key)
+	return val.(pooledJWKS).JWKS, nil
+}
+
+// stores holds the stores, one per MongoDB URI and database or per embedded data directory,
+// shared by every config that names it, so that a reload keeps its connections and the
+// embedded store's file open.
+var stores = caddy.NewUsagePool()
+
+// brokers holds the event brokers, one per store.
+var brokers = caddy.NewUsagePool()
+
+// EventQueue is how many events a subscription may have waiting before it is dropped as too slow.
+const EventQueue = 256
+
+// pooledBroker makes a broker a pool value.
+type pooledBroker struct{ *events.Broker[posts.Event] }
+
+// Destruct ends the broker's subscriptions when the last config that used it is cleaned up.
+func (b pooledBroker) Destruct() error {
+	b.Close()
+	return nil
+}
+
+// pooledStore makes a store a pool value.
+type pooledStore struct{ store.Store }
+
+// Destruct closes the store when the last config that used it is cleaned up.
+func (s pooledStore) Destruct() error { return s.Close() }
+
+// loadStore returns the pooled store the config names: MongoDB's at uri (expanded), or else
+// the embedded one in data_dir. It does no I/O: the MongoDB driver connects on first use, and
+// the app opens an embedded store when the config starts.
+func (h *Handler) loadStore(ctx caddy.Context, uri string) (store.Store, error) {
+	key := "mongodb " + uri + " " + h.Database
+	construct := func() (caddy.Destructor, error) {
+		h.logger.Info("using MongoDB", zap.String("hosts", mongo.Redact(uri)), zap.String("database", h.Database))
+		s, err := mongo.Open(uri, h.Database)
+		return pooledStore{s}, err
+	}
+	if uri == "" {
+		dataDir, err := filepath.Abs(h.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("data_dir: %w", err)
+		}
+		key = "sqlite " + dataDir
+		construct = func() (caddy.Destructor, error) {
+			h.logger.Info("using the embedded store; it opens when the config starts",
+				zap.String("file", filepath.Join(dataDir, sqlite.DatabaseFile)))
+			return pooledStore{sqlite.New(dataDir, sqlite.Options{Logger: h.logger.Named("store")})}, nil
+		}
+	}
+	val, _, err := stores.LoadOrNew(key, construct)
+	if err != nil {
+		return nil, err
+	}
+	h.storeKey = key
+	st := val.(pooledStore).Store
+	if embedded, ok := st.(*sqlite.Store); ok {
+		app, err := ctx.App(AppName)
+		if err != nil {
+			return nil, err
+		}
+		if err := app.(*App).open(embedded, h.Synchronous == SyncFull); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}

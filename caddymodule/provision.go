@@ -1,0 +1,170 @@
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/handlers"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
+)
+
+// Provision fills in the defaults and loads the store, which connects on first use: provisioning
+// (and so `caddy validate`) never needs a reachable database.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	repl := caddy.NewReplacer()
+	uri := repl.ReplaceKnown(h.MongoDBURI, "")
+	// Before the defaults fill synchronous in.
+	if uri != "" && h.Synchronous != "" {
+		return errors.New("synchronous applies to the embedded store; with mongodb_uri, set the URI's w and journal options")
+	}
+	// Before the defaults too: a data_dir that expands to nothing takes the default.
+	h.DataDir = repl.ReplaceKnown(h.DataDir, "")
+	h.fillDefaults()
+	authn, err := h.authenticator(repl)
+	if err != nil {
+		return err
+	}
+	st, err := h.loadStore(ctx, uri)
+	if err != nil {
+		return err
+	}
+	// Every config on the same store shares one broker, so a write through one site reaches
+	// the subscribers of the others, and a reload keeps it.
+	h.eventsKey = "events " + h.storeKey
+	broker, _, _ := brokers.LoadOrNew(h.eventsKey, func() (caddy.Destructor, error) {
+		return pooledBroker{events.NewBroker[posts.Event](EventQueue)}, nil
+	})
+	svc := posts.NewService(posts.Config{
+		Store:                    st,
+		Timeout:                  time.Duration(h.Timeout),
+		MaxLimit:                 h.MaxLimit,
+		Logger:                   h.logger,
+		Events:                   broker.(pooledBroker).Broker,
+		SubscriptionsRequireAuth: h.SubscriptionsRequireAuth,
+	})
+	graph, err := schema.New(svc, h.logger, schema.Limits{
+		MaxQueryLength:       h.MaxQueryLength,
+		MaxDepth:             h.MaxDepth,
+		MaxCost:              h.MaxCost,
+		DisableIntrospection: h.DisableIntrospection,
+		MaxAliases:           h.MaxAliases,
+		MaxRootFields:        h.MaxRootFields,
+		MaxFields:            h.MaxFields,
+		MaxResponseSize:      h.MaxResponseSize,
+		MaxFeeds:             h.MaxDistinctSubscriptions,
+		MaxFeedsPerClient:    h.MaxDistinctSubscriptionsPerClient,
+	})
+	if err != nil {
+		return fmt.Errorf("graphql schema: %w", err)
+	}
+	h.api = handlers.New(handlers.Config{
+		Posts:   svc,
+		GraphQL: graph,
+		Subscriptions: handlers.Subscriptions{
+			OriginPatterns:        h.AllowedOrigins,
+			ReadLimit:             h.WSReadLimit,
+			InitTimeout:           time.Duration(h.WSInitTimeout),
+			KeepAlive:             time.Duration(h.WSKeepAlive),
+			MaxSubscriptions:      h.MaxSubscriptions,
+			MaxConnectionsPerUser: h.MaxConnectionsPerUser,
+			MaxConnections:        h.MaxConnections,
+		},
+		Auth:            authn,
+		MaxBodySize:     h.MaxBodySize,
+		MaxResponseSize: h.MaxResponseSize,
+		ClientIP:        clientIP,
+		Logger:          h.logger,
+		RequestID:       requestID,
+		Identified:      setUserPlaceholders,
+	})
+	return nil
+}
+
+// authenticator builds the credential checks: API keys, bearer tokens against the pooled key
+// sets, and the user of an earlier Caddy handler.
+func (h *Handler) authenticator(repl *caddy.Replacer) (*auth.Authenticator, error) {
+	// Validate runs after Provision, too late: auth.NewTokens would refuse a bad one first,
+	// without naming the field.
+	if err := checkAlgorithms(h); err != nil {
+		return nil, err
+	}
+	authn := &auth.Authenticator{APIKeyHeader: http.CanonicalHeaderKey(h.APIKeyHeader)} // no copy per request
+	for i, k := range h.APIKeys {
+		key, err := auth.ParseAPIKey(repl.ReplaceKnown(k.Key, ""), repl.ReplaceKnown(k.UserID, ""))
+		if err != nil {
+			return nil, fmt.Errorf("api_keys[%d]: %w", i, err)
+		}
+		key.Name, key.Email = repl.ReplaceKnown(k.Name, ""), repl.ReplaceKnown(k.Email, "")
+		authn.APIKeys = append(authn.APIKeys, key)
+	}
+	if h.TrustCaddyAuth {
+		authn.Upstream = caddyUser
+	}
+	if len(h.JWKSURLs) == 0 {
+		if len(h.Issuers)+len(h.Audiences) > 0 {
+			return nil, errors.New("issuers and audiences apply to bearer tokens, which need jwks_urls")
+		}
+		return authn, nil
+	}
+	var sets []*auth.JWKS
+	for i, u := range h.JWKSURLs {
+		u = repl.ReplaceKnown(u, "")
+		if err := h.checkJWKSURL(u); err != nil {
+			return nil, fmt.Errorf("jwks_urls[%d]: %w", i, err)
+		}
+		set, err := h.loadJWKS(u)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, set)
+	}
+	tokens, err := auth.NewTokens(auth.TokenConfig{
+		Keys:       sets,
+		Issuers:    replaceAll(repl, h.Issuers),
+		Audiences:  replaceAll(repl, h.Audiences),
+		Algorithms: h.Algorithms,
+		UserClaim:  h.UserClaim,
+		NameClaim:  h.NameClaim,
+		EmailClaim: h.EmailClaim,
+		Leeway:     time.Duration(*h.Leeway),
+		Timeout:    time.Duration(h.Timeout),
+	})
+	if err != nil {
+		return nil, err
+	}
+	authn.Tokens = tokens
+	return authn, nil
+}
+
+func replaceAll(repl *caddy.Replacer, values []string) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = repl.ReplaceKnown(v, "")
+	}
+	return out
+}
+
+// checkJWKSURL accepts http and https URLs. Plain http lets anyone on the path swap the keys, so
+// it draws a warning unless the host is a loopback address.
+func (h *Handler) checkJWKSURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%q is not an http or https URL", raw)
+	}
+	if ip := net.ParseIP(u.Hostname()); u.Scheme == "http" && u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		h.logger.Warn("the JWKS is fetched over plain http, where anyone on the path could replace its keys; use https",
+			zap.String("url", raw))
+	}
+	return nil
+}

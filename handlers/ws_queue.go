@@ -1,0 +1,153 @@
+// GraphQL over WebSocket: what a connection sends, through a bounded queue and one writer at a
+// time, its close code last; and the keep-alive.
+
+package handlers
+
+import (
+	"context"
+
+	"github.com/coder/websocket"
+
+	"github.com/postsedge/caddy-posts/errcode"
+)
+
+// reply queues a message the client's own messages call for (ack, pong, a result, an error),
+// waiting while the queue is full: a client that sends faster than it reads is slowed down.
+func (c *wsConn) reply(m message) {
+	for !c.enqueue(m) {
+		select {
+		case <-c.room:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+// push queues an event. A client that lets the queue fill up is too slow, and is closed rather
+// than allowed to hold events (and memory) back.
+func (c *wsConn) push(m message) {
+	if c.ctx.Err() != nil {
+		return
+	}
+	if !c.enqueue(m) {
+		c.fail(errcode.New(errcode.TooSlow, "the client reads messages too slowly"))
+	}
+}
+
+// enqueue queues m for the writer and makes sure one runs, unless the queue is full.
+func (c *wsConn) enqueue(m message) bool {
+	c.queueMu.Lock()
+	full := len(c.queue) >= c.api.cfg.Subscriptions.SendQueue
+	if !full {
+		c.queue = append(c.queue, m)
+	}
+	c.queueMu.Unlock()
+	if !full {
+		c.kick()
+	}
+	return !full
+}
+
+// dequeue takes the oldest message of the queue, if any, skipping those of operations the
+// client has completed: the protocol sends nothing of an operation after its complete, and the
+// client may have reused its id.
+func (c *wsConn) dequeue() (message, bool) {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	for len(c.queue) > 0 {
+		m := c.queue[0]
+		if c.queue = c.queue[1:]; len(c.queue) == 0 {
+			c.queue = nil
+		}
+		select {
+		case c.room <- struct{}{}:
+		default:
+		}
+		if m.op == nil || !m.op.completed.Load() {
+			return m, true
+		}
+	}
+	return message{}, false
+}
+
+// queued says whether messages wait.
+func (c *wsConn) queued() bool {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return len(c.queue) > 0
+}
+
+// kick makes sure that a writer runs while messages wait or a close is due. The writer ends
+// when there is nothing to write, so an idle connection holds no goroutine (and stack) for it.
+func (c *wsConn) kick() {
+	if c.writing.CompareAndSwap(false, true) {
+		c.spawn(c.write)
+	}
+}
+
+// write is the connection's only writer while it runs: it writes what is queued, and once fail
+// is called, closes the connection with fail's code after the queue.
+func (c *wsConn) write() {
+	for {
+		if m, ok := c.dequeue(); ok {
+			if !c.writeMessage(m) {
+				return // the connection is broken: writing stays set, no writer runs again
+			}
+			continue
+		}
+		if c.ending() {
+			c.closeWithReason()
+			return
+		}
+		c.writing.Store(false)
+		// A message queued, or fail called, since the queue was found empty saw this writer
+		// running and started none: go on, unless another writer has started since.
+		if !c.queued() && !c.ending() || !c.writing.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// closeWithReason sends what is queued, then closes the connection with fail's code.
+func (c *wsConn) closeWithReason() {
+	for m, ok := c.dequeue(); ok && c.writeMessage(m); m, ok = c.dequeue() {
+	}
+	c.cancel()
+	_ = c.ws.Close(websocket.StatusCode(c.closeErr.Code.Close), c.closeErr.Message)
+}
+
+func (c *wsConn) writeMessage(m message) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
+	defer cancel()
+	if err := c.ws.Write(ctx, websocket.MessageText, m.encode()); err != nil {
+		c.cancel()
+		return false
+	}
+	return true
+}
+
+// keepAlive pings the client; one that does not answer in time is gone. The legacy protocol
+// also gets its ka message. A timer spawns it, so that an idle connection holds no goroutine
+// (and stack) for it.
+func (c *wsConn) keepAlive() {
+	if c.ctx.Err() != nil {
+		return
+	}
+	if c.proto.keepAlive != "" && c.initialised() {
+		c.reply(message{Type: c.proto.keepAlive})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
+	err := c.ws.Ping(ctx)
+	cancel()
+	if err != nil {
+		if c.ctx.Err() == nil {
+			c.fail(errcode.New(errcode.GoingAway, "no answer to the keep-alive ping"))
+		}
+		return
+	}
+	c.life.Lock()
+	if !c.stopped {
+		c.pinger.Reset(c.api.cfg.Subscriptions.KeepAlive)
+	}
+	c.life.Unlock()
+}
