@@ -10,14 +10,8 @@ package auth
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -59,87 +53,6 @@ func FromContext(ctx context.Context) Identity {
 	return id
 }
 
-// Realm is the realm named in every authentication challenge.
-const Realm = "posts"
-
-// Challenge is the WWW-Authenticate value sent when credentials are required but missing (RFC 6750 §3).
-const Challenge = `Bearer realm="` + Realm + `"`
-
-// Error is a credential that was present but could not be accepted. Its fields follow RFC 6750 §3.1.
-type Error struct {
-	// Status is the HTTP status to answer with: 401 for a bad credential, 400 for a malformed request.
-	Status int
-	// Code is the RFC 6750 error code: "invalid_token" or "invalid_request".
-	Code string
-	// Description says what is wrong, for a person; it never contains the credential.
-	Description string
-}
-
-func (e *Error) Error() string { return e.Description }
-
-// Challenge returns the WWW-Authenticate value for this error.
-func (e *Error) Challenge() string {
-	return fmt.Sprintf(`%s, error="%s", error_description="%s"`, Challenge, e.Code, quotable(e.Description))
-}
-
-// quotable makes s fit an RFC 6750 error_description, which allows printable ASCII but for the
-// double quote and the backslash: " becomes ', \ becomes /, and any other byte ?.
-func quotable(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		switch {
-		case c == '"':
-			b[i] = '\''
-		case c == '\\':
-			b[i] = '/'
-		case c < 0x20 || c > 0x7e:
-			b[i] = '?'
-		}
-	}
-	return string(b)
-}
-
-func invalidToken(description string) *Error {
-	return &Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: description}
-}
-
-func invalidRequest(description string) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: description}
-}
-
-// APIKey is a configured API key: the SHA-256 digest of the key, and the user it stands for.
-type APIKey struct {
-	Digest [sha256.Size]byte
-	UserID string
-	// Name and Email are the user's optional profile.
-	Name, Email string
-}
-
-// digestPrefix marks a key given as the hex SHA-256 digest of the real key.
-const digestPrefix = "sha256:"
-
-// ParseAPIKey reads a configured key, either in clear or as "sha256:<64 hex digits>" of the key.
-// The user id must pass ValidUserID.
-func ParseAPIKey(key, userID string) (APIKey, error) {
-	if err := ValidUserID(userID); err != nil {
-		return APIKey{}, err
-	}
-	if hexDigest, ok := strings.CutPrefix(key, digestPrefix); ok {
-		var k APIKey
-		b, err := hex.DecodeString(hexDigest)
-		if err != nil || len(b) != sha256.Size {
-			return APIKey{}, fmt.Errorf("%q must be followed by %d hex digits", digestPrefix, 2*sha256.Size)
-		}
-		copy(k.Digest[:], b)
-		k.UserID = userID
-		return k, nil
-	}
-	if key == "" {
-		return APIKey{}, errors.New("the key is empty (is its environment variable set?)")
-	}
-	return APIKey{Digest: sha256.Sum256([]byte(key)), UserID: userID}, nil
-}
-
 // Authenticator finds the caller of a request from its credentials.
 type Authenticator struct {
 	// Tokens verifies bearer tokens; nil refuses them.
@@ -165,9 +78,8 @@ type Credentials struct {
 	Header http.Header
 	// Upstream is the user id an earlier Caddy handler authenticated, or "".
 	Upstream string
-	// Init is the connection_init payload, or nil. Its credentials are read by InitHeaders'
-	// rules: a JSON object whose Authorization and API key header members, in any case, are
-	// strings given once.
+	// Init is the connection_init payload, or nil. Its credentials are read as headers: a JSON
+	// object whose Authorization and API key header members, in any case, are strings given once.
 	Init json.RawMessage
 }
 
@@ -204,14 +116,14 @@ const (
 // cannot be accepted, and ErrKeysUnavailable when a bearer token cannot be checked yet. Every
 // credential present, in the headers, from upstream and in the payload, must be good (a good
 // one never excuses a bad one), and all must name the same user: credentials naming different
-// users, the payload's and the upgrade request's among them, are a 400 invalid_request. The
+// users, the payload's and the upgrade request's among them, are a CodeInvalidRequest. The
 // caller is the identity of the first credential (a bearer token, the API key header, an ApiKey
 // authorization, the upstream user; the payload's before the upgrade's), its profile filled in
 // from the others, and it expires with the first of them to expire.
 func (a *Authenticator) Identify(ctx context.Context, c Credentials) (Identity, error) {
 	var init http.Header
 	if len(c.Init) > 0 { // the payload's syntax first: it costs no key fetch
-		h, err := InitHeaders(c.Init, a.APIKeyHeader)
+		h, err := initHeaders(c.Init, a.APIKeyHeader)
 		if err != nil {
 			return Identity{}, err
 		}
@@ -318,161 +230,4 @@ func oneUser(found []Identity, description string) (Identity, error) {
 		}
 	}
 	return caller, nil
-}
-
-// scheme is an Authorization scheme that this package reads; others (Basic, for one) belong to
-// handlers in front of this one and are left alone.
-type scheme struct {
-	name       string // as this package spells it in descriptions, whatever the client sent
-	credential string // what follows the name: "token", "key"
-	twice      string // the description of a request that gives it twice
-}
-
-var (
-	schemeBearer = scheme{name: "Bearer", credential: "token", twice: "the request has more than one bearer token"}
-	schemeAPIKey = scheme{name: "ApiKey", credential: "key", twice: "the request has more than one ApiKey authorization"}
-)
-
-// authorization is what the Authorization headers of a request carry for this package.
-type authorization struct {
-	bearer string // the token of "Bearer <token>"
-	apiKey string // the key of "ApiKey <key>"
-}
-
-// parseAuthorization reads the Authorization headers. A value whose scheme (the run of token
-// characters it starts with, in any case) is Bearer or ApiKey must be exactly the scheme, one
-// space and the credential: a bearer token has the b64token syntax of RFC 6750 §2.1, and a key is
-// any text without surrounding whitespace. Anything else naming those schemes ("Bearer\tx",
-// "Bearer  x", a bare "Bearer", whitespace around the value) is an invalid request rather than
-// no credential, so that a client's mistake is not silently served as anonymous. Descriptions
-// are fixed sentences: nothing the client sent is quoted.
-func parseAuthorization(values []string) (authorization, error) {
-	var found authorization
-	for _, value := range values {
-		trimmed := strings.TrimLeft(value, " \t")
-		name := trimmed[:schemeLength(trimmed)]
-		var (
-			sch  scheme
-			slot *string
-		)
-		switch {
-		case asciiEqualFold(name, schemeBearer.name):
-			sch, slot = schemeBearer, &found.bearer
-		case asciiEqualFold(name, schemeAPIKey.name):
-			sch, slot = schemeAPIKey, &found.apiKey
-		default:
-			continue
-		}
-		if len(trimmed) != len(value) {
-			return authorization{}, invalidRequest("the Authorization header starts with whitespace")
-		}
-		if *slot != "" {
-			return authorization{}, invalidRequest(sch.twice)
-		}
-		credential, err := sch.credentialOf(value[len(name):])
-		if err != nil {
-			return authorization{}, err
-		}
-		*slot = credential
-	}
-	return found, nil
-}
-
-// credentialOf checks what follows the scheme's name: one space, then the credential.
-func (sch scheme) credentialOf(rest string) (string, error) {
-	credential, ok := strings.CutPrefix(rest, " ")
-	switch {
-	case strings.Trim(rest, " \t") == "":
-		return "", invalidRequest(fmt.Sprintf("the Authorization header names the %s scheme but has no %s", sch.name, sch.credential))
-	case !ok || strings.HasPrefix(credential, " ") || strings.HasPrefix(credential, "\t"):
-		return "", invalidRequest(fmt.Sprintf("the %s scheme must be followed by exactly one space and the %s", sch.name, sch.credential))
-	case strings.HasSuffix(credential, " ") || strings.HasSuffix(credential, "\t"):
-		return "", invalidRequest(fmt.Sprintf("the %s %s is followed by whitespace", sch.name, sch.credential))
-	case sch == schemeBearer && !isToken68(credential):
-		return "", invalidRequest("the bearer token has characters that no token can have")
-	}
-	return credential, nil
-}
-
-// schemeLength is the length of the token (RFC 9110 §5.6.2) that s starts with.
-func schemeLength(s string) int {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return i
-		}
-	}
-	return len(s)
-}
-
-// asciiEqualFold is strings.EqualFold for ASCII names: header names and schemes are ASCII, and
-// Unicode folding would let "K" (the Kelvin sign) or "ſ" (the long s) stand for k and s.
-func asciiEqualFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		if lower(a[i]) != lower(b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func lower(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
-// isToken68 reports whether s has the syntax of a bearer token (RFC 6750 §2.1):
-// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
-func isToken68(s string) bool {
-	s = strings.TrimRight(s, "=")
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~+/", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// apiKeyHeader returns the caller named by the API key header, or anonymous when there is none.
-func (a *Authenticator) apiKeyHeader(header http.Header) (Identity, error) {
-	values := header.Values(a.APIKeyHeader)
-	switch {
-	case len(values) == 0:
-		return Identity{}, nil
-	case len(values) > 1:
-		return Identity{}, invalidRequest(fmt.Sprintf("the %s header is given more than once", a.APIKeyHeader))
-	case values[0] == "":
-		return Identity{}, invalidRequest(fmt.Sprintf("the %s header is empty", a.APIKeyHeader))
-	}
-	return a.apiKey(values[0])
-}
-
-// apiKey returns the caller named by a key the client sent.
-func (a *Authenticator) apiKey(key string) (Identity, error) {
-	k, ok := a.lookup(key)
-	if !ok {
-		return Identity{}, invalidToken("unknown API key")
-	}
-	return Identity{UserID: k.UserID, Method: MethodAPIKey, Name: k.Name, Email: k.Email}, nil
-}
-
-// lookup compares the key's digest with every configured digest in constant time, so the time
-// taken tells nothing about which key, if any, came close.
-func (a *Authenticator) lookup(key string) (found APIKey, ok bool) {
-	digest := sha256.Sum256([]byte(key))
-	for i := range a.APIKeys {
-		k := &a.APIKeys[i] // not a copy of each key, twice, as ranging over the values made
-		if subtle.ConstantTimeCompare(digest[:], k.Digest[:]) == 1 && !ok {
-			found, ok = *k, true
-		}
-	}
-	return found, ok
 }

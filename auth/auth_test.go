@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 )
 
 // The keys the tests configure. aliceKey is configured in clear, bobKey as its SHA-256 digest.
@@ -319,9 +320,9 @@ func TestAuthenticate(t *testing.T) {
 			if !errors.As(err, &authErr) {
 				t.Fatalf("Authenticate = %+v, %v; want an *auth.Error", got, err)
 			}
-			if authErr.Status != tc.wantStatus || authErr.Code != tc.wantCode {
+			if status := errcode.Of(err).Code.Status; status != tc.wantStatus || authErr.Code != tc.wantCode {
 				t.Errorf("error = {Status: %d, Code: %q}, want {Status: %d, Code: %q}",
-					authErr.Status, authErr.Code, tc.wantStatus, tc.wantCode)
+					status, authErr.Code, tc.wantStatus, tc.wantCode)
 			}
 			if !got.Anonymous() {
 				t.Errorf("Authenticate returned %+v with its error, want the anonymous Identity", got)
@@ -375,9 +376,9 @@ func TestAuthenticateRefusesMalformedAuthorization(t *testing.T) {
 			if !errors.As(err, &authErr) {
 				t.Fatalf("Authenticate = %+v, %v; want an *auth.Error", got, err)
 			}
-			if authErr.Status != http.StatusBadRequest || authErr.Code != "invalid_request" {
+			if status := errcode.Of(err).Code.Status; status != http.StatusBadRequest || authErr.Code != "invalid_request" {
 				t.Errorf("error = {Status: %d, Code: %q, Description: %q}, want {Status: 400, Code: \"invalid_request\"}",
-					authErr.Status, authErr.Code, authErr.Description)
+					status, authErr.Code, authErr.Description)
 			}
 			if !got.Anonymous() {
 				t.Errorf("Authenticate returned %+v with its error, want the anonymous Identity", got)
@@ -434,8 +435,8 @@ func TestAuthenticateUpstream(t *testing.T) {
 			if !errors.As(err, &authErr) {
 				t.Fatalf("Authenticate = %+v, %v; want an *auth.Error", got, err)
 			}
-			if authErr.Status != http.StatusUnauthorized || authErr.Code != "invalid_token" {
-				t.Errorf("error = {Status: %d, Code: %q}, want {Status: 401, Code: \"invalid_token\"}", authErr.Status, authErr.Code)
+			if status := errcode.Of(err).Code.Status; status != http.StatusUnauthorized || authErr.Code != "invalid_token" {
+				t.Errorf("error = {Status: %d, Code: %q}, want {Status: 401, Code: \"invalid_token\"}", status, authErr.Code)
 			}
 			if strings.Contains(authErr.Description, "mallory") {
 				t.Errorf("the description %q echoes the user id", authErr.Description)
@@ -465,17 +466,17 @@ func TestErrorChallenge(t *testing.T) {
 	}{
 		{
 			name: "an invalid token names the realm, the code and the description",
-			err:  &auth.Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: "unknown API key"},
+			err:  &auth.Error{Code: "invalid_token", Description: "unknown API key"},
 			want: `Bearer realm="posts", error="invalid_token", error_description="unknown API key"`,
 		},
 		{
 			name: "an invalid request names its own code",
-			err:  &auth.Error{Status: http.StatusBadRequest, Code: "invalid_request", Description: "the X-Api-Key header is empty"},
+			err:  &auth.Error{Code: "invalid_request", Description: "the X-Api-Key header is empty"},
 			want: `Bearer realm="posts", error="invalid_request", error_description="the X-Api-Key header is empty"`,
 		},
 		{
 			name: "characters RFC 6750 does not allow in a description are replaced so the header stays well formed",
-			err:  &auth.Error{Status: http.StatusUnauthorized, Code: "invalid_token", Description: `say "hi" \ né` + "\t"},
+			err:  &auth.Error{Code: "invalid_token", Description: `say "hi" \ né` + "\t"},
 			want: `Bearer realm="posts", error="invalid_token", error_description="say 'hi' / n???"`,
 		},
 	}

@@ -55,3 +55,6 @@ func (t *Tokens) CacheLen() int {
 	defer t.cache.mu.RUnlock()
 	return len(t.cache.entries)
 }
+
+// InitHeaders is initHeaders, for the tests and the fuzz target of the payload's syntax.
+var InitHeaders = initHeaders

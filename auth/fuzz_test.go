@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 )
 
 // fuzzDescriptions maps the descriptions the seeds give to the seed that gave each first.
@@ -27,11 +28,11 @@ func wantRefusal(t *testing.T, err error) *auth.Error {
 	if !errors.As(err, &authErr) {
 		t.Fatalf("error %v (%T) is not an *auth.Error", err, err)
 	}
-	switch {
-	case authErr.Code == "invalid_request" && authErr.Status == http.StatusBadRequest:
-	case authErr.Code == "invalid_token" && authErr.Status == http.StatusUnauthorized:
+	switch status := errcode.Of(err).Code.Status; {
+	case authErr.Code == "invalid_request" && status == http.StatusBadRequest:
+	case authErr.Code == "invalid_token" && status == http.StatusUnauthorized:
 	default:
-		t.Fatalf("error = {Status: %d, Code: %q}, want 400 invalid_request or 401 invalid_token", authErr.Status, authErr.Code)
+		t.Fatalf("error = {Status: %d, Code: %q}, want 400 invalid_request or 401 invalid_token", status, authErr.Code)
 	}
 	if authErr.Description == "" {
 		t.Fatal("the description is empty")

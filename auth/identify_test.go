@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 )
 
 // TestIdentifyWithConnectionInit: a WebSocket's caller is named by the credentials of its upgrade
@@ -248,8 +249,8 @@ func TestIdentifyWithConnectionInit(t *testing.T) {
 				t.Fatalf("Identify = %+v, %v; want an *auth.Error", got, err)
 			}
 			code := map[int]string{http.StatusBadRequest: "invalid_request", http.StatusUnauthorized: "invalid_token"}[tc.status]
-			if authErr.Status != tc.status || authErr.Code != code {
-				t.Errorf("error = {Status: %d, Code: %q}, want {Status: %d, Code: %q}", authErr.Status, authErr.Code, tc.status, code)
+			if status := errcode.Of(err).Code.Status; status != tc.status || authErr.Code != code {
+				t.Errorf("error = {Status: %d, Code: %q}, want {Status: %d, Code: %q}", status, authErr.Code, tc.status, code)
 			}
 			if !strings.Contains(authErr.Description, tc.description) {
 				t.Errorf("description %q, want it to say %q", authErr.Description, tc.description)

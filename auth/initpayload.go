@@ -9,15 +9,15 @@ import (
 	"net/http"
 )
 
-// InitHeaders reads the credentials of a GraphQL-over-WebSocket connection_init payload, which
+// initHeaders reads the credentials of a GraphQL-over-WebSocket connection_init payload, which
 // clients send as header-like members ({"Authorization": "Bearer ..."}), into headers: the
 // Authorization and API key header members, named in any case (ASCII). Identify reads
 // Credentials.Init with it. An absent or null payload gives no credentials; otherwise it must be
 // a JSON object, and a credential must be a string given once: a payload naming one twice in any
 // case ("authorization" and "Authorization") is refused rather than one picked at random. Other
-// members are ignored, whatever they hold. An error is an *Error (400 invalid_request) whose
+// members are ignored, whatever they hold. An error is an *Error with CodeInvalidRequest whose
 // description never quotes the payload.
-func InitHeaders(payload json.RawMessage, apiKeyHeader string) (http.Header, error) {
+func initHeaders(payload json.RawMessage, apiKeyHeader string) (http.Header, error) {
 	header := http.Header{}
 	if len(payload) == 0 {
 		return header, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 )
 
 // initSecret is a credential value of the payloads below; no description may quote it.
@@ -130,8 +131,8 @@ func TestInitHeaders(t *testing.T) {
 			if !errors.As(err, &authErr) {
 				t.Fatalf("InitHeaders(%s) = %v, %v; want an *auth.Error", tc.payload, got, err)
 			}
-			if authErr.Status != http.StatusBadRequest || authErr.Code != "invalid_request" {
-				t.Errorf("error = {Status: %d, Code: %q}, want {Status: 400, Code: \"invalid_request\"}", authErr.Status, authErr.Code)
+			if status := errcode.Of(err).Code.Status; status != http.StatusBadRequest || authErr.Code != "invalid_request" {
+				t.Errorf("error = {Status: %d, Code: %q}, want {Status: 400, Code: \"invalid_request\"}", status, authErr.Code)
 			}
 			if got != nil {
 				t.Errorf("InitHeaders returned %v with its error, want nil", got)

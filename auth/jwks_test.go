@@ -289,7 +289,7 @@ func wantUnavailable(t testing.TB, err error) {
 	}
 	var authErr *auth.Error
 	if errors.As(err, &authErr) {
-		t.Errorf("error %v is an *auth.Error (status %d): the token would be refused rather than retried", err, authErr.Status)
+		t.Errorf("error %v is an *auth.Error (code %q): the token would be refused rather than retried", err, authErr.Code)
 	}
 }
 

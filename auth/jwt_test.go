@@ -21,6 +21,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
 )
 
 const (
@@ -126,8 +127,8 @@ func wantInvalidToken(t testing.TB, err error, token, reason string) {
 	if !errors.As(err, &authErr) {
 		t.Fatalf("error = %v, want an *auth.Error", err)
 	}
-	if authErr.Status != http.StatusUnauthorized || authErr.Code != "invalid_token" {
-		t.Errorf("error = {Status: %d, Code: %q}, want {Status: 401, Code: \"invalid_token\"}", authErr.Status, authErr.Code)
+	if status := errcode.Of(err).Code.Status; status != http.StatusUnauthorized || authErr.Code != "invalid_token" {
+		t.Errorf("error = {Status: %d, Code: %q}, want {Status: 401, Code: \"invalid_token\"}", status, authErr.Code)
 	}
 	if errors.Is(err, auth.ErrKeysUnavailable) {
 		t.Errorf("error %v is also ErrKeysUnavailable", err)
@@ -156,8 +157,8 @@ func wantInvalidRequest(t testing.TB, err error) {
 	if !errors.As(err, &authErr) {
 		t.Fatalf("error = %v, want an *auth.Error", err)
 	}
-	if authErr.Status != http.StatusBadRequest || authErr.Code != "invalid_request" {
-		t.Errorf("error = {Status: %d, Code: %q}, want {Status: 400, Code: \"invalid_request\"}", authErr.Status, authErr.Code)
+	if status := errcode.Of(err).Code.Status; status != http.StatusBadRequest || authErr.Code != "invalid_request" {
+		t.Errorf("error = {Status: %d, Code: %q}, want {Status: 400, Code: \"invalid_request\"}", status, authErr.Code)
 	}
 	want := `Bearer realm="posts", error="invalid_request", error_description="` + authErr.Description + `"`
 	if got := authErr.Challenge(); got != want {

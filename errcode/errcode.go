@@ -123,7 +123,7 @@ func Of(err error) *Error {
 		return &Error{Code: BadUserInput, Message: invalid.Message, Field: invalid.Field}
 	}
 	if authErr, ok := errors.AsType[*auth.Error](err); ok {
-		if authErr.Code == "invalid_request" { // RFC 6750's name for a malformed request
+		if authErr.Code == auth.CodeInvalidRequest {
 			return &Error{Code: MalformedCredentials, Message: authErr.Description}
 		}
 		return &Error{Code: InvalidCredentials, Message: authErr.Description}

@@ -42,8 +42,8 @@ func TestEveryRowOfTheTableIsWellFormed(t *testing.T) {
 
 func TestOfGivesEachErrorItsRow(t *testing.T) {
 	invalid := fmt.Errorf("create: %w", &posts.InvalidError{Field: "title", Message: "title is empty"})
-	badToken := &auth.Error{Status: 401, Code: "invalid_token", Description: "the token has expired"}
-	twice := &auth.Error{Status: 400, Code: "invalid_request", Description: "the request has more than one bearer token"}
+	badToken := &auth.Error{Code: "invalid_token", Description: "the token has expired"}
+	twice := &auth.Error{Code: "invalid_request", Description: "the request has more than one bearer token"}
 	cause := errors.New("dial tcp: connection refused")
 	for _, tt := range []struct {
 		name    string

@@ -231,7 +231,7 @@ func TestFailMapsEachErrorToOneStatus(t *testing.T) {
 		header, value string // a header the response must carry
 		message       string
 	}{
-		{"a refused credential carries its challenge", &auth.Error{Status: 401, Code: "invalid_token", Description: "the token has expired"},
+		{"a refused credential carries its challenge", &auth.Error{Code: "invalid_token", Description: "the token has expired"},
 			401, "WWW-Authenticate", `Bearer realm="posts", error="invalid_token", error_description="the token has expired"`, "the token has expired"},
 		{"a missing credential gets the bare challenge", posts.ErrUnauthenticated, 401, "WWW-Authenticate", `Bearer realm="posts"`, posts.ErrUnauthenticated.Error()},
 		{"keys not fetched yet is a 503 to retry", auth.ErrKeysUnavailable, 503, "Retry-After", retryAfter, auth.ErrKeysUnavailable.Error()},

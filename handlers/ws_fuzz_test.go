@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"runtime/metrics"
 	"strings"
@@ -23,7 +24,9 @@ func inbound(typ websocket.MessageType, data []byte) (message, *errcode.Error) {
 	}
 	switch m.Type {
 	case "connection_init":
-		if _, err := auth.InitHeaders(m.Payload, "X-API-Key"); err != nil {
+		// Identify, as the server reads connection_init: with no keys or token verifier
+		// configured, every credential in the payload is refused, malformed or not (4403 both).
+		if _, err := (&auth.Authenticator{APIKeyHeader: "X-API-Key"}).Identify(context.Background(), auth.Credentials{Init: m.Payload}); err != nil {
 			return m, errcode.Of(err)
 		}
 	case "subscribe", "start":
@@ -38,7 +41,7 @@ func inbound(typ websocket.MessageType, data []byte) (message, *errcode.Error) {
 var inboundCloseCodes = map[int]bool{
 	1007: true, // text that is not UTF-8
 	4400: true, // not a message, or a payload that is not one
-	4403: true, // credentials that are not strings, or named twice
+	4403: true, // credentials that are not strings, named twice, or not accepted
 }
 
 // FuzzWSMessage feeds frames to the message decoder: it never panics, every frame is a message
