@@ -51,6 +51,7 @@ type identityProvider struct {
 	failing  atomic.Bool // the JWKS answers 503 while set
 	mu       sync.Mutex
 	jwksJSON []byte
+	refused  map[string]int // the 503s answered, by the query of the URL
 }
 
 func newIdentityProvider() *identityProvider {
@@ -62,7 +63,7 @@ func newIdentityProvider() *identityProvider {
 	if err != nil {
 		panic(err)
 	}
-	p := &identityProvider{rsaKey: rsaKey, ecKey: ecKey}
+	p := &identityProvider{rsaKey: rsaKey, ecKey: ecKey, refused: map[string]int{}}
 	var keys []jwkset.JWKMarshal
 	for kid, key := range map[string]any{"rsa-1": &rsaKey.PublicKey, "ec-1": &ecKey.PublicKey} {
 		jwk, err := jwkset.NewJWKFromKey(key, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: kid, USE: jwkset.UseSig}})
@@ -73,12 +74,13 @@ func newIdentityProvider() *identityProvider {
 	}
 	p.jwksJSON, _ = json.Marshal(jwkset.JWKSMarshal{Keys: keys})
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
 		if p.failing.Load() {
+			p.refused[r.URL.RawQuery]++
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 			return
 		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(p.jwksJSON)
 	}))
@@ -118,6 +120,13 @@ func (p *identityProvider) token(c jwt.MapClaims, alg string) string {
 	return s
 }
 
+// refusals is how many fetches of the JWKS URL with query the provider has answered 503.
+func (p *identityProvider) refusals(query string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused[query]
+}
+
 func bearer(token string) string { return "Authorization: Bearer " + token }
 
 func accessLog() string { return filepath.Join(dataDir, "access.log") }
@@ -125,6 +134,7 @@ func accessLog() string { return filepath.Join(dataDir, "access.log") }
 // TestOwnership runs every kind of caller against PATCH and DELETE of a post that exists and of
 // one that does not: each cell has one status, and a caller who is not the owner writes nothing.
 func TestOwnership(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 	aliceToken := idp.token(claims("alice"), "RS256")
 	carolToken := idp.token(claims("carol"), "ES256")
@@ -186,6 +196,7 @@ func TestOwnership(t *testing.T) {
 }
 
 func TestBearerTokens(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 	aliceToken := idp.token(claims("alice"), "RS256")
 
@@ -354,8 +365,7 @@ func wantChallenge(t *testing.T, res response, code, description string) {
 // when there is none.
 func storedUser(t *testing.T, id string) string {
 	t.Helper()
-	db := openStore(t, false)
-	defer db.Close()
+	db := readStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var name, email sql.NullString
@@ -375,6 +385,7 @@ func storedUser(t *testing.T, id string) string {
 }
 
 func TestTrustCaddyAuth(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 	dave := "Authorization: Basic " + basic("dave", davePassword)
 
@@ -409,6 +420,7 @@ func basic(user, password string) string {
 // still works), the service recovers on its own once the JWKS answers, and a JWKS that fails
 // after that never costs a valid token its access.
 func TestJWKSOutage(t *testing.T) {
+	inProcess(t)
 	startCaddy(t)
 	idp.failing.Store(true)
 	t.Cleanup(func() { idp.failing.Store(false) })
@@ -435,7 +447,7 @@ func TestJWKSOutage(t *testing.T) {
 		idp.failing.Store(false)
 		token := idp.token(claims("alice"), "RS256")
 		var res response
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if res = c.do("GET", outageSite+"/posts", "", bearer(token)); res.status == 200 {
 				return
 			}
@@ -443,8 +455,16 @@ func TestJWKSOutage(t *testing.T) {
 		t.Fatalf("status = %d (body %s) 10s after the JWKS came back; want 200", res.status, res.body)
 	})
 	t.Run("a JWKS that fails after the first fetch keeps valid tokens working", func(t *testing.T) {
+		refused := idp.refusals("outage")
 		idp.failing.Store(true)
-		time.Sleep(1500 * time.Millisecond) // a refresh fails meanwhile
+		// A refresh fails meanwhile: they come every second. The provider counts its answer
+		// before it sends it, so the wait goes on a little for the key set to take it in.
+		for deadline := time.Now().Add(10 * time.Second); idp.refusals("outage") == refused; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no refresh of the JWKS was refused in 10s")
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
 		fresh := claims("alice")
 		fresh["jti"] = "never seen before" // not in the token cache
 		res := c.do("GET", outageSite+"/posts", "", bearer(idp.token(fresh, "ES256")))
@@ -457,6 +477,7 @@ func TestJWKSOutage(t *testing.T) {
 // TestTheKeySetsAreSharedAcrossReloads: a reload keeps the key sets it had (and so their keys), and
 // the last config that names a JWKS stops its background fetches.
 func TestTheKeySetsAreSharedAcrossReloads(t *testing.T) {
+	inProcess(t)
 	startCaddy(t)
 	shared := "jwks " + idp.URL + "/jwks.json every 1h0m0s"
 	before := pooledKeys(t, shared)

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"compress/gzip"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,6 +23,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
 )
 
 // The GraphQL end-to-end tests run on the sites of config() and three more:
@@ -101,6 +101,13 @@ const (
 // graphql POSTs query, with vars unless they are nil, to /graphql of siteURL.
 func (c *client) graphql(siteURL, query string, vars map[string]any, header ...string) response {
 	c.t.Helper()
+	r := c.graphqlRequest(siteURL, query, vars, header...)
+	return c.do(r.method, r.url, r.body, r.header...)
+}
+
+// graphqlRequest is the request of c.graphql.
+func (c *client) graphqlRequest(siteURL, query string, vars map[string]any, header ...string) request {
+	c.t.Helper()
 	body := map[string]any{"query": query}
 	if vars != nil {
 		body["variables"] = vars
@@ -109,7 +116,7 @@ func (c *client) graphql(siteURL, query string, vars map[string]any, header ...s
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return c.do("POST", siteURL+"/graphql", string(b), append([]string{jsonBody}, header...)...)
+	return request{"POST", siteURL + "/graphql", string(b), append([]string{jsonBody}, header...)}
 }
 
 // graphqlGet sends params in the query string of a GET of /graphql of siteURL.
@@ -278,6 +285,7 @@ func requestError(status int, code, message string) gqlWant {
 }
 
 func TestGraphQLQueries(t *testing.T) {
+	inProcess(t)
 	c := startGraphQLCaddy(t)
 	clearPosts(t)
 	a1 := c.create(asAlice, "first")
@@ -405,6 +413,7 @@ func TestGraphQLQueries(t *testing.T) {
 }
 
 func TestGraphQLUsers(t *testing.T) {
+	inProcess(t)
 	c := startGraphQLCaddy(t)
 	clearPosts(t)
 	frankToken := idp.token(claims("frank"), "RS256")
@@ -488,6 +497,7 @@ func deleteUser(t *testing.T, id string) {
 }
 
 func TestGraphQLMutations(t *testing.T) {
+	inProcess(t)
 	c := startGraphQLCaddy(t)
 	const create = `mutation($in: PostInput!) { createPost(input: $in) { id userId title body createdAt updatedAt } }`
 
@@ -608,6 +618,7 @@ func TestGraphQLMutations(t *testing.T) {
 }
 
 func TestGraphQLAuthentication(t *testing.T) {
+	inProcess(t)
 	c := startGraphQLCaddy(t)
 	p := c.create(asAlice, "guarded")
 	challenge := map[string]string{"WWW-Authenticate": `Bearer realm="posts"`}
@@ -683,6 +694,7 @@ func TestGraphQLAuthentication(t *testing.T) {
 // UNAVAILABLE, in a 200 response (the operation ran), without internals; a fault in the server
 // is INTERNAL_SERVER_ERROR; keys not fetched yet are a 503 to retry.
 func TestGraphQLServerFaults(t *testing.T) {
+	inProcess(t)
 	c := startGraphQLCaddy(t)
 	// The post is in the stalled site's store, so the mutations below would change it if they
 	// reached the database.
@@ -709,31 +721,46 @@ func TestGraphQLServerFaults(t *testing.T) {
 			t.Errorf("the response leaks internals: %s", res.body)
 		}
 	}
-	for _, r := range requests {
+	// Each request waits out a timeout (the dead site's server selection, the stalled site's
+	// storage timeout): they are made all at once, with the proxy stalled, and nothing stored
+	// may have changed after any of them.
+	before := stored(t)
+	var all []request
+	for _, site := range []string{deadSite, stalledSite} {
+		for _, r := range requests {
+			all = append(all, c.graphqlRequest(site, r.query, id, asAlice))
+		}
+	}
+	all = append(all,
+		c.graphqlRequest(deadSite, `{ posts { id } }`, nil, acceptLegacy),
+		c.graphqlRequest(deadSite, `query($id: ID!) { __typename post(id: $id) { id } }`, id))
+	proxy.stall(true)
+	responses, err := c.atOnce(all)
+	proxy.stall(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(requests)
+	dead, stalled, legacy, beside := responses[:n], responses[n:2*n], responses[2*n], responses[2*n+1]
+	for i, r := range requests {
 		t.Run("with no database listening, "+r.name, func(t *testing.T) {
-			before := stored(t)
-			res := c.graphql(deadSite, r.query, id, asAlice)
-			check(t, res, r.want)
-			leaks(t, res)
+			check(t, dead[i], r.want)
+			leaks(t, dead[i])
 			unchanged(t, before)
 		})
 		t.Run("past the storage timeout, "+r.name, func(t *testing.T) {
-			before := stored(t)
-			proxy.stall(true)
-			res := c.graphql(stalledSite, r.query, id, asAlice)
-			proxy.stall(false)
-			check(t, res, r.want)
-			leaks(t, res)
+			check(t, stalled[i], r.want)
+			leaks(t, stalled[i])
 			unchanged(t, before)
 		})
 	}
 	t.Run("UNAVAILABLE comes with 200 under application/json too", func(t *testing.T) {
 		want := unavailable(`null`, `["posts"]`)
 		want.media = legacyJSON
-		check(t, c.graphql(deadSite, `{ posts { id } }`, nil, acceptLegacy), want)
+		check(t, legacy, want)
 	})
 	t.Run("a field that needs no database is answered beside an UNAVAILABLE one", func(t *testing.T) {
-		check(t, c.graphql(deadSite, `query($id: ID!) { __typename post(id: $id) { id } }`, id), unavailable(`{"__typename": "Query", "post": null}`, `["post"]`))
+		check(t, beside, unavailable(`{"__typename": "Query", "post": null}`, `["post"]`))
 	})
 
 	t.Run("a stored profile the server cannot read is INTERNAL_SERVER_ERROR without the cause", func(t *testing.T) {
@@ -773,6 +800,7 @@ func TestGraphQLServerFaults(t *testing.T) {
 }
 
 func TestGraphQLOverHTTP(t *testing.T) {
+	inProcess(t)
 	c := startGraphQLCaddy(t)
 	p := c.create(asAlice, "over HTTP")
 	twoOperations := `query A($id: ID!) { post(id: $id) { title } } query B { __typename }`
@@ -996,6 +1024,7 @@ func TestGraphQLOverHTTP(t *testing.T) {
 }
 
 func TestGraphiQL(t *testing.T) {
+	inProcess(t)
 	c := startGraphQLCaddy(t)
 	page := c.do("GET", site+"/graphql", "", browserAccept)
 
@@ -1107,8 +1136,10 @@ func introspectionQuery(t *testing.T) string {
 // limits are tried on the MongoDB site, which reaches its database through commandLog, which
 // sees every command: a refused operation sends none.
 func TestGraphQLLimits(t *testing.T) {
+	inProcess(t)
 	c := startGraphQLCaddy(t)
 	p := c.createOn(mongoSite, asAlice, "limited")
+	c.create(asAlice, "for the strict site") // whose query of depth 4 reads a post of alice's
 
 	t.Run("an accepted query on the MongoDB site is seen reaching the database", func(t *testing.T) {
 		n := commands().count()
@@ -1275,19 +1306,11 @@ func (p *commandLog) serve(client net.Conn) {
 	defer server.Close()
 	go io.Copy(client, server)
 	for {
-		header := make([]byte, 16) // length, request id, response to, opcode
-		if _, err := io.ReadFull(client, header); err != nil {
+		msg, err := mongotest.ReadMessage(client)
+		if err != nil {
 			return
 		}
-		length := binary.LittleEndian.Uint32(header)
-		if length < 16 || length > 48<<20 {
-			return
-		}
-		msg := append(header, make([]byte, length-16)...)
-		if _, err := io.ReadFull(client, msg[16:]); err != nil {
-			return
-		}
-		if name := commandName(msg); name != "" && !monitoring[name] {
+		if name := mongotest.CommandName(msg); name != "" && !monitoring[name] {
 			p.mu.Lock()
 			p.seen = append(p.seen, name)
 			p.mu.Unlock()
@@ -1296,21 +1319,6 @@ func (p *commandLog) serve(client net.Conn) {
 			return
 		}
 	}
-}
-
-// commandName is the command of an OP_MSG (opcode 2013): the first key of its body section,
-// which follows the header (16 bytes), the flags (4), the section kind 0 (1), and the body's
-// length (4) and first element type (1).
-func commandName(msg []byte) string {
-	const opMsg = 2013
-	if len(msg) < 27 || binary.LittleEndian.Uint32(msg[12:]) != opMsg || msg[20] != 0 {
-		return ""
-	}
-	name, _, ok := bytes.Cut(msg[26:], []byte{0})
-	if !ok {
-		return ""
-	}
-	return string(name)
 }
 
 // count is how many commands have been recorded.

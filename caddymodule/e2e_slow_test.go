@@ -263,6 +263,7 @@ func patientSubscriber(addr string, quiet time.Duration, create func(title strin
 // production example, shortened, attacks it with clients that send a byte a second, and has a
 // normal client, an idle connection and a subscriber use it meanwhile.
 func TestServerTimeoutsCutSlowClientsOff(t *testing.T) {
+	ownProcesses(t)
 	guarded, open := freePort(t), freePort(t)
 	p := startProcess(t, slowClientsConfig(guarded, open, t.TempDir()), guarded)
 	addr, openAddr := fmt.Sprintf("127.0.0.1:%d", guarded), fmt.Sprintf("127.0.0.1:%d", open)

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -66,7 +69,48 @@ var (
 	idp      *identityProvider
 )
 
+// The tests of this package mostly wait: on a storage or a server timeout, on a process that
+// starts or is killed. So they run side by side where they share nothing:
+//   - a test that uses the in-process Caddy (its config, its sites, their stores, the stall
+//     proxy, the identity provider's outage switch) calls inProcess, and runs while no other such
+//     test does;
+//   - a test that runs `caddy` processes of its own, on a data_dir and ports of their own, calls
+//     ownProcesses, and runs beside those, a few at a time.
+//
+// A test that calls neither runs alone, before them: the ones of hostile_test.go, which measure
+// the time and memory of their process.
+var (
+	caddyInUse   sync.Mutex
+	processSlots = make(chan struct{}, 3)
+)
+
+// inProcess makes t a parallel test that has the in-process Caddy to itself until it ends.
+func inProcess(t *testing.T) {
+	t.Parallel()
+	caddyInUse.Lock()
+	t.Cleanup(caddyInUse.Unlock)
+}
+
+// ownProcesses makes t a parallel test that runs once one of processSlots is free.
+func ownProcesses(t *testing.T) {
+	t.Parallel()
+	processSlots <- struct{}{}
+	t.Cleanup(func() { <-processSlots })
+}
+
+// waitingTests is the -parallel of this package when none is given. A parallel test counts
+// against -parallel while it waits for its turn in inProcess or ownProcesses, which hold the
+// real limits, so the default of GOMAXPROCS (2 on the machines that run make test) would have
+// the in-process tests wait for one another in every slot.
+const waitingTests = 64
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	parallelGiven := false
+	flag.Visit(func(f *flag.Flag) { parallelGiven = parallelGiven || f.Name == "test.parallel" })
+	if !parallelGiven {
+		flag.Set("test.parallel", strconv.Itoa(waitingTests))
+	}
 	dir, err := os.MkdirTemp("", "posts-e2e-")
 	if err != nil {
 		panic(err)
@@ -87,15 +131,56 @@ func TestMain(m *testing.M) {
 	}
 	proxy = startStallProxy(ferret.Socket)
 	idp = newIdentityProvider()
+	initConfig, err := startInProcessCaddy()
+	if err != nil {
+		panic(err)
+	}
 	code := m.Run()
 	// FerretDB waits for its clients to hang up: the last config's, and the tests' own.
 	_ = caddy.Stop()
 	_ = ferretDB.Disconnect(context.Background())
 	ferret.Close()
 	idp.Close()
+	if storeReader.db != nil {
+		storeReader.db.Close()
+	}
+	os.Remove(initConfig)
 	os.RemoveAll(dir)
 	os.RemoveAll(ferretDir)
 	os.Exit(code)
+}
+
+// startInProcessCaddy starts Caddy in this process as the first caddytest.Tester would, on
+// a Caddyfile of only its admin endpoint, but waits for that to answer in steps of 10ms rather
+// than of a second. It returns the path of the Caddyfile; a Caddy that answers already is used.
+func startInProcessCaddy() (caddyfile string, err error) {
+	admin := fmt.Sprintf("http://localhost:%d/config/", caddytest.Default.AdminPort)
+	answers := func() bool {
+		res, err := http.Get(admin)
+		if err == nil {
+			res.Body.Close()
+		}
+		return err == nil
+	}
+	if answers() {
+		return "", nil
+	}
+	f, err := os.CreateTemp("", "posts-e2e-*.caddyfile")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "{\n\tadmin localhost:%d\n}\n", caddytest.Default.AdminPort); err != nil {
+		return "", err
+	}
+	os.Args = []string{"caddy", "run", "--config", f.Name(), "--adapter", "caddyfile"}
+	go caddycmd.Main()
+	for deadline := time.Now().Add(10 * time.Second); !answers(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return f.Name(), fmt.Errorf("the in-process Caddy's admin endpoint %s did not answer in 10s", admin)
+		}
+	}
+	return f.Name(), nil
 }
 
 // prepareFerretDB makes the posts collection and its indexes, as a MongoDB store does on first
@@ -208,15 +293,30 @@ type response struct {
 // header lines such as "X-API-Key: alice-key"; an empty line adds nothing
 func (c *client) do(method, url, body string, header ...string) response {
 	c.t.Helper()
-	var reader io.Reader
-	if body != "" {
-		reader = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, reader)
+	res, err := c.fetch(request{method, url, body, header})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	for _, h := range header {
+	return res
+}
+
+// request is a request of do: method, URL, body ("" for none) and header lines.
+type request struct {
+	method, url, body string
+	header            []string
+}
+
+// fetch makes r and reads its response; unlike do, it may run on any goroutine.
+func (c *client) fetch(r request) (response, error) {
+	var reader io.Reader
+	if r.body != "" {
+		reader = strings.NewReader(r.body)
+	}
+	req, err := http.NewRequest(r.method, r.url, reader)
+	if err != nil {
+		return response{}, err
+	}
+	for _, h := range r.header {
 		if h == "" {
 			continue // no credential
 		}
@@ -225,14 +325,27 @@ func (c *client) do(method, url, body string, header ...string) response {
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, url, err)
+		return response{}, fmt.Errorf("%s %s: %w", r.method, r.url, err)
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(res.Body)
 	if err != nil {
-		c.t.Fatal(err)
+		return response{}, fmt.Errorf("%s %s: reading the body: %w", r.method, r.url, err)
 	}
-	return response{res.StatusCode, res.Header, data}
+	return response{res.StatusCode, res.Header, data}, nil
+}
+
+// atOnce makes every request at once, each on a goroutine of its own, and returns their
+// responses in order, or the errors of those that got none: for requests that each wait out a
+// timeout, so that they wait it together.
+func (c *client) atOnce(requests []request) ([]response, error) {
+	responses, errs := make([]response, len(requests)), make([]error, len(requests))
+	var wg sync.WaitGroup
+	for i, r := range requests {
+		wg.Go(func() { responses[i], errs[i] = c.fetch(r) })
+	}
+	wg.Wait()
+	return responses, errors.Join(errs...)
 }
 
 const (
@@ -308,8 +421,7 @@ func stored(t *testing.T) []string {
 // storedRows returns every row of the posts table of dataDir/posts.db as JSON, in id order.
 func storedRows(t *testing.T) []string {
 	t.Helper()
-	db := openStore(t, false)
-	defer db.Close()
+	db := readStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rows, err := db.QueryContext(ctx, `SELECT id, user_id, title, body, created_at, updated_at FROM posts ORDER BY id`)
@@ -368,8 +480,7 @@ func storedPost(t *testing.T, id string) (doc map[string]any, ok bool) {
 	if !store.ValidID(id) {
 		t.Fatalf("%q is not a post id", id)
 	}
-	db := openStore(t, false)
-	defer db.Close()
+	db := readStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var (
@@ -419,6 +530,8 @@ func clearPosts(t *testing.T) {
 // store ask for. The server's config opens the file when it starts, so it is there. The file is
 // in WAL mode: a reader never waits for the server's writes, and a writer waits for the
 // server's up to the busy timeout. The caller closes it.
+//
+// Reads go through readStore instead.
 func openStore(t *testing.T, writable bool) *sql.DB {
 	t.Helper()
 	mode := "ro"
@@ -435,6 +548,25 @@ func openStore(t *testing.T, writable bool) *sql.DB {
 	return db
 }
 
+// storeReader is the read-only openStore of readStore, opened by its first caller.
+var storeReader struct {
+	once sync.Once
+	db   *sql.DB
+}
+
+// readStore returns the tests' read-only client of dataDir/posts.db, which stays open, as a
+// sqlite3 shell left open would: every check that nothing changed reads the store twice, and a
+// client opened for each read parsed the schema each time (1.4 of the 11.6 CPU seconds of the
+// in-process tests under -race). The caller does not close it.
+func readStore(t *testing.T) *sql.DB {
+	t.Helper()
+	storeReader.once.Do(func() { storeReader.db = openStore(t, false) })
+	if storeReader.db == nil {
+		t.Fatal("the tests' client of the store could not be opened")
+	}
+	return storeReader.db
+}
+
 // ferretCollection is a collection of the database the mongodb_uri sites use in the FerretDB,
 // through the tests' own connection, which bypasses the proxies.
 func ferretCollection(name string) *mongo.Collection {
@@ -444,6 +576,7 @@ func ferretCollection(name string) *mongo.Collection {
 var timestampRE = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
 
 func TestListingPosts(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 
 	t.Run("an empty collection lists as [] and never null", func(t *testing.T) {
@@ -585,6 +718,7 @@ func nextLink(t *testing.T, header string) string {
 }
 
 func TestGettingAPost(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 	created := c.create(asAlice, "to read")
 
@@ -615,6 +749,7 @@ func TestGettingAPost(t *testing.T) {
 }
 
 func TestCreatingAPost(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 
 	t.Run("201 with the post, its Location, and the caller as author", func(t *testing.T) {
@@ -680,6 +815,7 @@ func TestCreatingAPost(t *testing.T) {
 }
 
 func TestUpdatingAPost(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 
 	t.Run("200 with the post re-read, updatedAt advanced, createdAt kept", func(t *testing.T) {
@@ -731,6 +867,7 @@ func TestUpdatingAPost(t *testing.T) {
 }
 
 func TestDeletingAPost(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 
 	t.Run("204 with an empty body, and the post is gone", func(t *testing.T) {
@@ -758,6 +895,7 @@ func TestDeletingAPost(t *testing.T) {
 }
 
 func TestOtherMethodsGet405(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 	p := c.create(asAlice, "target")
 	tests := []struct{ method, path, allow string }{
@@ -783,6 +921,7 @@ func TestOtherMethodsGet405(t *testing.T) {
 }
 
 func TestAuthentication(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 	p := c.create(asAlice, "guarded")
 	writes := []struct{ method, path, body string }{
@@ -831,6 +970,7 @@ func TestAuthentication(t *testing.T) {
 // TestBadInputChangesNothing sends every kind of bad body to POST and PATCH: each gets its status
 // and a message, and the stored posts stay as they were.
 func TestBadInputChangesNothing(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 	p := c.create(asAlice, "untouched")
 	type badInput struct {
@@ -916,6 +1056,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 // TestStorageUnavailable: a database that cannot be reached, or does not answer within timeout,
 // gets 503 with Retry-After and a message without internals, and nothing is reported as done.
 func TestStorageUnavailable(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 	// The post is in the stalled site's store, so the PATCH and DELETE below would change it if
 	// they reached the database.
@@ -937,14 +1078,6 @@ func TestStorageUnavailable(t *testing.T) {
 			t.Errorf("the error leaks internals: %s", res.body)
 		}
 	}
-	for _, r := range requests {
-		t.Run(r.method+" "+strings.Split(r.path, "/")[1]+" with no database listening gets 503", func(t *testing.T) {
-			before := stored(t)
-			check(t, c.do(r.method, deadSite+r.path, r.body, asAlice, jsonBody))
-			unchanged(t, before)
-		})
-	}
-
 	t.Run("the proxied site works while the proxy passes traffic", func(t *testing.T) {
 		res := c.do("GET", stalledSite+"/posts/"+p.ID, "")
 		if res.status != 200 {
@@ -955,19 +1088,40 @@ func TestStorageUnavailable(t *testing.T) {
 			t.Errorf("the FerretDB holds no post %s; the site writes elsewhere", p.ID)
 		}
 	})
-	for _, r := range requests {
+
+	// Each request waits out a timeout (the dead site's server selection, the stalled site's
+	// storage timeout): they are made all at once, with the proxy stalled, and nothing stored
+	// may have changed after any of them.
+	before := stored(t)
+	var all []request
+	for _, site := range []string{deadSite, stalledSite} {
+		for _, r := range requests {
+			all = append(all, request{r.method, site + r.path, r.body, []string{asAlice, jsonBody}})
+		}
+	}
+	proxy.stall(true)
+	responses, err := c.atOnce(all)
+	proxy.stall(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, stalled := responses[:len(requests)], responses[len(requests):]
+	for i, r := range requests {
+		t.Run(r.method+" "+strings.Split(r.path, "/")[1]+" with no database listening gets 503", func(t *testing.T) {
+			check(t, dead[i])
+			unchanged(t, before)
+		})
+	}
+	for i, r := range requests {
 		t.Run(r.method+" "+strings.Split(r.path, "/")[1]+" past the timeout gets 503", func(t *testing.T) {
-			before := stored(t)
-			proxy.stall(true)
-			res := c.do(r.method, stalledSite+r.path, r.body, asAlice, jsonBody)
-			proxy.stall(false)
-			check(t, res)
+			check(t, stalled[i])
 			unchanged(t, before)
 		})
 	}
 }
 
 func TestOtherPathsGoToTheNextHandler(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 	for _, path := range []string{"/", "/other", "/postsx", "/api/posts"} {
 		t.Run(path, func(t *testing.T) {
@@ -1062,6 +1216,7 @@ func (p *stallProxy) stall(on bool) {
 // file) of the config before; the last config that used a store releases it, and with it the
 // lock of the data_dir; the data outlives the store.
 func TestTheStoreIsSharedAcrossReloads(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 	p := c.create(asAlice, "outlives the store")
 	embedded := "sqlite " + dataDir
@@ -1126,6 +1281,7 @@ func TestTheStoreIsSharedAcrossReloads(t *testing.T) {
 // store that is open already, which goes on serving writes. (The next test's startCaddy sets
 // it back to normal.)
 func TestSynchronousFull(t *testing.T) {
+	inProcess(t)
 	c := startCaddy(t)
 	embedded := "sqlite " + dataDir
 	before := pooled(t, embedded)
@@ -1174,6 +1330,7 @@ func poolValue[T any](t *testing.T, pool *caddy.UsagePool, key string) T {
 // TestBadConfigIsRefused: values only Provision or Validate can check fail the load, and the
 // running config stays.
 func TestBadConfigIsRefused(t *testing.T) {
+	inProcess(t)
 	startCaddy(t)
 	global := "{\n\tadmin localhost:2999\n\thttp_port 9080\n\tgrace_period 1ns\n}\n"
 	t.Run("an API key from an unset environment variable", func(t *testing.T) {

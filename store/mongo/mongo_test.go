@@ -54,8 +54,15 @@ func dropDatabase(t *testing.T, uri, name string) {
 	}
 }
 
+// TestConformanceOnFerretDB runs the suite on FerretDB, whose writes mongotest.FerretDB lets in
+// one at a time (see mongotest.OneWriteAtATime), with fewer concurrent writers: FerretDB pushes
+// down to SQLite only a filter on _id alone, so each owner-checked update and delete reads the
+// whole collection, and the concurrent writers' subtest costs about the square of their number
+// (under -race on 2 cores: 2.8s at 8 writers, 8.7s at 16, 28s at 32). What it checks of this
+// package, that calls sharing one client at once all succeed and none is lost, holds as well at
+// 8. A real MongoDB (TestConformanceOnMongoDB) and the embedded store keep 32.
 func TestConformanceOnFerretDB(t *testing.T) {
-	storetest.Run(t, opener(mongotest.FerretDB(t).URI))
+	storetest.RunWith(t, opener(mongotest.FerretDB(t).URI), storetest.Options{Writers: 8})
 }
 
 func TestConformanceOnMongoDB(t *testing.T) {
