@@ -1,3 +1,6 @@
+// The environment of a benchmark run: the Caddy process, its stores seeded through the API, the
+// bare baselines and the peers, started and stopped together. One file, longer than most, because
+// every pair reads the same environment and its set-up is easiest to check in one place.
 package main
 
 import (
