@@ -26,7 +26,7 @@ test:
 	cd build && $(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run TestTheWriteAheadLogStaysBounded ./store/sqlite/
-	# The attacks of hostile_test.go measure time and memory, which the race detector multiplies.
+	# The attacks of hostile_*_test.go measure time and memory, which the race detector multiplies.
 	$(GO) test -count=1 -run 'TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts' ./caddymodule/
 	$(MAKE) build
 	./caddy list-modules | grep -qx 'http.handlers.posts' || { echo "http.handlers.posts is not in ./caddy"; exit 1; }
