@@ -149,29 +149,8 @@ func openStore(b *testing.B, dir string, post store.Post) *sqlite.Store {
 	return st
 }
 
-// The defaults of caddymodule/config.go's table that it does not export, which moduleHandler
-// passes as Provision does.
-var (
-	moduleLimits = schema.Limits{
-		MaxQueryLength:    16 << 10,
-		MaxDepth:          15,
-		MaxCost:           2000,
-		MaxFeeds:          1000,
-		MaxFeedsPerClient: 100,
-		MaxAliases:        30,
-		MaxRootFields:     10,
-		MaxFields:         500,
-		MaxResponseSize:   8 << 20,
-	}
-	moduleSubscriptions = handlers.Subscriptions{
-		ReadLimit:             32 << 10,
-		InitTimeout:           3 * time.Second,
-		MaxSubscriptions:      100,
-		MaxConnectionsPerUser: 100,
-		MaxConnections:        10000,
-		KeepAlive:             12 * time.Second,
-	}
-)
+// module is the module's config with its defaults, as Provision fills it.
+var module = caddymodule.Defaults()
 
 // moduleHandler is the module's API on st, wired as caddymodule wires it with its defaults (one
 // API key, no JWKS), serving what it routes and 404 for the rest. Its resources are released
@@ -181,12 +160,12 @@ func moduleHandler(b *testing.B, st store.Store) (http.Handler, error) {
 	b.Cleanup(broker.Close)
 	svc := posts.NewService(posts.Config{
 		Store:    st,
-		Timeout:  time.Duration(caddymodule.DefaultTimeout),
-		MaxLimit: caddymodule.DefaultMaxLimit,
+		Timeout:  time.Duration(module.Timeout),
+		MaxLimit: module.MaxLimit,
 		Logger:   zap.NewNop(),
 		Events:   broker,
 	})
-	graph, err := schema.New(svc, zap.NewNop(), moduleLimits)
+	graph, err := schema.New(svc, zap.NewNop(), module.GraphQLLimits())
 	if err != nil {
 		return nil, err
 	}
@@ -197,10 +176,10 @@ func moduleHandler(b *testing.B, st store.Store) (http.Handler, error) {
 	api := handlers.New(handlers.Config{
 		Posts:           svc,
 		GraphQL:         graph,
-		Auth:            &auth.Authenticator{APIKeyHeader: http.CanonicalHeaderKey(caddymodule.DefaultAPIKeyHeader), APIKeys: []auth.APIKey{key}},
-		MaxBodySize:     caddymodule.DefaultMaxBodySize,
-		MaxResponseSize: moduleLimits.MaxResponseSize,
-		Subscriptions:   moduleSubscriptions,
+		Auth:            &auth.Authenticator{APIKeyHeader: http.CanonicalHeaderKey(module.APIKeyHeader), APIKeys: []auth.APIKey{key}},
+		MaxBodySize:     module.MaxBodySize,
+		MaxResponseSize: module.MaxResponseSize,
+		Subscriptions:   module.WebSocketConfig(),
 		Logger:          zap.NewNop(),
 	})
 	b.Cleanup(api.Close)

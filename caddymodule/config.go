@@ -188,14 +188,8 @@ type APIKey struct {
 	Email string `json:"email,omitempty"`
 }
 
-// Defaults that code outside this package builds with (bench); configFields fills them.
-const (
-	DefaultDatabase     = "posts"
-	DefaultAPIKeyHeader = "X-API-Key"
-	DefaultMaxBodySize  = 1 << 20
-	DefaultMaxLimit     = 100
-	DefaultTimeout      = caddy.Duration(5 * time.Second)
-)
+// DefaultDatabase is the default of database, which the posts-import command offers too.
+const DefaultDatabase = "posts"
 
 // The values of Synchronous.
 const (
@@ -232,12 +226,12 @@ var configFields = []configField{
 	{"email_claim", func(h *Handler) { orDefault(&h.EmailClaim, "email") }, nil},
 	{"leeway", func(h *Handler) { orDefault(&h.Leeway, new(caddy.Duration(30*time.Second))) }, checkLeeway},
 	{"jwks_refresh", func(h *Handler) { orDefault(&h.JWKSRefresh, caddy.Duration(time.Hour)) }, checkJWKSRefresh},
-	{"api_key_header", func(h *Handler) { orDefault(&h.APIKeyHeader, DefaultAPIKeyHeader) }, nil},
-	{"max_body_size", func(h *Handler) { orDefault(&h.MaxBodySize, DefaultMaxBodySize) },
+	{"api_key_header", func(h *Handler) { orDefault(&h.APIKeyHeader, "X-API-Key") }, nil},
+	{"max_body_size", func(h *Handler) { orDefault(&h.MaxBodySize, 1<<20) },
 		func(h *Handler) error { return sizeUpTo("max_body_size", h.MaxBodySize, maxBodySize) }},
-	{"max_limit", func(h *Handler) { orDefault(&h.MaxLimit, DefaultMaxLimit) },
+	{"max_limit", func(h *Handler) { orDefault(&h.MaxLimit, 100) },
 		func(h *Handler) error { return atLeastOne("max_limit", h.MaxLimit) }},
-	{"timeout", func(h *Handler) { orDefault(&h.Timeout, DefaultTimeout) },
+	{"timeout", func(h *Handler) { orDefault(&h.Timeout, caddy.Duration(5*time.Second)) },
 		func(h *Handler) error { return positive("timeout", h.Timeout) }},
 	{"max_query_length", func(h *Handler) { orDefault(&h.MaxQueryLength, 16<<10) },
 		func(h *Handler) error { return sizeUpTo("max_query_length", int64(h.MaxQueryLength), maxMessageSize) }},

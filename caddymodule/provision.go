@@ -53,7 +53,36 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Events:                   broker.(pooledBroker).Broker,
 		SubscriptionsRequireAuth: h.SubscriptionsRequireAuth,
 	})
-	graph, err := schema.New(svc, h.logger, schema.Limits{
+	graph, err := schema.New(svc, h.logger, h.GraphQLLimits())
+	if err != nil {
+		return fmt.Errorf("graphql schema: %w", err)
+	}
+	h.api = handlers.New(handlers.Config{
+		Posts:           svc,
+		GraphQL:         graph,
+		Subscriptions:   h.WebSocketConfig(),
+		Auth:            authn,
+		MaxBodySize:     h.MaxBodySize,
+		MaxResponseSize: h.MaxResponseSize,
+		ClientIP:        clientIP,
+		Logger:          h.logger,
+		RequestID:       requestID,
+		Identified:      setUserPlaceholders,
+	})
+	return nil
+}
+
+// Defaults returns the config with every default of the table filled in, as Provision fills
+// it; benchmarks build the API's parts from it as Provision does.
+func Defaults() Handler {
+	var h Handler
+	h.fillDefaults()
+	return h
+}
+
+// GraphQLLimits are the limits of the config that package schema applies.
+func (h *Handler) GraphQLLimits() schema.Limits {
+	return schema.Limits{
 		MaxQueryLength:       h.MaxQueryLength,
 		MaxDepth:             h.MaxDepth,
 		MaxCost:              h.MaxCost,
@@ -64,31 +93,20 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		MaxResponseSize:      h.MaxResponseSize,
 		MaxFeeds:             h.MaxDistinctSubscriptions,
 		MaxFeedsPerClient:    h.MaxDistinctSubscriptionsPerClient,
-	})
-	if err != nil {
-		return fmt.Errorf("graphql schema: %w", err)
 	}
-	h.api = handlers.New(handlers.Config{
-		Posts:   svc,
-		GraphQL: graph,
-		Subscriptions: handlers.Subscriptions{
-			OriginPatterns:        h.AllowedOrigins,
-			ReadLimit:             h.WSReadLimit,
-			InitTimeout:           time.Duration(h.WSInitTimeout),
-			KeepAlive:             time.Duration(h.WSKeepAlive),
-			MaxSubscriptions:      h.MaxSubscriptions,
-			MaxConnectionsPerUser: h.MaxConnectionsPerUser,
-			MaxConnections:        h.MaxConnections,
-		},
-		Auth:            authn,
-		MaxBodySize:     h.MaxBodySize,
-		MaxResponseSize: h.MaxResponseSize,
-		ClientIP:        clientIP,
-		Logger:          h.logger,
-		RequestID:       requestID,
-		Identified:      setUserPlaceholders,
-	})
-	return nil
+}
+
+// WebSocketConfig is the part of the config that GraphQL over WebSocket applies.
+func (h *Handler) WebSocketConfig() handlers.Subscriptions {
+	return handlers.Subscriptions{
+		OriginPatterns:        h.AllowedOrigins,
+		ReadLimit:             h.WSReadLimit,
+		InitTimeout:           time.Duration(h.WSInitTimeout),
+		KeepAlive:             time.Duration(h.WSKeepAlive),
+		MaxSubscriptions:      h.MaxSubscriptions,
+		MaxConnectionsPerUser: h.MaxConnectionsPerUser,
+		MaxConnections:        h.MaxConnections,
+	}
 }
 
 // authenticator builds the credential checks: API keys, bearer tokens against the pooled key
