@@ -20,8 +20,9 @@ import (
 // MongoDB. Requests for other paths go on to the next handler.
 type Handler struct {
 	// The MongoDB deployment to use, as a mongodb:// or mongodb+srv:// URI. Placeholders such
-	// as {env.MONGODB_URI} are expanded. Default: none, which keeps the posts in the embedded
-	// store: the SQLite file posts.db in data_dir.
+	// as {env.MONGODB_URI} are expanded; a value that expands to nothing is refused, not read as
+	// none. Default: none, which keeps the posts in the embedded store: the SQLite file posts.db
+	// in data_dir.
 	MongoDBURI string `json:"mongodb_uri,omitempty"`
 
 	// The MongoDB database that holds the posts and users collections; used only with

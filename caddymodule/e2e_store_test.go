@@ -206,6 +206,10 @@ func TestBadConfigIsRefused(t *testing.T) {
 			"routes": [{"handle": [{"handler": "posts", "max_limit": -1, "data_dir": "`+dataDir+`"}]}]}}}}}`,
 			"json", "max_limit must be at least 1")
 	})
+	t.Run("a mongodb_uri from an unset environment variable", func(t *testing.T) {
+		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tmongodb_uri {env.POSTS_TEST_UNSET_URI}\n\t}\n}\n",
+			"caddyfile", `mongodb_uri \"{env.POSTS_TEST_UNSET_URI}\" expands to nothing: is its environment variable set?`)
+	})
 	t.Run("synchronous with a mongodb_uri", func(t *testing.T) {
 		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tmongodb_uri mongodb://127.0.0.1:1/\n\t\tsynchronous full\n\t}\n}\n",
 			"caddyfile", "synchronous applies to the embedded store")

@@ -24,6 +24,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	repl := caddy.NewReplacer()
 	uri := repl.ReplaceKnown(h.MongoDBURI, "")
+	if uri == "" && h.MongoDBURI != "" {
+		// Serving the embedded store instead would hide a deployment's missing variable.
+		return fmt.Errorf("mongodb_uri %q expands to nothing: is its environment variable set? (omit mongodb_uri for the embedded store)", h.MongoDBURI)
+	}
 	// Before the defaults fill synchronous in.
 	if uri != "" && h.Synchronous != "" {
 		return errors.New("synchronous applies to the embedded store; with mongodb_uri, set the URI's w and journal options")
