@@ -61,7 +61,7 @@ func (a *Authenticator) apiKeyHeader(header http.Header) (Identity, error) {
 func (a *Authenticator) apiKey(key string) (Identity, error) {
 	k, ok := a.lookup(key)
 	if !ok {
-		return Identity{}, invalidToken("unknown API key")
+		return Identity{}, invalidToken(ReasonUnknownKey, "unknown API key")
 	}
 	return Identity{UserID: k.UserID, Method: MethodAPIKey, Name: k.Name, Email: k.Email}, nil
 }

@@ -9,10 +9,14 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
+
+	"github.com/postsedge/caddy-posts/metrics"
 )
 
 // Identity is the authenticated caller. The zero Identity is anonymous.
@@ -115,6 +119,27 @@ const (
 // authorization, the upstream user; the payload's before the upgrade's), its profile filled in
 // from the others, and it expires with the first of them to expire.
 func (a *Authenticator) Identify(ctx context.Context, c Credentials) (Identity, error) {
+	caller, err := a.identify(ctx, c)
+	observe(caller, err)
+	return caller, err
+}
+
+// observe counts the outcome of an Identify in the metrics.
+func observe(caller Identity, err error) {
+	var refused *Error
+	switch {
+	case err == nil && caller.Anonymous():
+		metrics.Auth("none", "anonymous")
+	case err == nil:
+		metrics.Auth(caller.Method, "ok")
+	case errors.As(err, &refused):
+		metrics.Auth(cmp.Or(refused.Method, "unknown"), refused.Reason)
+	case errors.Is(err, ErrKeysUnavailable):
+		metrics.Auth(MethodJWT, ReasonKeysUnavailable)
+	}
+}
+
+func (a *Authenticator) identify(ctx context.Context, c Credentials) (Identity, error) {
 	var init http.Header
 	if len(c.Init) > 0 { // the payload's syntax first: it costs no key fetch
 		h, err := initHeaders(c.Init, a.APIKeyHeader)
@@ -132,7 +157,7 @@ func (a *Authenticator) Identify(ctx context.Context, c Credentials) (Identity, 
 		if err := ValidUserID(c.Upstream); err != nil {
 			// The earlier handler accepted a credential of the client's (a basic_auth user name,
 			// say) that names an id this server cannot hold: the credential is unusable here.
-			return Identity{}, invalidToken("the user that an earlier handler authenticated has an id this server does not accept: " + err.Error())
+			return Identity{}, ofMethod(invalidToken(ReasonBadUserID, "the user that an earlier handler authenticated has an id this server does not accept: "+err.Error()), MethodCaddy)
 		}
 		found = append(found, Identity{UserID: c.Upstream, Method: MethodCaddy})
 	}
@@ -174,17 +199,17 @@ func (a *Authenticator) fromHeader(ctx context.Context, header http.Header, foun
 	}
 	if creds.bearer != "" {
 		if a.Tokens == nil {
-			return nil, invalidToken("bearer tokens are not accepted by this server; use an API key")
+			return nil, ofMethod(invalidToken(ReasonNotAccepted, "bearer tokens are not accepted by this server; use an API key"), MethodJWT)
 		}
 		id, err := a.Tokens.Verify(ctx, creds.bearer)
 		if err != nil {
-			return nil, err
+			return nil, ofMethod(err, MethodJWT)
 		}
 		found = append(found, id)
 	}
 	id, err := a.apiKeyHeader(header)
 	if err != nil {
-		return nil, err
+		return nil, ofMethod(err, MethodAPIKey)
 	}
 	if !id.Anonymous() {
 		found = append(found, id)
@@ -192,7 +217,7 @@ func (a *Authenticator) fromHeader(ctx context.Context, header http.Header, foun
 	if creds.apiKey != "" {
 		id, err := a.apiKey(creds.apiKey)
 		if err != nil {
-			return nil, err
+			return nil, ofMethod(err, MethodAPIKey)
 		}
 		found = append(found, id)
 	}
@@ -209,7 +234,7 @@ func oneUser(found []Identity, description string) (Identity, error) {
 	caller := found[0]
 	for _, id := range found[1:] {
 		if id.UserID != caller.UserID {
-			return Identity{}, invalidRequest(description)
+			return Identity{}, &Error{Code: CodeInvalidRequest, Reason: ReasonDifferentUsers, Description: description}
 		}
 		if caller.Name == "" {
 			caller.Name = id.Name

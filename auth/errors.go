@@ -25,7 +25,28 @@ type Error struct {
 	Code string
 	// Description says what is wrong, for a person; it never contains the credential.
 	Description string
+	// Reason says what is wrong in one word of a short fixed list (Reason*), for metrics.
+	Reason string
+	// Method is the kind of credential refused (MethodJWT, MethodAPIKey, MethodCaddy), or "" when
+	// the refusal is of no one credential (a malformed payload, credentials naming different users).
+	Method string
 }
+
+// The Reasons of an Error, and of a token that cannot be checked yet.
+const (
+	ReasonMalformed       = "malformed"        // not in the shape its kind of credential takes
+	ReasonDifferentUsers  = "different_users"  // credentials naming different users
+	ReasonUnknownKey      = "unknown_key"      // an API key that is not configured
+	ReasonNotAccepted     = "not_accepted"     // a well-formed token this server does not take (algorithm, crit, key use, no exp)
+	ReasonUnknownKID      = "unknown_kid"      // a token signed by a key not in the key sets
+	ReasonBadSignature    = "bad_signature"    // a token whose signature does not verify
+	ReasonExpired         = "expired"          // a token past its exp
+	ReasonNotYetValid     = "not_yet_valid"    // a token before its nbf or iat
+	ReasonWrongIssuer     = "wrong_issuer"     // a token of an issuer not in issuers
+	ReasonWrongAudience   = "wrong_audience"   // a token for an audience not in audiences
+	ReasonBadUserID       = "bad_user_id"      // a user id this server cannot hold, or none
+	ReasonKeysUnavailable = "keys_unavailable" // ErrKeysUnavailable: the key sets are not fetched yet
+)
 
 func (e *Error) Error() string { return e.Description }
 
@@ -51,10 +72,18 @@ func quotable(s string) string {
 	return string(b)
 }
 
-func invalidToken(description string) *Error {
-	return &Error{Code: CodeInvalidToken, Description: description}
+func invalidToken(reason, description string) *Error {
+	return &Error{Code: CodeInvalidToken, Reason: reason, Description: description}
 }
 
 func invalidRequest(description string) *Error {
-	return &Error{Code: CodeInvalidRequest, Description: description}
+	return &Error{Code: CodeInvalidRequest, Reason: ReasonMalformed, Description: description}
+}
+
+// ofMethod says that err, if it is an *Error, refuses a credential of that method.
+func ofMethod(err error, method string) error {
+	if e, ok := err.(*Error); ok {
+		e.Method = method
+	}
+	return err
 }

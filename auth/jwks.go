@@ -15,6 +15,8 @@ import (
 	"github.com/MicahParks/jwkset"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
+
+	"github.com/postsedge/caddy-posts/metrics"
 )
 
 // ErrKeysUnavailable means a bearer token arrived before the identity provider's keys could be
@@ -128,6 +130,7 @@ func (s *JWKS) Close() {
 	s.mu.Unlock()
 	s.cancel()
 	s.fetches.Wait()
+	metrics.JWKSClosed(s.url)
 }
 
 // awaitFirstAttempt starts the fetches and waits, no longer than ctx, for the first to end.
@@ -180,34 +183,41 @@ func (s *JWKS) fetch(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	keys, err := s.load(ctx)
+	metrics.JWKSFetched(s.url, keys, err)
+	return err
+}
+
+// load fetches the key set, holding busy, and returns how many keys it holds.
+func (s *JWKS) load(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timings.fetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the server answered %s", resp.Status)
+		return 0, fmt.Errorf("the server answered %s", resp.Status)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSSize+1))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if len(body) > maxJWKSSize {
-		return fmt.Errorf("the key set is larger than %d bytes", maxJWKSSize)
+		return 0, fmt.Errorf("the key set is larger than %d bytes", maxJWKSSize)
 	}
 	keys, err := s.parse(body)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := s.keys.KeyReplaceAll(ctx, keys); err != nil {
-		return err
+		return 0, err
 	}
 	if !s.fetched.Load() || !bytes.Equal(body, s.last) {
 		s.last = body
@@ -215,7 +225,7 @@ func (s *JWKS) fetch(ctx context.Context) error {
 		s.logger.Info("fetched the JWKS", zap.String("url", s.url), zap.Int("keys", len(keys)))
 	}
 	s.fetched.Store(true)
-	return nil
+	return len(keys), nil
 }
 
 // parse reads the public keys of a key set. Keys it cannot use (symmetric keys, unsupported

@@ -118,7 +118,7 @@ func (t *Tokens) Verify(ctx context.Context, token string) (Identity, error) {
 	}
 	if len(t.cfg.Issuers) > 0 {
 		if iss, _ := claims.GetIssuer(); !slices.Contains(t.cfg.Issuers, iss) {
-			return Identity{}, invalidToken("the token's issuer (iss) is not accepted")
+			return Identity{}, invalidToken(ReasonWrongIssuer, "the token's issuer (iss) is not accepted")
 		}
 	}
 	id, err := t.identity(claims)
@@ -136,10 +136,10 @@ func (t *Tokens) Verify(ctx context.Context, token string) (Identity, error) {
 func (t *Tokens) identity(claims jwt.MapClaims) (Identity, error) {
 	userID, ok := claims[t.cfg.UserClaim].(string)
 	if !ok || userID == "" {
-		return Identity{}, invalidToken(fmt.Sprintf("the token has no %s claim with the user id", t.cfg.UserClaim))
+		return Identity{}, invalidToken(ReasonBadUserID, fmt.Sprintf("the token has no %s claim with the user id", t.cfg.UserClaim))
 	}
 	if err := ValidUserID(userID); err != nil {
-		return Identity{}, invalidToken(fmt.Sprintf("the token's %s claim is not an accepted user id: %s", t.cfg.UserClaim, err))
+		return Identity{}, invalidToken(ReasonBadUserID, fmt.Sprintf("the token's %s claim is not an accepted user id: %s", t.cfg.UserClaim, err))
 	}
 	id := Identity{UserID: userID, Method: MethodJWT, Claims: claims}
 	id.Name, _ = claims[t.cfg.NameClaim].(string)
@@ -155,37 +155,37 @@ func (t *Tokens) refusal(parsed *jwt.Token, claims jwt.MapClaims, err error) err
 	case errors.Is(err, ErrKeysUnavailable):
 		return ErrKeysUnavailable
 	case errors.Is(err, jwt.ErrTokenMalformed):
-		return invalidToken("the token is not a well-formed JWT")
+		return invalidToken(ReasonMalformed, "the token is not a well-formed JWT")
 	case parsed != nil && parsed.Method != nil && !slices.Contains(t.cfg.Algorithms, parsed.Method.Alg()):
-		return invalidToken("the token's signing algorithm is not accepted")
+		return invalidToken(ReasonNotAccepted, "the token's signing algorithm is not accepted")
 	case errors.Is(err, errCritical):
-		return invalidToken("the token's header lists critical extensions (crit), which this server does not understand")
+		return invalidToken(ReasonNotAccepted, "the token's header lists critical extensions (crit), which this server does not understand")
 	case errors.Is(err, errKIDNotString):
-		return invalidToken("the token's key id (kid) is not a string")
+		return invalidToken(ReasonMalformed, "the token's key id (kid) is not a string")
 	case errors.Is(err, errUnknownKID):
-		return invalidToken("the token's key id (kid) is not in the identity provider's key set")
+		return invalidToken(ReasonUnknownKID, "the token's key id (kid) is not in the identity provider's key set")
 	case errors.Is(err, errKeyNotForSig):
-		return invalidToken("the token's key is not published for verifying signatures (use, key_ops)")
+		return invalidToken(ReasonNotAccepted, "the token's key is not published for verifying signatures (use, key_ops)")
 	case errors.Is(err, errKeyNotForAlg), errors.Is(err, jwt.ErrInvalidKeyType):
-		return invalidToken("the token's signing algorithm does not match its key")
+		return invalidToken(ReasonNotAccepted, "the token's signing algorithm does not match its key")
 	case errors.Is(err, errNoKeyForToken):
-		return invalidToken("no key of the identity provider's key set can verify the token's signing algorithm")
+		return invalidToken(ReasonNotAccepted, "no key of the identity provider's key set can verify the token's signing algorithm")
 	case parsed != nil && parsed.Header["kid"] == nil && errors.Is(err, jwt.ErrTokenSignatureInvalid) && !t.keys.fetched():
 		return ErrKeysUnavailable // a token without kid may be signed by a key of a set not fetched yet
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		return invalidToken("the token's signature is invalid")
+		return invalidToken(ReasonBadSignature, "the token's signature is invalid")
 	case !hasExp:
-		return invalidToken("the token has no expiry (exp)")
+		return invalidToken(ReasonNotAccepted, "the token has no expiry (exp)")
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return invalidToken("the token has expired")
+		return invalidToken(ReasonExpired, "the token has expired")
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
-		return invalidToken("the token is not valid yet (nbf)")
+		return invalidToken(ReasonNotYetValid, "the token is not valid yet (nbf)")
 	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return invalidToken("the token's issue time (iat) is in the future")
+		return invalidToken(ReasonNotYetValid, "the token's issue time (iat) is in the future")
 	case errors.Is(err, jwt.ErrTokenInvalidAudience), errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return invalidToken("the token is not meant for this audience (aud)")
+		return invalidToken(ReasonWrongAudience, "the token is not meant for this audience (aud)")
 	case errors.Is(err, jwt.ErrInvalidType):
-		return invalidToken("the token has a claim of the wrong type")
+		return invalidToken(ReasonMalformed, "the token has a claim of the wrong type")
 	}
-	return invalidToken("the token cannot be verified")
+	return invalidToken(ReasonNotAccepted, "the token cannot be verified")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/handlers"
+	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -43,6 +44,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := metrics.Register(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	backend := "sqlite"
+	if uri != "" {
+		backend = "mongodb"
+	}
+	st = observeStore(st, backend)
 	// Every config on the same store shares one broker, so a write through one site reaches
 	// the subscribers of the others, and a reload keeps it.
 	h.eventsKey = "events " + h.storeKey
@@ -72,6 +81,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Logger:          h.logger,
 		RequestID:       requestID,
 		Identified:      setUserPlaceholders,
+		AccessLog:       accessLogField,
 	})
 	return nil
 }

@@ -6,6 +6,8 @@ package events
 import (
 	"errors"
 	"sync"
+
+	"github.com/postsedge/caddy-posts/metrics"
 )
 
 // Why a subscription ended.
@@ -80,6 +82,7 @@ func (b *Broker[T]) Subscribe(match func(T) bool) *Subscription[T] {
 // Publish hands v to every subscription that matches it, without waiting: a subscription whose
 // queue is full ends with ErrTooSlow.
 func (b *Broker[T]) Publish(v T) {
+	metrics.EventPublished()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for s := range b.subs {
@@ -89,6 +92,7 @@ func (b *Broker[T]) Publish(v T) {
 		select {
 		case s.c <- v:
 		default:
+			metrics.EventsDropped(metrics.StageFeed, len(s.c)+1) // the queued ones are not read
 			b.end(s, ErrTooSlow)
 		}
 	}

@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"cmp"
 	"net/http"
 	"strings"
 
@@ -11,7 +12,9 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -41,6 +44,9 @@ type Config struct {
 	// Identified, if set, is told the caller of every authenticated request before it is served
 	// (Caddy sets its {http.auth.user.*} placeholders from it).
 	Identified func(*http.Request, auth.Identity)
+	// AccessLog, if set, adds a field to the access log line of a request (Caddy's extra log
+	// fields): a GraphQL operation's type and name.
+	AccessLog func(*http.Request, zap.Field)
 }
 
 // API serves /posts, /posts/{id} and /graphql.
@@ -48,6 +54,7 @@ type API struct {
 	cfg        Config
 	collection http.Handler
 	item       http.Handler
+	noRoute    http.Handler
 	graphql    http.Handler
 	graphiql   http.Handler
 	conns      conns // the open WebSocket connections
@@ -58,9 +65,17 @@ type API struct {
 func New(cfg Config) *API {
 	cfg.Subscriptions = cfg.Subscriptions.withSendQueueFloor()
 	a := &API{cfg: cfg}
-	a.collection = a.endpoint(methods{http.MethodGet: a.list, http.MethodPost: a.create})
-	a.item = a.endpoint(methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete})
-	a.graphql = http.HandlerFunc(a.serveGraphQL)
+	a.collection = observed(metrics.REST, "", a.endpoint("/posts", methods{http.MethodGet: a.list, http.MethodPost: a.create}))
+	a.item = observed(metrics.REST, "", a.endpoint("/posts/{id}", methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete}))
+	a.noRoute = observed(metrics.REST, "other", a.serveNoRoute)
+	graphQLOverHTTP := observed(metrics.GraphQL, "none", a.serveGraphQL)
+	a.graphql = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isWebSocket(r) {
+			a.serveWebSocket(w, r) // a connection, counted when it closes
+			return
+		}
+		graphQLOverHTTP(w, r)
+	})
 	a.graphiql = http.HandlerFunc(a.serveGraphiQLFiles)
 	return a
 }
@@ -86,7 +101,7 @@ func (a *API) Route(r *http.Request) http.Handler {
 	case len(rest) > 1 && !strings.Contains(rest[1:], "/"):
 		return a.item
 	}
-	return http.HandlerFunc(a.noRoute)
+	return a.noRoute
 }
 
 // serveGraphiQLFiles serves GraphiQL's JavaScript and CSS, to anyone: they hold no data.
@@ -105,11 +120,16 @@ func postID(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/po
 // methods maps the methods of one path to their handlers; HEAD is served by GET.
 type methods map[string]func(http.ResponseWriter, *http.Request) error
 
-// endpoint serves one path: it refuses other methods, authenticates the caller (on every request,
-// so that bad credentials are refused even where none are needed), and writes any error.
-func (a *API) endpoint(m methods) http.Handler {
+// endpoint serves one path, route in the metrics: it refuses other methods, authenticates the
+// caller (on every request, so that bad credentials are refused even where none are needed), and
+// writes any error.
+func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 	allow := allowed(m)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	labels, other := routeLabels(route, m)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if x := exchangeOf(w); x != nil {
+			x.operation = cmp.Or(labels[r.Method], other)
+		}
 		method := r.Method
 		if method == http.MethodHead {
 			method = http.MethodGet
@@ -126,22 +146,28 @@ func (a *API) endpoint(m methods) http.Handler {
 			return
 		}
 		// Before the body is read: a request its caller may not make costs no more work.
-		if err := a.cfg.Posts.Allow(caller, actionOfMethod(method)); err != nil {
+		action := actionOfMethod(method)
+		if err := a.cfg.Posts.Allow(caller, action); err != nil {
 			a.fail(w, r, err)
 			return
 		}
 		// An anonymous caller is what auth.FromContext finds in a context that carries none, so
-		// only an identified one costs a copy of the request.
+		// only an identified one costs a copy of the request; a write's carries the request's
+		// id too, for what the service logs of it.
 		if !caller.Anonymous() {
 			if a.cfg.Identified != nil {
 				a.cfg.Identified(r, caller)
 			}
-			r = r.WithContext(auth.NewContext(r.Context(), caller))
+			ctx := auth.NewContext(r.Context(), caller)
+			if action == posts.Write {
+				ctx = requestid.With(ctx, a.requestID(r))
+			}
+			r = r.WithContext(ctx)
 		}
 		if err := serve(w, r); err != nil {
 			a.fail(w, r, err)
 		}
-	})
+	}
 }
 
 // actionOfMethod is what a REST method asks posts.Service.Allow for.

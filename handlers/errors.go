@@ -48,9 +48,14 @@ func (a *API) problem(w http.ResponseWriter, r *http.Request, err error) *errcod
 }
 
 func (a *API) logFailure(r *http.Request, status int, err error) {
-	fields := []zap.Field{zap.Int("status", status), zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err)}
-	if a.cfg.RequestID != nil {
-		fields = append(fields, zap.String("uuid", a.cfg.RequestID(r)))
+	a.cfg.Logger.Error("request failed", zap.String("uuid", a.requestID(r)),
+		zap.Int("status", status), zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+}
+
+// requestID is the id r is logged under (Caddy's uuid, as its access log shows), or "".
+func (a *API) requestID(r *http.Request) string {
+	if a.cfg.RequestID == nil {
+		return ""
 	}
-	a.cfg.Logger.Error("request failed", fields...)
+	return a.cfg.RequestID(r)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -30,13 +31,9 @@ const (
 // graphQLParams are the members of a GraphQL request, as JSON members or query parameters.
 var graphQLParams = []string{"query", "variables", "operationName", "extensions"}
 
-// serveGraphQL serves /graphql: WebSocket upgrades, GraphiQL to browsers, and GraphQL over HTTP
-// (POST for every operation, GET for queries) to everyone else.
+// serveGraphQL serves /graphql but for WebSocket upgrades: GraphiQL to browsers, and GraphQL
+// over HTTP (POST for every operation, GET for queries) to everyone else.
 func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
-	if isWebSocket(r) {
-		a.serveWebSocket(w, r)
-		return
-	}
 	w.Header().Add("Vary", "Accept")
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if !get && r.Method != http.MethodPost {
@@ -46,6 +43,9 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	}
 	accept := accepting(r.Header.Get("Accept"))
 	if get && accept.prefersHTML() {
+		if x := exchangeOf(w); x != nil {
+			x.operation = "graphiql"
+		}
 		serveGraphiQL(w, r)
 		return
 	}
@@ -73,6 +73,9 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op, refusal := a.cfg.GraphQL.Prepare(req)
+	if op != nil {
+		a.operationKnown(w, r, op)
+	}
 	switch {
 	case refusal != nil:
 		writeGraphQL(w, media, requestErrorStatus(media), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
@@ -89,7 +92,9 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		a.failGraphQL(w, r, media, err)
 		return
 	}
-	res := a.cfg.GraphQL.Execute(auth.NewContext(r.Context(), caller), op)
+	// The id made now, on the request's goroutine: resolvers that log run on others.
+	ctx := requestid.With(auth.NewContext(r.Context(), caller), a.requestID(r))
+	res := a.cfg.GraphQL.Execute(ctx, op)
 	status := http.StatusOK
 	if res.Data == nil { // it did not run: a request error
 		status = requestErrorStatus(media)
@@ -130,6 +135,9 @@ func queryError(e *errcode.Error) *gqlerrors.QueryError {
 }
 
 func writeGraphQL(w http.ResponseWriter, media string, status int, res *graphql.Response) {
+	if x := exchangeOf(w); x != nil {
+		x.code = responseCode(res)
+	}
 	h := w.Header()
 	h.Set("Content-Type", media+"; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -115,6 +116,7 @@ func (a *API) readObject(w http.ResponseWriter, r *http.Request, types ...string
 		return nil, errcode.New(errcode.UnsupportedMediaType, "Content-Type must be "+strings.Join(types, " or "))
 	}
 	tooLarge := func() error { // built only when needed: its message costs allocations
+		metrics.LimitRefused("max_body_size")
 		return errcode.New(errcode.PayloadTooLarge, "the body is larger than the limit of "+byteCount(a.cfg.MaxBodySize))
 	}
 	if r.ContentLength > a.cfg.MaxBodySize {

@@ -139,9 +139,9 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// noRoute serves the paths under /posts/ that name no resource (/posts/, /posts/{id}/,
+// serveNoRoute serves the paths under /posts/ that name no resource (/posts/, /posts/{id}/,
 // /posts/a/b): they are the API's to answer, with a 404 in its shape, whatever the method.
-func (a *API) noRoute(w http.ResponseWriter, r *http.Request) {
+func (a *API) serveNoRoute(w http.ResponseWriter, r *http.Request) {
 	a.fail(w, r, errcode.New(errcode.NoSuchPath, "no such path: posts are at /posts and /posts/{id}"))
 }
 

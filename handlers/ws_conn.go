@@ -15,12 +15,15 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/graph-gophers/graphql-go"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -52,12 +55,14 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered (403 for a foreign origin)
 	}
 	ws.SetReadLimit(cfg.ReadLimit)
-	// The connection outlives the request: its context comes from the API, not from r.
-	ctx, cancel := context.WithCancel(context.Background())
+	// The connection outlives the request: its context comes from the API, not from r; it
+	// carries the request's id, made here on the request's goroutine, for what its goroutines log.
+	ctx, cancel := context.WithCancel(requestid.With(context.Background(), a.requestID(r)))
 	c := &wsConn{
 		api: a, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel,
 		room: make(chan struct{}, 1), closing: make(chan struct{}),
 		creds: creds, caller: upgradeCaller, ops: map[string]*operation{}, client: client, address: address,
+		upgrade: r, opened: time.Now(),
 	}
 	defer func() { a.conns.release(c.client) }() // by then, maybe the user's rather than the address's
 	if !a.conns.add(c) {
@@ -68,6 +73,7 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	// ends: it logs and counts the hijacked connection's bytes when the handler returns.
 	c.run()
 	a.conns.remove(c)
+	c.closed()
 }
 
 // wsConn is one client's connection. Its goroutines: run, reading, for as long as it is open,
@@ -99,6 +105,12 @@ type wsConn struct {
 
 	writing atomic.Bool // a writer runs, or has closed the connection
 
+	upgrade  *http.Request // live until run returns; read only on its goroutine
+	opened   time.Time
+	received int          // messages read; only run's goroutine reads
+	sent     atomic.Int64 // messages written
+	readErr  error        // why reading ended
+
 	life    sync.Mutex     // guards what follows, so that nothing joins wg once run waits for it
 	stopped bool           // run is ending: spawn starts nothing more
 	pinger  *time.Timer    // runs keepAlive
@@ -112,6 +124,7 @@ func (c *wsConn) run() {
 	c.life.Unlock()
 	initTimer := time.AfterFunc(c.api.cfg.Subscriptions.InitTimeout, func() {
 		if !c.initialised() {
+			metrics.LimitRefused("ws_init_timeout")
 			c.fail(errcode.New(errcode.InitTimeout, "Connection initialisation timeout"))
 		}
 	})
@@ -180,8 +193,10 @@ func (c *wsConn) read() {
 		// Not c.ctx: cancelling a read would drop the connection before the writer's close code.
 		typ, data, err := c.ws.Read(context.Background())
 		if err != nil || c.ending() {
+			c.readErr = err
 			return // the client left, the read limit (1009), or the connection is ending
 		}
+		c.received++
 		m, why := decodeMessage(typ, data)
 		if why != nil {
 			c.fail(why)
@@ -250,6 +265,7 @@ func (c *wsConn) init(payload json.RawMessage) *errcode.Error {
 	if client := clientKey(caller, c.address); client != c.client {
 		perClient := c.api.cfg.Subscriptions.MaxConnectionsPerUser
 		if !c.api.conns.move(c.client, client, perClient) {
+			metrics.LimitRefused("max_connections_per_user")
 			return c.refuse(errcode.New(errcode.TooManyConnections, tooManyConnections(perClient)))
 		}
 		c.client = client
@@ -258,6 +274,7 @@ func (c *wsConn) init(payload json.RawMessage) *errcode.Error {
 		c.expiry = time.AfterFunc(time.Until(caller.Expires), func() { c.fail(errcode.New(errcode.InvalidCredentials, "Forbidden: the token has expired")) })
 	}
 	c.caller, c.acked = caller, true
+	c.authenticated()
 	c.reply(message{Type: "connection_ack"})
 	if c.proto.keepAlive != "" {
 		c.reply(message{Type: c.proto.keepAlive})
@@ -299,18 +316,20 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	if why != nil {
 		return why
 	}
+	start := time.Now()
 	if len(c.ops) >= c.api.cfg.Subscriptions.MaxSubscriptions {
-		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{queryError(
-			errcode.New(errcode.TooManyOperations, "this connection runs as many operations as it may; complete one first"))})})
+		metrics.LimitRefused("max_subscriptions")
+		c.refuseOperation(m.ID, "none", start, queryError(
+			errcode.New(errcode.TooManyOperations, "this connection runs as many operations as it may; complete one first")))
 		return nil
 	}
 	op, refusal := c.api.cfg.GraphQL.Prepare(req)
 	if refusal != nil {
-		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{refusal})})
+		c.refuseOperation(m.ID, "none", start, refusal)
 		return nil
 	}
 	if err := c.api.cfg.Posts.Allow(c.caller, actionOf(op.Type)); err != nil {
-		c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{queryError(errcode.Of(err))})})
+		c.refuseOperation(m.ID, op.Type, start, queryError(errcode.Of(err)))
 		return nil
 	}
 	o := &operation{id: m.ID}
@@ -319,11 +338,12 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
 			func(err error) { c.spawn(func() { c.feedEnded(o, err) }) })
 		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
-			c.reply(message{ID: m.ID, Type: "error", Payload: mustJSON([]*gqlerrors.QueryError{queryError(errcode.Of(err))})})
+			c.refuseOperation(m.ID, op.Type, start, queryError(errcode.Of(err)))
 			return nil
 		}
 		o.stop = l.Close
 		c.ops[m.ID] = o
+		metrics.Request(metrics.WebSocket, op.Type, "OK", time.Since(start))
 		return nil
 	}
 	ctx, stop := context.WithCancel(auth.NewContext(c.ctx, c.caller))
@@ -332,6 +352,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	c.spawn(func() {
 		defer stop()
 		res := c.api.cfg.GraphQL.Execute(ctx, op)
+		metrics.Request(metrics.WebSocket, op.Type, responseCode(res), time.Since(start))
 		if res.Data == nil {
 			c.complete(o, res.Errors)
 			return
@@ -340,6 +361,14 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 		c.complete(o, nil)
 	})
 	return nil
+}
+
+// refuseOperation answers the subscribe message id with the error why, and counts the
+// operation, of type typ, refused.
+func (c *wsConn) refuseOperation(id, typ string, start time.Time, why *gqlerrors.QueryError) {
+	errs := []*gqlerrors.QueryError{why}
+	metrics.Request(metrics.WebSocket, typ, responseCode(&graphql.Response{Errors: errs}), time.Since(start))
+	c.reply(message{ID: id, Type: "error", Payload: mustJSON(errs)})
 }
 
 // spawn runs f in a goroutine that run waits for, unless the connection has ended.

@@ -9,6 +9,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/metrics"
 )
 
 // reply queues a message the client's own messages call for (ack, pong, a result, an error),
@@ -30,6 +31,7 @@ func (c *wsConn) push(m message) {
 		return
 	}
 	if !c.enqueue(m) {
+		metrics.EventsDropped(metrics.StageConnection, c.api.cfg.Subscriptions.SendQueue+1) // the queue is full
 		c.fail(errcode.New(errcode.TooSlow, "the client reads messages too slowly"))
 	}
 }
@@ -123,6 +125,7 @@ func (c *wsConn) writeMessage(m message) bool {
 		c.cancel()
 		return false
 	}
+	c.sent.Add(1)
 	return true
 }
 

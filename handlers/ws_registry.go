@@ -11,6 +11,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/metrics"
 )
 
 // A client is who a share of the server counts against: a user, whatever their connections'
@@ -58,9 +59,13 @@ func (t *conns) reserve(client string, max, perClient int) *errcode.Error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
-	case t.closed || t.reserved >= max:
+	case t.closed:
+		return errcode.New(errcode.ServerFull, "the server is closing; try again later")
+	case t.reserved >= max:
+		metrics.LimitRefused("max_connections")
 		return errcode.New(errcode.ServerFull, "the server holds as many WebSocket connections as it may; try again later")
 	case t.clients[client] >= perClient:
+		metrics.LimitRefused("max_connections_per_user")
 		return errcode.New(errcode.TooManyConnections, tooManyConnections(perClient))
 	}
 	t.reserved++
@@ -110,6 +115,7 @@ func (t *conns) add(c *wsConn) bool {
 		t.all = map[*wsConn]struct{}{}
 	}
 	t.all[c] = struct{}{}
+	metrics.WebSocketOpened()
 	return true
 }
 
@@ -117,6 +123,7 @@ func (t *conns) remove(c *wsConn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.all, c)
+	metrics.WebSocketClosed()
 }
 
 // closeAll ends every connection with 1001, so clients reconnect (to the next config), and

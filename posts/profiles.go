@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -32,7 +33,7 @@ func (s *Service) saveProfile(ctx context.Context, caller Caller) {
 		ID: caller.UserID, Name: nonEmpty(caller.Name), Email: nonEmpty(caller.Email), UpdatedAt: timestamp(),
 	})
 	if err != nil {
-		s.logger.Warn("could not save the user's profile", zap.String("user_id", caller.UserID), zap.Error(err))
+		s.logger.Warn("could not save the user's profile", requestid.Field(ctx), zap.String("user_id", caller.UserID), zap.Error(err))
 		return
 	}
 	s.profiles.remember(caller.UserID, saved)

@@ -9,6 +9,7 @@ import (
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -96,9 +97,11 @@ func (s *Schema) Listen(client string, op *Operation, caller posts.Caller, deliv
 	f := s.feeds.all[key]
 	mine := s.feeds.clients[client]
 	if f == nil && len(s.feeds.all) >= s.limits.MaxFeeds {
+		metrics.LimitRefused("max_distinct_subscriptions")
 		return nil, ErrTooManyFeeds
 	}
 	if _, in := mine[f]; !in && len(mine) >= s.limits.MaxFeedsPerClient {
+		metrics.LimitRefused("max_distinct_subscriptions_per_client")
 		return nil, ErrTooManyFeedsPerClient
 	}
 	if f == nil {
@@ -108,6 +111,7 @@ func (s *Schema) Listen(client string, op *Operation, caller posts.Caller, deliv
 			s.feeds.all = map[string]*feed{}
 		}
 		s.feeds.all[key] = f
+		metrics.FeedStarted()
 		ctx = withOverflow(ctx, func() { s.endFeed(f, ErrFeedFellBehind) })
 		go s.run(ctx, f, op)
 	}
@@ -121,6 +125,7 @@ func (s *Schema) Listen(client string, op *Operation, caller posts.Caller, deliv
 	mine[f]++
 	l.f = f
 	f.listeners[l] = struct{}{}
+	metrics.SubscriberJoined()
 	return l, nil
 }
 
@@ -155,6 +160,7 @@ func (s *Schema) run(ctx context.Context, f *feed, op *Operation) {
 		for l := range f.listeners {
 			l.deliver(payload)
 		}
+		metrics.EventsDelivered(len(f.listeners))
 		s.feeds.mu.Unlock()
 	}
 	s.endFeed(f, nil) // the stream completed
@@ -184,6 +190,7 @@ func (s *Schema) leave(l *Listener) bool {
 	}
 	l.done = true
 	delete(l.f.listeners, l)
+	metrics.SubscriberLeft()
 	// The one place a listener leaves: its client's share is given back here, whether it was
 	// closed or its feed ended.
 	mine := s.feeds.clients[l.client]
@@ -205,5 +212,6 @@ func (s *Schema) stop(f *feed) {
 	f.cancel()
 	if s.feeds.all[f.key] == f {
 		delete(s.feeds.all, f.key)
+		metrics.FeedStopped()
 	}
 }

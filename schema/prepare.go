@@ -41,7 +41,9 @@ type Request struct {
 // Operation is a request that passed the limits, ready to execute.
 type Operation struct {
 	// Type is "query", "mutation" or "subscription".
-	Type    string
+	Type string
+	// Name is the operation's name in the document, or "" for an anonymous one.
+	Name    string
 	request Request
 	// personal says the answer depends on the caller: it selects User.email, which only the user
 	// themselves may read. Subscribers of other operations share one feed.
@@ -102,7 +104,7 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 	// No indentation: indenting each level would make the document grow with the square of its
 	// depth, which is checked only later, by graphql-go.
 	formatter.NewFormatter(&document, formatter.WithoutDescription(), formatter.WithIndent("")).FormatQueryDocument(doc)
-	return &Operation{Type: string(op.Operation), request: req, personal: c.personal, document: document.String(), shape: shapeOf(doc, document.Len())}, nil
+	return &Operation{Type: string(op.Operation), Name: op.Name, request: req, personal: c.personal, document: document.String(), shape: shapeOf(doc, document.Len())}, nil
 }
 
 // printedGrowth is how many times longer than the client's text the document Prepare prints can

@@ -37,7 +37,7 @@ func (r *Resolver) Post(ctx context.Context, args struct{ ID graphql.ID }) (*Pos
 		return nil, nil
 	}
 	if err != nil {
-		return nil, r.fail(err)
+		return nil, r.fail(ctx, err)
 	}
 	if !b.objectMember("post", "Post", true) {
 		return nil, errResponseTooLarge
@@ -97,7 +97,7 @@ func (r *Resolver) withAuthors(ctx context.Context, b *budget, ps []posts.Post, 
 	}
 	authors, err := r.svc.Authors(ctx, posts.CallerFrom(ctx), ps)
 	if err != nil {
-		return nil, r.fail(err)
+		return nil, r.fail(ctx, err)
 	}
 	for _, p := range out {
 		p.author = &User{r: r, user: authors[p.post.UserID], b: b}
@@ -121,7 +121,7 @@ func (r *Resolver) list(ctx context.Context, b *budget, userID *graphql.ID, limi
 	if after != nil {
 		q.After = *after
 		if q.After == "" {
-			return posts.Page{}, r.fail(&posts.InvalidError{Field: "after", Message: "after cannot be empty"})
+			return posts.Page{}, r.fail(ctx, &posts.InvalidError{Field: "after", Message: "after cannot be empty"})
 		}
 	}
 	if err := b.err(); err != nil {
@@ -132,7 +132,7 @@ func (r *Resolver) list(ctx context.Context, b *budget, userID *graphql.ID, limi
 		err = &posts.InvalidError{Field: limitName, Message: limitName + strings.TrimPrefix(invalid.Message, "limit")}
 	}
 	if err != nil {
-		return posts.Page{}, r.fail(err)
+		return posts.Page{}, r.fail(ctx, err)
 	}
 	return page, nil
 }
@@ -149,7 +149,7 @@ func (r *Resolver) user(ctx context.Context, b *budget, name, id string) (*User,
 	}
 	u, found, err := r.svc.User(ctx, posts.CallerFrom(ctx), id)
 	if err != nil {
-		return nil, r.fail(err)
+		return nil, r.fail(ctx, err)
 	}
 	if !b.objectMember(name, "User", found) {
 		return nil, errResponseTooLarge
@@ -173,7 +173,7 @@ func (r *Resolver) CreatePost(ctx context.Context, args struct {
 	}
 	p, err := r.svc.Create(ctx, posts.CallerFrom(ctx), posts.NewPost{Title: args.Input.Title, Body: args.Input.Body})
 	if err != nil {
-		return nil, r.fail(err)
+		return nil, r.fail(ctx, err)
 	}
 	b.objectMember("createPost", "Post", true) // done: the post is written, whatever its answer
 	return r.postIn(p, b), nil
@@ -197,7 +197,7 @@ func (r *Resolver) UpdatePost(ctx context.Context, args struct {
 	}
 	p, err := r.svc.Update(ctx, posts.CallerFrom(ctx), string(args.ID), ch)
 	if err != nil {
-		return nil, r.fail(err)
+		return nil, r.fail(ctx, err)
 	}
 	b.objectMember("updatePost", "Post", true)
 	return r.postIn(p, b), nil
@@ -210,7 +210,7 @@ func (r *Resolver) DeletePost(ctx context.Context, args struct{ ID graphql.ID })
 		return "", err
 	}
 	if err := r.svc.Delete(ctx, posts.CallerFrom(ctx), string(args.ID)); err != nil {
-		return "", r.fail(err)
+		return "", r.fail(ctx, err)
 	}
 	return b.id("deletePost", string(args.ID)), nil
 }

@@ -138,7 +138,7 @@ func ofUser(e posts.Event, userID *graphql.ID) bool {
 func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) bool, item func(posts.Post) T) (<-chan T, error) {
 	sub, err := r.svc.Subscribe(match)
 	if err != nil {
-		return nil, r.fail(err)
+		return nil, r.fail(ctx, err)
 	}
 	out := make(chan T)
 	go func() {

@@ -1,0 +1,39 @@
+package caddymodule
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/metrics"
+	"github.com/postsedge/caddy-posts/store"
+)
+
+// observeStore counts the operations of st, a store of backend (sqlite, mongodb), in the metrics.
+func observeStore(st store.Store, backend string) store.Store {
+	return store.Observe(st, func(operation string, took time.Duration, err error) {
+		metrics.StoreOperation(backend, operation, storeErrorKind(err), took)
+	})
+}
+
+// storeErrorKind is how the metrics name a store's error: "" for none, and for not found,
+// which is an answer.
+func storeErrorKind(err error) string {
+	switch {
+	case err == nil, errors.Is(err, store.ErrNotFound):
+		return ""
+	case errors.Is(err, store.ErrUnavailable):
+		return "unavailable"
+	}
+	return "internal"
+}
+
+// accessLogField adds field to Caddy's access log line of r.
+func accessLogField(r *http.Request, field zap.Field) {
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+		extra.Set(field)
+	}
+}

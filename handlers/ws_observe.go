@@ -1,0 +1,61 @@
+// GraphQL over WebSocket: what a connection tells operators: a log line once it is
+// authenticated and one when it closes, and its lines in the metrics.
+
+package handlers
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/metrics"
+	"github.com/postsedge/caddy-posts/requestid"
+)
+
+// authenticated tells Caddy (for the access log's user_id, written when the connection closes)
+// and the log who the connection_init named. It runs on run's goroutine, the request's.
+func (c *wsConn) authenticated() {
+	if c.caller.Anonymous() {
+		return
+	}
+	if c.api.cfg.Identified != nil {
+		c.api.cfg.Identified(c.upgrade, c.caller)
+	}
+	c.api.cfg.Logger.Info("websocket authenticated", requestid.Field(c.ctx),
+		zap.String("user_id", c.caller.UserID), zap.String("method", c.caller.Method))
+}
+
+// closed logs and counts the connection once run has returned.
+func (c *wsConn) closed() {
+	code := c.closeCode()
+	if code == websocket.StatusMessageTooBig && !c.ending() {
+		metrics.LimitRefused("ws_read_limit") // closed by the library, not by fail
+	}
+	metrics.Connection(strconv.Itoa(int(code)))
+	c.mu.Lock()
+	userID := c.caller.UserID
+	c.mu.Unlock()
+	c.api.cfg.Logger.Info("websocket closed", requestid.Field(c.ctx), zap.String("user_id", userID),
+		zap.String("subprotocol", c.ws.Subprotocol()), zap.Duration("duration", time.Since(c.opened)),
+		zap.Int("messages_received", c.received), zap.Int64("messages_sent", c.sent.Load()),
+		zap.Int("close_code", int(code)))
+}
+
+// closeCode is the code the connection closed with: the server's, the client's, 1009 for a
+// message past the read limit, or 1006 when it ended without a close frame.
+func (c *wsConn) closeCode() websocket.StatusCode {
+	if c.ending() { // closeErr is set before closing is closed
+		return websocket.StatusCode(c.closeErr.Code.Close)
+	}
+	if code := websocket.CloseStatus(c.readErr); code != -1 {
+		return code
+	}
+	// coder/websocket closes a connection past its read limit itself, and says so only in text.
+	if c.readErr != nil && strings.Contains(c.readErr.Error(), "read limited at") {
+		return websocket.StatusMessageTooBig
+	}
+	return websocket.StatusAbnormalClosure
+}

@@ -1,0 +1,183 @@
+// Package metrics is the one list of caddy-posts' Prometheus metrics, all named caddy_posts_*,
+// and the calls that record them. The collectors belong to the process, so counters keep
+// counting across config reloads; each config registers them in its Caddy registry (Register),
+// which Caddy serves at the admin endpoint's /metrics and through its metrics handler, beside
+// caddy_http_*. Every label takes values from a short fixed list (an interface, a route, an
+// operation type, a code, a subdirective's name) or from the config (a JWKS URL): never a user
+// id, a post id or an operation name, so the series stay few whatever clients send.
+//
+// It imports no package of ours, so that every package may record.
+package metrics
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const namespace = "caddy_posts"
+
+// latencyBuckets cover what the API takes: tens of microseconds on the embedded store, up to
+// the 5 s default timeout of a store that does not answer.
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// The collectors. Their names, help and labels are the README's list of metrics.
+var (
+	requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "requests_total",
+		Help: "Requests answered, by interface (rest, graphql, ws), operation (a REST method and route, a GraphQL operation type, or a WebSocket connection) and code (the HTTP status of REST; the extensions.code of GraphQL's first error, or OK; the close code of a WebSocket).",
+	}, []string{"interface", "operation", "code"})
+	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "request_duration_seconds",
+		Help:    "Time to answer a request, by the labels of caddy_posts_requests_total; a WebSocket's operations from their subscribe message, its connections not at all.",
+		Buckets: latencyBuckets,
+	}, []string{"interface", "operation", "code"})
+
+	storeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "store_operation_duration_seconds",
+		Help:    "Time of a store operation, by backend (sqlite, mongodb) and operation.",
+		Buckets: latencyBuckets,
+	}, []string{"backend", "operation"})
+	storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "store_errors_total",
+		Help: "Store operations that failed, by backend, operation and error (unavailable: no answer in time or no connection; internal: anything else). Not found is an answer, not an error.",
+	}, []string{"backend", "operation", "error"})
+
+	authOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "auth_total",
+		Help: "Credentials checked, by method (jwt, api_key, caddy, none) and outcome (ok, anonymous, or why they were refused).",
+	}, []string{"method", "outcome"})
+	jwksFetches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "jwks_fetches_total",
+		Help: "Fetches of a JSON Web Key Set, by URL and result (ok, error).",
+	}, []string{"url", "result"})
+	jwksKeys = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "jwks_keys",
+		Help: "Keys held from a JSON Web Key Set, by URL.",
+	}, []string{"url"})
+
+	wsConnections = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "websocket_connections",
+		Help: "WebSocket connections open.",
+	})
+	feeds = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "subscription_executions",
+		Help: "Distinct subscription operations running; subscribers of the same document, operation name and variables share one.",
+	})
+	subscribers = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "subscribers",
+		Help: "Subscriptions open on WebSocket connections.",
+	})
+	eventsPublished = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "events_published_total",
+		Help: "Writes published to subscriptions.",
+	})
+	eventsDelivered = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "events_delivered_total",
+		Help: "Subscription events queued to a WebSocket subscriber.",
+	})
+	eventsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "events_dropped_total",
+		Help: "Events lost to a consumer that fell behind, which was then closed, by stage: feed (a subscription execution that resolved events too slowly) or connection (a client that read too slowly).",
+	}, []string{"stage"})
+	limitRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "limit_refusals_total",
+		Help: "Requests, messages and connections refused for a limit, by the subdirective that sets it.",
+	}, []string{"limit"})
+)
+
+var all = []prometheus.Collector{
+	requests, requestDuration, storeDuration, storeErrors, authOutcomes, jwksFetches, jwksKeys,
+	wsConnections, feeds, subscribers, eventsPublished, eventsDelivered, eventsDropped, limitRefusals,
+}
+
+// Register adds the metrics to reg, a config's registry. Every site of a config registers them;
+// the registry keeps the first.
+func Register(reg prometheus.Registerer) error {
+	for _, c := range all {
+		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return err
+		}
+	}
+	return nil
+}
+
+// The interfaces of caddy_posts_requests_total.
+const (
+	REST      = "rest"
+	GraphQL   = "graphql"
+	WebSocket = "ws"
+)
+
+// Request records a request answered (or a WebSocket operation started or connection closed).
+func Request(iface, operation, code string, took time.Duration) {
+	requests.WithLabelValues(iface, operation, code).Inc()
+	requestDuration.WithLabelValues(iface, operation, code).Observe(took.Seconds())
+}
+
+// Connection records a WebSocket connection closed with code; it has no duration.
+func Connection(code string) {
+	requests.WithLabelValues(WebSocket, "connection", code).Inc()
+}
+
+// StoreOperation records one operation of a store of backend; errorKind is "" when it
+// succeeded.
+func StoreOperation(backend, operation, errorKind string, took time.Duration) {
+	storeDuration.WithLabelValues(backend, operation).Observe(took.Seconds())
+	if errorKind != "" {
+		storeErrors.WithLabelValues(backend, operation, errorKind).Inc()
+	}
+}
+
+// Auth records the outcome of checking a request's credentials.
+func Auth(method, outcome string) { authOutcomes.WithLabelValues(method, outcome).Inc() }
+
+// JWKSFetched records a fetch of the key set at url: its keys, or the error.
+func JWKSFetched(url string, keys int, err error) {
+	if err != nil {
+		jwksFetches.WithLabelValues(url, "error").Inc()
+		return
+	}
+	jwksFetches.WithLabelValues(url, "ok").Inc()
+	jwksKeys.WithLabelValues(url).Set(float64(keys))
+}
+
+// JWKSClosed forgets the keys of a key set no config uses any more.
+func JWKSClosed(url string) { jwksKeys.DeleteLabelValues(url) }
+
+// WebSocketOpened and WebSocketClosed count the connections open.
+func WebSocketOpened() { wsConnections.Inc() }
+
+// WebSocketClosed: see WebSocketOpened.
+func WebSocketClosed() { wsConnections.Dec() }
+
+// FeedStarted and FeedStopped count the distinct subscription executions.
+func FeedStarted() { feeds.Inc() }
+
+// FeedStopped: see FeedStarted.
+func FeedStopped() { feeds.Dec() }
+
+// SubscriberJoined and SubscriberLeft count the subscriptions of WebSocket clients.
+func SubscriberJoined() { subscribers.Inc() }
+
+// SubscriberLeft: see SubscriberJoined.
+func SubscriberLeft() { subscribers.Dec() }
+
+// EventPublished counts a write published.
+func EventPublished() { eventsPublished.Inc() }
+
+// EventsDelivered counts an event queued to n subscribers.
+func EventsDelivered(n int) { eventsDelivered.Add(float64(n)) }
+
+// The stages of caddy_posts_events_dropped_total.
+const (
+	StageFeed       = "feed"
+	StageConnection = "connection"
+)
+
+// EventsDropped counts n events lost at stage to a consumer that fell behind.
+func EventsDropped(stage string, n int) { eventsDropped.WithLabelValues(stage).Add(float64(n)) }
+
+// LimitRefused counts a refusal for the limit that the subdirective named limit sets.
+func LimitRefused(limit string) { limitRefusals.WithLabelValues(limit).Inc() }
