@@ -250,3 +250,19 @@ func oneUser(found []Identity, description string) (Identity, error) {
 	}
 	return caller, nil
 }
+
+// KeySets says how many of the configured key sets have been fetched at least once, and how
+// many there are. It starts the fetches of those not started yet, so that a readiness probe
+// loads them before the first token needs them.
+func (a *Authenticator) KeySets() (fetched, total int) {
+	if a.Tokens == nil {
+		return 0, 0
+	}
+	for _, s := range a.Tokens.keys.sets {
+		s.Start()
+		if s.Fetched() {
+			fetched++
+		}
+	}
+	return fetched, len(a.Tokens.keys.sets)
+}

@@ -93,6 +93,11 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"a negative max_fields", "max_fields -1", "max_fields must be at least 1, not -1"},
 		{"max_response_size that is not a size", "max_response_size vast", `max_response_size: "vast" is not a size`},
 		{"max_response_size of zero", "max_response_size 0", "max_response_size must be from 1 byte to 1.0 TiB, not 0"},
+		{"health_path that is not a path", "health_path healthz", `health_path must be a path such as /healthz, not "healthz"`},
+		{"health_path with a query", "health_path /healthz?full", `health_path must be a path such as /healthz, not "/healthz?full"`},
+		{"health_path on the API's paths", "health_path /posts/health", `health_path "/posts/health" is a path of the API`},
+		{"health_path on GraphQL's path", "health_path /graphql", `health_path "/graphql" is a path of the API`},
+		{"health_path without a path", "health_path", "health_path takes 1 argument(s), got 0"},
 	}
 	adapter := caddyconfig.GetAdapter("caddyfile")
 	for _, tt := range tests {

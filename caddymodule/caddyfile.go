@@ -44,7 +44,7 @@ var subdirectives = map[string]arity{
 	"max_distinct_subscriptions": {1, 1}, "max_distinct_subscriptions_per_client": {1, 1},
 	"subscriptions_require_auth": {0, 0}, "allowed_origins": {1, many}, "ws_read_limit": {1, 1},
 	"ws_init_timeout": {1, 1}, "ws_keepalive": {1, 1}, "max_subscriptions": {1, 1}, "max_connections_per_user": {1, 1},
-	"max_connections": {1, 1},
+	"max_connections": {1, 1}, "health_path": {1, 1},
 }
 
 // repeatable are the subdirectives that may be given more than once; their arguments add up.
@@ -105,6 +105,7 @@ func (a arity) String() string {
 //	    max_connections_per_user <n>
 //	    max_distinct_subscriptions <n>
 //	    max_distinct_subscriptions_per_client <n>
+//	    health_path      <path>
 //	}
 //
 // Every subdirective is optional. jwks_url, issuer, audience, api_key and allowed_origins may be
@@ -238,6 +239,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			default:
 				return d.Errf("introspection: %q is neither on nor off", arg)
 			}
+		case "health_path":
+			h.HealthPath = arg
 		case "timeout":
 			t, err := caddy.ParseDuration(arg)
 			if err != nil {

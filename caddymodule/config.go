@@ -168,6 +168,12 @@ type Handler struct {
 	// once; more get TOO_MANY_SUBSCRIPTIONS. Default: a tenth of max_distinct_subscriptions.
 	MaxDistinctSubscriptionsPerClient int `json:"max_distinct_subscriptions_per_client,omitempty"`
 
+	// The path, such as /healthz, that answers health probes (GET or HEAD, no credentials): 200
+	// with {"status":"ok", ...} when the store answers a ping within timeout and every key set of
+	// jwks_urls has been fetched once, 503 naming the part that failed otherwise. It writes
+	// nothing, and probes that arrive together share one ping. Default: none (no health path).
+	HealthPath string `json:"health_path,omitempty"`
+
 	logger    *zap.Logger
 	storeKey  string
 	eventsKey string
@@ -268,6 +274,7 @@ var configFields = []configField{
 	}, func(h *Handler) error {
 		return atLeastOne("max_distinct_subscriptions_per_client", h.MaxDistinctSubscriptionsPerClient)
 	}},
+	{"health_path", nil, checkHealthPath},
 }
 
 // fillDefaults gives every unset field that has a default its default.
@@ -370,6 +377,20 @@ func checkLeeway(h *Handler) error {
 func checkJWKSRefresh(h *Handler) error {
 	if h.JWKSRefresh < MinJWKSRefresh {
 		return fmt.Errorf("jwks_refresh must be at least %s, not %s", time.Duration(MinJWKSRefresh), time.Duration(h.JWKSRefresh))
+	}
+	return nil
+}
+
+// checkHealthPath refuses a health path that is not a path, or that the API serves already.
+func checkHealthPath(h *Handler) error {
+	p := h.HealthPath
+	switch {
+	case p == "":
+		return nil
+	case !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t"):
+		return fmt.Errorf("health_path must be a path such as /healthz, not %q", p)
+	case p == "/posts" || strings.HasPrefix(p, "/posts/") || p == "/graphql" || strings.HasPrefix(p, "/graphql/"):
+		return fmt.Errorf("health_path %q is a path of the API; choose another, such as /healthz", p)
 	}
 	return nil
 }

@@ -111,6 +111,12 @@ func writeConfig(t *testing.T, caddyfile string) string {
 // the site answers. The process is killed when the test ends, if it still runs.
 func startProcess(t *testing.T, caddyfile string, port int) *caddyProcess {
 	t.Helper()
+	return startProcessAt(t, caddyfile, port, "/posts?limit=1", http.StatusOK)
+}
+
+// startProcessAt is startProcess, which waits until path answers with status.
+func startProcessAt(t *testing.T, caddyfile string, port int, path string, status int) *caddyProcess {
+	t.Helper()
 	p := &caddyProcess{t: t, out: &lockedBuffer{}, done: make(chan error, 1), url: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	p.cmd = caddyCommand(t, p.out, "run", "--config", writeConfig(t, caddyfile), "--adapter", "caddyfile")
 	if err := p.cmd.Start(); err != nil {
@@ -129,9 +135,9 @@ func startProcess(t *testing.T, caddyfile string, port int) *caddyProcess {
 			t.Fatalf("caddy run exited (%v) before serving:\n%s", err, p.out)
 		default:
 		}
-		if res, err := http.Get(p.url + "/posts?limit=1"); err == nil {
+		if res, err := http.Get(p.url + path); err == nil {
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
+			if res.StatusCode == status {
 				return p
 			}
 		}

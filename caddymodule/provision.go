@@ -82,6 +82,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		RequestID:       requestID,
 		Identified:      setUserPlaceholders,
 		AccessLog:       accessLogField,
+		HealthPath:      h.HealthPath,
 	})
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
@@ -47,6 +48,8 @@ type Config struct {
 	// AccessLog, if set, adds a field to the access log line of a request (Caddy's extra log
 	// fields): a GraphQL operation's type and name.
 	AccessLog func(*http.Request, zap.Field)
+	// HealthPath, if set, is the path that answers health probes (serveHealth).
+	HealthPath string
 }
 
 // API serves /posts, /posts/{id} and /graphql.
@@ -57,7 +60,8 @@ type API struct {
 	noRoute    http.Handler
 	graphql    http.Handler
 	graphiql   http.Handler
-	conns      conns // the open WebSocket connections
+	conns      conns              // the open WebSocket connections
+	probes     singleflight.Group // health probes under way
 }
 
 // New returns the API described by cfg. It takes the sizes and limits of cfg as given: the
@@ -87,6 +91,8 @@ func (a *API) Route(r *http.Request) http.Handler {
 	switch {
 	case r.URL.Path == graphqlPath:
 		return a.graphql
+	case r.URL.Path == a.cfg.HealthPath && a.cfg.HealthPath != "":
+		return http.HandlerFunc(a.serveHealth)
 	case strings.HasPrefix(r.URL.Path, graphiqlAssetPrefix):
 		return a.graphiql
 	}

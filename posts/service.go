@@ -121,3 +121,10 @@ func fromStore(err error) error {
 	}
 	return err
 }
+
+// Ping checks that the store answers within the timeout: ErrUnavailable if it does not.
+func (s *Service) Ping(ctx context.Context) error {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	return fromStore(s.store.Ping(ctx))
+}

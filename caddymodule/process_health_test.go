@@ -1,0 +1,56 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// healthOf GETs the health path of the site at url.
+func healthOf(t *testing.T, url string) (status int, body map[string]any, took time.Duration) {
+	t.Helper()
+	start := time.Now()
+	res, err := http.Get(url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	took = time.Since(start)
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		t.Fatalf("the health answer is not JSON: %v", err)
+	}
+	return res.StatusCode, body, took
+}
+
+func TestHealthThroughCaddy(t *testing.T) {
+	ownProcesses(t)
+	t.Run("the embedded store answers: 200 ok", func(t *testing.T) {
+		port := freePort(t)
+		p := startProcess(t, processConfig("off", port, "\t\thealth_path /healthz"), port)
+		status, body, _ := healthOf(t, p.url)
+		store, _ := body["store"].(map[string]any)
+		if status != http.StatusOK || body["status"] != "ok" || store["status"] != "ok" {
+			t.Errorf("got %d %v", status, body)
+		}
+	})
+	t.Run("a MongoDB that does not answer: 503 within the timeout, naming the store", func(t *testing.T) {
+		port, dead := freePort(t), freePort(t)
+		// Nothing listens on dead; the site starts all the same (the driver connects on first use).
+		posts := fmt.Sprintf("\t\thealth_path /healthz\n\t\tmongodb_uri mongodb://127.0.0.1:%d/\n\t\ttimeout 300ms", dead)
+		p := startProcessAt(t, processConfig("off", port, posts), port, "/healthz", http.StatusServiceUnavailable)
+		status, body, took := healthOf(t, p.url)
+		store, _ := body["store"].(map[string]any)
+		if status != http.StatusServiceUnavailable || body["status"] != "unavailable" || store["status"] != "unavailable" {
+			t.Errorf("got %d %v", status, body)
+		}
+		if took > 2*time.Second {
+			t.Errorf("the probe took %v with a timeout of 300ms", took)
+		}
+		if text := fmt.Sprint(body); strings.Contains(text, "127.0.0.1") {
+			t.Errorf("the answer tells the database's address: %v", body)
+		}
+	})
+}

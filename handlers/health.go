@@ -1,0 +1,76 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/postsedge/caddy-posts/errcode"
+)
+
+// health is the answer at Config.HealthPath: ok when the store answers a ping within the
+// timeout and every key set (if any) has been fetched once; unavailable, with the parts that
+// failed, otherwise.
+type health struct {
+	Status  string       `json:"status"`
+	Store   healthCheck  `json:"store"`
+	KeySets *keySetCheck `json:"key_sets,omitempty"`
+}
+
+type healthCheck struct {
+	Status string `json:"status"`
+	// LatencyMS is how long the ping took, in milliseconds.
+	LatencyMS float64 `json:"latency_ms"`
+	Error     string  `json:"error,omitempty"`
+}
+
+type keySetCheck struct {
+	Status  string `json:"status"`
+	Fetched int    `json:"fetched"`
+	Total   int    `json:"total"`
+}
+
+const (
+	healthOK          = "ok"
+	healthUnavailable = "unavailable"
+)
+
+// serveHealth answers a health probe. It writes nothing to the store, and probes that arrive
+// while one is being checked share its answer, so that however many probes come at once, the
+// store gets one ping at a time from them.
+func (a *API) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
+		return
+	}
+	v, _, _ := a.probes.Do("", func() (any, error) { return a.checkHealth(), nil })
+	h := v.(health)
+	status := http.StatusOK
+	if h.Status != healthOK {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, status, h)
+}
+
+// checkHealth pings the store and counts the key sets fetched. Not under the probe's context:
+// its answer is shared with the probes that wait for it. The ping is bounded by the timeout.
+func (a *API) checkHealth() health {
+	h := health{Status: healthOK, Store: healthCheck{Status: healthOK}}
+	start := time.Now()
+	err := a.cfg.Posts.Ping(context.Background())
+	h.Store.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		h.Status, h.Store.Status = healthUnavailable, healthUnavailable
+		h.Store.Error = errcode.Of(err).Message // the cause is the log's, as for any request
+	}
+	if fetched, total := a.cfg.Auth.KeySets(); total > 0 {
+		h.KeySets = &keySetCheck{Status: healthOK, Fetched: fetched, Total: total}
+		if fetched < total {
+			h.Status, h.KeySets.Status = healthUnavailable, healthUnavailable
+		}
+	}
+	return h
+}
