@@ -40,7 +40,8 @@ func TestHealthThroughCaddy(t *testing.T) {
 		port, dead := freePort(t), freePort(t)
 		// Nothing listens on dead; the site starts all the same (the driver connects on first use).
 		posts := fmt.Sprintf("\t\thealth_path /healthz\n\t\tmongodb_uri mongodb://127.0.0.1:%d/\n\t\ttimeout 300ms", dead)
-		p := startProcessAt(t, processConfig("off", port, posts), port, "/healthz", http.StatusServiceUnavailable)
+		withAccessLog := strings.Replace(processConfig("off", port, posts), " {\n\tposts {", " {\n\tlog {\n\t\toutput stderr\n\t}\n\tposts {", 1)
+		p := startProcessAt(t, withAccessLog, port, "/healthz", http.StatusServiceUnavailable)
 		status, body, took := healthOf(t, p.url)
 		store, _ := body["store"].(map[string]any)
 		if status != http.StatusServiceUnavailable || body["status"] != "unavailable" || store["status"] != "unavailable" {
@@ -51,6 +52,41 @@ func TestHealthThroughCaddy(t *testing.T) {
 		}
 		if text := fmt.Sprint(body); strings.Contains(text, "127.0.0.1") {
 			t.Errorf("the answer tells the database's address: %v", body)
+		}
+
+		// Requests that fail on the store: each log line about one names its uuid, the one of
+		// its access log line.
+		for _, req := range []struct{ method, path, body, logged string }{
+			{"GET", "/posts", "", "request failed"},
+			{"POST", "/graphql", `{"query": "{ posts { id } }"}`, "graphql resolver failed"},
+		} {
+			res, err := http.Post(p.url+req.path, "application/json", strings.NewReader(req.body))
+			if req.method == "GET" {
+				res, err = http.Get(p.url + req.path)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			var logged, accessed string
+			for deadline := time.Now().Add(5 * time.Second); (logged == "" || accessed == "") && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				logged, accessed = "", ""
+				for line := range strings.Lines(p.out.String()) {
+					var entry struct{ Msg, UUID string }
+					if json.Unmarshal([]byte(line), &entry) != nil {
+						continue
+					}
+					switch {
+					case entry.Msg == req.logged:
+						logged = entry.UUID
+					case entry.Msg == "handled request" && strings.Contains(line, `"uri":"`+req.path+`"`):
+						accessed = entry.UUID
+					}
+				}
+			}
+			if logged == "" || logged != accessed {
+				t.Errorf("%s %s: the %q line has uuid %q, its access log line %q:\n%s", req.method, req.path, req.logged, logged, accessed, p.out)
+			}
 		}
 	})
 }

@@ -161,7 +161,7 @@ func (c *wsConn) initialised() bool {
 // and a log line.
 func (c *wsConn) recoverFault() {
 	if v := recover(); v != nil {
-		c.api.cfg.Logger.Error("websocket connection failed", zap.Any("panic", v), zap.StackSkip("stack", 1))
+		c.api.cfg.Logger.Error("websocket connection failed", requestid.Field(c.ctx), zap.Any("panic", v), zap.StackSkip("stack", 1))
 		c.fail(errcode.New(errcode.Internal, "Internal server error"))
 	}
 }
