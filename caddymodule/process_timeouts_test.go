@@ -1,0 +1,48 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// TestWebSocketsOutliveTheServerTimeouts runs Caddy with the short read, write and idle timeouts
+// a production server sets against slow clients: they bound requests, and a WebSocket, which
+// outlives its upgrade request, keeps its connection past them.
+func TestWebSocketsOutliveTheServerTimeouts(t *testing.T) {
+	ownProcesses(t)
+	port := freePort(t)
+	caddyfile := strings.Replace(processConfig("off", port, ""), "\tgrace_period 5s\n",
+		"\tgrace_period 5s\n\tservers {\n\t\ttimeouts {\n\t\t\tread_body 1s\n\t\t\tread_header 1s\n\t\t\twrite 1s\n\t\t\tidle 1s\n\t\t}\n\t}\n", 1)
+	p := startProcess(t, caddyfile, port)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, strings.Replace(p.url, "http", "ws", 1)+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	for _, m := range []string{`{"type":"connection_init"}`, `{"id":"1","type":"subscribe","payload":{"query":"subscription { postCreated { title } }"}}`} {
+		if err := ws.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ack, err := ws.Read(ctx); err != nil || !bytes.Contains(ack, []byte("connection_ack")) {
+		t.Fatalf("connection_init: %s %v", ack, err)
+	}
+	time.Sleep(2500 * time.Millisecond) // past every timeout of the server
+	if _, err := p.create(keyed(), "after the timeouts"); err != nil {
+		t.Fatal(err)
+	}
+	if _, event, err := ws.Read(ctx); err != nil || !bytes.Contains(event, []byte("after the timeouts")) {
+		t.Fatalf("the subscriber after the server's timeouts: %s %v\n%s", event, err, p.out)
+	}
+	if res, err := http.Get(p.url + "/posts?limit=1"); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("a request beside it: %v %v", res, err)
+	}
+}
