@@ -1,4 +1,5 @@
-# caddy-posts: `make run` serves the API on http://localhost:8080 from the embedded store;
+# caddy-posts: `make run` serves the API on http://localhost:8080 from the embedded store
+# (`make run PORT=9080 ADMIN=localhost:2020` moves the site and Caddy's admin API);
 # `make test` runs every check CI runs.
 
 GO ?= go
@@ -7,7 +8,8 @@ GO ?= go
 POSTS_API_KEY ?= dev-key
 export POSTS_API_KEY
 
-SOURCES := $(shell find . -name '*.go' -not -path './build/*' -not -path './bench/*' -not -path './interop/*') go.mod go.sum
+SOURCES := $(shell find . -name '*.go' -not -path './build/*' -not -path './bench/*' -not -path './interop/*') go.mod go.sum \
+	$(wildcard handlers/graphiql/* schema/*.graphql)
 
 .PHONY: build run test interop fuzz clean
 
@@ -17,6 +19,8 @@ caddy: $(SOURCES) xcaddy.json build/main.go build/go.mod
 
 build: caddy
 
+# The Caddyfile reads PORT (8080) and ADMIN (localhost:2019) from the environment, where make puts
+# them when given on its command line: make run PORT=9080 ADMIN=localhost:2020.
 run: caddy
 	./caddy run --config Caddyfile
 

@@ -69,10 +69,15 @@
     },
   };
 
+  // Subscriptions go over a WebSocket to the same URL (graphql-transport-ws, with the Headers
+  // tab as the connection_init payload). The scheme follows the page's, as the browser loaded it:
+  // wss behind HTTPS, even where a proxy in front of Caddy ended the TLS.
+  var here = window.location;
   var fetcher = GraphiQL.createFetcher({
     // The page's own path, without its query string: /graphql, or /prefix/graphql when Caddy
     // mounts the module under a prefix.
-    url: window.location.pathname,
+    url: here.pathname,
+    subscriptionUrl: (here.protocol === 'https:' ? 'wss://' : 'ws://') + here.host + here.pathname,
     // The server answers every request with one JSON result (no @defer or @stream), so plain
     // JSON is asked for rather than multipart/mixed.
     enableIncrementalDelivery: false,
