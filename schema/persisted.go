@@ -62,7 +62,7 @@ func ParseManifest(data []byte) ([]PersistedQuery, error) {
 // refused by a check that needs no request (see prepareDocument) is an error.
 func (s *Schema) persist(manifest []PersistedQuery) error {
 	for i, pq := range manifest {
-		d := &document{hash: pq.ID, query: pq.Body}
+		d := &document{hash: hashOf(pq.Body), query: pq.Body} // its ID, if ParseManifest read it
 		if refusal := s.prepareDocument(d); refusal != nil {
 			return fmt.Errorf("persisted operation %d (%q, id %s) is refused: %s", i+1, pq.Name, pq.ID, refusal.Message)
 		}
