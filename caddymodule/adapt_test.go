@@ -98,6 +98,13 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"health_path on the API's paths", "health_path /posts/health", `health_path "/posts/health" is a path of the API`},
 		{"health_path on GraphQL's path", "health_path /graphql", `health_path "/graphql" is a path of the API`},
 		{"health_path without a path", "health_path", "health_path takes 1 argument(s), got 0"},
+		{"document_cache_entries of zero", "document_cache_entries 0", "document_cache_entries must be at least 1, not 0"},
+		{"document_cache_entries that is not a number", "document_cache_entries many", `document_cache_entries: "many" is not a whole number`},
+		{"document_cache_size that is not a size", "document_cache_size big", `document_cache_size: "big" is not a size`},
+		{"document_cache_size of zero", "document_cache_size 0", "document_cache_size must be from 1 byte to 1.0 TiB, not 0"},
+		{"persisted_queries without a file", "persisted_queries", "persisted_queries takes 1 argument(s), got 0"},
+		{"persisted_queries with two files", "persisted_queries a.json b.json", "persisted_queries takes 1 argument(s), got 2"},
+		{"persisted_queries_only with an argument", "persisted_queries_only yes", "persisted_queries_only takes 0 argument(s), got 1"},
 	}
 	adapter := caddyconfig.GetAdapter("caddyfile")
 	for _, tt := range tests {

@@ -44,7 +44,8 @@ var subdirectives = map[string]arity{
 	"max_distinct_subscriptions": {1, 1}, "max_distinct_subscriptions_per_client": {1, 1},
 	"subscriptions_require_auth": {0, 0}, "allowed_origins": {1, many}, "ws_read_limit": {1, 1},
 	"ws_init_timeout": {1, 1}, "ws_keepalive": {1, 1}, "max_subscriptions": {1, 1}, "max_connections_per_user": {1, 1},
-	"max_connections": {1, 1}, "health_path": {1, 1},
+	"max_connections": {1, 1}, "document_cache_entries": {1, 1}, "document_cache_size": {1, 1},
+	"persisted_queries": {1, 1}, "persisted_queries_only": {0, 0}, "health_path": {1, 1},
 }
 
 // repeatable are the subdirectives that may be given more than once; their arguments add up.
@@ -95,6 +96,10 @@ func (a arity) String() string {
 //	    max_fields       <n>
 //	    max_response_size <size>
 //	    introspection    on|off
+//	    document_cache_entries <n>
+//	    document_cache_size <size>
+//	    persisted_queries <manifest.json>
+//	    persisted_queries_only
 //	    subscriptions_require_auth
 //	    allowed_origins  <pattern...>
 //	    ws_read_limit    <size>
@@ -202,7 +207,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.MaxResponseSize = size
 		case "max_limit", "max_depth", "max_cost", "max_aliases", "max_root_fields", "max_fields",
 			"max_subscriptions", "max_connections_per_user", "max_connections",
-			"max_distinct_subscriptions", "max_distinct_subscriptions_per_client":
+			"max_distinct_subscriptions", "max_distinct_subscriptions_per_client", "document_cache_entries":
 			n, err := strconv.Atoi(arg)
 			if err != nil {
 				return d.Errf("%s: %q is not a whole number", name, arg)
@@ -213,7 +218,18 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				"max_subscriptions": &h.MaxSubscriptions, "max_connections_per_user": &h.MaxConnectionsPerUser,
 				"max_connections": &h.MaxConnections, "max_distinct_subscriptions": &h.MaxDistinctSubscriptions,
 				"max_distinct_subscriptions_per_client": &h.MaxDistinctSubscriptionsPerClient,
+				"document_cache_entries":                &h.DocumentCacheEntries,
 			}[name] = n
+		case "document_cache_size":
+			size, ok := parseSize(arg)
+			if !ok {
+				return d.Errf("document_cache_size: %q is not a size such as 32MiB", arg)
+			}
+			h.DocumentCacheSize = size
+		case "persisted_queries":
+			h.PersistedQueries = arg
+		case "persisted_queries_only":
+			h.PersistedQueriesOnly = true
 		case "subscriptions_require_auth":
 			h.SubscriptionsRequireAuth = true
 		case "allowed_origins":

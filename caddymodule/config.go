@@ -129,6 +129,21 @@ type Handler struct {
 	// Refuse GraphQL introspection (__schema and __type); __typename still works. Default: false.
 	DisableIntrospection bool `json:"disable_introspection,omitempty"`
 
+	// How many prepared GraphQL documents the cache keeps, so that a repeated operation (or an
+	// automatic persisted query's hash) skips parsing and admission. Default: 1000.
+	DocumentCacheEntries int `json:"document_cache_entries,omitempty"`
+
+	// The most memory the cached documents may take, counted as 128 bytes per byte of query text,
+	// the most a parsed document takes (most take a fifth of it). Default: 32 MiB.
+	DocumentCacheSize int64 `json:"document_cache_size,omitempty"`
+
+	// The file of an Apollo persisted query manifest, whose operations are prepared at start and
+	// never evicted; placeholders are expanded. Default: none.
+	PersistedQueries string `json:"persisted_queries,omitempty"`
+
+	// Refuse every operation that is not in persisted_queries. Default: false.
+	PersistedQueriesOnly bool `json:"persisted_queries_only,omitempty"`
+
 	// Refuse WebSocket connections without credentials. Default: false (anyone may subscribe
 	// to the public events of posts).
 	SubscriptionsRequireAuth bool `json:"subscriptions_require_auth,omitempty"`
@@ -254,6 +269,10 @@ var configFields = []configField{
 		func(h *Handler) error { return atLeastOne("max_fields", h.MaxFields) }},
 	{"max_response_size", func(h *Handler) { orDefault(&h.MaxResponseSize, 8<<20) },
 		func(h *Handler) error { return sizeUpTo("max_response_size", h.MaxResponseSize, maxBodySize) }},
+	{"document_cache_entries", func(h *Handler) { orDefault(&h.DocumentCacheEntries, 1000) },
+		func(h *Handler) error { return atLeastOne("document_cache_entries", h.DocumentCacheEntries) }},
+	{"document_cache_size", func(h *Handler) { orDefault(&h.DocumentCacheSize, 32<<20) },
+		func(h *Handler) error { return sizeUpTo("document_cache_size", h.DocumentCacheSize, maxBodySize) }},
 	{"ws_read_limit", func(h *Handler) { orDefault(&h.WSReadLimit, 32<<10) },
 		func(h *Handler) error { return sizeUpTo("ws_read_limit", h.WSReadLimit, maxMessageSize) }},
 	{"ws_init_timeout", func(h *Handler) { orDefault(&h.WSInitTimeout, caddy.Duration(3*time.Second)) },

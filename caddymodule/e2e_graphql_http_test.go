@@ -116,10 +116,12 @@ func TestGraphQLOverHTTP(t *testing.T) {
 		{"extensions that are not an object", `{"query": "{ __typename }", "extensions": 1}`, "BAD_REQUEST", "the member extensions must be a JSON object", 400},
 		{"query given twice over GET", "?query=%7B__typename%7D&query=%7B__typename%7D", "BAD_REQUEST", `"query" is given more than once`, 400},
 		{"a member given twice", `{"query": "{ __typename }", "query": "{ posts { id } }"}`, "BAD_REQUEST", `"query" is given more than once`, 400},
-		{"a persisted query without its query", `{"extensions": {"persistedQuery": {"version": 1, "sha256Hash": "ecf4edb46db40b5132295c0291d62fb65d6759a9eedfa4d5d612dd5ec54a6b38"}}}`,
-			"PERSISTED_QUERY_NOT_SUPPORTED", "PersistedQueryNotSupported", 400},
-		{"a persisted query over GET", "?extensions=" + url.QueryEscape(`{"persistedQuery": {"version": 1, "sha256Hash": "abc"}}`),
-			"PERSISTED_QUERY_NOT_SUPPORTED", "PersistedQueryNotSupported", 400},
+		{"a persisted query whose hash is not its query's", `{"query": "{ __typename }", "extensions": {"persistedQuery": {"version": 1, "sha256Hash": "ecf4edb46db40b5132295c0291d62fb65d6759a9eedfa4d5d612dd5ec54a6b38"}}}`,
+			"PERSISTED_QUERY_HASH_MISMATCH", "provided sha does not match query", 400},
+		{"a persisted query over GET with a hash that is no SHA-256", "?extensions=" + url.QueryEscape(`{"persistedQuery": {"version": 1, "sha256Hash": "abc"}}`),
+			"BAD_REQUEST", "sha256Hash must be the SHA-256 of the query", 400},
+		{"a persisted query of version 2", `{"extensions": {"persistedQuery": {"version": 2, "sha256Hash": "ecf4edb46db40b5132295c0291d62fb65d6759a9eedfa4d5d612dd5ec54a6b38"}}}`,
+			"BAD_REQUEST", "version must be 1", 400},
 	}
 	for _, tt := range requestErrors {
 		for _, media := range []string{graphQLResponse, legacyJSON} {

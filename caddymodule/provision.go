@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -66,8 +67,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Events:                   broker.(pooledBroker).Broker,
 		SubscriptionsRequireAuth: h.SubscriptionsRequireAuth,
 	})
-	graph, err := schema.New(svc, h.logger, h.GraphQLLimits())
+	manifest, persisted, err := h.persistedQueries(repl)
 	if err != nil {
+		return err
+	}
+	graph, err := schema.New(svc, h.logger, h.GraphQLLimits(), persisted...)
+	if err != nil {
+		if manifest != "" { // a persisted operation the limits refuse
+			err = fmt.Errorf("persisted_queries %q: %w", manifest, err)
+		}
 		return fmt.Errorf("graphql schema: %w", err)
 	}
 	h.api = handlers.New(handlers.Config{
@@ -108,7 +116,31 @@ func (h *Handler) GraphQLLimits() schema.Limits {
 		MaxResponseSize:      h.MaxResponseSize,
 		MaxFeeds:             h.MaxDistinctSubscriptions,
 		MaxFeedsPerClient:    h.MaxDistinctSubscriptionsPerClient,
+		DocumentCacheEntries: h.DocumentCacheEntries,
+		DocumentCacheSize:    h.DocumentCacheSize,
+		PersistedOnly:        h.PersistedQueriesOnly,
 	}
+}
+
+// persistedQueries reads the manifest of persisted_queries, if there is one: its path, expanded,
+// and its operations.
+func (h *Handler) persistedQueries(repl *caddy.Replacer) (string, []schema.PersistedQuery, error) {
+	path := repl.ReplaceKnown(h.PersistedQueries, "")
+	switch {
+	case path == "" && h.PersistedQueriesOnly:
+		return "", nil, errors.New("persisted_queries_only refuses every operation that is not in persisted_queries, which names no manifest")
+	case path == "":
+		return "", nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("persisted_queries: %w", err)
+	}
+	ops, err := schema.ParseManifest(data)
+	if err != nil {
+		return "", nil, fmt.Errorf("persisted_queries %q: %w", path, err)
+	}
+	return path, ops, nil
 }
 
 // WebSocketConfig is the part of the config that GraphQL over WebSocket applies.

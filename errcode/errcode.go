@@ -17,7 +17,8 @@ type Code struct {
 	GraphQL string
 	// Status is the HTTP status of an answer that is this error: a REST answer, and a GraphQL
 	// answer over HTTP refused before it ran (400 stands for "400, or 200 in application/json",
-	// the status older GraphQL clients read).
+	// the status older GraphQL clients read, but for persisted queries, whose status is the same
+	// in both).
 	Status int
 	// Close is the close code of a WebSocket connection that this error ends. An error with no
 	// close code answers one operation, and the connection stays open.
@@ -37,7 +38,6 @@ var (
 	NotAcceptable        = Code{"BAD_REQUEST", 406, 0, "a GraphQL request that accepts neither of its response media types"}
 	PayloadTooLarge      = Code{"BAD_REQUEST", 413, 1009, "a body larger than max_body_size, or a WebSocket message larger than ws_read_limit"}
 	UnsupportedMediaType = Code{"BAD_REQUEST", 415, 0, "a body that is not application/json (or application/graphql-response+json)"}
-	PersistedQuery       = Code{"PERSISTED_QUERY_NOT_SUPPORTED", 400, 0, "an Apollo persisted query, which this server does not keep"}
 
 	// GraphQL documents, refused before they run.
 	ParseFailed      = Code{"GRAPHQL_PARSE_FAILED", 400, 0, "a GraphQL syntax error"}
@@ -45,6 +45,13 @@ var (
 	MaxAliases       = Code{"MAX_ALIASES_LIMIT", 400, 0, "more aliased fields than max_aliases"}
 	MaxRootFields    = Code{"MAX_ROOT_FIELDS_LIMIT", 400, 0, "more root fields than max_root_fields"}
 	MaxFields        = Code{"MAX_FIELDS_LIMIT", 400, 0, "more fields in the document than max_fields"}
+
+	// Persisted queries. Not found is answered with 200, as Apollo Server answers it, and its
+	// clients expect: they send the query with the hash then.
+	PersistedQueryNotFound     = Code{"PERSISTED_QUERY_NOT_FOUND", 200, 0, "an automatic persisted query's hash without the query, of a document the server does not hold (yet)"}
+	PersistedQueryHashMismatch = Code{"PERSISTED_QUERY_HASH_MISMATCH", 400, 0, "a persisted query's sha256Hash that is not the SHA-256 of its query"}
+	PersistedQueryNotInList    = Code{"PERSISTED_QUERY_NOT_IN_LIST", 404, 0, "with persisted_queries_only, a hash that is no operation's of the manifest"}
+	QueryNotInSafelist         = Code{"QUERY_NOT_IN_SAFELIST", 403, 0, "with persisted_queries_only, a query that is no operation of the manifest"}
 
 	// Credentials and rules.
 	BadUserInput           = Code{"BAD_USER_INPUT", 422, 0, "input that breaks a rule of posts; extensions.field names the member"}
@@ -77,8 +84,9 @@ const InternalMessage = "internal server error"
 
 // Table lists every row, for the test that walks it and for the README's table.
 var Table = []Code{
-	BadRequest, InvalidText, NoSuchPath, MethodNotAllowed, NotAcceptable, PayloadTooLarge, UnsupportedMediaType, PersistedQuery,
+	BadRequest, InvalidText, NoSuchPath, MethodNotAllowed, NotAcceptable, PayloadTooLarge, UnsupportedMediaType,
 	ParseFailed, ValidationFailed, MaxAliases, MaxRootFields, MaxFields,
+	PersistedQueryNotFound, PersistedQueryHashMismatch, PersistedQueryNotInList, QueryNotInSafelist,
 	BadUserInput, Unauthenticated, InvalidCredentials, MalformedCredentials, Forbidden, NotFound, TooManyConnections, TooManyInitialisations,
 	ResponseTooLarge, TooManyErrors, TooManyOperations, TooManySubscriptions, ServerFull, Unavailable, TooSlow,
 	NotAcknowledged, InitTimeout, SubscriberExists, GoingAway, Terminated, Internal,

@@ -27,7 +27,7 @@ func TestEveryRowOfTheTableIsWellFormed(t *testing.T) {
 				t.Error("the row shows on no interface")
 			case c.GraphQL != "" && !graphQLCode.MatchString(c.GraphQL):
 				t.Errorf("extensions.code %q is not UPPER_SNAKE_CASE", c.GraphQL)
-			case c.Status != 0 && (c.Status < 400 || c.Status > 599):
+			case c.Status != 0 && (c.Status < 400 || c.Status > 599) && c != errcode.PersistedQueryNotFound: // 200, as Apollo Server answers it
 				t.Errorf("status %d is not an error status", c.Status)
 			case c.Close != 0 && !(c.Close >= 1000 && c.Close <= 1015 || c.Close >= 4000 && c.Close <= 4999):
 				t.Errorf("close code %d is neither RFC 6455's nor an application's", c.Close)

@@ -78,7 +78,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case refusal != nil:
-		writeGraphQL(w, media, requestErrorStatus(media), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
+		writeGraphQL(w, media, refusalStatus(w, media, refusal), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
 		return
 	case get && op.Type != "query":
 		w.Header().Set("Allow", http.MethodPost)
@@ -148,7 +148,7 @@ func writeGraphQL(w http.ResponseWriter, media string, status int, res *graphql.
 }
 
 // graphQLBody reads the request of a POST: a JSON object with the members of graphQLParams.
-// Other members are ignored, as clients add their own (Relay's id, Apollo's extensions).
+// Other members are ignored, as clients add their own (Relay's id).
 func (a *API) graphQLBody(w http.ResponseWriter, r *http.Request) (schema.Request, error) {
 	members, err := a.readObject(w, r, applicationJSON)
 	if err != nil {
@@ -204,13 +204,7 @@ func graphQLRequest(param func(name string) (json.RawMessage, error), inQuery bo
 			raw[name] = nil
 		}
 	}
-	if raw["query"] == nil {
-		if persistedQuery(raw["extensions"]) {
-			return req, errcode.New(errcode.PersistedQuery, "PersistedQueryNotSupported")
-		}
-		return req, badRequest("the %s query is required: it holds the GraphQL document", where)
-	}
-	if json.Unmarshal(raw["query"], &req.Query) != nil {
+	if raw["query"] != nil && json.Unmarshal(raw["query"], &req.Query) != nil {
 		return req, badRequest("the %s query must be a string", where)
 	}
 	if raw["operationName"] != nil && json.Unmarshal(raw["operationName"], &req.OperationName) != nil {
@@ -225,14 +219,13 @@ func graphQLRequest(param func(name string) (json.RawMessage, error), inQuery bo
 			req.Variables = object
 		}
 	}
+	if req.PersistedHash, err = persistedHash(raw["extensions"]); err != nil {
+		return req, err
+	}
+	if raw["query"] == nil && req.PersistedHash == "" {
+		return req, badRequest("the %s query is required: it holds the GraphQL document", where)
+	}
 	return req, nil
-}
-
-// persistedQuery says whether extensions asks for an automatic persisted query (Apollo's APQ),
-// which this server does not keep: the client then sends the whole query.
-func persistedQuery(extensions json.RawMessage) bool {
-	var ext struct{ PersistedQuery json.RawMessage }
-	return json.Unmarshal(extensions, &ext) == nil && ext.PersistedQuery != nil
 }
 
 // acceptance is what an Accept header says of the media types /graphql answers with, read once

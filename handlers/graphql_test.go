@@ -105,7 +105,7 @@ func TestGraphQLRequests(t *testing.T) {
 		{"variables that are a string", `{"query": "q", "variables": "{}"}`, "member variables must be a JSON object"},
 		{"an operationName that is not a string", `{"query": "q", "operationName": 1}`, "member operationName must be a string"},
 		{"extensions that are not an object", `{"query": "q", "extensions": true}`, "member extensions must be a JSON object"},
-		{"a persisted query hash without the query", `{"extensions": {"persistedQuery": {"version": 1, "sha256Hash": "ab"}}}`, "PersistedQueryNotSupported"},
+		{"a persisted query hash that is not a SHA-256", `{"extensions": {"persistedQuery": {"version": 1, "sha256Hash": "ab"}}}`, "sha256Hash must be the SHA-256 of the query"},
 		{"a query given twice", `{"query": "a", "query": "b"}`, `member "query" is given more than once`},
 		{"a list", `[{"query": "q"}]`, "must be a JSON object"},
 		{"JSON cut short", `{"query": "q"`, "not valid JSON"},

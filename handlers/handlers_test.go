@@ -31,15 +31,17 @@ var (
 		KeepAlive:             12 * time.Second,
 	}
 	testLimits = schema.Limits{
-		MaxQueryLength:    16 << 10,
-		MaxDepth:          15,
-		MaxCost:           2000,
-		MaxFeeds:          1000,
-		MaxFeedsPerClient: 100,
-		MaxAliases:        30,
-		MaxRootFields:     10,
-		MaxFields:         500,
-		MaxResponseSize:   8 << 20,
+		MaxQueryLength:       16 << 10,
+		MaxDepth:             15,
+		MaxCost:              2000,
+		MaxFeeds:             1000,
+		MaxFeedsPerClient:    100,
+		MaxAliases:           30,
+		MaxRootFields:        10,
+		MaxFields:            500,
+		MaxResponseSize:      8 << 20,
+		DocumentCacheEntries: 1000,
+		DocumentCacheSize:    32 << 20,
 	}
 )
 

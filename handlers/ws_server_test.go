@@ -46,9 +46,10 @@ func newWSServer(t *testing.T, subs Subscriptions) *wsServer {
 	return newWSServerWith(t, subs, testLimits, posts.Config{})
 }
 
-// newWSServerWith is newWSServer with limits for the schema and the rules of posts: rules'
-// store, timeout, page size, logger and events are the server's own.
-func newWSServerWith(t *testing.T, subs Subscriptions, limits schema.Limits, rules posts.Config) *wsServer {
+// newWSServerWith is newWSServer with limits for the schema, the rules of posts, and the
+// operations of a persisted query manifest: rules' store, timeout, page size, logger and events
+// are the server's own.
+func newWSServerWith(t *testing.T, subs Subscriptions, limits schema.Limits, rules posts.Config, persisted ...schema.PersistedQuery) *wsServer {
 	t.Helper()
 	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
 	if err != nil {
@@ -58,7 +59,7 @@ func newWSServerWith(t *testing.T, subs Subscriptions, limits schema.Limits, rul
 	broker := events.NewBroker[posts.Event](16)
 	rules.Store, rules.Timeout, rules.MaxLimit, rules.Logger, rules.Events = st, 5*time.Second, 10, zap.NewNop(), broker
 	svc := posts.NewService(rules)
-	s, err := schema.New(svc, zap.NewNop(), limits)
+	s, err := schema.New(svc, zap.NewNop(), limits, persisted...)
 	if err != nil {
 		t.Fatal(err)
 	}

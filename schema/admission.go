@@ -87,12 +87,21 @@ func countText(n int) string {
 	return strconv.Itoa(n)
 }
 
-// admit makes the admission pass over doc, whose operation op runs, and refuses it when a
-// limit or a literal says so.
-func (s *Schema) admit(doc *ast.QueryDocument, op *ast.OperationDefinition) *gqlerrors.QueryError {
+// tallies are what the admission pass found of a document: the counts of each of its
+// operations and of the whole, from which the limits refuse an operation or admit it. A cached
+// document keeps it, so that a request for another of its operations is checked without a walk.
+type tallies struct {
+	operations map[*ast.OperationDefinition]tally
+	document   tally
+	unspread   int // fragments that no operation spreads
+}
+
+// admit makes the admission pass over doc and refuses it when a literal or a fragment cycle
+// says so; the limits are checked on what it found, for the operation that runs, by limit.
+func (s *Schema) admit(doc *ast.QueryDocument) (*tallies, *gqlerrors.QueryError) {
 	types, err := typeSystemOnce()
 	if err != nil {
-		return refused(errcode.ValidationFailed, nil, "the schema cannot be read: %v", err) // unreachable: New read it
+		return nil, refused(errcode.ValidationFailed, nil, "the schema cannot be read: %v", err) // unreachable: New read it
 	}
 	a := &admission{
 		types:         types,
@@ -105,30 +114,32 @@ func (s *Schema) admit(doc *ast.QueryDocument, op *ast.OperationDefinition) *gql
 			a.fragments[f.Name] = f
 		}
 	}
-	var document, chosen tally
+	found := &tallies{operations: make(map[*ast.OperationDefinition]tally, len(doc.Operations))}
 	for _, o := range doc.Operations {
 		t := a.operation(o)
 		if a.refusal != nil {
-			return a.refusal
+			return nil, a.refusal
 		}
-		if o == op {
-			chosen = t
-		}
-		document.add(t, false)
+		found.operations[o] = t
+		found.document.add(t, false)
 	}
-	unspread := 0
 	for _, f := range doc.Fragments {
 		if _, walked := a.counts[f]; walked {
 			continue
 		}
-		unspread++
-		document.add(a.fragment(f, f.Position), false) // validated all the same: it counts once
+		found.unspread++
+		found.document.add(a.fragment(f, f.Position), false) // validated all the same: it counts once
 		if a.refusal != nil {
-			return a.refusal
+			return nil, a.refusal
 		}
 	}
+	return found, nil
+}
 
-	limits := s.limits
+// limit refuses op, an operation of doc, when what the admission pass found of doc passes a
+// limit.
+func (s *Schema) limit(doc *ast.QueryDocument, found *tallies, op *ast.OperationDefinition) *gqlerrors.QueryError {
+	limits, chosen, document := s.limits, found.operations[op], found.document
 	switch {
 	case chosen.aliases > limits.MaxAliases:
 		return refused(errcode.MaxAliases, at(op.Position),
@@ -137,7 +148,7 @@ func (s *Schema) admit(doc *ast.QueryDocument, op *ast.OperationDefinition) *gql
 		return refused(errcode.MaxRootFields, at(op.Position),
 			"the %s selects %s fields at its root, fragments expanded, more than the limit of %d (max_root_fields)%s",
 			op.Operation, countText(chosen.roots), limits.MaxRootFields, map[ast.Operation]string{ast.Mutation: ": each is a write; send the rest in another request"}[op.Operation])
-	case document.fields > limits.MaxFields && len(doc.Operations) == 1 && unspread == 0:
+	case document.fields > limits.MaxFields && len(doc.Operations) == 1 && found.unspread == 0:
 		return refused(errcode.MaxFields, at(op.Position),
 			"the %s selects %s fields, fragments expanded, more than the limit of %d (max_fields)", op.Operation, countText(document.fields), limits.MaxFields)
 	case document.fields > limits.MaxFields:

@@ -12,19 +12,21 @@ import (
 	"github.com/postsedge/caddy-posts/store"
 )
 
-// BenchmarkGraphQL runs the common operations, each in two parts as the transports run them:
+// BenchmarkGraphQL runs the common operations, each in parts as the transports run them:
 //
-//   - prepare: Schema.Prepare, the limits' work (parse, pick the operation, coerce the
-//     variables, depth and cost) before anything runs;
-//   - execute: Schema.Execute of the prepared operation: graphql-go's validation and execution,
-//     the resolvers, and the posts.Service and store calls.
+//   - prepare: Schema.Prepare, the limits' work before anything runs, uncached (parse, pick the
+//     operation, the admission pass, coerce the variables, the cost, print) and cached (the
+//     document found by the hash of its text: pick the operation, coerce the variables, and the
+//     cost only if it reads them);
+//   - execute: Schema.Execute of the prepared operation: graphql-go's parse and validation of
+//     the printed document (on every run: it cannot run a document parsed before) and its
+//     execution, the resolvers, and the posts.Service and store calls.
 //
 // The service is the real one on the embedded store, built as the tests build it, so execute
-// includes the store's work. Its FerretDB runs in this process: execute's allocs/op count the
-// store server's allocations with the rest (bench's BenchmarkGetPostAllocs keeps the store in
-// another process for that reason), and its ns/op includes the store's query.
+// includes the store's work: its ns/op and allocs/op include the SQLite query.
 func BenchmarkGraphQL(b *testing.B) {
 	s := newSchemaWith(b, 100, schema.DefaultLimits)
+	uncached := newSchemaWith(b, 100, limitsWith(func(l *schema.Limits) { l.DocumentCacheEntries = 0 }))
 	var id string
 	for i := range 20 { // alice's posts fill each list; her first write saves her profile
 		id = create(b, s, alice, fmt.Sprintf("post %d", i))
@@ -51,14 +53,19 @@ func BenchmarkGraphQL(b *testing.B) {
 	}
 	for _, o := range ops {
 		b.Run(o.name, func(b *testing.B) {
-			b.Run("prepare", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, refusal := s.Prepare(o.req); refusal != nil {
-						b.Fatal(refusal)
+			for _, prepare := range []struct {
+				name string
+				s    *schema.Schema
+			}{{"prepare/uncached", uncached}, {"prepare/cached", s}} {
+				b.Run(prepare.name, func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, refusal := prepare.s.Prepare(o.req); refusal != nil {
+							b.Fatal(refusal)
+						}
 					}
-				}
-			})
+				})
+			}
 			b.Run("execute", func(b *testing.B) {
 				op, refusal := s.Prepare(o.req)
 				if refusal != nil {

@@ -35,6 +35,9 @@ type coster struct {
 	active   map[string]bool // fragments being walked: a cycle (refused by validation) stops here
 	refusal  *gqlerrors.QueryError
 	personal bool // User.email is selected
+	// variables says the cost read a variable (a limit or first given as $n): it is then the
+	// cost of this request's variables only, and is counted again for the next request.
+	variables bool
 }
 
 type costKey struct {
@@ -164,6 +167,7 @@ func (c *coster) size(f *ast.Field, typeName string) (int, bool) {
 
 func (c *coster) intValue(v *ast.Value) (int, bool) {
 	if v.Kind == ast.Variable {
+		c.variables = true
 		if value, given := c.vars[v.Raw]; given {
 			switch n := value.(type) {
 			case float64: // as JSON decodes it, and variables has checked it is an Int

@@ -25,15 +25,17 @@ func (s *Schema) Subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 // DefaultLimits are the defaults of caddymodule/config.go's table, which fills every limit
 // before New: the limits of a site that sets none. The tests build other limits from a copy.
 var DefaultLimits = Limits{
-	MaxQueryLength:    16 << 10,
-	MaxDepth:          15,
-	MaxCost:           2000,
-	MaxFeeds:          1000,
-	MaxFeedsPerClient: 100,
-	MaxAliases:        30,
-	MaxRootFields:     10,
-	MaxFields:         500,
-	MaxResponseSize:   8 << 20,
+	MaxQueryLength:       16 << 10,
+	MaxDepth:             15,
+	MaxCost:              2000,
+	MaxFeeds:             1000,
+	MaxFeedsPerClient:    100,
+	MaxAliases:           30,
+	MaxRootFields:        10,
+	MaxFields:            500,
+	MaxResponseSize:      8 << 20,
+	DocumentCacheEntries: 1000,
+	DocumentCacheSize:    32 << 20,
 }
 
 // WithOverflow is withOverflow, for the tests of the overflow signal.

@@ -1,16 +1,24 @@
 // Prepare, the entry point of admission: what a request must pass before anything runs, in the
 // order it is checked. Each check reads a document that the checks before it have bounded:
 //
-//  1. the length of the query (max_query_length), then its text: UTF-8, and no escape of half
+//  1. the document of a persisted query (persisted.go): with a hash alone, the document the
+//     schema holds under it, or PERSISTED_QUERY_NOT_FOUND; with a query, the hash must be the
+//     query's; with persisted_queries_only, the manifest's documents only;
+//  2. the length of the query (max_query_length), then its text: UTF-8, and no escape of half
 //     a surrogate pair (text.go);
-//  2. the parse, and the choice of the operation to run;
-//  3. the admission pass (admission.go): the counts of max_aliases, max_root_fields and
+//  3. the parse, and the choice of the operation to run;
+//  4. the admission pass (admission.go): the counts of max_aliases, max_root_fields and
 //     max_fields, fragment cycles, and every literal value against its place (literals.go),
 //     in one walk linear in the document's size;
-//  4. the variables, checked and coerced against their types (variables.go);
-//  5. the cost (cost.go): max_cost, and introspection, which is refused when turned off and
+//  5. the variables, checked and coerced against their types (variables.go);
+//  6. the cost (cost.go): max_cost, and introspection, which is refused when turned off and
 //     bounded in aliases and nesting;
-//  6. the document is printed: what graphql-go runs is what was checked.
+//  7. the document is printed: what graphql-go runs is what was checked.
+//
+// A document admitted once is kept in the schema's cache (documents.go) by the SHA-256 of its
+// text: the next request that sends it skips what no request changes (the text's checks, the
+// parse, the walk of the admission pass, a cost that reads no variable, the printing) and is
+// checked again on the rest, in the same order, so that it is refused as it would be uncached.
 //
 // Execute then runs it; graphql-go's own validation (max_depth among it) comes first there.
 // Every refusal is a request error: nothing has run, no store call was made.
@@ -19,7 +27,9 @@ package schema
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
@@ -36,6 +46,10 @@ type Request struct {
 	Query         string
 	OperationName string
 	Variables     map[string]any
+	// PersistedHash is the sha256Hash of an automatic persisted query, or "": with no Query,
+	// the request runs the document the schema holds under that hash; with one, it must be the
+	// SHA-256 of Query.
+	PersistedHash string
 }
 
 // Operation is a request that passed the limits, ready to execute.
@@ -56,21 +70,57 @@ type Operation struct {
 	shape *shape
 }
 
-// Prepare parses req, picks its operation and checks it against the limits. A refusal is a
-// request error: nothing has run. The first check after parsing is the admission pass (see
-// admission), linear in the document's size, so that whatever reads the document after it (the
-// variables, the cost, graphql-go's validation) reads one of bounded size.
+// Prepare finds the document of req (in the cache, or parsed), picks its operation and checks
+// it against the limits. A refusal is a request error: nothing has run. The first check after
+// parsing is the admission pass (see admission), linear in the document's size, so that whatever
+// reads the document after it (the variables, the cost, graphql-go's validation) reads one of
+// bounded size.
 func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
-	if n := s.limits.MaxQueryLength; len(req.Query) > n {
-		return nil, refused(errcode.ValidationFailed, nil, "the query is %d bytes long, more than the limit of %d (max_query_length)", len(req.Query), n)
+	d, refusal := s.find(&req)
+	if refusal != nil {
+		return nil, refusal
 	}
-	if !utf8.ValidString(req.Query) {
-		return nil, refused(errcode.ParseFailed, nil, "syntax error: the query is not valid UTF-8")
+	fresh := d.tree == nil // not in the cache: it is parsed and checked whole
+	if fresh {
+		if refusal = s.parse(d); refusal != nil {
+			return nil, refusal
+		}
 	}
-	if i := halfSurrogateInQuery(req.Query); i >= 0 {
-		return nil, refused(errcode.ParseFailed, nil, "syntax error: the escape %s at byte %d is half of a surrogate pair, which is no character", req.Query[i:i+6], i)
+	op, refusal := operation(d.tree, req.OperationName)
+	if refusal != nil {
+		return nil, refusal
 	}
-	doc, err := parser.ParseQuery(&ast.Source{Input: req.Query})
+	if fresh {
+		if d.tallies, refusal = s.admit(d.tree); refusal != nil {
+			return nil, refusal
+		}
+	}
+	if refusal := s.limit(d.tree, d.tallies, op); refusal != nil {
+		return nil, refusal
+	}
+	if req.Variables, refusal = s.variables(op, req.Variables); refusal != nil {
+		return nil, refusal
+	}
+	cost, refusal := s.cost(d, op, req.Variables)
+	if refusal != nil {
+		return nil, refusal
+	}
+	if fresh {
+		s.print(d)
+		s.documents.add(d)
+	}
+	return &Operation{Type: string(op.Operation), Name: op.Name, request: req, personal: cost.personal, document: d.printed, shape: d.shape}, nil
+}
+
+// parse checks the text of d, whose length find has checked, and parses it.
+func (s *Schema) parse(d *document) *gqlerrors.QueryError {
+	if !utf8.ValidString(d.query) {
+		return refused(errcode.ParseFailed, nil, "syntax error: the query is not valid UTF-8")
+	}
+	if i := halfSurrogateInQuery(d.query); i >= 0 {
+		return refused(errcode.ParseFailed, nil, "syntax error: the escape %s at byte %d is half of a surrogate pair, which is no character", d.query[i:i+6], i)
+	}
+	tree, err := parser.ParseQuery(&ast.Source{Input: d.query})
 	if err != nil {
 		var at []gqlerrors.Location
 		if e, ok := err.(*gqlerror.Error); ok {
@@ -79,32 +129,49 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 			}
 			err = fmt.Errorf("%s", e.Message)
 		}
-		return nil, refused(errcode.ParseFailed, at, "syntax error: %v", err)
+		return refused(errcode.ParseFailed, at, "syntax error: %v", err)
 	}
-	op, qerr := operation(doc, req.OperationName)
-	if qerr != nil {
-		return nil, qerr
+	d.tree, d.costs = tree, make([]atomic.Pointer[costed], len(tree.Operations))
+	return nil
+}
+
+// cost checks the cost of op, an operation of d, with vars: counted once for an operation whose
+// cost reads no variable, and for each request of one whose cost does.
+func (s *Schema) cost(d *document, op *ast.OperationDefinition, vars map[string]any) (costed, *gqlerrors.QueryError) {
+	i := slices.Index(d.tree.Operations, op)
+	if known := d.costs[i].Load(); known != nil {
+		return *known, nil
 	}
-	if qerr := s.admit(doc, op); qerr != nil {
-		return nil, qerr
+	within, refusal, fixed := s.count(d.tree, op, vars)
+	if refusal == nil && fixed {
+		d.costs[i].Store(&within)
 	}
-	if req.Variables, qerr = s.variables(op, req.Variables); qerr != nil {
-		return nil, qerr
-	}
-	c := &coster{schema: s, doc: doc, op: op, vars: req.Variables, memo: map[costKey]int{}, active: map[string]bool{}}
+	return within, refusal
+}
+
+// count counts the cost of op, an operation of doc, with vars, against max_cost; fixed says
+// that it read no variable, so that every request of op gets the same answer.
+func (s *Schema) count(doc *ast.QueryDocument, op *ast.OperationDefinition, vars map[string]any) (within costed, refusal *gqlerrors.QueryError, fixed bool) {
+	c := &coster{schema: s, doc: doc, op: op, vars: vars, memo: map[costKey]int{}, active: map[string]bool{}}
 	cost := c.selections(op.SelectionSet, operationRoots[op.Operation], 0, -1)
-	if c.refusal != nil {
-		return nil, c.refusal
-	}
-	if cost > s.limits.MaxCost {
-		return nil, refused(errcode.ValidationFailed, nil,
+	switch {
+	case c.refusal != nil:
+		refusal = c.refusal
+	case cost > s.limits.MaxCost:
+		refusal = refused(errcode.ValidationFailed, nil,
 			"the operation could return more than %d values (max_cost): ask for fewer fields, smaller limit or first arguments, or fewer nested lists", s.limits.MaxCost)
 	}
-	var document strings.Builder
+	return costed{personal: c.personal}, refusal, !c.variables
+}
+
+// print prints the document graphql-go runs, and finds its shape for the response budget.
+func (s *Schema) print(d *document) {
+	var printed strings.Builder
 	// No indentation: indenting each level would make the document grow with the square of its
 	// depth, which is checked only later, by graphql-go.
-	formatter.NewFormatter(&document, formatter.WithoutDescription(), formatter.WithIndent("")).FormatQueryDocument(doc)
-	return &Operation{Type: string(op.Operation), Name: op.Name, request: req, personal: c.personal, document: document.String(), shape: shapeOf(doc, document.Len())}, nil
+	formatter.NewFormatter(&printed, formatter.WithoutDescription(), formatter.WithIndent("")).FormatQueryDocument(d.tree)
+	d.printed, d.shape = printed.String(), shapeOf(d.tree, printed.Len())
+	d.size = documentSize(d)
 }
 
 // printedGrowth is how many times longer than the client's text the document Prepare prints can

@@ -10,6 +10,8 @@
 //     max_fields, and fragment cycles), literals.go (values written in the query), variables.go
 //     (values given for variables), cost.go (max_cost and the limits of introspection), and
 //     types.go (the types those checks read).
+//   - documents.go: the cache of prepared documents, by the hash of their text; persisted.go:
+//     persisted queries, automatic (Apollo's APQ) and from a manifest.
 //   - Resolvers: resolvers.go (queries and mutations), objects.go (the object types),
 //     scalars.go (ID and Time), budget.go (max_response_size, charged as fields resolve), and
 //     errors.go (what a client sees of an error).
@@ -73,6 +75,14 @@ type Limits struct {
 	// MaxResponseSize is the largest result an operation may produce, in bytes of JSON; past it
 	// the operation stops and answers RESPONSE_TOO_LARGE.
 	MaxResponseSize int64
+	// DocumentCacheEntries and DocumentCacheSize bound the cache of prepared documents (see
+	// documents.go): the most documents it keeps, and the most bytes of memory they may be
+	// counted as taking. With either at 0, no document is kept.
+	DocumentCacheEntries int
+	DocumentCacheSize    int64
+	// PersistedOnly refuses every operation that is not one of the persisted queries New is
+	// given: no other document is parsed, and none is kept.
+	PersistedOnly bool
 }
 
 // UserPostsLimit is the number of a user's posts returned when the query names no limit (or
@@ -97,14 +107,17 @@ type Schema struct {
 	limits       Limits
 	types        map[string]*ast.Definition // the types of the SDL, for the limits and variables
 	feeds        feeds                      // the running subscriptions, shared by their subscribers
+	documents    *documents                 // the documents prepared before, by the hash of their text
 	maxLimit     int
 	defaultSizes map[string]int
 }
 
 // New parses the schema over svc with limits as given: the caller fills every limit
 // (caddymodule's table of defaults) and checks them (caddymodule's Validate). New neither fills
-// nor checks them, and no value of one makes it fail or panic.
-func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error) {
+// nor checks them, and no value of one makes it fail or panic. The documents of persisted (a
+// manifest's operations, see ParseManifest) are prepared and held for good; one that the limits
+// refuse is an error.
+func New(svc *posts.Service, logger *zap.Logger, limits Limits, persisted ...PersistedQuery) (*Schema, error) {
 	r := &Resolver{svc: svc, logger: logger}
 	opts := []graphql.SchemaOpt{
 		graphql.UseStringDescriptions(),
@@ -130,7 +143,12 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits) (*Schema, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{exec: exec, limits: limits, types: types, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit())}, nil
+	s := &Schema{exec: exec, limits: limits, types: types, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit()),
+		documents: newDocuments(limits.DocumentCacheEntries, limits.DocumentCacheSize)}
+	if err := s.persist(persisted); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Execute runs op. Errors of a request that did not run (validation) carry

@@ -79,6 +79,7 @@ type env struct {
 
 	caddy                       *caddyProcess
 	read, write, small, respond string // Caddy's sites (http://127.0.0.1:port): the large store, the writes, the small store, respond
+	uncached                    string // the large store's site that keeps no prepared document
 	caddyProfile                string // Caddy's /debug/pprof
 	bareRead, bareWrite         baseline
 	pb, pbProfile               string // PocketBase's records of posts, and its /debug/pprof; "" unless a pair needs it
@@ -126,6 +127,7 @@ func start(ctx context.Context, cfg config, dir string, withPeer bool) (e *env, 
 	}
 	e.closers = append(e.closers, e.caddy.stop)
 	e.read, e.write, e.small, e.respond = e.caddy.sites["READ"], e.caddy.sites["WRITE"], e.caddy.sites["SMALL"], e.caddy.sites["RESPOND"]
+	e.uncached = e.caddy.sites["UNCACHED"]
 	e.caddyProfile = e.caddy.sites["ADMIN"] + "/debug/pprof"
 	// The baselines open the files of the read and the write site, which Caddy has made.
 	if e.bareRead, err = e.startBare(ctx, "read"); err != nil {
@@ -226,7 +228,7 @@ func (e *env) startCaddy(ctx context.Context, dir string) (*caddyProcess, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	names := []string{"READ", "WRITE", "SMALL", "RESPOND", "ADMIN"}
+	names := []string{"READ", "WRITE", "SMALL", "RESPOND", "ADMIN", "UNCACHED"}
 	addrs, err := freeAddrs(len(names))
 	if err != nil {
 		return nil, err
@@ -443,6 +445,17 @@ func (e *env) check(ctx context.Context) error {
 		status, body, err := do(ctx, "POST", e.read+"/graphql", string(req))
 		if err != nil || status != http.StatusOK || bytes.Contains(body, []byte(`"errors"`)) || !q.ok(body) {
 			return fmt.Errorf("POST /graphql %s: %d %s, %v", q.query, status, body, err)
+		}
+	}
+	// Pair 5p's persisted query, registered with its text (Apollo's second request), then run
+	// by its hash alone; and pair 5u's site, which answers post(id) as the other does.
+	for _, gql := range []struct{ url, body string }{
+		{e.read, persistedPost(true)}, {e.read, persistedPost(false)}, {e.uncached, graphQLBody(postQuery, map[string]string{"id": "{id}"})},
+	} {
+		id := e.large.ids[1]
+		status, body, err := do(ctx, "POST", gql.url+"/graphql", strings.ReplaceAll(gql.body, "{id}", id))
+		if err != nil || status != http.StatusOK || !bytes.Contains(body, []byte(`{"data":{"post":{"id":"`+id+`"`)) {
+			return fmt.Errorf("POST %s/graphql %s: %d %s, %v", gql.url, gql.body, status, body, err)
 		}
 	}
 	for _, name := range []string{"small", "large"} {

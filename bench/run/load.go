@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -20,7 +21,8 @@ type request struct {
 	url     string
 	body    string // sent as application/json when not empty
 	headers []string
-	status  int // the status every answer must have
+	status  int    // the status every answer must have
+	want    string // when set, what every answer must contain
 	// ids, when set, gives the ids of a run's requests before the run, for the n requests of
 	// the run (0 for a run of a duration): the i-th request takes the (i mod len)-th, in place of
 	// "{id}" in url and body. So a run reads random posts, or deletes posts made for it.
@@ -63,8 +65,8 @@ func load(ctx context.Context, req request, conc int, d time.Duration, n int, ra
 			url, body = strings.ReplaceAll(url, "{id}", id), strings.ReplaceAll(body, "{id}", id)
 		}
 		res, answer, err := send(ctx, c, method, url, body, req.headers)
-		if err == nil && res.StatusCode != req.status {
-			err = fmt.Errorf("%s %s: %d %.200s; want %d", method, url, res.StatusCode, answer, req.status)
+		if err == nil && (res.StatusCode != req.status || !bytes.Contains(answer, []byte(req.want))) {
+			err = fmt.Errorf("%s %s: %d %.200s; want %d %s", method, url, res.StatusCode, answer, req.status, req.want)
 		}
 		return err
 	})

@@ -1,0 +1,63 @@
+// Persisted queries over HTTP and WebSocket: the persistedQuery extension of Apollo's automatic
+// persisted queries, and the statuses of their refusals. The schema keeps the documents and
+// decides (schema/persisted.go).
+
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+
+	"github.com/postsedge/caddy-posts/errcode"
+)
+
+// persistedHash reads the sha256Hash of extensions.persistedQuery, {"version": 1, "sha256Hash":
+// "<64 hex digits>"}, or "" when the request has none. extensions is a JSON object or nil.
+func persistedHash(extensions json.RawMessage) (string, error) {
+	var ext map[string]json.RawMessage
+	_ = json.Unmarshal(extensions, &ext)
+	raw := ext["persistedQuery"]
+	if raw == nil || string(raw) == "null" {
+		return "", nil
+	}
+	var pq map[string]json.RawMessage
+	if json.Unmarshal(raw, &pq) != nil || pq == nil {
+		return "", badRequest("extensions.persistedQuery must be a JSON object: {\"version\": 1, \"sha256Hash\": \"<the query's SHA-256 in hex>\"}")
+	}
+	var version float64
+	if json.Unmarshal(pq["version"], &version) != nil || version != 1 {
+		return "", badRequest("extensions.persistedQuery.version must be 1, the only version of persisted queries there is")
+	}
+	var hash string
+	if json.Unmarshal(pq["sha256Hash"], &hash) != nil || !isSHA256Hex(hash) {
+		return "", badRequest("extensions.persistedQuery.sha256Hash must be the SHA-256 of the query, as 64 lowercase hexadecimal digits")
+	}
+	return hash, nil
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// refusalStatus is the status of a refusal of Prepare: that of a request error, or of the row of
+// a persisted query's refusal, the same in either media type (PERSISTED_QUERY_NOT_FOUND is a
+// 200, as Apollo Server answers it). No cache may keep a persisted query's refusal: the next
+// request may register its document, a reload may change the manifest.
+func refusalStatus(w http.ResponseWriter, media string, refusal *gqlerrors.QueryError) int {
+	e, persisted := refusal.Err.(*errcode.Error)
+	if !persisted {
+		return requestErrorStatus(media)
+	}
+	w.Header().Set("Cache-Control", "private, no-cache, must-revalidate")
+	return e.Code.Status
+}
