@@ -129,7 +129,13 @@ func TestMetricsOfARunningCaddy(t *testing.T) {
 	wantStatus(send("POST", "/posts", `{"title": "refused"}`, "wrong-key"), 401, "POST with an unknown key")
 	wantStatus(send("POST", "/posts", `{"title": "`+strings.Repeat("x", 2048)+`"}`, "process-key"), 413, "POST past max_body_size")
 	wantStatus(send("POST", "/graphql", `{"query": "query Newest { posts(limit: 1) { id } }"}`, ""), 200, "a GraphQL query")
+	wantStatus(send("POST", "/graphql", `{"query": "query Newest { posts(limit: 1) { id } }"}`, ""), 200, "the same GraphQL query again")
 	wantStatus(send("POST", "/graphql", `{"query": "{ posts("}`, ""), 400, "a GraphQL syntax error")
+	var aliases strings.Builder
+	for i := range 31 {
+		fmt.Fprintf(&aliases, " a%d: __typename", i)
+	}
+	wantStatus(send("POST", "/graphql", `{"query": "{`+aliases.String()+` }"}`, ""), 400, "a GraphQL query past max_aliases")
 
 	// A subscriber, who gets one event, then leaves.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -171,7 +177,11 @@ func TestMetricsOfARunningCaddy(t *testing.T) {
 		{"caddy_posts_requests_total", []string{"interface=rest", "operation=POST /posts", "code=201"}, 2},
 		{"caddy_posts_requests_total", []string{"interface=rest", "operation=POST /posts", "code=401"}, 1},
 		{"caddy_posts_requests_total", []string{"interface=rest", "operation=POST /posts", "code=413"}, 1},
-		{"caddy_posts_requests_total", []string{"interface=graphql", "operation=query", "code=OK"}, 1},
+		{"caddy_posts_requests_total", []string{"interface=graphql", "operation=query", "code=OK"}, 2},
+		{"caddy_posts_requests_total", []string{"interface=graphql", "operation=none", "code=MAX_ALIASES_LIMIT"}, 1},
+		{"caddy_posts_limit_refusals_total", []string{"limit=max_aliases"}, 1},
+		{"caddy_posts_document_cache_total", []string{"event=hit"}, 1},
+		{"caddy_posts_document_cache_total", []string{"event=registration"}, 2}, // the query, the subscription
 		{"caddy_posts_requests_total", []string{"interface=graphql", "operation=none", "code=GRAPHQL_PARSE_FAILED"}, 1},
 		{"caddy_posts_requests_total", []string{"interface=ws", "operation=subscription", "code=OK"}, 1},
 		{"caddy_posts_requests_total", []string{"interface=ws", "operation=connection", "code=1000"}, 1},

@@ -81,6 +81,10 @@ var (
 		Namespace: namespace, Name: "events_dropped_total",
 		Help: "Events lost to a consumer that fell behind, which was then closed, by stage: feed (a subscription execution that resolved events too slowly) or connection (a client that read too slowly).",
 	}, []string{"stage"})
+	documentCache = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "document_cache_total",
+		Help: "Lookups and changes of the cache of prepared GraphQL documents, by event: hit (a document found prepared, in the cache or the persisted query manifest), miss, registration, eviction.",
+	}, []string{"event"})
 	limitRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "limit_refusals_total",
 		Help: "Requests, messages and connections refused for a limit, by the subdirective that sets it.",
@@ -89,7 +93,7 @@ var (
 
 var all = []prometheus.Collector{
 	requests, requestDuration, storeDuration, storeErrors, authOutcomes, jwksFetches, jwksKeys,
-	wsConnections, feeds, subscribers, eventsPublished, eventsDelivered, eventsDropped, limitRefusals,
+	wsConnections, feeds, subscribers, eventsPublished, eventsDelivered, eventsDropped, documentCache, limitRefusals,
 }
 
 // Register adds the metrics to reg, a config's registry. Every site of a config registers them;
@@ -178,6 +182,17 @@ const (
 
 // EventsDropped counts n events lost at stage to a consumer that fell behind.
 func EventsDropped(stage string, n int) { eventsDropped.WithLabelValues(stage).Add(float64(n)) }
+
+// The events of caddy_posts_document_cache_total.
+const (
+	CacheHit          = "hit"
+	CacheMiss         = "miss"
+	CacheRegistration = "registration"
+	CacheEviction     = "eviction"
+)
+
+// DocumentCache counts an event of the cache of prepared documents.
+func DocumentCache(event string) { documentCache.WithLabelValues(event).Inc() }
 
 // LimitRefused counts a refusal for the limit that the subdirective named limit sets.
 func LimitRefused(limit string) { limitRefusals.WithLabelValues(limit).Inc() }

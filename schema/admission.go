@@ -142,25 +142,25 @@ func (s *Schema) limit(doc *ast.QueryDocument, found *tallies, op *ast.Operation
 	limits, chosen, document := s.limits, found.operations[op], found.document
 	switch {
 	case chosen.aliases > limits.MaxAliases:
-		return refused(errcode.MaxAliases, at(op.Position),
+		return refusedLimit("max_aliases", errcode.MaxAliases, at(op.Position),
 			"the %s has %s aliased fields, fragments expanded, more than the limit of %d (max_aliases)", op.Operation, countText(chosen.aliases), limits.MaxAliases)
 	case chosen.roots > limits.MaxRootFields:
-		return refused(errcode.MaxRootFields, at(op.Position),
+		return refusedLimit("max_root_fields", errcode.MaxRootFields, at(op.Position),
 			"the %s selects %s fields at its root, fragments expanded, more than the limit of %d (max_root_fields)%s",
 			op.Operation, countText(chosen.roots), limits.MaxRootFields, map[ast.Operation]string{ast.Mutation: ": each is a write; send the rest in another request"}[op.Operation])
 	case document.fields > limits.MaxFields && len(doc.Operations) == 1 && found.unspread == 0:
-		return refused(errcode.MaxFields, at(op.Position),
+		return refusedLimit("max_fields", errcode.MaxFields, at(op.Position),
 			"the %s selects %s fields, fragments expanded, more than the limit of %d (max_fields)", op.Operation, countText(document.fields), limits.MaxFields)
 	case document.fields > limits.MaxFields:
-		return refused(errcode.MaxFields, nil,
+		return refusedLimit("max_fields", errcode.MaxFields, nil,
 			"the document selects %s fields in its %d operations and %d fragments, fragments expanded, more than the limit of %d (max_fields): all of a document is validated, though one operation runs, so send only the operation to run",
 			countText(document.fields), len(doc.Operations), len(doc.Fragments), limits.MaxFields)
 	case document.variables > limits.MaxFields:
-		return refused(errcode.MaxFields, nil,
+		return refusedLimit("max_fields", errcode.MaxFields, nil,
 			"the document uses variables %s times, fragments expanded, more than the limit of %d (max_fields, which bounds the uses of variables as well as fields)",
 			countText(document.variables), limits.MaxFields)
 	case document.fragments > limits.MaxFields:
-		return refused(errcode.MaxFields, nil,
+		return refusedLimit("max_fields", errcode.MaxFields, nil,
 			"the document spreads fragments and inline fragments %s times, fragments expanded, more than the limit of %d (max_fields, which bounds fragments as well as fields)",
 			countText(document.fragments), limits.MaxFields)
 	}

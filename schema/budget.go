@@ -12,6 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -332,6 +333,7 @@ func jsonStringLen(s string) int { return JSONStringSize(s, true) }
 // the GraphQL specification has it (7.1.2, Data), data is present and null; the transports
 // answer it as an executed operation (200, or a next message).
 func tooLarge(limit int64) *graphql.Response {
+	metrics.LimitRefused("max_response_size")
 	return &graphql.Response{
 		Data: json.RawMessage(`null`),
 		Errors: []*gqlerrors.QueryError{{

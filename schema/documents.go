@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/postsedge/caddy-posts/metrics"
 )
 
 // document is a query text that passed the checks of Prepare that depend on it alone. Once in
@@ -77,6 +79,7 @@ func newDocuments(maxEntries int, maxBytes int64) *documents {
 func (c *documents) get(hash string) *document {
 	if d := c.persisted[hash]; d != nil {
 		c.hits.Add(1)
+		metrics.DocumentCache(metrics.CacheHit)
 		return d
 	}
 	c.mu.Lock()
@@ -87,9 +90,11 @@ func (c *documents) get(hash string) *document {
 	c.mu.Unlock()
 	if e == nil {
 		c.misses.Add(1)
+		metrics.DocumentCache(metrics.CacheMiss)
 		return nil
 	}
 	c.hits.Add(1)
+	metrics.DocumentCache(metrics.CacheHit)
 	return e.Value.(*document)
 }
 
@@ -108,11 +113,13 @@ func (c *documents) add(d *document) {
 	c.byHash[d.hash] = c.recent.PushFront(d)
 	c.bytes += d.size
 	c.registrations.Add(1)
+	metrics.DocumentCache(metrics.CacheRegistration)
 	for c.recent.Len() > c.maxEntries || c.bytes > c.maxBytes {
 		old := c.recent.Remove(c.recent.Back()).(*document)
 		delete(c.byHash, old.hash)
 		c.bytes -= old.size
 		c.evictions.Add(1)
+		metrics.DocumentCache(metrics.CacheEviction)
 	}
 }
 

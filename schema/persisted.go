@@ -132,7 +132,7 @@ func (s *Schema) find(req *Request) (*document, *gqlerrors.QueryError) {
 }
 
 func tooLong(length, limit int) *gqlerrors.QueryError {
-	return refused(errcode.ValidationFailed, nil, "the query is %d bytes long, more than the limit of %d (max_query_length)", length, limit)
+	return refusedLimit("max_query_length", errcode.ValidationFailed, nil, "the query is %d bytes long, more than the limit of %d (max_query_length)", length, limit)
 }
 
 // refusedPersisted is a refusal of a persisted query. Its Err is its row of errcode's table,

@@ -39,6 +39,7 @@ import (
 	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/metrics"
 )
 
 // Request is one GraphQL request, as any transport receives it.
@@ -158,7 +159,7 @@ func (s *Schema) count(doc *ast.QueryDocument, op *ast.OperationDefinition, vars
 	case c.refusal != nil:
 		refusal = c.refusal
 	case cost > s.limits.MaxCost:
-		refusal = refused(errcode.ValidationFailed, nil,
+		refusal = refusedLimit("max_cost", errcode.ValidationFailed, nil,
 			"the operation could return more than %d values (max_cost): ask for fewer fields, smaller limit or first arguments, or fewer nested lists", s.limits.MaxCost)
 	}
 	return costed{personal: c.personal}, refusal, !c.variables
@@ -197,6 +198,13 @@ func operation(doc *ast.QueryDocument, name string) (*ast.OperationDefinition, *
 
 func refused(code errcode.Code, at []gqlerrors.Location, format string, args ...any) *gqlerrors.QueryError {
 	return &gqlerrors.QueryError{Message: fmt.Sprintf(format, args...), Locations: at, Extensions: map[string]any{"code": code.GraphQL}}
+}
+
+// refusedLimit is refused, for the limit that the subdirective named limit sets, which the
+// metrics count.
+func refusedLimit(limit string, code errcode.Code, at []gqlerrors.Location, format string, args ...any) *gqlerrors.QueryError {
+	metrics.LimitRefused(limit)
+	return refused(code, at, format, args...)
 }
 
 func at(p *ast.Position) []gqlerrors.Location {

@@ -23,6 +23,7 @@ package schema
 import (
 	"context"
 	_ "embed"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"go.uber.org/zap"
 
+	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -171,6 +173,9 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 	// hide from Prepare what graphql-go's reader of it would find there, so not with one.
 	if res.Data == nil && invalid(res.Errors) && !strings.Contains(req.Query, `"""`) {
 		res.Errors = s.locatedInQuery(req, res.Errors)
+	}
+	if res.Data == nil && slices.ContainsFunc(res.Errors, func(e *gqlerrors.QueryError) bool { return e.Rule == "MaxDepthExceeded" }) {
+		metrics.LimitRefused("max_depth") // graphql-go's own check
 	}
 	return capResponseErrors(res)
 }
