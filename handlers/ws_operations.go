@@ -1,0 +1,131 @@
+// GraphQL over WebSocket: the operations a connection runs, from its subscribe message to its
+// complete.
+
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/graph-gophers/graphql-go"
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/metrics"
+	"github.com/postsedge/caddy-posts/schema"
+)
+
+// operation is one running operation of a connection.
+type operation struct {
+	id        string
+	stop      func()      // leaves a subscription's feed, or cancels a query or mutation
+	completed atomic.Bool // by the client: no more of it may be sent, even what is queued
+}
+
+// subscribe starts an operation.
+func (c *wsConn) subscribe(m message) *errcode.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case !c.acked:
+		return errcode.New(errcode.NotAcknowledged, "Unauthorized")
+	case m.ID == "":
+		return errcode.New(errcode.BadRequest, "Invalid message received: an operation needs an id")
+	case c.ops[m.ID] != nil:
+		return errcode.New(errcode.SubscriberExists, "Subscriber for "+truncate(m.ID)+" already exists")
+	}
+	req, why := subscribeRequest(m.Payload)
+	if why != nil {
+		return why
+	}
+	start := time.Now()
+	if len(c.ops) >= c.api.cfg.Subscriptions.MaxSubscriptions {
+		metrics.LimitRefused("max_subscriptions")
+		c.refuseOperation(m.ID, "none", start, queryError(
+			errcode.New(errcode.TooManyOperations, "this connection runs as many operations as it may; complete one first")))
+		return nil
+	}
+	op, refusal := c.api.cfg.GraphQL.Prepare(req)
+	if refusal != nil {
+		c.refuseOperation(m.ID, "none", start, refusal)
+		return nil
+	}
+	if err := c.api.cfg.Posts.Allow(c.caller, actionOf(op.Type)); err != nil {
+		c.refuseOperation(m.ID, op.Type, start, queryError(errcode.Of(err)))
+		return nil
+	}
+	o := &operation{id: m.ID}
+	if op.Type == "subscription" {
+		l, err := c.api.cfg.GraphQL.Listen(c.client, op, c.caller,
+			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
+			func(err error) { c.spawn(func() { c.feedEnded(o, err) }) })
+		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
+			c.refuseOperation(m.ID, op.Type, start, queryError(errcode.Of(err)))
+			return nil
+		}
+		o.stop = l.Close
+		c.ops[m.ID] = o
+		metrics.Request(metrics.WebSocket, op.Type, "OK", time.Since(start))
+		return nil
+	}
+	ctx, stop := context.WithCancel(auth.NewContext(c.ctx, c.caller))
+	o.stop = stop
+	c.ops[m.ID] = o
+	c.spawn(func() {
+		defer stop()
+		res := c.api.cfg.GraphQL.Execute(ctx, op)
+		metrics.Request(metrics.WebSocket, op.Type, responseCode(res), time.Since(start))
+		if res.Data == nil {
+			c.complete(o, res.Errors)
+			return
+		}
+		c.reply(message{ID: o.id, Type: c.proto.next, Payload: mustJSON(res), op: o})
+		c.complete(o, nil)
+	})
+	return nil
+}
+
+// refuseOperation answers the subscribe message id with the error why, and counts the
+// operation, of type typ, refused.
+func (c *wsConn) refuseOperation(id, typ string, start time.Time, why *gqlerrors.QueryError) {
+	errs := []*gqlerrors.QueryError{why}
+	metrics.Request(metrics.WebSocket, typ, responseCode(&graphql.Response{Errors: errs}), time.Since(start))
+	c.reply(message{ID: id, Type: "error", Payload: mustJSON(errs)})
+}
+
+// feedEnded tells the client how the feed of subscription o ended: complete, or the errors of
+// an operation that could not run; a feed that fell behind the events ends the connection, so
+// that the client reconnects and misses nothing silently.
+func (c *wsConn) feedEnded(o *operation, err error) {
+	var refused *schema.RefusedError
+	switch {
+	case errors.Is(err, schema.ErrFeedFellBehind):
+		c.fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
+	case errors.As(err, &refused):
+		c.complete(o, refused.Errors)
+	default:
+		c.complete(o, nil)
+	}
+}
+
+// complete tells the client that o ended, with errs or without, unless the client stopped it
+// (its id maybe reused since) or the connection is ending.
+func (c *wsConn) complete(o *operation, errs []*gqlerrors.QueryError) {
+	c.mu.Lock()
+	running := c.ops[o.id] == o && c.ctx.Err() == nil
+	if running {
+		delete(c.ops, o.id)
+	}
+	c.mu.Unlock()
+	switch {
+	case !running:
+	case errs != nil:
+		c.reply(message{ID: o.id, Type: "error", Payload: mustJSON(errs)})
+	default:
+		c.reply(message{ID: o.id, Type: c.proto.complete})
+	}
+}
