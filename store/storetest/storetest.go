@@ -53,6 +53,9 @@ func RunWith(t *testing.T, open Open, opts Options) {
 		{"profiles are saved and read", testUsers},
 		{"a context that ended fails the call and changes nothing", testContext},
 		{"a closed store is unavailable", testClosed},
+		{"a copy reads every post and profile in id order", testAllInIDOrder},
+		{"a copy inserts batches, skipping what is stored", testInsertBatches},
+		{"a copy's reads and writes fail on an ended context or a closed store", testCopyUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, open) })
 	}
