@@ -62,8 +62,9 @@ func (c Copied) OK() bool { return c.Posts.OK() && c.Users.OK() }
 type Comparison struct {
 	// Source and Target are how many each side holds.
 	Source, Target int
-	// Inserted is how many this copy stored on the target; the others were there already.
-	Inserted int
+	// Copied is how many the copy read from the source, and Inserted how many of them it
+	// stored on the target; the others were there already.
+	Copied, Inserted int
 	// Missing are on the source, not on the target; Differing are on both with different
 	// content, left on the target as they were; Extra are on the target only (it held them
 	// before the copy).
@@ -94,12 +95,12 @@ func Copy(ctx context.Context, from CopySource, to CopyTarget, opts CopyOptions)
 		c.progress = func(CopyProgress) {}
 	}
 	var done Copied
-	posts, err := copyAll(ctx, c, "posts", from.AllPosts(ctx, c.batch), to.InsertPosts, postID, Post.Size)
-	if err != nil {
+	var posts, users [2]int // copied, inserted
+	var err error
+	if posts[0], posts[1], err = copyAll(ctx, c, "posts", from.AllPosts(ctx, c.batch), to.InsertPosts, postID, Post.Size); err != nil {
 		return done, err
 	}
-	users, err := copyAll(ctx, c, "profiles", from.AllUsers(ctx, c.batch), to.InsertUsers, userID, User.Size)
-	if err != nil {
+	if users[0], users[1], err = copyAll(ctx, c, "profiles", from.AllUsers(ctx, c.batch), to.InsertUsers, userID, User.Size); err != nil {
 		return done, err
 	}
 	if done.Posts, err = compare(c, "posts", from.AllPosts(ctx, c.batch), to.AllPosts(ctx, c.batch), postID, samePost); err != nil {
@@ -108,7 +109,8 @@ func Copy(ctx context.Context, from CopySource, to CopyTarget, opts CopyOptions)
 	if done.Users, err = compare(c, "profiles", from.AllUsers(ctx, c.batch), to.AllUsers(ctx, c.batch), userID, sameUser); err != nil {
 		return done, err
 	}
-	done.Posts.Inserted, done.Users.Inserted = posts, users
+	done.Posts.Copied, done.Posts.Inserted = posts[0], posts[1]
+	done.Users.Copied, done.Users.Inserted = users[0], users[1]
 	return done, nil
 }
 
@@ -136,11 +138,11 @@ func sameText(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil 
 func sameTime(a, b time.Time) bool { return a.UnixMilli() == b.UnixMilli() }
 
 // copyAll inserts the values of from in batches of c.batch or MaxBatchBytes, and returns how
-// many insert stored.
+// many it read and how many of them insert stored.
 func copyAll[T any](ctx context.Context, c copier, kind string, from iter.Seq2[T, error],
-	insert func(context.Context, []T) (int, error), id func(T) string, size func(T) int) (inserted int, err error) {
+	insert func(context.Context, []T) (int, error), id func(T) string, size func(T) int) (done, inserted int, err error) {
 	stage := "copying " + kind
-	batch, bytes, done := make([]T, 0, c.batch), 0, 0
+	batch, bytes := make([]T, 0, c.batch), 0
 	flush := func() error {
 		n, err := insert(ctx, batch)
 		if err != nil {
@@ -158,19 +160,19 @@ func copyAll[T any](ctx context.Context, c copier, kind string, from iter.Seq2[T
 			err = order.check(v)
 		}
 		if err != nil {
-			return inserted, fmt.Errorf("%s: reading the source: %w", stage, err)
+			return done, inserted, fmt.Errorf("%s: reading the source: %w", stage, err)
 		}
 		batch = append(batch, v)
 		if bytes += size(v); len(batch) == c.batch || bytes >= MaxBatchBytes {
 			if err := flush(); err != nil {
-				return inserted, err
+				return done, inserted, err
 			}
 		}
 	}
 	if len(batch) > 0 {
-		return inserted, flush()
+		err = flush()
 	}
-	return inserted, nil
+	return done, inserted, err
 }
 
 // ascending checks that the ids one side yields ascend, which the comparison's merge relies on,
