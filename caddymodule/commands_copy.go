@@ -56,6 +56,7 @@ stop writes to it first. A data_dir target must not be in use: stop a Caddy serv
 			cmd.Flags().String("from_database", DefaultDatabase, "The database of --from, when it is a MongoDB URI")
 			cmd.Flags().String("to_database", DefaultDatabase, "The database of --to, when it is a MongoDB URI")
 			cmd.Flags().Int("batch_size", store.DefaultCopyBatch, "How many posts or profiles to read and write at a time")
+			cmd.Args = cobra.NoArgs // a path given without --from or --to is refused, not ignored
 			cmd.RunE = caddycmd.WrapCommandFuncForCobra(copyCommand)
 		},
 	})

@@ -47,6 +47,7 @@ func TestPostsCopyRefusesWhatItCannotCopy(t *testing.T) {
 		{"a database name MongoDB refuses", []string{"--from", source, "--to", ferret.URI, "--to_database", "a/b"}, `--to_database: \"a/b\" is not a MongoDB database name`},
 		{"a database for a data_dir", []string{"--from", source, "--from_database", "posts", "--to", fresh}, "--from_database applies to a MongoDB URI, and --from is a data_dir"},
 		{"a batch size of 0", []string{"--from", source, "--to", fresh, "--batch_size", "0"}, "--batch_size must be from 1 to 100000, not 0"},
+		{"a store named without --from or --to", []string{source, fresh}, `unknown command "` + source + `" for "caddy posts-copy"`},
 		{"a flag it does not know", []string{"--from", source, "--to", fresh, "--overwrite"}, "unknown flag: --overwrite"},
 		{"a target data_dir that a running Caddy serves", []string{"--from", source, "--to", served}, "--to " + served + " is in use by another process, a running Caddy: stop it first"},
 	}

@@ -2,21 +2,33 @@
 package caddymodule
 
 import (
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/postsedge/caddy-posts/store/mongo"
 	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
+	"github.com/postsedge/caddy-posts/store/sqlite"
 )
+
+// seededAndEmpty is a data_dir of copyPosts posts, and a FerretDB whose database posts, the
+// target, is empty.
+func seededAndEmpty(t *testing.T) (source string, ferret *mongotest.Server, target *mongo.Store) {
+	source = t.TempDir()
+	seedDataDir(t, source, copyPosts)
+	ferret = mongotest.FerretDB(t)
+	return source, ferret, mongoStore(t, ferret.URI, "posts")
+}
 
 func TestPostsCopyCompletesWhatWasCopiedInPart(t *testing.T) {
 	ownProcesses(t)
-	source := t.TempDir()
-	seedDataDir(t, source, copyPosts)
-	ferret := mongotest.FerretDB(t)
-	target := mongoStore(t, ferret.URI, "posts")
+	source, ferret, target := seededAndEmpty(t)
 	seedTarget(t, target, 1, 1000)    // as a copy stopped after its first batch left it
 	seedTarget(t, target, 1500, 1549) // and a few further on
 	allPosts, users := fmt.Sprint(copyPosts), fmt.Sprint(len(copySeedUsers))
@@ -37,8 +49,8 @@ func TestPostsCopyCompletesWhatWasCopiedInPart(t *testing.T) {
 				t.Errorf("summary %v; want %v:\n%s", got, run.want, out)
 			}
 			sums := regexp1(t, `(?m)^posts: sha256 of the ids ([0-9a-f]{64}) in the source, ([0-9a-f]{64}) on the target$`, out)
-			if sums[0] != sums[1] {
-				t.Errorf("the checksums differ:\n%s", out)
+			if want := idsSHA256(t, source); sums[0] != want || sums[1] != want {
+				t.Errorf("the checksums are not %s, that of the ids one a line:\n%s", want, out)
 			}
 		})
 	}
@@ -48,12 +60,37 @@ func TestPostsCopyCompletesWhatWasCopiedInPart(t *testing.T) {
 	}
 }
 
+// idsSHA256 is what `sqlite3 <dir>/posts.db 'SELECT id FROM posts ORDER BY id' | sha256sum`
+// prints, as the help text of posts-copy says.
+func idsSHA256(t *testing.T, dir string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, sqlite.DatabaseFile)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT id FROM posts ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	sum := sha256.New()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(sum, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(sum.Sum(nil))
+}
+
 func TestPostsCopyInterruptedCompletesWhenRunAgain(t *testing.T) {
 	ownProcesses(t)
-	source := t.TempDir()
-	seedDataDir(t, source, copyPosts)
-	ferret := mongotest.FerretDB(t)
-	target := mongoStore(t, ferret.URI, "posts")
+	source, ferret, target := seededAndEmpty(t)
 
 	var out lockedBuffer
 	// Batches of one post: slow enough to be interrupted in the middle.

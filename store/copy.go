@@ -95,23 +95,16 @@ func Copy(ctx context.Context, from CopySource, to CopyTarget, opts CopyOptions)
 		c.progress = func(CopyProgress) {}
 	}
 	var done Copied
-	var posts, users [2]int // copied, inserted
-	var err error
-	if posts[0], posts[1], err = copyAll(ctx, c, "posts", from.AllPosts(ctx, c.batch), to.InsertPosts, postID, Post.Size); err != nil {
+	if err := copyAll(ctx, c, "posts", from.AllPosts(ctx, c.batch), to.InsertPosts, postID, Post.Size, &done.Posts); err != nil {
 		return done, err
 	}
-	if users[0], users[1], err = copyAll(ctx, c, "profiles", from.AllUsers(ctx, c.batch), to.InsertUsers, userID, User.Size); err != nil {
+	if err := copyAll(ctx, c, "profiles", from.AllUsers(ctx, c.batch), to.InsertUsers, userID, User.Size, &done.Users); err != nil {
 		return done, err
 	}
-	if done.Posts, err = compare(c, "posts", from.AllPosts(ctx, c.batch), to.AllPosts(ctx, c.batch), postID, samePost); err != nil {
+	if err := compare(c, "posts", from.AllPosts(ctx, c.batch), to.AllPosts(ctx, c.batch), postID, samePost, &done.Posts); err != nil {
 		return done, err
 	}
-	if done.Users, err = compare(c, "profiles", from.AllUsers(ctx, c.batch), to.AllUsers(ctx, c.batch), userID, sameUser); err != nil {
-		return done, err
-	}
-	done.Posts.Copied, done.Posts.Inserted = posts[0], posts[1]
-	done.Users.Copied, done.Users.Inserted = users[0], users[1]
-	return done, nil
+	return done, compare(c, "profiles", from.AllUsers(ctx, c.batch), to.AllUsers(ctx, c.batch), userID, sameUser, &done.Users)
 }
 
 type copier struct {
@@ -137,10 +130,10 @@ func sameText(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil 
 // sameTime compares to the millisecond, the precision both stores keep.
 func sameTime(a, b time.Time) bool { return a.UnixMilli() == b.UnixMilli() }
 
-// copyAll inserts the values of from in batches of c.batch or MaxBatchBytes, and returns how
-// many it read and how many of them insert stored.
+// copyAll inserts the values of from in batches of c.batch or MaxBatchBytes, and counts in
+// into how many it read and how many of them insert stored.
 func copyAll[T any](ctx context.Context, c copier, kind string, from iter.Seq2[T, error],
-	insert func(context.Context, []T) (int, error), id func(T) string, size func(T) int) (done, inserted int, err error) {
+	insert func(context.Context, []T) (int, error), id func(T) string, size func(T) int, into *Comparison) error {
 	stage := "copying " + kind
 	batch, bytes := make([]T, 0, c.batch), 0
 	flush := func() error {
@@ -148,10 +141,10 @@ func copyAll[T any](ctx context.Context, c copier, kind string, from iter.Seq2[T
 		if err != nil {
 			return fmt.Errorf("%s: %w", stage, err)
 		}
-		inserted += n
-		done += len(batch)
+		into.Copied += len(batch)
+		into.Inserted += n
 		batch, bytes = batch[:0], 0
-		c.progress(CopyProgress{Stage: stage, Done: done, Inserted: inserted})
+		c.progress(CopyProgress{Stage: stage, Done: into.Copied, Inserted: into.Inserted})
 		return nil
 	}
 	order := ascending[T]{kind: kind, side: "source", id: id}
@@ -160,19 +153,19 @@ func copyAll[T any](ctx context.Context, c copier, kind string, from iter.Seq2[T
 			err = order.check(v)
 		}
 		if err != nil {
-			return done, inserted, fmt.Errorf("%s: reading the source: %w", stage, err)
+			return fmt.Errorf("%s: reading the source: %w", stage, err)
 		}
 		batch = append(batch, v)
 		if bytes += size(v); len(batch) == c.batch || bytes >= MaxBatchBytes {
 			if err := flush(); err != nil {
-				return done, inserted, err
+				return err
 			}
 		}
 	}
 	if len(batch) > 0 {
-		err = flush()
+		return flush()
 	}
-	return done, inserted, err
+	return nil
 }
 
 // ascending checks that the ids one side yields ascend, which the comparison's merge relies on,
@@ -217,23 +210,22 @@ func (c *cursor[T]) advance() error {
 
 // compare reads both sides in ascending id order at once, merging them, and counts what each
 // holds that the other does not, and what both hold with different content.
-func compare[T any](c copier, kind string, source, target iter.Seq2[T, error], id func(T) string, same func(a, b T) bool) (Comparison, error) {
+func compare[T any](c copier, kind string, source, target iter.Seq2[T, error], id func(T) string, same func(a, b T) bool, result *Comparison) error {
 	stage := "comparing " + kind
-	var result Comparison
 	open := func(name string, values iter.Seq2[T, error]) (*cursor[T], func(), error) {
 		next, stop := iter.Pull2(values)
 		side := &cursor[T]{next: next, order: ascending[T]{kind: kind, side: name, id: id, sum: sha256.New()}}
 		return side, stop, side.advance()
 	}
-	src, stop, err := open("source", source)
-	defer stop()
+	src, stopSrc, err := open("source", source)
+	defer stopSrc()
 	if err != nil {
-		return result, fmt.Errorf("%s: reading the source: %w", stage, err)
+		return fmt.Errorf("%s: reading the source: %w", stage, err)
 	}
-	dst, stop, err := open("target", target)
-	defer stop()
+	dst, stopDst, err := open("target", target)
+	defer stopDst()
 	if err != nil {
-		return result, fmt.Errorf("%s: reading the target: %w", stage, err)
+		return fmt.Errorf("%s: reading the target: %w", stage, err)
 	}
 	for src.ok || dst.ok {
 		var moveSrc, moveDst bool
@@ -254,12 +246,12 @@ func compare[T any](c copier, kind string, source, target iter.Seq2[T, error], i
 		}
 		if moveDst {
 			if err := dst.advance(); err != nil {
-				return result, fmt.Errorf("%s: reading the target: %w", stage, err)
+				return fmt.Errorf("%s: reading the target: %w", stage, err)
 			}
 		}
 		if moveSrc {
 			if err := src.advance(); err != nil {
-				return result, fmt.Errorf("%s: reading the source: %w", stage, err)
+				return fmt.Errorf("%s: reading the source: %w", stage, err)
 			}
 			if src.order.count%c.batch == 0 {
 				c.progress(CopyProgress{Stage: stage, Done: src.order.count})
@@ -269,7 +261,7 @@ func compare[T any](c copier, kind string, source, target iter.Seq2[T, error], i
 	result.Source, result.Target = src.order.count, dst.order.count
 	result.SourceSum, result.TargetSum = hex.EncodeToString(src.order.sum.Sum(nil)), hex.EncodeToString(dst.order.sum.Sum(nil))
 	c.progress(CopyProgress{Stage: stage, Done: result.Source})
-	return result, nil
+	return nil
 }
 
 // note keeps id among the first few ids.

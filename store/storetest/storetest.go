@@ -1,7 +1,8 @@
 // Package storetest is the conformance suite of store.Store: one table of behaviours that every
 // backend passes, so that a behaviour that differs between backends shows up as a failure of one
 // of them. Each backend's tests call Run. It is one file, longer than most, so that the whole
-// contract a backend must meet reads in one place.
+// contract a backend must meet reads in one place; the behaviours that only a copy between
+// stores uses (store.CopyTarget) are in copy.go.
 package storetest
 
 import (
