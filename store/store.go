@@ -7,6 +7,7 @@ package store
 import (
 	"context"
 	"errors"
+	"iter"
 	"time"
 )
 
@@ -89,6 +90,31 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the store; calls after it fail with ErrUnavailable.
 	Close() error
+}
+
+// CopySource is a store that `caddy posts-copy` reads: every post and every profile in ascending
+// order of their ids (byte order, as Go compares strings), read a batch at a time so that memory
+// stays bounded at any size. Both backends' stores are one, and so is sqlite.Snapshot.
+type CopySource interface {
+	// AllPosts yields every post in ascending id order, reading at most batch posts (and about
+	// MaxBatchBytes) at a time; an error is its last value.
+	AllPosts(ctx context.Context, batch int) iter.Seq2[Post, error]
+	// AllUsers yields every profile in ascending id order, as AllPosts does.
+	AllUsers(ctx context.Context, batch int) iter.Seq2[User, error]
+}
+
+// CopyTarget is a store that `caddy posts-copy` writes: batches stored as they are, skipping
+// what is there already, so that a copy that stopped half-way completes when run again.
+type CopyTarget interface {
+	CopySource
+	// InsertPosts stores the posts whose ids are not stored yet, as they are (ids and times
+	// kept), in one transaction or one bulk write, and leaves the posts stored already as they
+	// are; it returns how many it stored. An id that is not a post id fails the batch before
+	// anything is written. It keeps no reference to posts.
+	InsertPosts(ctx context.Context, posts []Post) (inserted int, err error)
+	// InsertUsers stores the profiles whose ids are not stored yet, as they are, and leaves the
+	// others as they are, as InsertPosts does; it returns how many it stored.
+	InsertUsers(ctx context.Context, users []User) (inserted int, err error)
 }
 
 var (

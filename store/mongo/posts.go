@@ -115,8 +115,13 @@ func (s *Store) InsertPost(ctx context.Context, p store.Post) error {
 	if err != nil {
 		return s.classify(err)
 	}
-	_, err = c.InsertOne(ctx, post{ID: oid, UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt})
+	_, err = c.InsertOne(ctx, document(oid, p))
 	return s.classify(err)
+}
+
+// document is p as a document of the posts collection, with the id oid.
+func document(oid bson.ObjectID, p store.Post) post {
+	return post{ID: oid, UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
 
 // invalidIDError is an insert of an id that store.NewID did not make.

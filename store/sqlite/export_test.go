@@ -8,3 +8,9 @@ const (
 	GetUserSQL    = getUserSQL
 	GetUsersSQL   = getUsersSQL
 )
+
+// The queries of a copy, for the test of their plans.
+const (
+	AllPostsSQL = allPostsSQL
+	AllUsersSQL = allUsersSQL
+)

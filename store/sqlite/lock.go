@@ -9,8 +9,9 @@ import (
 	"strings"
 )
 
-// errLocked is what tryLock returns when another process holds the lock.
-var errLocked = errors.New("locked")
+// ErrLocked is in the chain of Open's error when another process (a running Caddy) holds the
+// data directory; tryLock returns it.
+var ErrLocked = errors.New("locked")
 
 // lockDir takes the exclusive lock of dir's lock file, which the returned file holds until it is
 // closed (or the process ends, however it ends). A second process, or a second store of the same
@@ -23,9 +24,9 @@ func lockDir(dir string) (*os.File, error) {
 	}
 	if err := tryLock(f); err != nil {
 		f.Close()
-		if errors.Is(err, errLocked) {
-			return nil, fmt.Errorf("%s is locked: another process (or another store in this one) serves the data_dir %s; "+
-				"give each Caddy its own data_dir, or use mongodb_uri to share posts between instances", path, dir)
+		if errors.Is(err, ErrLocked) {
+			return nil, fmt.Errorf("%s is %w: another process (or another store in this one) serves the data_dir %s; "+
+				"give each Caddy its own data_dir, or use mongodb_uri to share posts between instances", path, ErrLocked, dir)
 		}
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}

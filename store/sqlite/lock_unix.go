@@ -16,7 +16,7 @@ func tryLock(f *os.File) error {
 		case errors.Is(err, syscall.EINTR):
 			continue
 		case errors.Is(err, syscall.EWOULDBLOCK):
-			return errLocked
+			return ErrLocked
 		}
 		return err
 	}

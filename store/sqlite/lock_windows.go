@@ -14,7 +14,7 @@ func tryLock(f *os.File) error {
 	err := windows.LockFileEx(windows.Handle(f.Fd()), windows.LOCKFILE_EXCLUSIVE_LOCK|windows.LOCKFILE_FAIL_IMMEDIATELY,
 		0, 1, 0, new(windows.Overlapped))
 	if errors.Is(err, windows.ERROR_LOCK_VIOLATION) {
-		return errLocked
+		return ErrLocked
 	}
 	return err
 }

@@ -65,6 +65,8 @@ func TestListsSearchAnIndexAndNeverSort(t *testing.T) {
 		{"a user's pages", sqlite.ListByUserSQL, []any{"user1", int64(1 << 62), "", 20}, "posts_user_newest"},
 		{"a profile", sqlite.GetUserSQL, []any{"user1"}, "PRIMARY KEY"},
 		{"many profiles", sqlite.GetUsersSQL, []any{`["user1","user2"]`}, "PRIMARY KEY"},
+		{"a copy's pages of posts", sqlite.AllPostsSQL, []any{"", 1000}, "PRIMARY KEY (id>?)"},
+		{"a copy's pages of profiles", sqlite.AllUsersSQL, []any{"", 1000}, "PRIMARY KEY (id>?)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

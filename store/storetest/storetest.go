@@ -1,7 +1,8 @@
 // Package storetest is the conformance suite of store.Store: one table of behaviours that every
 // backend passes, so that a behaviour that differs between backends shows up as a failure of one
 // of them. Each backend's tests call Run. It is one file, longer than most, so that the whole
-// contract a backend must meet reads in one place.
+// contract a backend must meet reads in one place; the behaviours that only a copy between
+// stores uses (store.CopyTarget) are in copy.go.
 package storetest
 
 import (
@@ -53,6 +54,9 @@ func RunWith(t *testing.T, open Open, opts Options) {
 		{"profiles are saved and read", testUsers},
 		{"a context that ended fails the call and changes nothing", testContext},
 		{"a closed store is unavailable", testClosed},
+		{"a copy reads every post and profile in id order", testAllInIDOrder},
+		{"a copy inserts batches, skipping what is stored", testInsertBatches},
+		{"a copy's reads and writes fail on an ended context or a closed store", testCopyUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, open) })
 	}
