@@ -140,20 +140,7 @@ func TestMetricsOfARunningCaddy(t *testing.T) {
 	// A subscriber, who gets one event, then leaves.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, strings.Replace(p.url, "http", "ws", 1)+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	for _, m := range []string{`{"type":"connection_init","payload":{"X-API-Key":"process-key"}}`,
-		`{"id":"1","type":"subscribe","payload":{"query":"subscription { postCreated { title } }"}}`} {
-		if err := ws.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, ack, err := ws.Read(ctx); err != nil || !bytes.Contains(ack, []byte("connection_ack")) {
-		t.Fatalf("connection_init: %s %v", ack, err)
-	}
+	ws := p.subscribe(ctx, t, `{"X-API-Key":"process-key"}`)
 	// The subscribe message is read after the ack: once a series shows the subscriber, the event
 	// reaches it.
 	waitFor(t, adminMetrics, "caddy_posts_subscribers", 1)
@@ -252,6 +239,27 @@ func TestMetricsOfARunningCaddy(t *testing.T) {
 			t.Errorf("%d access log lines of a WebSocket, want 1:\n%s", upgrades, logs)
 		}
 	})
+}
+
+// subscribe opens a graphql-transport-ws connection to p whose connection_init carries payload,
+// subscribes to postCreated, and returns once the connection is acknowledged.
+func (p *caddyProcess) subscribe(ctx context.Context, t *testing.T, payload string) *websocket.Conn {
+	t.Helper()
+	ws, _, err := websocket.Dial(ctx, strings.Replace(p.url, "http", "ws", 1)+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	for _, m := range []string{`{"type":"connection_init","payload":` + payload + `}`,
+		`{"id":"1","type":"subscribe","payload":{"query":"subscription { postCreated { title } }"}}`} {
+		if err := ws.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ack, err := ws.Read(ctx); err != nil || !bytes.Contains(ack, []byte("connection_ack")) {
+		t.Fatalf("connection_init: %s %v", ack, err)
+	}
+	return ws
 }
 
 // waitFor waits until the gauge name at url reads want.

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/coder/websocket"
 )
 
 // TestWebSocketsOutliveTheServerTimeouts runs Caddy with the short read, write and idle timeouts
@@ -22,19 +20,7 @@ func TestWebSocketsOutliveTheServerTimeouts(t *testing.T) {
 	p := startProcess(t, caddyfile, port)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, strings.Replace(p.url, "http", "ws", 1)+"/graphql", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	for _, m := range []string{`{"type":"connection_init"}`, `{"id":"1","type":"subscribe","payload":{"query":"subscription { postCreated { title } }"}}`} {
-		if err := ws.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, ack, err := ws.Read(ctx); err != nil || !bytes.Contains(ack, []byte("connection_ack")) {
-		t.Fatalf("connection_init: %s %v", ack, err)
-	}
+	ws := p.subscribe(ctx, t, `{}`)
 	time.Sleep(2500 * time.Millisecond) // past every timeout of the server
 	if _, err := p.create(keyed(), "after the timeouts"); err != nil {
 		t.Fatal(err)
