@@ -25,6 +25,10 @@ func metricsConfig(adminPort, port int) string {
 	persist_config off
 	grace_period 5s
 	metrics
+	log posts {
+		include http.handlers.posts
+		level DEBUG
+	}
 }
 http://:%d {
 	log {
@@ -218,6 +222,8 @@ func TestMetricsOfARunningCaddy(t *testing.T) {
 		for _, want := range []string{
 			`"graphql_operation_type":"query"`, `"graphql_operation_name":"Newest"`,
 			`"msg":"websocket authenticated"`, `"msg":"websocket closed"`, `"close_code":1000`,
+			`"msg":"graphql operation","uuid":`, // a WebSocket's operation, at debug level
+			`"graphql_operation_type":"subscription"`,
 		} {
 			if !strings.Contains(logs, want) {
 				t.Errorf("the log has no %s:\n%s", want, logs)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/requestid"
+	"github.com/postsedge/caddy-posts/schema"
 )
 
 // authenticated tells Caddy (for the access log's user_id, written when the connection closes)
@@ -58,4 +59,20 @@ func (c *wsConn) closeCode() websocket.StatusCode {
 		return websocket.StatusMessageTooBig
 	}
 	return websocket.StatusAbnormalClosure
+}
+
+// operationDone counts an operation of the connection (nil: one refused before it was
+// prepared), answered with code: its result, or for a subscription its start. Its log line, at
+// debug level, names its type and name, as the access log line of a GraphQL request over HTTP does.
+func (c *wsConn) operationDone(op *schema.Operation, code string, start time.Time) {
+	typ, name := "none", ""
+	if op != nil {
+		typ, name = op.Type, truncate(op.Name)
+	}
+	took := time.Since(start)
+	metrics.Request(metrics.WebSocket, typ, code, took)
+	if ce := c.api.cfg.Logger.Check(zap.DebugLevel, "graphql operation"); ce != nil {
+		ce.Write(requestid.Field(c.ctx), zap.String("graphql_operation_type", typ),
+			zap.String("graphql_operation_name", name), zap.String("code", code), zap.Duration("duration", took))
+	}
 }

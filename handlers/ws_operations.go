@@ -45,17 +45,17 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	start := time.Now()
 	if len(c.ops) >= c.api.cfg.Subscriptions.MaxSubscriptions {
 		metrics.LimitRefused("max_subscriptions")
-		c.refuseOperation(m.ID, "none", start, queryError(
+		c.refuseOperation(m.ID, nil, start, queryError(
 			errcode.New(errcode.TooManyOperations, "this connection runs as many operations as it may; complete one first")))
 		return nil
 	}
 	op, refusal := c.api.cfg.GraphQL.Prepare(req)
 	if refusal != nil {
-		c.refuseOperation(m.ID, "none", start, refusal)
+		c.refuseOperation(m.ID, nil, start, refusal)
 		return nil
 	}
 	if err := c.api.cfg.Posts.Allow(c.caller, actionOf(op.Type)); err != nil {
-		c.refuseOperation(m.ID, op.Type, start, queryError(errcode.Of(err)))
+		c.refuseOperation(m.ID, op, start, queryError(errcode.Of(err)))
 		return nil
 	}
 	o := &operation{id: m.ID}
@@ -64,12 +64,12 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
 			func(err error) { c.spawn(func() { c.feedEnded(o, err) }) })
 		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
-			c.refuseOperation(m.ID, op.Type, start, queryError(errcode.Of(err)))
+			c.refuseOperation(m.ID, op, start, queryError(errcode.Of(err)))
 			return nil
 		}
 		o.stop = l.Close
 		c.ops[m.ID] = o
-		metrics.Request(metrics.WebSocket, op.Type, "OK", time.Since(start))
+		c.operationDone(op, "OK", start)
 		return nil
 	}
 	ctx, stop := context.WithCancel(auth.NewContext(c.ctx, c.caller))
@@ -78,7 +78,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	c.spawn(func() {
 		defer stop()
 		res := c.api.cfg.GraphQL.Execute(ctx, op)
-		metrics.Request(metrics.WebSocket, op.Type, responseCode(res), time.Since(start))
+		c.operationDone(op, responseCode(res), start)
 		if res.Data == nil {
 			c.complete(o, res.Errors)
 			return
@@ -90,10 +90,10 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 }
 
 // refuseOperation answers the subscribe message id with the error why, and counts the
-// operation, of type typ, refused.
-func (c *wsConn) refuseOperation(id, typ string, start time.Time, why *gqlerrors.QueryError) {
+// operation refused: op, or nil when it was refused before it was prepared.
+func (c *wsConn) refuseOperation(id string, op *schema.Operation, start time.Time, why *gqlerrors.QueryError) {
 	errs := []*gqlerrors.QueryError{why}
-	metrics.Request(metrics.WebSocket, typ, responseCode(&graphql.Response{Errors: errs}), time.Since(start))
+	c.operationDone(op, responseCode(&graphql.Response{Errors: errs}), start)
 	c.reply(message{ID: id, Type: "error", Payload: mustJSON(errs)})
 }
 
