@@ -30,6 +30,9 @@ var migrations = []string{
 		email      TEXT,
 		updated_at INTEGER NOT NULL
 	) STRICT, WITHOUT ROWID;`,
+	// 2: the version of each post, which every update adds one to (an If-Match, an
+	// expectedVersion). The posts stored before it have had no version to match: they start at 1.
+	`ALTER TABLE posts ADD COLUMN version INTEGER NOT NULL DEFAULT 1;`,
 }
 
 // SchemaVersion is the schema version this build writes.
