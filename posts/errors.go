@@ -46,7 +46,7 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("the post has changed: it is at version %d, not the one this write expects; nothing was changed (read it again, then retry)", e.Version)
+	return fmt.Sprintf("the post has changed: it is at version %d, not as this request expects; nothing was changed (read it again, then retry)", e.Version)
 }
 
 // Is makes errors.Is(err, ErrVersionConflict) true.
