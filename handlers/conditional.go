@@ -134,7 +134,7 @@ func (l *tagList) matches(v int64, strong bool) bool {
 
 // preconditions are the conditional fields of a request; absent ones are nil or zero.
 type preconditions struct {
-	ifMatch, ifNoneMatch                *tagList
+	ifMatch, ifNoneMatch               *tagList
 	ifModifiedSince, ifUnmodifiedSince time.Time
 }
 
