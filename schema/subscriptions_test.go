@@ -132,7 +132,7 @@ func TestSubscriptions(t *testing.T) {
 	quiet(t, created) // bob's post is not alice's
 
 	updatedQuery.id = p.ID
-	updated := subscribe(t, ctx, s, `subscription { postUpdated(id: "`+updatedQuery.id+`") { title } }`)
+	updated := subscribe(t, ctx, s, `subscription { postUpdated(id: "`+updatedQuery.id+`") { title version } }`)
 	for deadline := time.Now().Add(5 * time.Second); broker.Subscribers() < 3; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("postUpdated did not start")
@@ -142,7 +142,7 @@ func TestSubscriptions(t *testing.T) {
 	if _, err := svc.Update(ctx, alice, p.ID, posts.Changes{Title: posts.Change{Set: true, Value: &title}}, posts.Expect{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := receive(t, updated); got != `{"postUpdated":{"title":"by alice, changed"}}` {
+	if got := receive(t, updated); got != `{"postUpdated":{"title":"by alice, changed","version":2}}` {
 		t.Errorf("postUpdated got %s", got)
 	}
 	if err := svc.Delete(ctx, alice, p.ID, posts.Expect{}); err != nil {
