@@ -35,25 +35,32 @@ type entityTag struct {
 	opaque string // between the quotes
 }
 
-// tagList is an If-Match or If-None-Match field: * (any), or a list of tags; nil when absent.
+// tagList is an If-Match or If-None-Match field: * (any), or lines of entity tags, kept as they
+// came and read again (with no allocation) each time they are matched. The zero tagList is an
+// absent field.
 type tagList struct {
-	any  bool
-	tags []entityTag
+	present, any bool
+	lines        []string
 }
 
-// parseTags reads the lines of an If-Match or If-None-Match field: "*", or a comma-separated
+// parseTags checks the lines of an If-Match or If-None-Match field: "*", or a comma-separated
 // list of entity tags (which may be empty, and may have empty elements, as lists may).
-func parseTags(name string, lines []string) (*tagList, error) {
-	if len(lines) == 0 {
-		return nil, nil
+func parseTags(name string, lines []string) (tagList, error) {
+	switch {
+	case len(lines) == 0:
+		return tagList{}, nil
+	case len(lines) == 1 && strings.Trim(lines[0], " \t") == "*":
+		return tagList{present: true, any: true}, nil
 	}
-	malformed := func(why string) error {
-		return badRequest("%s must be * or a list of entity tags such as \"3\" or W/\"3\": %s", name, why)
+	if why := eachTag(lines, func(entityTag) bool { return true }); why != "" {
+		return tagList{}, badRequest("%s must be * or a list of entity tags such as \"3\" or W/\"3\": %s", name, why)
 	}
-	if len(lines) == 1 && strings.Trim(lines[0], " \t") == "*" {
-		return &tagList{any: true}, nil
-	}
-	list := &tagList{}
+	return tagList{present: true, lines: lines}, nil
+}
+
+// eachTag calls yield with each entity tag of lines, in order, until it returns false; it
+// returns what makes lines malformed, or "".
+func eachTag(lines []string, yield func(entityTag) bool) (malformed string) {
 	for _, line := range lines {
 		for rest := line; ; {
 			rest = strings.TrimLeft(rest, " \t")
@@ -70,28 +77,30 @@ func parseTags(name string, lines []string) (*tagList, error) {
 			}
 			if rest == "" || rest[0] != '"' {
 				if strings.HasPrefix(rest, "*") {
-					return nil, malformed("* stands alone, in no list")
+					return "* stands alone, in no list"
 				}
-				return nil, malformed("a tag is in double quotes")
+				return "a tag is in double quotes"
 			}
 			end := strings.IndexByte(rest[1:], '"')
 			if end < 0 {
-				return nil, malformed("a tag has no closing quote")
+				return "a tag has no closing quote"
 			}
 			tag.opaque = rest[1 : 1+end]
 			for i := 0; i < len(tag.opaque); i++ {
 				if c := tag.opaque[i]; c < 0x21 || c == 0x7f {
-					return nil, malformed("a tag holds a space or a control character")
+					return "a tag holds a space or a control character"
 				}
 			}
-			list.tags = append(list.tags, tag)
 			rest = strings.TrimLeft(rest[2+end:], " \t")
 			if rest != "" && rest[0] != ',' {
-				return nil, malformed("tags are separated by commas")
+				return "tags are separated by commas"
+			}
+			if !yield(tag) {
+				return ""
 			}
 		}
 	}
-	return list, nil
+	return ""
 }
 
 // version is the post version a tag names, and whether it names one. A tag that Caddy's encode
@@ -117,24 +126,22 @@ var contentCodings = []string{"gzip", "zstd", "br", "deflate"}
 
 // matches says whether l holds a tag of version v: by the strong comparison of If-Match (no weak
 // tag matches), or the weak one of If-None-Match.
-func (l *tagList) matches(v int64, strong bool) bool {
+func (l tagList) matches(v int64, strong bool) (found bool) {
 	if l.any {
 		return true
 	}
-	for _, t := range l.tags {
-		if t.weak && strong {
-			continue
+	eachTag(l.lines, func(t entityTag) bool {
+		if tv, ok := t.version(strong); ok && tv == v && !(t.weak && strong) {
+			found = true
 		}
-		if tv, ok := t.version(strong); ok && tv == v {
-			return true
-		}
-	}
-	return false
+		return !found
+	})
+	return found
 }
 
-// preconditions are the conditional fields of a request; absent ones are nil or zero.
+// preconditions are the conditional fields of a request; absent ones are zero.
 type preconditions struct {
-	ifMatch, ifNoneMatch               *tagList
+	ifMatch, ifNoneMatch               tagList
 	ifModifiedSince, ifUnmodifiedSince time.Time
 }
 
@@ -156,10 +163,10 @@ func readPreconditions(r *http.Request) (pre preconditions, err error) {
 		t, _ := http.ParseTime(lines[0])
 		return t
 	}
-	if pre.ifMatch == nil {
+	if !pre.ifMatch.present {
 		pre.ifUnmodifiedSince = date(h["If-Unmodified-Since"])
 	}
-	if pre.ifNoneMatch == nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if !pre.ifNoneMatch.present && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		pre.ifModifiedSince = date(h["If-Modified-Since"])
 	}
 	return pre, nil
@@ -172,21 +179,21 @@ func lastModified(p posts.Post) time.Time { return p.UpdatedAt.Truncate(time.Sec
 // If-None-Match), in the order of RFC 9110 13.2.2.
 func (pre preconditions) met(p posts.Post) bool {
 	switch {
-	case pre.ifMatch != nil && !pre.ifMatch.matches(p.Version, true):
+	case pre.ifMatch.present && !pre.ifMatch.matches(p.Version, true):
 		return false
 	case !pre.ifUnmodifiedSince.IsZero() && lastModified(p).After(pre.ifUnmodifiedSince):
 		return false
 	}
-	return pre.ifNoneMatch == nil || !pre.ifNoneMatch.matches(p.Version, false)
+	return !pre.ifNoneMatch.present || !pre.ifNoneMatch.matches(p.Version, false)
 }
 
 // read is the status that the preconditions of a GET or HEAD give p: 412, 304, or 0 to answer it.
 func (pre preconditions) read(p posts.Post) int {
 	switch {
-	case pre.ifMatch != nil && !pre.ifMatch.matches(p.Version, true),
+	case pre.ifMatch.present && !pre.ifMatch.matches(p.Version, true),
 		!pre.ifUnmodifiedSince.IsZero() && lastModified(p).After(pre.ifUnmodifiedSince):
 		return http.StatusPreconditionFailed
-	case pre.ifNoneMatch != nil && pre.ifNoneMatch.matches(p.Version, false),
+	case pre.ifNoneMatch.present && pre.ifNoneMatch.matches(p.Version, false),
 		!pre.ifModifiedSince.IsZero() && !lastModified(p).After(pre.ifModifiedSince):
 		return http.StatusNotModified
 	}
@@ -197,15 +204,15 @@ func (pre preconditions) read(p posts.Post) int {
 // the version of a lone If-Match tag, checked in the store's statement; otherwise that the post
 // as read meets them all, and then its version.
 func (pre preconditions) expect() posts.Expect {
-	if pre.ifMatch == nil && pre.ifNoneMatch == nil && pre.ifUnmodifiedSince.IsZero() {
+	if !pre.ifMatch.present && !pre.ifNoneMatch.present && pre.ifUnmodifiedSince.IsZero() {
 		return posts.Expect{}
 	}
-	if pre.ifNoneMatch == nil && pre.ifMatch != nil && !pre.ifMatch.any {
+	if !pre.ifNoneMatch.present && pre.ifMatch.present && !pre.ifMatch.any {
 		if v, ok := pre.ifMatch.lone(); ok {
 			return posts.AtVersion(v)
 		}
 	}
-	if pre.ifMatch != nil && pre.ifMatch.any && pre.ifNoneMatch == nil && pre.ifUnmodifiedSince.IsZero() {
+	if pre.ifMatch.any && !pre.ifNoneMatch.present && pre.ifUnmodifiedSince.IsZero() {
 		return posts.Expect{} // If-Match: * on a post that exists: the write's own check
 	}
 	return posts.When(pre.met)
@@ -213,18 +220,20 @@ func (pre preconditions) expect() posts.Expect {
 
 // lone is the one version that l's strong tags name, if they name exactly one (none: 0, which
 // no post is at).
-func (l *tagList) lone() (v int64, ok bool) {
-	for _, t := range l.tags {
+func (l tagList) lone() (v int64, ok bool) {
+	ok = true
+	eachTag(l.lines, func(t entityTag) bool {
 		tv, named := t.version(true)
 		switch {
 		case t.weak || !named:
 		case v != 0 && tv != v:
-			return 0, false
+			v, ok = 0, false
 		default:
 			v = tv
 		}
-	}
-	return v, true
+		return ok
+	})
+	return v, ok
 }
 
 // preconditionFailed is the 412 of a read whose If-Match or If-Unmodified-Since p does not meet.
