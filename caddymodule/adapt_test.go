@@ -98,6 +98,8 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"health_path on the API's paths", "health_path /posts/health", `health_path "/posts/health" is a path of the API`},
 		{"health_path on GraphQL's path", "health_path /graphql", `health_path "/graphql" is a path of the API`},
 		{"health_path without a path", "health_path", "health_path takes 1 argument(s), got 0"},
+		{"openapi_path that is not a path", "openapi_path openapi.yaml", `openapi_path must be a path such as /openapi.yaml, not "openapi.yaml"`},
+		{"openapi_path on the API's paths", "openapi_path /posts/openapi.yaml", `openapi_path "/posts/openapi.yaml" is a path of the API`},
 		{"document_cache_entries of zero", "document_cache_entries 0", "document_cache_entries must be at least 1, not 0"},
 		{"document_cache_entries that is not a number", "document_cache_entries many", `document_cache_entries: "many" is not a whole number`},
 		{"document_cache_size that is not a size", "document_cache_size big", `document_cache_size: "big" is not a size`},
