@@ -65,8 +65,8 @@ func seedPosts(n int) []seedPost {
 // they stay at version 1), and the run of POSTs.
 type seeded struct {
 	ids, authors, others []string
-	newest       []created // caddy-posts only: the posts, newest first
-	run          result
+	newest               []created // caddy-posts only: the posts, newest first
+	run                  result
 }
 
 // env is everything the pairs run against: Caddy with the module, the baselines, PocketBase,
