@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -63,24 +62,7 @@ type response struct {
 // do sends a request as alice, with a JSON body when body is not empty.
 func (s *restServer) do(t *testing.T, method, path, body string) response {
 	t.Helper()
-	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-API-Key", restKey)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{res.StatusCode, res.Header, data}
+	return s.doWith(t, method, path, body)
 }
 
 // create stores a post by alice through the service.
