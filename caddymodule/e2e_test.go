@@ -20,7 +20,6 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	_ "modernc.org/sqlite"
 
 	"github.com/postsedge/caddy-posts/store"
@@ -113,7 +112,7 @@ func TestMain(m *testing.M) {
 	if ferret, err = mongotest.Start(ferretDir); err != nil {
 		panic(err)
 	}
-	if ferretDB, err = mongo.Connect(options.Client().ApplyURI(ferret.URI)); err != nil {
+	if ferretDB, err = storemongo.Connect(ferret.URI); err != nil {
 		panic(err)
 	}
 	if err := prepareFerretDB(); err != nil {
@@ -133,7 +132,7 @@ func TestMain(m *testing.M) {
 	}
 	// FerretDB waits for its clients to hang up: the last config's, and the tests' own.
 	_ = caddy.Stop()
-	_ = ferretDB.Disconnect(context.Background())
+	_ = storemongo.Disconnect(ferretDB)
 	ferret.Close()
 	idp.Close()
 	if storeReader.db != nil {

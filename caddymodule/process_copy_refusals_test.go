@@ -2,7 +2,6 @@
 package caddymodule
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,9 +9,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	driver "go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	storemongo "github.com/postsedge/caddy-posts/store/mongo"
 	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
 )
 
@@ -83,11 +81,11 @@ func TestPostsCopyRefusesWhatItCannotCopy(t *testing.T) {
 // ferretDatabases lists the databases at uri.
 func ferretDatabases(t *testing.T, uri string) []string {
 	t.Helper()
-	client, err := driver.Connect(options.Client().ApplyURI(uri))
+	client, err := storemongo.Connect(uri)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Disconnect(context.Background())
+	defer storemongo.Disconnect(client)
 	names, err := client.ListDatabaseNames(t.Context(), bson.D{})
 	if err != nil {
 		t.Fatal(err)

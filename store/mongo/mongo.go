@@ -47,11 +47,31 @@ type Store struct {
 // driver connects on first use, so a config can be provisioned without a reachable database.
 // opts are applied after the URI (tests set a command monitor with them).
 func Open(uri, database string, opts ...*options.ClientOptions) (*Store, error) {
-	client, err := driver.Connect(append([]*options.ClientOptions{options.Client().ApplyURI(uri)}, opts...)...)
+	client, err := Connect(uri, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("mongodb_uri: %w", err)
 	}
 	return &Store{client: client, database: database, users: client.Database(database).Collection(UsersCollection)}, nil
+}
+
+// driverGlobals guards what mongo-driver keeps in a package variable without a lock: its default
+// HTTP client, which options.Client writes and Client.Disconnect reads (the race detector found
+// one store opening while another closed, as a reload or two sites can do). Every client of the
+// process is made and disconnected under it: through Connect and Disconnect.
+var driverGlobals sync.Mutex
+
+// Connect is the driver's Connect with the options of uri, then opts.
+func Connect(uri string, opts ...*options.ClientOptions) (*driver.Client, error) {
+	driverGlobals.Lock()
+	defer driverGlobals.Unlock()
+	return driver.Connect(append([]*options.ClientOptions{options.Client().ApplyURI(uri)}, opts...)...)
+}
+
+// Disconnect is client's Disconnect.
+func Disconnect(client *driver.Client) error {
+	driverGlobals.Lock()
+	defer driverGlobals.Unlock()
+	return client.Disconnect(context.Background())
 }
 
 // versionMissing selects the posts of earlier releases, which have no version; the first use of
@@ -100,7 +120,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	err := s.client.Disconnect(context.Background())
+	err := Disconnect(s.client)
 	if errors.Is(err, driver.ErrClientDisconnected) {
 		return nil
 	}

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	driver "go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/mongo"
@@ -41,12 +39,12 @@ func opener(uri string) storetest.Open {
 }
 
 func dropDatabase(t *testing.T, uri, name string) {
-	client, err := driver.Connect(options.Client().ApplyURI(uri))
+	client, err := mongo.Connect(uri)
 	if err != nil {
 		t.Error(err)
 		return
 	}
-	defer client.Disconnect(context.Background())
+	defer mongo.Disconnect(client)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := client.Database(name).Drop(ctx); err != nil {
@@ -83,11 +81,11 @@ func TestIndexesExistAfterFirstUse(t *testing.T) {
 	if _, err := s.ListPosts(t.Context(), store.Filter{Limit: 1}); err != nil {
 		t.Fatal(err)
 	}
-	client, err := driver.Connect(options.Client().ApplyURI(uri))
+	client, err := mongo.Connect(uri)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { client.Disconnect(context.Background()) })
+	t.Cleanup(func() { mongo.Disconnect(client) })
 	specs, err := client.Database("indexes").Collection(mongo.PostsCollection).Indexes().ListSpecifications(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -114,11 +112,11 @@ func TestIndexesExistAfterFirstUse(t *testing.T) {
 // Documents written by earlier releases (ObjectID _id, BSON dates) read back as posts.
 func TestDocumentsOfEarlierReleasesAreRead(t *testing.T) {
 	uri := mongotest.FerretDB(t).URI
-	client, err := driver.Connect(options.Client().ApplyURI(uri))
+	client, err := mongo.Connect(uri)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { client.Disconnect(context.Background()) })
+	t.Cleanup(func() { mongo.Disconnect(client) })
 	oid := bson.NewObjectID()
 	created := time.Date(2025, 3, 14, 15, 9, 26, 535_000_000, time.UTC)
 	if _, err := client.Database("old").Collection("posts").InsertOne(t.Context(), bson.D{
@@ -145,11 +143,11 @@ func TestDocumentsOfEarlierReleasesAreRead(t *testing.T) {
 // store gives them one (so that an update makes them 2), leaving the others' as they are.
 func TestDocumentsOfEarlierReleasesGetVersion1(t *testing.T) {
 	uri := mongotest.FerretDB(t).URI
-	client, err := driver.Connect(options.Client().ApplyURI(uri))
+	client, err := mongo.Connect(uri)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { client.Disconnect(context.Background()) })
+	t.Cleanup(func() { mongo.Disconnect(client) })
 	posts := client.Database("unversioned").Collection(mongo.PostsCollection)
 	created := time.Date(2025, 3, 14, 15, 9, 26, 535_000_000, time.UTC)
 	old, versioned := bson.NewObjectID(), bson.NewObjectID()
