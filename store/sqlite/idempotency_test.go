@@ -3,7 +3,6 @@ package sqlite_test
 import (
 	"database/sql"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,47 +11,6 @@ import (
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
-
-func TestIdempotencyKeysAreFoundThroughAnIndex(t *testing.T) {
-	dir := t.TempDir()
-	open(t, dir, sqlite.Options{})
-	db := direct(t, dir)
-	for _, tc := range []struct {
-		name, query string
-		args        []any
-		index       string
-	}{
-		{"a key of a user", sqlite.GetKeySQL, []any{"alice", "k"}, "sqlite_autoindex_idempotency_keys_1"},
-		{"a sweep of expired keys", sqlite.DeleteExpiredKeysSQL, []any{int64(1 << 40), 1000}, "idempotency_keys_expiry"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			text := plan(t, db, tc.query, tc.args...)
-			if strings.Contains(text, "SCAN idempotency_keys") || !strings.Contains(text, tc.index) {
-				t.Errorf("plan %q; want a SEARCH using %s", text, tc.index)
-			}
-		})
-	}
-}
-
-// plan is the EXPLAIN QUERY PLAN of query, its lines joined.
-func plan(t *testing.T, db *sql.DB, query string, args ...any) string {
-	t.Helper()
-	rows, err := db.Query("EXPLAIN QUERY PLAN "+query, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var lines []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, detail)
-	}
-	return strings.Join(lines, "; ")
-}
 
 // A data_dir written by a build before idempotency keys opens with its posts, and keeps keys.
 func TestADatabaseOfVersionOneGainsIdempotencyKeys(t *testing.T) {
