@@ -15,13 +15,13 @@ import (
 // transaction that may change it, so that what is read is what is written over.
 const (
 	keyColumns = `user_id, idempotency_key, fingerprint, post_id, attempt, locked_until, created_at, expires_at, status, header, body`
-	// A record that has expired is written over as if absent; RETURNING gives a row only when
-	// the record was written.
+	// A record that has expired is written over as if absent; RETURNING gives the record only
+	// when it was written.
 	reserveKeySQL = `INSERT INTO idempotency_keys (` + keyColumns + `) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, NULL, NULL)
 		ON CONFLICT (user_id, idempotency_key) DO UPDATE SET fingerprint = ?3, post_id = ?4, attempt = ?5,
 			locked_until = ?6, created_at = ?7, expires_at = ?8, status = 0, header = NULL, body = NULL
 		WHERE expires_at <= ?9
-		RETURNING 1`
+		RETURNING ` + keyColumns
 	getKeySQL      = `SELECT ` + keyColumns + ` FROM idempotency_keys WHERE user_id = ? AND idempotency_key = ?`
 	takeOverKeySQL = `UPDATE idempotency_keys SET attempt = attempt + 1, locked_until = ?1
 		WHERE user_id = ?2 AND idempotency_key = ?3 AND status = 0 AND attempt = ?4 AND locked_until <= ?5 AND expires_at > ?5`
@@ -93,14 +93,11 @@ func scanKey(row scanner) (r store.IdempotencyRecord, err error) {
 func (s *Store) ReserveKey(ctx context.Context, r store.IdempotencyRecord, now time.Time) (store.IdempotencyRecord, bool, error) {
 	var stored store.IdempotencyRecord
 	reserved := false
-	err := s.inTransaction(ctx, func(tx *sql.Tx, c *conns) error {
-		var one int
-		err := tx.StmtContext(ctx, c.keys.reserve).QueryRowContext(ctx, r.UserID, r.Key, r.Fingerprint, r.PostID, r.Attempt,
-			millis(r.LockedUntil), millis(r.CreatedAt), millis(r.ExpiresAt), millis(now)).Scan(&one)
-		switch {
-		case err == nil:
-			reserved = true
-		case !errors.Is(err, sql.ErrNoRows):
+	err := s.inTransaction(ctx, func(tx *sql.Tx, c *conns) (err error) {
+		stored, err = scanKey(tx.StmtContext(ctx, c.keys.reserve).QueryRowContext(ctx, r.UserID, r.Key, r.Fingerprint, r.PostID, r.Attempt,
+			millis(r.LockedUntil), millis(r.CreatedAt), millis(r.ExpiresAt), millis(now)))
+		if !errors.Is(err, sql.ErrNoRows) { // written, or failed
+			reserved = err == nil
 			return err
 		}
 		stored, err = scanKey(tx.StmtContext(ctx, c.keys.get).QueryRowContext(ctx, r.UserID, r.Key))
