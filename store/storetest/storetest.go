@@ -3,7 +3,7 @@
 // of them. Each backend's tests call Run. It is one file, longer than most, so that the whole
 // contract a backend must meet reads in one place; the behaviours that only a copy between
 // stores uses (store.CopyTarget) are in copy.go, and those of idempotency keys
-// (store.IdempotencyStore) in idempotency.go.
+// (store.IdempotencyStore) in idempotency.go and idempotency_unavailable.go.
 package storetest
 
 import (
