@@ -52,7 +52,7 @@ import (
 func BenchmarkGetPostAllocs(b *testing.B) {
 	body := "a post read over and over"
 	created := time.Now().UTC().Truncate(time.Millisecond)
-	post := store.Post{ID: store.NewID(created), UserID: user, Title: "benchmark", Body: &body, CreatedAt: created, UpdatedAt: created}
+	post := store.Post{ID: store.NewID(created), UserID: user, Title: "benchmark", Body: &body, CreatedAt: created, UpdatedAt: created, Version: 1}
 	// The module's store, on the file bare reads too, and Caddy's, each with the post.
 	moduleDir, caddyDir := b.TempDir(), b.TempDir()
 	st := openStore(b, moduleDir, post)

@@ -98,6 +98,8 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"health_path on the API's paths", "health_path /posts/health", `health_path "/posts/health" is a path of the API`},
 		{"health_path on GraphQL's path", "health_path /graphql", `health_path "/graphql" is a path of the API`},
 		{"health_path without a path", "health_path", "health_path takes 1 argument(s), got 0"},
+		{"openapi_path that is not a path", "openapi_path openapi.yaml", `openapi_path must be a path such as /openapi.yaml, not "openapi.yaml"`},
+		{"openapi_path on the API's paths", "openapi_path /posts/openapi.yaml", `openapi_path "/posts/openapi.yaml" is a path of the API`},
 		{"idempotency_ttl that is not a duration", "idempotency_ttl a-day", `idempotency_ttl: "a-day" is not a duration such as 24h`},
 		{"idempotency_ttl under a second", "idempotency_ttl 500ms", "idempotency_ttl must be from 1s to 720h (30 days), not 500ms"},
 		{"idempotency_ttl over 30 days", "idempotency_ttl 721h", "idempotency_ttl must be from 1s to 720h (30 days), not 721h0m0s"},

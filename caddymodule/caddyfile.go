@@ -45,7 +45,7 @@ var subdirectives = map[string]arity{
 	"subscriptions_require_auth": {0, 0}, "allowed_origins": {1, many}, "ws_read_limit": {1, 1},
 	"ws_init_timeout": {1, 1}, "ws_keepalive": {1, 1}, "max_subscriptions": {1, 1}, "max_connections_per_user": {1, 1},
 	"max_connections": {1, 1}, "document_cache_entries": {1, 1}, "document_cache_size": {1, 1},
-	"persisted_queries": {1, 1}, "persisted_queries_only": {0, 0}, "health_path": {1, 1},
+	"persisted_queries": {1, 1}, "persisted_queries_only": {0, 0}, "health_path": {1, 1}, "openapi_path": {1, 1},
 	"idempotency_ttl": {1, 1},
 }
 
@@ -112,6 +112,7 @@ func (a arity) String() string {
 //	    max_distinct_subscriptions <n>
 //	    max_distinct_subscriptions_per_client <n>
 //	    health_path      <path>
+//	    openapi_path     <path>
 //	    idempotency_ttl  <duration>
 //	}
 //
@@ -259,6 +260,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "health_path":
 			h.HealthPath = arg
+		case "openapi_path":
+			h.OpenAPIPath = arg
 		case "idempotency_ttl":
 			t, err := caddy.ParseDuration(arg)
 			if err != nil {

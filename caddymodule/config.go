@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"time"
@@ -186,6 +187,10 @@ type Handler struct {
 	// nothing, and probes that arrive together share one ping. Default: none (no health path).
 	HealthPath string `json:"health_path,omitempty"`
 
+	// The path, such as /openapi.yaml, that serves the OpenAPI 3.1 description of the REST API
+	// (application/yaml, to anyone, with an ETag). Default: none (not served).
+	OpenAPIPath string `json:"openapi_path,omitempty"`
+
 	// How long an Idempotency-Key is kept with the answer to its create: a retry within it gets
 	// that answer again, and after it the same request creates again. From 1s to 720h (30 days).
 	// Default: 24h.
@@ -296,7 +301,16 @@ var configFields = []configField{
 	}, func(h *Handler) error {
 		return atLeastOne("max_distinct_subscriptions_per_client", h.MaxDistinctSubscriptionsPerClient)
 	}},
-	{"health_path", nil, checkHealthPath},
+	{"health_path", nil, func(h *Handler) error { return servedPath("health_path", h.HealthPath, "/healthz") }},
+	{"openapi_path", nil, func(h *Handler) error {
+		if err := servedPath("openapi_path", h.OpenAPIPath, "/openapi.yaml"); err != nil || h.OpenAPIPath == "" {
+			return err
+		}
+		if h.OpenAPIPath == h.HealthPath {
+			return fmt.Errorf("openapi_path %q is health_path too; give each its own", h.OpenAPIPath)
+		}
+		return nil
+	}},
 	{"idempotency_ttl", func(h *Handler) { orDefault(&h.IdempotencyTTL, caddy.Duration(24*time.Hour)) }, checkIdempotencyTTL},
 }
 

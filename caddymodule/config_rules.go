@@ -83,16 +83,16 @@ func checkJWKSRefresh(h *Handler) error {
 	return nil
 }
 
-// checkHealthPath refuses a health path that is not a path, or that the API serves already.
-func checkHealthPath(h *Handler) error {
-	p := h.HealthPath
+// servedPath is the rule of a path the handler serves beside the API (health_path,
+// openapi_path): a path, and not one the API serves already. example is one that would do.
+func servedPath(name, p, example string) error {
 	switch {
 	case p == "":
 		return nil
 	case !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t"):
-		return fmt.Errorf("health_path must be a path such as /healthz, not %q", p)
+		return fmt.Errorf("%s must be a path such as %s, not %q", name, example, p)
 	case p == "/posts" || strings.HasPrefix(p, "/posts/") || p == "/graphql" || strings.HasPrefix(p, "/graphql/"):
-		return fmt.Errorf("health_path %q is a path of the API; choose another, such as /healthz", p)
+		return fmt.Errorf("%s %q is a path of the API; choose another, such as %s", name, p, example)
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func TestGraphQLQueries(t *testing.T) {
 		}
 	})
 
-	postByID := `query($id: ID!) { post(id: $id) { id userId title body createdAt updatedAt } }`
+	postByID := `query($id: ID!) { post(id: $id) { id userId title body createdAt updatedAt version } }`
 	list := `query($userId: ID, $limit: Int, $after: String) { posts(userId: $userId, limit: $limit, after: $after) { id } }`
 	connection := `query($first: Int, $after: String) { postsConnection(first: $first, after: $after) { edges { node { id } } } }`
 	runCases(t, c, []gqlCase{

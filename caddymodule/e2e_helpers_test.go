@@ -129,6 +129,7 @@ type postOut struct {
 	Body      *string `json:"body"`
 	CreatedAt string  `json:"createdAt"`
 	UpdatedAt string  `json:"updatedAt"`
+	Version   int64   `json:"version"`
 }
 
 func (r response) decode(t *testing.T, v any) {
@@ -173,7 +174,7 @@ func storedRows(t *testing.T) []string {
 	db := readStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rows, err := db.QueryContext(ctx, `SELECT id, user_id, title, body, created_at, updated_at FROM posts ORDER BY id`)
+	rows, err := db.QueryContext(ctx, `SELECT id, user_id, title, body, created_at, updated_at, version FROM posts ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +188,9 @@ func storedRows(t *testing.T) []string {
 			Body      *string `json:"body"`
 			CreatedAt int64   `json:"created_at"`
 			UpdatedAt int64   `json:"updated_at"`
+			Version   int64   `json:"version"`
 		}
-		if err := rows.Scan(&row.ID, &row.UserID, &row.Title, &row.Body, &row.CreatedAt, &row.UpdatedAt); err != nil {
+		if err := rows.Scan(&row.ID, &row.UserID, &row.Title, &row.Body, &row.CreatedAt, &row.UpdatedAt, &row.Version); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := json.Marshal(row)
@@ -223,7 +225,7 @@ func storedDocuments(t *testing.T) []string {
 
 // storedPost reads one post from dataDir/posts.db; ok is false when there is none with the id.
 // The columns come under the names of the API's members: userId, title, body (nil when the
-// post has none), createdAt and updatedAt (as times).
+// post has none), createdAt and updatedAt (as times), and version.
 func storedPost(t *testing.T, id string) (doc map[string]any, ok bool) {
 	t.Helper()
 	if !store.ValidID(id) {
@@ -236,9 +238,10 @@ func storedPost(t *testing.T, id string) (doc map[string]any, ok bool) {
 		userID, title    string
 		body             sql.NullString
 		created, updated int64
+		version          int64
 	)
-	err := db.QueryRowContext(ctx, `SELECT user_id, title, body, created_at, updated_at FROM posts WHERE id = ?`, id).
-		Scan(&userID, &title, &body, &created, &updated)
+	err := db.QueryRowContext(ctx, `SELECT user_id, title, body, created_at, updated_at, version FROM posts WHERE id = ?`, id).
+		Scan(&userID, &title, &body, &created, &updated, &version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false
 	}
@@ -246,7 +249,7 @@ func storedPost(t *testing.T, id string) (doc map[string]any, ok bool) {
 		t.Fatal(err)
 	}
 	doc = map[string]any{"userId": userID, "title": title, "body": nil,
-		"createdAt": time.UnixMilli(created).UTC(), "updatedAt": time.UnixMilli(updated).UTC()}
+		"createdAt": time.UnixMilli(created).UTC(), "updatedAt": time.UnixMilli(updated).UTC(), "version": version}
 	if body.Valid {
 		doc["body"] = body.String
 	}

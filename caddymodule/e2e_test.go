@@ -125,7 +125,12 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	http.DefaultTransport = openAPIChecked{base: http.DefaultTransport, report: reportProcessViolation}
 	code := m.Run()
+	for _, v := range processViolations.found {
+		fmt.Fprintln(os.Stderr, "FAIL:", v)
+		code = 1
+	}
 	// FerretDB waits for its clients to hang up: the last config's, and the tests' own.
 	_ = caddy.Stop()
 	_ = ferretDB.Disconnect(context.Background())
@@ -265,6 +270,7 @@ func startCaddy(t *testing.T) *client {
 	if t.Failed() {
 		t.FailNow()
 	}
+	tc.Client.Transport = openAPIChecked{base: tc.Client.Transport, report: t.Errorf}
 	return &client{t: t, http: tc.Client}
 }
 

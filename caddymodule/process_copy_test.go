@@ -27,11 +27,11 @@ const copyPosts = 2500
 func sptr(s string) *string { return &s }
 
 // copySeedPost is post n of the seeded store: ids ascend with n; bodies none, empty, in
-// several scripts, or long.
+// several scripts, or long; versions from 1 to 7.
 func copySeedPost(n int) store.Post {
 	at := time.Date(2025, 3, 14, 15, 9, 26, 535_000_000, time.UTC).Add(time.Duration(n) * 1234 * time.Millisecond)
 	p := store.Post{ID: fmt.Sprintf("67d44600%016x", n), UserID: []string{"alice", "bob", "carol", "dave", "émile"}[n%5],
-		Title: fmt.Sprint("post ", n), CreatedAt: at, UpdatedAt: at}
+		Title: fmt.Sprint("post ", n), CreatedAt: at, UpdatedAt: at, Version: int64(1 + n%7)}
 	switch n % 6 {
 	case 1:
 		p.Body = sptr("")
@@ -128,8 +128,8 @@ func contents(t *testing.T, s store.CopySource) (posts, users []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		posts = append(posts, fmt.Sprintf("%s %q %q %s %s %s", p.ID, p.UserID, p.Title, text(p.Body),
-			p.CreatedAt.Format(time.RFC3339Nano), p.UpdatedAt.Format(time.RFC3339Nano)))
+		posts = append(posts, fmt.Sprintf("%s %q %q %s %s %s v%d", p.ID, p.UserID, p.Title, text(p.Body),
+			p.CreatedAt.Format(time.RFC3339Nano), p.UpdatedAt.Format(time.RFC3339Nano), p.Version))
 	}
 	for u, err := range s.AllUsers(t.Context(), 700) {
 		if err != nil {

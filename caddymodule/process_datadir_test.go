@@ -219,7 +219,7 @@ func writersAtOnce(t *testing.T, users, seeded int) {
 		t.Fatal(err)
 	}
 	_, err = db.Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-		INSERT INTO posts SELECT printf('%024x', i), 'user' || (i % ?), 'post ' || i, NULL, 1700000000000 + i, 1700000000000 + i FROM n`,
+		INSERT INTO posts SELECT printf('%024x', i), 'user' || (i % ?), 'post ' || i, NULL, 1700000000000 + i, 1700000000000 + i, 1 FROM n`,
 		seeded-1, users)
 	db.Close()
 	if err != nil {

@@ -184,7 +184,7 @@ func (p *caddyProcess) create(client *http.Client, title string) (string, error)
 
 // keyed is a client that sends the API key of the process sites.
 func keyed() *http.Client {
-	return &http.Client{Timeout: 10 * time.Second, Transport: keyTransport{http.DefaultTransport.(*http.Transport).Clone()}}
+	return &http.Client{Timeout: 10 * time.Second, Transport: keyTransport{http.DefaultTransport}}
 }
 
 type keyTransport struct{ base http.RoundTripper }

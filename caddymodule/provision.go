@@ -97,6 +97,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Identified:      setUserPlaceholders,
 		AccessLog:       accessLogField,
 		HealthPath:      h.HealthPath,
+		OpenAPIPath:     h.OpenAPIPath,
 	})
 	return nil
 }

@@ -60,6 +60,7 @@ var (
 	MalformedCredentials   = Code{"BAD_REQUEST", 400, 4403, "credentials given in a malformed way, twice, or naming different users"}
 	Forbidden              = Code{"FORBIDDEN", 403, 0, "a write to another user's post"}
 	NotFound               = Code{"NOT_FOUND", 404, 0, "no post has the id"}
+	VersionConflict        = Code{"VERSION_CONFLICT", 412, 0, "a write whose If-Match (or other precondition) or expectedVersion the post does not meet: it changed since; nothing was written"}
 	TooManyConnections     = Code{"", 429, 4429, "a client that holds max_connections_per_user WebSocket connections"}
 	TooManyInitialisations = Code{"", 0, 4429, "a second connection_init"}
 
@@ -94,7 +95,7 @@ var Table = []Code{
 	BadRequest, InvalidText, NoSuchPath, MethodNotAllowed, NotAcceptable, PayloadTooLarge, UnsupportedMediaType,
 	ParseFailed, ValidationFailed, MaxAliases, MaxRootFields, MaxFields,
 	PersistedQueryNotFound, PersistedQueryHashMismatch, PersistedQueryNotInList, QueryNotInSafelist,
-	BadUserInput, Unauthenticated, InvalidCredentials, MalformedCredentials, Forbidden, NotFound, TooManyConnections, TooManyInitialisations,
+	BadUserInput, Unauthenticated, InvalidCredentials, MalformedCredentials, Forbidden, NotFound, VersionConflict, TooManyConnections, TooManyInitialisations,
 	ResponseTooLarge, TooManyErrors, TooManyOperations, TooManySubscriptions, ServerFull, Unavailable, TooSlow,
 	NotAcknowledged, InitTimeout, SubscriberExists, GoingAway, Terminated, Internal,
 	BadIdempotencyKey, IdempotencyKeyInUse, IdempotencyKeyReused,
@@ -106,6 +107,9 @@ type Error struct {
 	Message string
 	// Field names the input member at fault, for BadUserInput.
 	Field string
+	// Version is the post's version, for VersionConflict (0 for none): its owner, the only one
+	// who gets it, may read it anyway.
+	Version int64
 	// Cause is what went wrong inside, for the log; never sent.
 	Cause error
 }
@@ -123,6 +127,9 @@ func (e *Error) Extensions() map[string]any {
 	if e.Field != "" {
 		ext["field"] = e.Field
 	}
+	if e.Version != 0 {
+		ext["currentVersion"] = e.Version
+	}
 	return ext
 }
 
@@ -137,6 +144,9 @@ func Of(err error) *Error {
 	}
 	if invalid, ok := errors.AsType[*posts.InvalidError](err); ok {
 		return &Error{Code: BadUserInput, Message: invalid.Message, Field: invalid.Field}
+	}
+	if conflict, ok := errors.AsType[*posts.ConflictError](err); ok {
+		return &Error{Code: VersionConflict, Message: conflict.Error(), Version: conflict.Version}
 	}
 	if authErr, ok := errors.AsType[*auth.Error](err); ok {
 		if authErr.Code == auth.CodeInvalidRequest {

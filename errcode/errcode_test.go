@@ -46,6 +46,7 @@ func TestOfGivesEachErrorItsRow(t *testing.T) {
 	badToken := &auth.Error{Code: "invalid_token", Description: "the token has expired"}
 	twice := &auth.Error{Code: "invalid_request", Description: "the request has more than one bearer token"}
 	cause := errors.New("dial tcp: connection refused")
+	conflict := &posts.ConflictError{Version: 7}
 	for _, tt := range []struct {
 		name    string
 		err     error
@@ -57,6 +58,7 @@ func TestOfGivesEachErrorItsRow(t *testing.T) {
 		{"no caller for a write is UNAUTHENTICATED", posts.ErrUnauthenticated, errcode.Unauthenticated, posts.ErrUnauthenticated.Error(), ""},
 		{"another user's post is FORBIDDEN", posts.ErrForbidden, errcode.Forbidden, posts.ErrForbidden.Error(), ""},
 		{"a missing post is NOT_FOUND", posts.ErrNotFound, errcode.NotFound, posts.ErrNotFound.Error(), ""},
+		{"a post at another version than expected is VERSION_CONFLICT", fmt.Errorf("update: %w", conflict), errcode.VersionConflict, conflict.Error(), ""},
 		{"a store that does not answer is UNAVAILABLE, its cause kept back", fmt.Errorf("%w: %w", posts.ErrUnavailable, cause), errcode.Unavailable, posts.ErrUnavailable.Error(), ""},
 		{"key sets not fetched yet are UNAVAILABLE", auth.ErrKeysUnavailable, errcode.Unavailable, auth.ErrKeysUnavailable.Error(), ""},
 		{"a refused token is UNAUTHENTICATED", badToken, errcode.InvalidCredentials, "the token has expired", ""},
@@ -92,5 +94,15 @@ func TestTheREADMEListsEveryCode(t *testing.T) {
 		if c.Close != 0 && !strings.Contains(string(readme), fmt.Sprintf("\n| %d |", c.Close)) {
 			t.Errorf("README.md's close codes do not list %d (%s)", c.Close, c.When)
 		}
+	}
+}
+
+func TestAVersionConflictTellsTheCurrentVersion(t *testing.T) {
+	ext := errcode.Of(&posts.ConflictError{Version: 7}).Extensions()
+	if ext["code"] != "VERSION_CONFLICT" || ext["currentVersion"] != int64(7) || len(ext) != 2 {
+		t.Errorf("extensions = %v; want the code and currentVersion 7", ext)
+	}
+	if ext := errcode.Of(posts.ErrNotFound).Extensions(); len(ext) != 1 {
+		t.Errorf("extensions of NOT_FOUND = %v; want the code alone", ext)
 	}
 }

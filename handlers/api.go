@@ -50,6 +50,8 @@ type Config struct {
 	AccessLog func(*http.Request, zap.Field)
 	// HealthPath, if set, is the path that answers health probes (serveHealth).
 	HealthPath string
+	// OpenAPIPath, if set, is the path that serves the OpenAPI description of the REST API.
+	OpenAPIPath string
 }
 
 // API serves /posts, /posts/{id} and /graphql.
@@ -93,6 +95,8 @@ func (a *API) Route(r *http.Request) http.Handler {
 		return a.graphql
 	case r.URL.Path == a.cfg.HealthPath && a.cfg.HealthPath != "":
 		return http.HandlerFunc(a.serveHealth)
+	case r.URL.Path == a.cfg.OpenAPIPath && a.cfg.OpenAPIPath != "":
+		return http.HandlerFunc(a.serveOpenAPI)
 	case strings.HasPrefix(r.URL.Path, graphiqlAssetPrefix):
 		return a.graphiql
 	}

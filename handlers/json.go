@@ -26,6 +26,7 @@ type postJSON struct {
 	Body      *string `json:"body,omitempty"`
 	CreatedAt string  `json:"createdAt"`
 	UpdatedAt string  `json:"updatedAt"`
+	Version   int64   `json:"version"`
 }
 
 func toJSON(p posts.Post) postJSON {
@@ -36,6 +37,7 @@ func toJSON(p posts.Post) postJSON {
 		Body:      p.Body,
 		CreatedAt: p.CreatedAt.UTC().Format(posts.TimeFormat),
 		UpdatedAt: p.UpdatedAt.UTC().Format(posts.TimeFormat),
+		Version:   p.Version,
 	}
 }
 
@@ -93,11 +95,21 @@ var emptyPostSize, bodyMemberSize = func() (int, int) {
 // postSize is the size of p as writeJSON writes it, found without encoding it: the page can
 // then be cut before its headers (the Link) are sent, and each post encoded once.
 func postSize(p posts.Post) int {
-	n := emptyPostSize + stringSize(p.ID) + stringSize(p.UserID) + stringSize(p.Title) + schema.TimeSize(p.CreatedAt) + schema.TimeSize(p.UpdatedAt)
+	n := emptyPostSize + stringSize(p.ID) + stringSize(p.UserID) + stringSize(p.Title) + schema.TimeSize(p.CreatedAt) + schema.TimeSize(p.UpdatedAt) +
+		digits(p.Version) - len("0")
 	if p.Body != nil {
 		n += bodyMemberSize + stringSize(*p.Body)
 	}
 	return n
+}
+
+// digits is the length of n, at least 0, written in decimal.
+func digits(n int64) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return d
 }
 
 // stringSize is the size of s as writeJSON writes it (no HTML escaping), quotes left out.
@@ -212,7 +224,7 @@ func checkJSONText(what string, data []byte) error {
 }
 
 // serverOwned are the members the server sets, lower-cased: a client may not write them in any case.
-var serverOwned = []string{"id", "_id", "userid", "createdat", "updatedat"}
+var serverOwned = []string{"id", "_id", "userid", "createdat", "updatedat", "version"}
 
 // unknownMember is the error for a member that is not title or body.
 func unknownMember(name string) error {

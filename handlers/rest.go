@@ -81,11 +81,25 @@ func listQuery(raw string) (q posts.ListQuery, err error) {
 	return q, nil
 }
 
-// get serves GET /posts/{id}.
+// get serves GET /posts/{id}: the post with its validators, or 304 Not Modified when the
+// client's copy is current (If-None-Match, If-Modified-Since).
 func (a *API) get(w http.ResponseWriter, r *http.Request) error {
+	pre, err := readPreconditions(r)
+	if err != nil {
+		return err
+	}
 	post, err := a.cfg.Posts.Get(r.Context(), postID(r))
 	if err != nil {
 		return err
+	}
+	status := pre.read(post)
+	if status == http.StatusPreconditionFailed {
+		return preconditionFailed(post)
+	}
+	setValidators(w.Header(), post)
+	if status == http.StatusNotModified {
+		w.WriteHeader(status)
+		return nil
 	}
 	writeJSON(w, http.StatusOK, toJSON(post))
 	return nil
@@ -120,12 +134,18 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 // writeCreated writes the answer to a post created: createOnce keeps it as it is written.
 func writeCreated(w http.ResponseWriter, post posts.Post) {
 	w.Header().Set("Location", "/posts/"+post.ID)
+	setValidators(w.Header(), post)
 	writeJSON(w, http.StatusCreated, toJSON(post))
 }
 
-// update serves PATCH /posts/{id} with a JSON merge patch of title and body.
+// update serves PATCH /posts/{id} with a JSON merge patch of title and body, if the post meets
+// the request's preconditions (If-Match).
 func (a *API) update(w http.ResponseWriter, r *http.Request) error {
 	caller := auth.FromContext(r.Context())
+	pre, err := readPreconditions(r)
+	if err != nil {
+		return err
+	}
 	members, err := a.readObject(w, r, "application/json", "application/merge-patch+json")
 	if err != nil {
 		return err
@@ -134,17 +154,22 @@ func (a *API) update(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	post, err := a.cfg.Posts.Update(r.Context(), caller, postID(r), ch)
+	post, err := a.cfg.Posts.Update(r.Context(), caller, postID(r), ch, pre.expect())
 	if err != nil {
 		return err
 	}
+	setValidators(w.Header(), post)
 	writeJSON(w, http.StatusOK, toJSON(post))
 	return nil
 }
 
-// delete serves DELETE /posts/{id}.
+// delete serves DELETE /posts/{id}, if the post meets the request's preconditions (If-Match).
 func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
-	if err := a.cfg.Posts.Delete(r.Context(), auth.FromContext(r.Context()), postID(r)); err != nil {
+	pre, err := readPreconditions(r)
+	if err != nil {
+		return err
+	}
+	if err := a.cfg.Posts.Delete(r.Context(), auth.FromContext(r.Context()), postID(r), pre.expect()); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

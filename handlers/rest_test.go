@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -63,24 +62,7 @@ type response struct {
 // do sends a request as alice, with a JSON body when body is not empty.
 func (s *restServer) do(t *testing.T, method, path, body string) response {
 	t.Helper()
-	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-API-Key", restKey)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{res.StatusCode, res.Header, data}
+	return s.doWith(t, method, path, body)
 }
 
 // create stores a post by alice through the service.
@@ -328,10 +310,10 @@ func TestListPagesStopBeforeMaxResponseSize(t *testing.T) {
 func TestPageFitsMeasuresThePageExactly(t *testing.T) {
 	created := time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
 	page := []posts.Post{
-		{ID: store.NewID(created), UserID: "alice", Title: "plain", Body: ptr("text"), CreatedAt: created, UpdatedAt: created},
-		{ID: store.NewID(created), UserID: "b\"o\\b", Title: "<&> \u2028\u2029 \x00\x1f\x7f\b\f\n\r\t", CreatedAt: created, UpdatedAt: created.Add(time.Hour)},
-		{ID: store.NewID(created), UserID: "", Title: "stored before UTF-8 was checked: \xff\xc3", Body: ptr(""), CreatedAt: created, UpdatedAt: created},
-		{ID: store.NewID(created), UserID: "x", Title: "far future", Body: ptr("語🙂é\u0085"), CreatedAt: time.Date(12345, 1, 1, 0, 0, 0, 0, time.UTC), UpdatedAt: created.In(time.FixedZone("UTC+2", 7200))},
+		{ID: store.NewID(created), UserID: "alice", Title: "plain", Body: ptr("text"), CreatedAt: created, UpdatedAt: created, Version: 1},
+		{ID: store.NewID(created), UserID: "b\"o\\b", Title: "<&> \u2028\u2029 \x00\x1f\x7f\b\f\n\r\t", CreatedAt: created, UpdatedAt: created.Add(time.Hour), Version: 10},
+		{ID: store.NewID(created), UserID: "", Title: "stored before UTF-8 was checked: \xff\xc3", Body: ptr(""), CreatedAt: created, UpdatedAt: created, Version: 999},
+		{ID: store.NewID(created), UserID: "x", Title: "far future", Body: ptr("語🙂é\u0085"), CreatedAt: time.Date(12345, 1, 1, 0, 0, 0, 0, time.UTC), UpdatedAt: created.In(time.FixedZone("UTC+2", 7200)), Version: 1 << 62},
 	}
 	for n := 1; n <= len(page); n++ {
 		t.Run(fmt.Sprintf("a page of %d posts", n), func(t *testing.T) {
@@ -348,10 +330,11 @@ func TestPageFitsMeasuresThePageExactly(t *testing.T) {
 // encoding/json writes, whatever the strings hold.
 func FuzzPostSize(f *testing.F) {
 	for _, seed := range []string{"", "plain", "\"\\/", "<>&", "\x00\x01\b\t\n\f\r\x1f\x7f", "\u2028\u2029\u0085", "\xff\xfe\xc3", "\xed\xa0\x80", "é語🙂", "\xf4\x90\x80\x80"} {
-		f.Add(seed, seed, true)
+		f.Add(seed, seed, true, uint32(len(seed)*1000))
 	}
-	f.Fuzz(func(t *testing.T, title, body string, withBody bool) {
-		p := posts.Post{ID: "6b011fa03aa928307595aeda", UserID: title + body, Title: title, CreatedAt: time.UnixMilli(1), UpdatedAt: time.UnixMilli(2)}
+	f.Fuzz(func(t *testing.T, title, body string, withBody bool, version uint32) {
+		p := posts.Post{ID: "6b011fa03aa928307595aeda", UserID: title + body, Title: title, CreatedAt: time.UnixMilli(1), UpdatedAt: time.UnixMilli(2),
+			Version: 1 + int64(version)}
 		if withBody {
 			p.Body = &body
 		}

@@ -31,16 +31,16 @@ func TestEveryStoredWriteIsPublishedOnceAndNothingElse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, ok := next(); !ok || e.Kind != Created || e.Post != p {
+	if e, ok := next(); !ok || e.Kind != Created || e.Post != p || e.Post.Version != 1 {
 		t.Errorf("after Create: %+v, %v; want Created with the stored post", e, ok)
 	}
 	title := "changed"
-	updated, err := svc.Update(ctx, alice, p.ID, Changes{Title: Change{Set: true, Value: &title}})
+	updated, err := svc.Update(ctx, alice, p.ID, Changes{Title: Change{Set: true, Value: &title}}, Expect{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, ok := next(); !ok || e.Kind != Updated || e.Post.Title != "changed" || e.Post != updated {
-		t.Errorf("after Update: %+v, %v; want Updated with the post as it is now", e, ok)
+	if e, ok := next(); !ok || e.Kind != Updated || e.Post.Title != "changed" || e.Post != updated || e.Post.Version != 2 {
+		t.Errorf("after Update: %+v, %v; want Updated with the post as it is now, at version 2", e, ok)
 	}
 
 	// Writes that fail publish nothing.
@@ -51,11 +51,16 @@ func TestEveryStoredWriteIsPublishedOnceAndNothingElse(t *testing.T) {
 		{"an anonymous create", func() error { _, err := svc.Create(ctx, auth.Identity{}, NewPost{Title: "x"}); return err }},
 		{"an invalid create", func() error { _, err := svc.Create(ctx, alice, NewPost{Title: " "}); return err }},
 		{"an update by another user", func() error {
-			_, err := svc.Update(ctx, bob, p.ID, Changes{Title: Change{Set: true, Value: &title}})
+			_, err := svc.Update(ctx, bob, p.ID, Changes{Title: Change{Set: true, Value: &title}}, Expect{})
 			return err
 		}},
-		{"a delete by another user", func() error { return svc.Delete(ctx, bob, p.ID) }},
-		{"a delete of a missing post", func() error { return svc.Delete(ctx, alice, "6b011fa03aa928307595aeda") }},
+		{"a delete by another user", func() error { return svc.Delete(ctx, bob, p.ID, Expect{}) }},
+		{"a delete of a missing post", func() error { return svc.Delete(ctx, alice, "6b011fa03aa928307595aeda", Expect{}) }},
+		{"an update at another version", func() error {
+			_, err := svc.Update(ctx, alice, p.ID, Changes{Title: Change{Set: true, Value: &title}}, AtVersion(1))
+			return err
+		}},
+		{"a delete at another version", func() error { return svc.Delete(ctx, alice, p.ID, AtVersion(3)) }},
 	}
 	for _, r := range refused {
 		if err := r.do(); err == nil {
@@ -66,7 +71,7 @@ func TestEveryStoredWriteIsPublishedOnceAndNothingElse(t *testing.T) {
 		}
 	}
 
-	if err := svc.Delete(ctx, alice, p.ID); err != nil {
+	if err := svc.Delete(ctx, alice, p.ID, Expect{}); err != nil {
 		t.Fatal(err)
 	}
 	if e, ok := next(); !ok || e.Kind != Deleted || e.Post.ID != p.ID || e.Post.UserID != "alice" {

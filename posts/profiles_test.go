@@ -58,7 +58,7 @@ func TestProfile(t *testing.T) {
 
 	t.Run("a write with a credential without a profile keeps the stored profile and refreshes updatedAt", func(t *testing.T) {
 		*clock = start.Add(time.Minute)
-		if _, err := s.Update(t.Context(), carolByKey, post.ID, Changes{Title: Change{Set: true, Value: ptr("Edited")}}); err != nil {
+		if _, err := s.Update(t.Context(), carolByKey, post.ID, Changes{Title: Change{Set: true, Value: ptr("Edited")}}, Expect{}); err != nil {
 			t.Fatalf("Update: %v", err)
 		}
 		u, _ := profile(t, "carol")
@@ -70,7 +70,7 @@ func TestProfile(t *testing.T) {
 
 	t.Run("a forbidden write records nothing for the caller", func(t *testing.T) {
 		dave := auth.Identity{UserID: "dave", Method: auth.MethodJWT, Name: "Dave"}
-		if err := s.Delete(t.Context(), dave, post.ID); !errors.Is(err, ErrForbidden) {
+		if err := s.Delete(t.Context(), dave, post.ID, Expect{}); !errors.Is(err, ErrForbidden) {
 			t.Fatalf("Delete error = %v, want ErrForbidden", err)
 		}
 		if u, ok := profile(t, "dave"); ok {
@@ -98,7 +98,7 @@ func TestProfile(t *testing.T) {
 		*clock = start.Add(2 * time.Minute)
 		renamed := carol
 		renamed.Name = "Carol Smith"
-		if err := s.Delete(t.Context(), renamed, post.ID); err != nil {
+		if err := s.Delete(t.Context(), renamed, post.ID, Expect{}); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
 		u, _ := profile(t, "carol")

@@ -28,16 +28,18 @@ type Post struct {
 	// CreatedAt and UpdatedAt are in UTC with millisecond precision.
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Version is 1 for a new post and grows by one with each update (see Expect).
+	Version int64
 }
 
 // toPost is the one way in from the store's posts, and toStore the one way out: Post keeps no
 // storage type, so the store may change its own without the transports noticing.
 func toPost(p store.Post) Post {
-	return Post{ID: p.ID, UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+	return Post{ID: p.ID, UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, Version: p.Version}
 }
 
 func toStore(p Post) store.Post {
-	return store.Post{ID: p.ID, UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+	return store.Post{ID: p.ID, UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, Version: p.Version}
 }
 
 // TimeFormat is how createdAt and updatedAt are written: RFC 3339 in UTC with milliseconds.

@@ -88,9 +88,9 @@ func describe(p Post) string {
 	if p.Body != nil {
 		body = fmt.Sprintf("%q", *p.Body)
 	}
-	return fmt.Sprintf("{ID: %s, UserID: %q, Title: %q, Body: %s, CreatedAt: %s, UpdatedAt: %s}",
+	return fmt.Sprintf("{ID: %s, UserID: %q, Title: %q, Body: %s, CreatedAt: %s, UpdatedAt: %s, Version: %d}",
 		p.ID, p.UserID, p.Title, body,
-		p.CreatedAt.Format(time.RFC3339Nano+" MST"), p.UpdatedAt.Format(time.RFC3339Nano+" MST"))
+		p.CreatedAt.Format(time.RFC3339Nano+" MST"), p.UpdatedAt.Format(time.RFC3339Nano+" MST"), p.Version)
 }
 
 // wantInvalid fails unless err is an *InvalidError for field that matches ErrInvalid.
@@ -135,11 +135,11 @@ func TestUnavailable(t *testing.T) {
 			return err
 		}},
 		{"Update", func(ctx context.Context) error {
-			_, err := s.Update(ctx, alice, id, Changes{Title: Change{Set: true, Value: ptr("New")}})
+			_, err := s.Update(ctx, alice, id, Changes{Title: Change{Set: true, Value: ptr("New")}}, Expect{})
 			return err
 		}},
 		{"Delete", func(ctx context.Context) error {
-			return s.Delete(ctx, alice, id)
+			return s.Delete(ctx, alice, id, Expect{})
 		}},
 		{"User", func(ctx context.Context) error {
 			_, _, err := s.User(ctx, alice, "alice")
@@ -163,7 +163,7 @@ func TestUnavailable(t *testing.T) {
 
 func TestPostConversion(t *testing.T) {
 	at := start.UTC().Truncate(time.Millisecond)
-	full := store.Post{ID: store.NewID(at), UserID: "alice", Title: "t", Body: ptr("b"), CreatedAt: at, UpdatedAt: at.Add(time.Second)}
+	full := store.Post{ID: store.NewID(at), UserID: "alice", Title: "t", Body: ptr("b"), CreatedAt: at, UpdatedAt: at.Add(time.Second), Version: 7}
 
 	t.Run("every field of a stored post comes through and goes back unchanged", func(t *testing.T) {
 		if back := toStore(toPost(full)); back != full {

@@ -82,7 +82,7 @@ func TestControlCharacters(t *testing.T) {
 			if tc.field == "body" {
 				ch = Changes{Body: Change{Set: true, Value: body}}
 			}
-			_, err := s.Update(t.Context(), alice, post.ID, ch)
+			_, err := s.Update(t.Context(), alice, post.ID, ch, Expect{})
 			wantInvalid(t, err, tc.field)
 			if got := get(t, s, post.ID); describe(got) != describe(post) {
 				t.Errorf("the post changed to\n%s\nfrom\n%s", describe(got), describe(post))

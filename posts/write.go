@@ -39,7 +39,7 @@ func (s *Service) Create(ctx context.Context, caller Caller, in NewPost) (Post, 
 		return Post{}, err
 	}
 	t := timestamp()
-	post := Post{ID: store.NewID(t), UserID: caller.UserID, Title: title, Body: in.Body, CreatedAt: t, UpdatedAt: t}
+	post := Post{ID: store.NewID(t), UserID: caller.UserID, Title: title, Body: in.Body, CreatedAt: t, UpdatedAt: t, Version: 1}
 	if r := reservationOf(ctx); r != nil { // under an idempotency key (idempotency.go)
 		post.ID = r.record.PostID
 		return s.createReserved(ctx, caller, r, post)
@@ -53,8 +53,9 @@ func (s *Service) Create(ctx context.Context, caller Caller, in NewPost) (Post, 
 	return post, nil
 }
 
-// Update changes the caller's post in one atomic write and returns it as it is afterwards.
-func (s *Service) Update(ctx context.Context, caller Caller, id string, ch Changes) (Post, error) {
+// Update changes the caller's post, if it is as expected, in one atomic write that adds one to
+// its version, and returns it as it is afterwards.
+func (s *Service) Update(ctx context.Context, caller Caller, id string, ch Changes, expect Expect) (Post, error) {
 	if err := s.Allow(caller, Write); err != nil {
 		return Post{}, err
 	}
@@ -68,9 +69,13 @@ func (s *Service) Update(ctx context.Context, caller Caller, id string, ch Chang
 	}
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	updated, err := s.store.UpdatePost(ctx, id, caller.UserID, u)
+	version, err := s.atVersion(ctx, caller, id, expect)
+	if err != nil {
+		return Post{}, err
+	}
+	updated, err := s.store.UpdatePost(ctx, id, caller.UserID, version, u)
 	if errors.Is(err, store.ErrNotFound) {
-		return Post{}, s.whyNotOwned(ctx, id)
+		return Post{}, s.whyNotWritten(ctx, caller, id, expect)
 	}
 	if err != nil {
 		return Post{}, fromStore(err)
@@ -80,8 +85,8 @@ func (s *Service) Update(ctx context.Context, caller Caller, id string, ch Chang
 	return post, nil
 }
 
-// Delete deletes the caller's post.
-func (s *Service) Delete(ctx context.Context, caller Caller, id string) error {
+// Delete deletes the caller's post, if it is as expected.
+func (s *Service) Delete(ctx context.Context, caller Caller, id string, expect Expect) error {
 	if err := s.Allow(caller, Write); err != nil {
 		return err
 	}
@@ -91,25 +96,19 @@ func (s *Service) Delete(ctx context.Context, caller Caller, id string) error {
 	}
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	err = s.store.DeletePost(ctx, id, caller.UserID)
+	version, err := s.atVersion(ctx, caller, id, expect)
+	if err != nil {
+		return err
+	}
+	err = s.store.DeletePost(ctx, id, caller.UserID, version)
 	if errors.Is(err, store.ErrNotFound) {
-		return s.whyNotOwned(ctx, id)
+		return s.whyNotWritten(ctx, caller, id, expect)
 	}
 	if err != nil {
 		return fromStore(err)
 	}
 	s.written(ctx, caller, Deleted, Post{ID: id, UserID: caller.UserID})
 	return nil
-}
-
-// whyNotOwned tells, after a write filtered by owner matched nothing, a missing post (404) from
-// someone else's (403). It is the only read that follows a write.
-func (s *Service) whyNotOwned(ctx context.Context, id string) error {
-	_, err := s.store.GetPost(ctx, id)
-	if err == nil {
-		return ErrForbidden
-	}
-	return fromStore(err)
 }
 
 // validUpdate checks ch by the rules of text and turns it into the store's update, stamped now.

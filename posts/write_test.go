@@ -40,7 +40,7 @@ func TestCreate(t *testing.T) {
 				t.Fatalf("Create: %v", err)
 			}
 			want := Post{ID: got.ID, UserID: alice.UserID, Title: tc.wantTitle, Body: tc.in.Body,
-				CreatedAt: storedAt, UpdatedAt: storedAt}
+				CreatedAt: storedAt, UpdatedAt: storedAt, Version: 1}
 			if !store.ValidID(got.ID) {
 				t.Errorf("Create returned the id %q", got.ID)
 			}
@@ -138,9 +138,9 @@ func TestUpdate(t *testing.T) {
 			*clock = start.Add(time.Minute)
 			want := before
 			tc.change(&want)
-			want.UpdatedAt = created.Add(time.Minute)
+			want.UpdatedAt, want.Version = created.Add(time.Minute), 2
 
-			got, err := s.Update(t.Context(), alice, before.ID, tc.ch)
+			got, err := s.Update(t.Context(), alice, before.ID, tc.ch, Expect{})
 			if err != nil {
 				t.Fatalf("Update: %v", err)
 			}
@@ -153,12 +153,12 @@ func TestUpdate(t *testing.T) {
 		})
 	}
 
-	t.Run("each update advances updatedAt and keeps createdAt", func(t *testing.T) {
+	t.Run("each update advances updatedAt and the version and keeps createdAt", func(t *testing.T) {
 		*clock = start
 		post := create(t, s, alice, "Clocked")
 		for i := 1; i <= 3; i++ {
 			*clock = start.Add(time.Duration(i) * time.Second)
-			got, err := s.Update(t.Context(), alice, post.ID, Changes{Title: set(fmt.Sprintf("v%d", i))})
+			got, err := s.Update(t.Context(), alice, post.ID, Changes{Title: set(fmt.Sprintf("v%d", i))}, Expect{})
 			if err != nil {
 				t.Fatalf("Update %d: %v", i, err)
 			}
@@ -167,6 +167,9 @@ func TestUpdate(t *testing.T) {
 			}
 			if !got.CreatedAt.Equal(created) {
 				t.Errorf("after update %d createdAt = %v, want %v", i, got.CreatedAt, created)
+			}
+			if got.Version != int64(1+i) {
+				t.Errorf("after update %d the version is %d, want %d", i, got.Version, 1+i)
 			}
 		}
 	})
@@ -196,7 +199,7 @@ func TestUpdate(t *testing.T) {
 	}
 	for _, tc := range invalid {
 		t.Run(tc.name+" is invalid and the post is unchanged", func(t *testing.T) {
-			_, err := s.Update(t.Context(), alice, post.ID, tc.ch)
+			_, err := s.Update(t.Context(), alice, post.ID, tc.ch, Expect{})
 			wantInvalid(t, err, tc.field)
 			unchanged(t)
 		})
@@ -205,7 +208,7 @@ func TestUpdate(t *testing.T) {
 	refused := refusals(post)
 	for _, tc := range refused {
 		t.Run(tc.name+" and the post is unchanged", func(t *testing.T) {
-			_, err := s.Update(t.Context(), tc.caller, tc.id, Changes{Title: set("Hijacked"), Body: null})
+			_, err := s.Update(t.Context(), tc.caller, tc.id, Changes{Title: set("Hijacked"), Body: null}, Expect{})
 			if !errors.Is(err, tc.want) {
 				t.Errorf("Update error = %v, want %v", err, tc.want)
 			}
@@ -222,7 +225,7 @@ func TestDelete(t *testing.T) {
 	refused := refusals(post)
 	for _, tc := range refused {
 		t.Run(tc.name+" and the post stays stored", func(t *testing.T) {
-			if err := s.Delete(t.Context(), tc.caller, tc.id); !errors.Is(err, tc.want) {
+			if err := s.Delete(t.Context(), tc.caller, tc.id, Expect{}); !errors.Is(err, tc.want) {
 				t.Errorf("Delete error = %v, want %v", err, tc.want)
 			}
 			get(t, s, post.ID)
@@ -230,13 +233,13 @@ func TestDelete(t *testing.T) {
 	}
 
 	t.Run("the owner deletes the post, and deleting it again is not found", func(t *testing.T) {
-		if err := s.Delete(t.Context(), alice, post.ID); err != nil {
+		if err := s.Delete(t.Context(), alice, post.ID, Expect{}); err != nil {
 			t.Fatalf("Delete: %v", err)
 		}
 		if _, err := s.Get(t.Context(), post.ID); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Get after Delete error = %v, want ErrNotFound", err)
 		}
-		if err := s.Delete(t.Context(), alice, post.ID); !errors.Is(err, ErrNotFound) {
+		if err := s.Delete(t.Context(), alice, post.ID, Expect{}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("second Delete error = %v, want ErrNotFound", err)
 		}
 		if n := len(stored(t, st)); n != 0 {

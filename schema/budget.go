@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -297,6 +298,14 @@ func (b *budget) optStr(name string, s *string) *string {
 		return nil
 	}
 	return s
+}
+
+// int charges the member name with the Int n and returns it.
+func (b *budget) int(name string, n int64) int32 {
+	if !b.scalar(name, len(strconv.FormatInt(n, 10))) {
+		return 0
+	}
+	return int32(n)
 }
 
 // time charges the member name with t as Time writes it.

@@ -40,6 +40,9 @@ func (p *Post) CreatedAt() Time { return p.b.time("createdAt", p.post.CreatedAt)
 // UpdatedAt resolves Post.updatedAt.
 func (p *Post) UpdatedAt() Time { return p.b.time("updatedAt", p.post.UpdatedAt) }
 
+// Version resolves Post.version. GraphQL's Int has 32 bits; no post is updated 2³¹ times.
+func (p *Post) Version() int32 { return p.b.int("version", p.post.Version) }
+
 // Author resolves Post.author: read ahead with the post's list, or now.
 func (p *Post) Author(ctx context.Context) (*User, error) {
 	if p.author != nil {

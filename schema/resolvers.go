@@ -186,16 +186,21 @@ func (r *Resolver) UpdatePost(ctx context.Context, args struct {
 		Title graphql.NullString
 		Body  graphql.NullString
 	}
+	ExpectedVersion *int32
 }) (*Post, error) {
 	b := budgetOf(ctx)
 	if err := b.err(); err != nil {
 		return nil, err
 	}
+	expect, err := expected(args.ExpectedVersion)
+	if err != nil {
+		return nil, r.fail(ctx, err)
+	}
 	ch := posts.Changes{
 		Title: posts.Change{Set: args.Input.Title.Set, Value: args.Input.Title.Value},
 		Body:  posts.Change{Set: args.Input.Body.Set, Value: args.Input.Body.Value},
 	}
-	p, err := r.svc.Update(ctx, posts.CallerFrom(ctx), string(args.ID), ch)
+	p, err := r.svc.Update(ctx, posts.CallerFrom(ctx), string(args.ID), ch, expect)
 	if err != nil {
 		return nil, r.fail(ctx, err)
 	}
@@ -204,15 +209,35 @@ func (r *Resolver) UpdatePost(ctx context.Context, args struct {
 }
 
 // DeletePost resolves Mutation.deletePost.
-func (r *Resolver) DeletePost(ctx context.Context, args struct{ ID graphql.ID }) (ID, error) {
+func (r *Resolver) DeletePost(ctx context.Context, args struct {
+	ID              graphql.ID
+	ExpectedVersion *int32
+}) (ID, error) {
 	b := budgetOf(ctx)
 	if err := b.err(); err != nil {
 		return "", err
 	}
-	if err := r.svc.Delete(ctx, posts.CallerFrom(ctx), string(args.ID)); err != nil {
+	expect, err := expected(args.ExpectedVersion)
+	if err == nil {
+		err = r.svc.Delete(ctx, posts.CallerFrom(ctx), string(args.ID), expect)
+	}
+	if err != nil {
 		return "", r.fail(ctx, err)
 	}
 	return b.id("deletePost", string(args.ID)), nil
+}
+
+// expected is what a mutation's expectedVersion expects of the post: nothing when it is not
+// given; a version, at least 1, when it is.
+func expected(version *int32) (posts.Expect, error) {
+	switch {
+	case version == nil:
+		return posts.Expect{}, nil
+	case *version < 1:
+		return posts.Expect{}, &posts.InvalidError{Field: "expectedVersion",
+			Message: "expectedVersion must be a version of the post, from 1: the version field of the post as you read it"}
+	}
+	return posts.AtVersion(int64(*version)), nil
 }
 
 // postIn is the resolver of p in the execution whose budget is b.

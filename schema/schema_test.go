@@ -172,14 +172,14 @@ func (c counted) InsertPost(ctx context.Context, p store.Post) error {
 	return c.Store.InsertPost(ctx, p)
 }
 
-func (c counted) UpdatePost(ctx context.Context, id, owner string, u store.Update) (store.Post, error) {
+func (c counted) UpdatePost(ctx context.Context, id, owner string, version int64, u store.Update) (store.Post, error) {
 	c.log.add("UpdatePost")
-	return c.Store.UpdatePost(ctx, id, owner, u)
+	return c.Store.UpdatePost(ctx, id, owner, version, u)
 }
 
-func (c counted) DeletePost(ctx context.Context, id, owner string) error {
+func (c counted) DeletePost(ctx context.Context, id, owner string, version int64) error {
 	c.log.add("DeletePost")
-	return c.Store.DeletePost(ctx, id, owner)
+	return c.Store.DeletePost(ctx, id, owner, version)
 }
 
 func (c counted) SaveUser(ctx context.Context, u store.User) error {

@@ -132,20 +132,20 @@ func TestSubscriptions(t *testing.T) {
 	quiet(t, created) // bob's post is not alice's
 
 	updatedQuery.id = p.ID
-	updated := subscribe(t, ctx, s, `subscription { postUpdated(id: "`+updatedQuery.id+`") { title } }`)
+	updated := subscribe(t, ctx, s, `subscription { postUpdated(id: "`+updatedQuery.id+`") { title version } }`)
 	for deadline := time.Now().Add(5 * time.Second); broker.Subscribers() < 3; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("postUpdated did not start")
 		}
 	}
 	title := "by alice, changed"
-	if _, err := svc.Update(ctx, alice, p.ID, posts.Changes{Title: posts.Change{Set: true, Value: &title}}); err != nil {
+	if _, err := svc.Update(ctx, alice, p.ID, posts.Changes{Title: posts.Change{Set: true, Value: &title}}, posts.Expect{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := receive(t, updated); got != `{"postUpdated":{"title":"by alice, changed"}}` {
+	if got := receive(t, updated); got != `{"postUpdated":{"title":"by alice, changed","version":2}}` {
 		t.Errorf("postUpdated got %s", got)
 	}
-	if err := svc.Delete(ctx, alice, p.ID); err != nil {
+	if err := svc.Delete(ctx, alice, p.ID, posts.Expect{}); err != nil {
 		t.Fatal(err)
 	}
 	var out struct{ PostDeleted string }
@@ -291,7 +291,7 @@ func TestEventsOfIDsWithControlCharactersAreValidJSON(t *testing.T) {
 		return string(res.Data)
 	}
 
-	if _, err := svc.Update(ctx, eve, ids[0], posts.Changes{Title: posts.Change{Set: true, Value: new("changed")}}); err != nil {
+	if _, err := svc.Update(ctx, eve, ids[0], posts.Changes{Title: posts.Change{Set: true, Value: new("changed")}}, posts.Expect{}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := valid(nextResponse(t, updated)), `{"postUpdated":{"userId":"eve\u0001","author":{"id":"eve\u0001","posts":[{"userId":"eve\u0001"},{"userId":"eve\u0001"}]}}}`; got != want {
@@ -304,7 +304,7 @@ func TestEventsOfIDsWithControlCharactersAreValidJSON(t *testing.T) {
 		t.Errorf("postDeleted: %s; want %s", got, want)
 	}
 	// The feed goes on.
-	if err := svc.Delete(ctx, eve, ids[1]); err != nil {
+	if err := svc.Delete(ctx, eve, ids[1], posts.Expect{}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := valid(nextResponse(t, deleted)), `{"postDeleted":"`+ids[1]+`"}`; got != want {

@@ -117,7 +117,7 @@ func userID(u User) string { return u.ID }
 
 func samePost(a, b Post) bool {
 	return a.ID == b.ID && a.UserID == b.UserID && a.Title == b.Title && sameText(a.Body, b.Body) &&
-		sameTime(a.CreatedAt, b.CreatedAt) && sameTime(a.UpdatedAt, b.UpdatedAt)
+		sameTime(a.CreatedAt, b.CreatedAt) && sameTime(a.UpdatedAt, b.UpdatedAt) && a.Version == b.Version
 }
 
 func sameUser(a, b User) bool {

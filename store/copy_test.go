@@ -18,10 +18,11 @@ var base = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 
 func ptr(s string) *string { return &s }
 
-// post n of a seeded store: ids ascend with n, as store.NewID's do; bodies vary.
+// post n of a seeded store: ids ascend with n, as store.NewID's do; bodies and versions vary.
 func post(n int) store.Post {
 	at := base.Add(time.Duration(n) * time.Second)
-	p := store.Post{ID: fmt.Sprintf("67d44600%016x", n), UserID: fmt.Sprint("user", n%7), Title: fmt.Sprint("post ", n), CreatedAt: at, UpdatedAt: at.Add(time.Minute)}
+	p := store.Post{ID: fmt.Sprintf("67d44600%016x", n), UserID: fmt.Sprint("user", n%7), Title: fmt.Sprint("post ", n), CreatedAt: at, UpdatedAt: at.Add(time.Minute),
+		Version: int64(1 + n%5)}
 	switch n % 4 {
 	case 1:
 		p.Body = ptr("")
@@ -169,6 +170,25 @@ func TestCopy(t *testing.T) {
 		}
 	})
 
+	t.Run("a post at another version on the target is reported and left as it is", func(t *testing.T) {
+		target := open(t)
+		changed := post(8)
+		changed.Version++
+		if err := target.InsertPost(t.Context(), changed); err != nil {
+			t.Fatal(err)
+		}
+		done, err := store.Copy(t.Context(), source, target, store.CopyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := done.Posts; got.OK() || got.Differing != 1 || !slices.Equal(got.DifferingIDs, []string{changed.ID}) {
+			t.Errorf("posts: %+v; want one differing, %s", got, changed.ID)
+		}
+		if stored, _ := target.GetPost(t.Context(), changed.ID); stored.Version != changed.Version {
+			t.Errorf("the target's post was overwritten: version %d; want %d", stored.Version, changed.Version)
+		}
+	})
+
 	t.Run("posts of the target's own are counted apart and are no failure", func(t *testing.T) {
 		target := open(t)
 		own := post(n + 10)
@@ -287,5 +307,5 @@ func count[T any](t *testing.T, all iter.Seq2[T, error]) int {
 
 func samePost(a, b store.Post) bool {
 	return a.ID == b.ID && a.UserID == b.UserID && a.Title == b.Title && (a.Body == nil) == (b.Body == nil) &&
-		(a.Body == nil || *a.Body == *b.Body) && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
+		(a.Body == nil || *a.Body == *b.Body) && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt) && a.Version == b.Version
 }

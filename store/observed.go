@@ -40,16 +40,16 @@ func (o observed) InsertPost(ctx context.Context, p Post) error {
 	return err
 }
 
-func (o observed) UpdatePost(ctx context.Context, id, owner string, u Update) (Post, error) {
+func (o observed) UpdatePost(ctx context.Context, id, owner string, version int64, u Update) (Post, error) {
 	start := time.Now()
-	p, err := o.Store.UpdatePost(ctx, id, owner, u)
+	p, err := o.Store.UpdatePost(ctx, id, owner, version, u)
 	o.observe("update_post", time.Since(start), err)
 	return p, err
 }
 
-func (o observed) DeletePost(ctx context.Context, id, owner string) error {
+func (o observed) DeletePost(ctx context.Context, id, owner string, version int64) error {
 	start := time.Now()
-	err := o.Store.DeletePost(ctx, id, owner)
+	err := o.Store.DeletePost(ctx, id, owner, version)
 	o.observe("delete_post", time.Since(start), err)
 	return err
 }

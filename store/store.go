@@ -22,7 +22,14 @@ type Post struct {
 	// CreatedAt and UpdatedAt are stored in UTC with millisecond precision.
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Version is 1 for a new post and grows by one with each update, in the statement that
+	// writes it. InsertPost stores a Version below 1 as 1; posts stored by releases that had
+	// no versions read as 1.
+	Version int64
 }
+
+// AnyVersion, as the version of UpdatePost or DeletePost, writes the post whatever its version.
+const AnyVersion int64 = 0
 
 // Key is a post's place in the newest-first order of lists: CreatedAt, then ID, both descending.
 type Key struct {
@@ -71,12 +78,15 @@ type Store interface {
 	ListPosts(ctx context.Context, f Filter) ([]Post, error)
 	// InsertPost stores a new post; an id in use already is an error and changes nothing.
 	InsertPost(ctx context.Context, p Post) error
-	// UpdatePost applies u to the post with the id if it belongs to owner, in one statement,
-	// and returns the post as it is afterwards. ErrNotFound means no post has that id and owner.
-	UpdatePost(ctx context.Context, id, owner string, u Update) (Post, error)
-	// DeletePost deletes the post with the id if it belongs to owner, in one statement.
-	// ErrNotFound means no post has that id and owner.
-	DeletePost(ctx context.Context, id, owner string) error
+	// UpdatePost applies u to the post with the id if it belongs to owner and, unless version
+	// is AnyVersion, is at that version, in one statement that also adds one to its version,
+	// and returns the post as it is afterwards. Of two calls with the same version, at most one
+	// succeeds. ErrNotFound means no post has that id, owner and version; nothing was written.
+	UpdatePost(ctx context.Context, id, owner string, version int64, u Update) (Post, error)
+	// DeletePost deletes the post with the id if it belongs to owner and, unless version is
+	// AnyVersion, is at that version, in one statement. ErrNotFound means no post has that id,
+	// owner and version; nothing was deleted.
+	DeletePost(ctx context.Context, id, owner string, version int64) error
 
 	// SaveUser creates the user or refreshes its profile. A nil Name or Email leaves the stored
 	// one as it is, so a credential without a profile never erases one.

@@ -2,8 +2,8 @@
 // the module, plain net/http and database/sql on the module's SQLite file, through the same
 // driver (modernc.org/sqlite) with the same settings (WAL, synchronous NORMAL, one writer
 // connection and a pool of read-only ones, prepared statements, the keyset list query), answering
-// the same JSON as the posts API, and nothing else (no GraphQL, no events, no profile writes, no
-// bearer tokens). bench/run serves it in a process of its own next to Caddy, on the file of one
+// the same JSON as the posts API with the same validators (ETag, Last-Modified), and nothing else
+// (no GraphQL, no events, no profile writes, no bearer tokens). bench/run serves it in a process of its own next to Caddy, on the file of one
 // of Caddy's sites (WAL lets a second process open it).
 package bare
 
@@ -43,11 +43,11 @@ const (
 
 // The queries: the module's table, and its two keyset orders, each served by an index.
 const (
-	columns       = `id, user_id, title, body, created_at, updated_at`
+	columns       = `id, user_id, title, body, created_at, updated_at, version`
 	getSQL        = `SELECT ` + columns + ` FROM posts WHERE id = ?`
 	listSQL       = `SELECT ` + columns + ` FROM posts WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	listByUserSQL = `SELECT ` + columns + ` FROM posts WHERE user_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
-	insertSQL     = `INSERT INTO posts (` + columns + `) VALUES (?, ?, ?, ?, ?, ?)`
+	insertSQL     = `INSERT INTO posts (` + columns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
 )
 
 // Post is a post as stored.
@@ -55,6 +55,7 @@ type Post struct {
 	ID, UserID, Title    string
 	Body                 *string
 	CreatedAt, UpdatedAt time.Time
+	Version              int64
 }
 
 // postJSON is a post as the API writes it.
@@ -65,12 +66,13 @@ type postJSON struct {
 	Body      *string `json:"body,omitempty"`
 	CreatedAt string  `json:"createdAt"`
 	UpdatedAt string  `json:"updatedAt"`
+	Version   int64   `json:"version"`
 }
 
 func toJSON(p Post) postJSON {
 	return postJSON{
 		ID: p.ID, UserID: p.UserID, Title: p.Title, Body: p.Body,
-		CreatedAt: p.CreatedAt.UTC().Format(timeFormat), UpdatedAt: p.UpdatedAt.UTC().Format(timeFormat),
+		CreatedAt: p.CreatedAt.UTC().Format(timeFormat), UpdatedAt: p.UpdatedAt.UTC().Format(timeFormat), Version: p.Version,
 	}
 }
 
@@ -155,7 +157,7 @@ type row interface{ Scan(dest ...any) error }
 
 func scan(r row) (p Post, err error) {
 	var created, updated int64
-	err = r.Scan(&p.ID, &p.UserID, &p.Title, &p.Body, &created, &updated)
+	err = r.Scan(&p.ID, &p.UserID, &p.Title, &p.Body, &created, &updated, &p.Version)
 	p.CreatedAt, p.UpdatedAt = time.UnixMilli(created).UTC(), time.UnixMilli(updated).UTC()
 	return p, err
 }
@@ -168,6 +170,7 @@ func (s *Server) getPost(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err)
 		return
 	}
+	setValidators(w.Header(), p)
 	writeJSON(w, http.StatusOK, toJSON(p))
 }
 
@@ -279,15 +282,23 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	// The API's id format (ObjectID layout) is taken from the module rather than copied.
-	p := Post{ID: store.NewID(now), UserID: user, Title: in.Title, Body: in.Body, CreatedAt: now, UpdatedAt: now}
+	p := Post{ID: store.NewID(now), UserID: user, Title: in.Title, Body: in.Body, CreatedAt: now, UpdatedAt: now, Version: 1}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	if _, err := s.ins.ExecContext(ctx, p.ID, p.UserID, p.Title, p.Body, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli()); err != nil {
+	if _, err := s.ins.ExecContext(ctx, p.ID, p.UserID, p.Title, p.Body, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli(), p.Version); err != nil {
 		storeError(w, err)
 		return
 	}
 	w.Header().Set("Location", "/posts/"+p.ID)
+	setValidators(w.Header(), p)
 	writeJSON(w, http.StatusCreated, toJSON(p))
+}
+
+// setValidators sets the ETag and Last-Modified the module sends with a post: its version in
+// quotes, and updatedAt.
+func setValidators(h http.Header, p Post) {
+	h.Set("ETag", `"`+strconv.FormatInt(p.Version, 10)+`"`)
+	h.Set("Last-Modified", p.UpdatedAt.UTC().Format(http.TimeFormat))
 }
 
 func storeError(w http.ResponseWriter, err error) {

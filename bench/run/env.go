@@ -61,11 +61,12 @@ func seedPosts(n int) []seedPost {
 }
 
 // seeded is what a server's API answered for the seeding of one store: the posts' ids
-// (in the order of seedPosts), the author's among them, and the run of POSTs.
+// (in the order of seedPosts), the author's among them, the others (which no pair writes, so
+// they stay at version 1), and the run of POSTs.
 type seeded struct {
-	ids, authors []string
-	newest       []created // caddy-posts only: the posts, newest first
-	run          result
+	ids, authors, others []string
+	newest               []created // caddy-posts only: the posts, newest first
+	run                  result
 }
 
 // env is everything the pairs run against: Caddy with the module, the baselines, PocketBase,
@@ -368,6 +369,8 @@ func seededFrom(ps []seedPost, out []created, run result) seeded {
 		s.ids = append(s.ids, c.ID)
 		if ps[i].user == author {
 			s.authors = append(s.authors, c.ID)
+		} else {
+			s.others = append(s.others, c.ID)
 		}
 	}
 	return s

@@ -102,6 +102,10 @@ const (
 	writeRequests = 500
 )
 
+// patchRequests are the requests of a run of the conditional-write pair (17b), each the PATCH
+// of a post made for it, at the harness's connections: about a second of PATCHes.
+const patchRequests = 10000
+
 // peerPairs are the ids of the pairs against PocketBase, which is built, served and seeded only
 // when one of them runs.
 var peerPairs = []string{"Pa", "Pb", "Pc"}
@@ -155,6 +159,19 @@ func pairs(e *env) []*pair {
 	del := func(base string) request {
 		return request{method: "DELETE", url: base + "/posts/{id}", headers: []string{apiKey}, ids: e.fresh(base), status: 204}
 	}
+	// The posts of users other than the author, which no pair writes: all at version 1, ETag "1".
+	byOthers := func(header ...string) request {
+		status := 200
+		if len(header) > 0 {
+			status = 304
+		}
+		return request{url: e.read + "/posts/{id}", ids: random(e.large.others), headers: header, status: status}
+	}
+	// The PATCH of a post made for the run, with or without an If-Match of its ETag.
+	patchFresh := func(header ...string) request {
+		return request{method: "PATCH", url: e.write + "/posts/{id}", body: `{"title": "post patched"}`,
+			headers: append([]string{apiKey}, header...), ids: e.fresh(e.write), status: 200}
+	}
 	pocketBase := func(req request) side { return side{name: "PocketBase", req: req, profile: e.pbProfile} }
 	peer := func(what string) string {
 		return fmt.Sprintf("%s throughput, caddy-posts ÷ PocketBase, %s posts each", what, thousands(largePosts))
@@ -193,6 +210,12 @@ func pairs(e *env) []*pair {
 		p8,
 		{id: "9", what: "one event to 10,000 subscribers, all delivered: p99 time to the last, module ÷ ws-bare",
 			a: p8.a, b: p8.b, of: p8, metric: p99, target: "≤ 1.5", met: atMost(1.5)},
+		{id: "17a", what: "`GET /posts/{id}` throughput, with an `If-None-Match` of its ETag (304, no body) ÷ without (200)",
+			a: caddy("304", byOthers(`If-None-Match: "1"`)), b: caddy("200", byOthers()),
+			metric: throughput, target: "≥ 1.0", met: atLeast(1.0)},
+		{id: "17b", what: fmt.Sprintf("`PATCH /posts/{id}` throughput, with an `If-Match` of its ETag ÷ without (each of the %s requests of a run on a post made for it)", thousands(patchRequests)),
+			a: caddy("if-match", patchFresh(`If-Match: "1"`)), b: caddy("plain", patchFresh()),
+			requests: patchRequests, metric: throughput, target: "≥ 0.90", met: atLeast(0.90)},
 		{id: "i", what: "`GET /posts/{id}` throughput, module ÷ `respond` (the ceiling)", a: module,
 			b:      caddy("respond", request{url: e.respond + "/posts/any", status: 200}),
 			metric: throughput},

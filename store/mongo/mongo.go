@@ -58,8 +58,17 @@ func Open(uri, database string, opts ...*options.ClientOptions) (*Store, error) 
 	return &Store{client: client, database: database, users: client.Database(database).Collection(UsersCollection)}, nil
 }
 
-// collection returns the posts collection, ensuring the indexes on first use and retrying on
-// later calls until that succeeds. It keeps the collection: the driver allocates a Database and
+// versionMissing selects the posts of earlier releases, which have no version; the first use of
+// a store gives them version 1, which is what they read as (an update adding one to a missing
+// version would make it 1 again). Run again, it finds none: it is idempotent, and works on
+// FerretDB, which has no update pipelines.
+var (
+	versionMissing = bson.D{{Key: "version", Value: bson.D{{Key: "$exists", Value: false}}}}
+	firstVersion   = bson.D{{Key: "$set", Value: bson.D{{Key: "version", Value: int64(1)}}}}
+)
+
+// collection returns the posts collection, ensuring the indexes and the posts' versions
+// (versionMissing) on first use and retrying on later calls until that succeeds. It keeps the collection: the driver allocates a Database and
 // a Collection on every lookup, which no request should pay for.
 func (s *Store) collection(ctx context.Context) (*driver.Collection, error) {
 	if coll := s.posts.Load(); coll != nil {
@@ -77,6 +86,9 @@ func (s *Store) collection(ctx context.Context) (*driver.Collection, error) {
 		if _, err := coll.Indexes().CreateOne(ctx, index); err != nil {
 			return nil, fmt.Errorf("ensuring indexes: %w", err)
 		}
+	}
+	if _, err := coll.UpdateMany(ctx, versionMissing, firstVersion); err != nil {
+		return nil, fmt.Errorf("giving the posts of earlier releases a version: %w", err)
 	}
 	s.posts.Store(coll)
 	return coll, nil

@@ -141,6 +141,67 @@ func TestDocumentsOfEarlierReleasesAreRead(t *testing.T) {
 	}
 }
 
+// Documents of earlier releases have no version: they read as version 1, and the first use of a
+// store gives them one (so that an update makes them 2), leaving the others' as they are.
+func TestDocumentsOfEarlierReleasesGetVersion1(t *testing.T) {
+	uri := mongotest.FerretDB(t).URI
+	client, err := driver.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Disconnect(context.Background()) })
+	posts := client.Database("unversioned").Collection(mongo.PostsCollection)
+	created := time.Date(2025, 3, 14, 15, 9, 26, 535_000_000, time.UTC)
+	old, versioned := bson.NewObjectID(), bson.NewObjectID()
+	if _, err := posts.InsertMany(t.Context(), []bson.D{
+		{{Key: "_id", Value: old}, {Key: "userId", Value: "alice"}, {Key: "title", Value: "from before"}, {Key: "createdAt", Value: created}, {Key: "updatedAt", Value: created}},
+		{{Key: "_id", Value: versioned}, {Key: "userId", Value: "alice"}, {Key: "title", Value: "since"}, {Key: "createdAt", Value: created}, {Key: "updatedAt", Value: created}, {Key: "version", Value: int64(5)}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	storedVersion := func(t *testing.T, oid bson.ObjectID) any {
+		t.Helper()
+		var doc bson.M
+		if err := posts.FindOne(t.Context(), bson.D{{Key: "_id", Value: oid}}).Decode(&doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc["version"]
+	}
+	for round := range 2 { // the second store finds nothing left to do
+		s, err := mongo.Open(uri, "unversioned")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		t.Run(fmt.Sprintf("store %d reads the old post at version 1 and the other at its own", round+1), func(t *testing.T) {
+			for oid, want := range map[bson.ObjectID]int64{old: 1, versioned: 5} {
+				if p, err := s.GetPost(t.Context(), oid.Hex()); err != nil || p.Version != want {
+					t.Errorf("GetPost(%s) = %+v, %v; want version %d", oid.Hex(), p, err, want)
+				}
+			}
+		})
+		t.Run(fmt.Sprintf("after store %d's first use both documents hold their version", round+1), func(t *testing.T) {
+			if got := storedVersion(t, old); got != int64(1) {
+				t.Errorf("the old document's version is %v (%T); want 1", got, got)
+			}
+			if got := storedVersion(t, versioned); got != int64(5) {
+				t.Errorf("the other document's version is %v; want 5, untouched", got)
+			}
+		})
+	}
+	s, err := mongo.Open(uri, "unversioned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	t.Run("an update of the old post at version 1 gives it version 2", func(t *testing.T) {
+		p, err := s.UpdatePost(t.Context(), old.Hex(), "alice", 1, store.Update{Title: new("after"), UpdatedAt: created.Add(time.Second)})
+		if err != nil || p.Version != 2 || storedVersion(t, old) != int64(2) {
+			t.Errorf("UpdatePost = %+v, %v; want version 2 returned and stored", p, err)
+		}
+	})
+}
+
 func TestAnUnreachableDeploymentIsUnavailable(t *testing.T) {
 	s, err := mongo.Open("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200", "posts")
 	if err != nil {

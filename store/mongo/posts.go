@@ -12,7 +12,8 @@ import (
 )
 
 // post is a post as a document of the posts collection. Post ids are ObjectIDs, so the
-// documents are the ones earlier releases wrote.
+// documents are the ones earlier releases wrote; those had no version, which reads as 1 (and
+// which the first use of a store gives them: see versionMissing).
 type post struct {
 	ID        bson.ObjectID `bson:"_id"`
 	UserID    string        `bson:"userId"`
@@ -20,10 +21,12 @@ type post struct {
 	Body      *string       `bson:"body,omitempty"`
 	CreatedAt time.Time     `bson:"createdAt"`
 	UpdatedAt time.Time     `bson:"updatedAt"`
+	Version   int64         `bson:"version"`
 }
 
 func (p post) toStore() store.Post {
-	return store.Post{ID: p.ID.Hex(), UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC()}
+	return store.Post{ID: p.ID.Hex(), UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
+		Version: max(p.Version, 1)}
 }
 
 // objectID reads a post id; ok is false for a string that is not one (store.ValidID: lowercase
@@ -47,6 +50,26 @@ type ownedFilter struct {
 	ID     bson.ObjectID `bson:"_id"`
 	UserID string        `bson:"userId"`
 }
+
+// versionedFilter is ownedFilter with the version the post must be at, so a write can never
+// touch a post that changed since its writer read it.
+type versionedFilter struct {
+	ID      bson.ObjectID `bson:"_id"`
+	UserID  string        `bson:"userId"`
+	Version int64         `bson:"version"`
+}
+
+// writeFilter selects the post with the id oid if it belongs to owner and is at version (any,
+// for store.AnyVersion).
+func writeFilter(oid bson.ObjectID, owner string, version int64) any {
+	if version == store.AnyVersion {
+		return ownedFilter{oid, owner}
+	}
+	return versionedFilter{oid, owner, version}
+}
+
+// nextVersion is the part of every update that adds one to the version.
+var nextVersion = bson.E{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}}
 
 // newestFirst is the order of every list.
 var newestFirst = bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}
@@ -121,7 +144,7 @@ func (s *Store) InsertPost(ctx context.Context, p store.Post) error {
 
 // document is p as a document of the posts collection, with the id oid.
 func document(oid bson.ObjectID, p store.Post) post {
-	return post{ID: oid, UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+	return post{ID: oid, UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, Version: max(p.Version, 1)}
 }
 
 // invalidIDError is an insert of an id that store.NewID did not make.
@@ -129,8 +152,9 @@ type invalidIDError struct{ id string }
 
 func (e *invalidIDError) Error() string { return "not a post id: " + e.id }
 
-// UpdatePost applies u to the post with the id if it belongs to owner, in one atomic call.
-func (s *Store) UpdatePost(ctx context.Context, id, owner string, u store.Update) (store.Post, error) {
+// UpdatePost applies u to the post with the id if it belongs to owner and is at version (any,
+// for store.AnyVersion), in one atomic call.
+func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64, u store.Update) (store.Post, error) {
 	oid, ok := objectID(id)
 	if !ok {
 		return store.Post{}, store.ErrNotFound
@@ -142,7 +166,7 @@ func (s *Store) UpdatePost(ctx context.Context, id, owner string, u store.Update
 	if u.Body != nil {
 		set = append(set, bson.E{Key: "body", Value: *u.Body})
 	}
-	update := bson.D{{Key: "$set", Value: set}}
+	update := bson.D{{Key: "$set", Value: set}, nextVersion}
 	if u.UnsetBody {
 		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: "body", Value: ""}}})
 	}
@@ -151,7 +175,7 @@ func (s *Store) UpdatePost(ctx context.Context, id, owner string, u store.Update
 		return store.Post{}, s.classify(err)
 	}
 	var p post
-	err = c.FindOneAndUpdate(ctx, ownedFilter{oid, owner}, update,
+	err = c.FindOneAndUpdate(ctx, writeFilter(oid, owner, version), update,
 		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&p)
 	if err != nil {
 		return store.Post{}, s.classify(err)
@@ -159,8 +183,9 @@ func (s *Store) UpdatePost(ctx context.Context, id, owner string, u store.Update
 	return p.toStore(), nil
 }
 
-// DeletePost deletes the post with the id if it belongs to owner.
-func (s *Store) DeletePost(ctx context.Context, id, owner string) error {
+// DeletePost deletes the post with the id if it belongs to owner and is at version (any, for
+// store.AnyVersion).
+func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64) error {
 	oid, ok := objectID(id)
 	if !ok {
 		return store.ErrNotFound
@@ -169,7 +194,7 @@ func (s *Store) DeletePost(ctx context.Context, id, owner string) error {
 	if err != nil {
 		return s.classify(err)
 	}
-	res, err := c.DeleteOne(ctx, ownedFilter{oid, owner})
+	res, err := c.DeleteOne(ctx, writeFilter(oid, owner, version))
 	if err == nil && res.DeletedCount == 0 {
 		err = driver.ErrNoDocuments
 	}

@@ -68,7 +68,7 @@ func BenchmarkStore(b *testing.B) {
 			title := "changed"
 			for i := 0; b.Loop(); i++ {
 				k := (i * 7919) % n
-				if _, err := s.UpdatePost(b.Context(), ids[k], fmt.Sprint("user", k%50), store.Update{Title: &title, UpdatedAt: time.Now()}); err != nil {
+				if _, err := s.UpdatePost(b.Context(), ids[k], fmt.Sprint("user", k%50), store.AnyVersion, store.Update{Title: &title, UpdatedAt: time.Now()}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -102,10 +102,7 @@ func (s *Store) InsertPosts(ctx context.Context, posts []store.Post) (int, error
 			return 0, &invalidIDError{p.ID}
 		}
 	}
-	return s.insertNew(ctx, insertNewPostSQL, len(posts), func(i int) []any {
-		p := posts[i]
-		return []any{p.ID, p.UserID, p.Title, orNil(p.Body), millis(p.CreatedAt), millis(p.UpdatedAt)}
-	})
+	return s.insertNew(ctx, insertNewPostSQL, len(posts), func(i int) []any { return postArgs(posts[i]) })
 }
 
 // InsertUsers stores the profiles whose ids are not stored yet, in one transaction.

@@ -3,6 +3,8 @@ package sqlite
 // The queries, for the test of their plans.
 const (
 	GetPostSQL    = getPostSQL
+	UpdatePostSQL = updatePostSQL
+	DeletePostSQL = deletePostSQL
 	ListSQL       = listSQL
 	ListByUserSQL = listByUserSQL
 	GetUserSQL    = getUserSQL
@@ -14,3 +16,6 @@ const (
 	AllPostsSQL = allPostsSQL
 	AllUsersSQL = allUsersSQL
 )
+
+// Migrations are the schema's migrations, for the test that starts from an earlier version.
+var Migrations = migrations

@@ -111,8 +111,7 @@ func (s *Store) importFerretDB(ctx context.Context, source string) (posts, users
 			if !store.ValidID(d.ID) || d.UserID == "" || d.Title == "" {
 				return nil, fmt.Errorf("a post that is not one of caddy-posts: %+v", d)
 			}
-			return tx.ExecContext(ctx, `INSERT INTO posts (`+postColumns+`) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-				d.ID, d.UserID, d.Title, orNil(d.Body), d.CreatedAt, d.UpdatedAt)
+			return tx.ExecContext(ctx, insertNewPostSQL, d.ID, d.UserID, d.Title, orNil(d.Body), d.CreatedAt, d.UpdatedAt, 1)
 		}},
 		{"users", &users, func(d ferretDocument) (sql.Result, error) {
 			return tx.ExecContext(ctx, `INSERT INTO users (id, name, email, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,

@@ -130,7 +130,7 @@ func (s *Store) InsertPostCompletingKey(ctx context.Context, p store.Post, key s
 		return false, err
 	}
 	err = s.inTransaction(ctx, func(tx *sql.Tx, c *conns) error {
-		if _, err := tx.StmtContext(ctx, c.stmt.insertPost).ExecContext(ctx, p.ID, p.UserID, p.Title, orNil(p.Body), millis(p.CreatedAt), millis(p.UpdatedAt)); err != nil {
+		if _, err := tx.StmtContext(ctx, c.stmt.insertPost).ExecContext(ctx, postArgs(p)...); err != nil {
 			return err
 		}
 		_, err := tx.StmtContext(ctx, c.keys.complete).ExecContext(ctx, res.Status, string(header), res.Body, p.UserID, key)

@@ -12,7 +12,7 @@ import (
 	"github.com/postsedge/caddy-posts/store"
 )
 
-const postColumns = `id, user_id, title, body, created_at, updated_at`
+const postColumns = `id, user_id, title, body, created_at, updated_at, version`
 
 // The queries. A list reads one of the two indexes in order from its keyset position and stops
 // after LIMIT rows; the first page starts from a key past every post (firstPage), so it is the
@@ -22,13 +22,14 @@ const (
 	getPostSQL    = `SELECT ` + postColumns + ` FROM posts WHERE id = ?`
 	listSQL       = `SELECT ` + postColumns + ` FROM posts WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	listByUserSQL = `SELECT ` + postColumns + ` FROM posts WHERE user_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
-	insertPostSQL = `INSERT INTO posts (` + postColumns + `) VALUES (?, ?, ?, ?, ?, ?)`
-	// The owner is in the WHERE clause, so a write can never touch someone else's post and
-	// there is no read between the check and the write.
+	insertPostSQL = `INSERT INTO posts (` + postColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	// The owner and the expected version (0: any) are in the WHERE clause, so a write can never
+	// touch someone else's post nor one that changed since its writer read it, and there is no
+	// read between the check and the write.
 	updatePostSQL = `UPDATE posts SET title = coalesce(?1, title),
-		body = CASE WHEN ?2 THEN NULL ELSE coalesce(?3, body) END, updated_at = ?4
-		WHERE id = ?5 AND user_id = ?6 RETURNING ` + postColumns
-	deletePostSQL = `DELETE FROM posts WHERE id = ? AND user_id = ?`
+		body = CASE WHEN ?2 THEN NULL ELSE coalesce(?3, body) END, updated_at = ?4, version = version + 1
+		WHERE id = ?5 AND user_id = ?6 AND (?7 = 0 OR version = ?7) RETURNING ` + postColumns
+	deletePostSQL = `DELETE FROM posts WHERE id = ?1 AND user_id = ?2 AND (?3 = 0 OR version = ?3)`
 	saveUserSQL   = `INSERT INTO users (id, name, email, updated_at) VALUES (?1, ?2, ?3, ?4)
 		ON CONFLICT (id) DO UPDATE SET name = coalesce(?2, name), email = coalesce(?3, email), updated_at = ?4`
 	getUserSQL  = `SELECT id, name, email, updated_at FROM users WHERE id = ?`
@@ -82,7 +83,7 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanPost(row scanner) (p store.Post, err error) {
 	var created, updated int64
-	if err := row.Scan(&p.ID, &p.UserID, &p.Title, &p.Body, &created, &updated); err != nil {
+	if err := row.Scan(&p.ID, &p.UserID, &p.Title, &p.Body, &created, &updated, &p.Version); err != nil {
 		return store.Post{}, err
 	}
 	p.CreatedAt, p.UpdatedAt = fromMillis(created), fromMillis(updated)
@@ -154,7 +155,7 @@ func (s *Store) InsertPost(ctx context.Context, p store.Post) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.stmt.insertPost.ExecContext(ctx, p.ID, p.UserID, p.Title, orNil(p.Body), millis(p.CreatedAt), millis(p.UpdatedAt))
+	_, err = c.stmt.insertPost.ExecContext(ctx, postArgs(p)...)
 	if err != nil {
 		return s.classify(err)
 	}
@@ -162,13 +163,19 @@ func (s *Store) InsertPost(ctx context.Context, p store.Post) error {
 	return nil
 }
 
-// UpdatePost applies u to the post with the id if it belongs to owner, in one statement.
-func (s *Store) UpdatePost(ctx context.Context, id, owner string, u store.Update) (store.Post, error) {
+// postArgs are the values of p for insertPostSQL.
+func postArgs(p store.Post) []any {
+	return []any{p.ID, p.UserID, p.Title, orNil(p.Body), millis(p.CreatedAt), millis(p.UpdatedAt), max(p.Version, 1)}
+}
+
+// UpdatePost applies u to the post with the id if it belongs to owner and is at version (any,
+// for store.AnyVersion), in one statement.
+func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64, u store.Update) (store.Post, error) {
 	c, err := s.conns()
 	if err != nil {
 		return store.Post{}, err
 	}
-	rows, err := c.stmt.updatePost.QueryContext(ctx, orNil(u.Title), u.UnsetBody, orNil(u.Body), millis(u.UpdatedAt), id, owner)
+	rows, err := c.stmt.updatePost.QueryContext(ctx, orNil(u.Title), u.UnsetBody, orNil(u.Body), millis(u.UpdatedAt), id, owner, version)
 	updated, err := collect(rows, err, nil, scanPost)
 	switch {
 	case err != nil:
@@ -180,13 +187,14 @@ func (s *Store) UpdatePost(ctx context.Context, id, owner string, u store.Update
 	return updated[0], nil
 }
 
-// DeletePost deletes the post with the id if it belongs to owner.
-func (s *Store) DeletePost(ctx context.Context, id, owner string) error {
+// DeletePost deletes the post with the id if it belongs to owner and is at version (any, for
+// store.AnyVersion).
+func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64) error {
 	c, err := s.conns()
 	if err != nil {
 		return err
 	}
-	res, err := c.stmt.deletePost.ExecContext(ctx, id, owner)
+	res, err := c.stmt.deletePost.ExecContext(ctx, id, owner, version)
 	if err != nil {
 		return s.classify(err)
 	}

@@ -30,7 +30,10 @@ var migrations = []string{
 		email      TEXT,
 		updated_at INTEGER NOT NULL
 	) STRICT, WITHOUT ROWID;`,
-	// 2: the records of idempotency keys (idempotency.go), one per user and key. A table with
+	// 2: the version of each post, which every update adds one to (an If-Match, an
+	// expectedVersion). The posts stored before it have had no version to match: they start at 1.
+	`ALTER TABLE posts ADD COLUMN version INTEGER NOT NULL DEFAULT 1;`,
+	// 3: the records of idempotency keys (idempotency.go), one per user and key. A table with
 	// rowids, not WITHOUT ROWID, as a record holds a response body that may be large; expiry
 	// sweeps read the index on expires_at. status is 0 while the create is under way.
 	`CREATE TABLE idempotency_keys (

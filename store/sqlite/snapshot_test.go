@@ -65,7 +65,7 @@ func TestASnapshotReadsOneMomentWhileTheStoreWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.DeletePost(t.Context(), post(1).ID, "alice"); err != nil {
+	if err := s.DeletePost(t.Context(), post(1).ID, "alice", store.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SaveUser(t.Context(), store.User{ID: "bob", UpdatedAt: at}); err != nil {

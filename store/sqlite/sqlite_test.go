@@ -61,6 +61,8 @@ func TestListsSearchAnIndexAndNeverSort(t *testing.T) {
 		index       string
 	}{
 		{"a post by id", sqlite.GetPostSQL, []any{"x"}, "PRIMARY KEY"},
+		{"an update, at any version or at one", sqlite.UpdatePostSQL, []any{"t", false, nil, 1, "x", "user1", 3}, "PRIMARY KEY (id=?)"},
+		{"a delete, at any version or at one", sqlite.DeletePostSQL, []any{"x", "user1", 3}, "PRIMARY KEY (id=?)"},
 		{"the first page and every later one", sqlite.ListSQL, []any{int64(1 << 62), "", 20}, "posts_newest"},
 		{"a user's pages", sqlite.ListByUserSQL, []any{"user1", int64(1 << 62), "", 20}, "posts_user_newest"},
 		{"a profile", sqlite.GetUserSQL, []any{"user1"}, "PRIMARY KEY"},

@@ -56,7 +56,7 @@ func TestTheWriteAheadLogStaysBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%10 == 0 {
-			if _, err := s.UpdatePost(t.Context(), p.ID, "alice", store.Update{Title: new("u"), UpdatedAt: base}); err != nil {
+			if _, err := s.UpdatePost(t.Context(), p.ID, "alice", store.AnyVersion, store.Update{Title: new("u"), UpdatedAt: base}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -68,6 +68,7 @@ func testAllInIDOrder(t *testing.T, open Open) {
 	var want []store.Post
 	for n := 1; n <= 23; n++ {
 		p := newPost(n, fmt.Sprint("user", n%3), base.Add(time.Duration(n%5)*time.Minute))
+		p.Version = int64(1 + n%4)
 		switch n {
 		case 3:
 			p.Body = ptr("")
@@ -145,15 +146,15 @@ func testInsertBatches(t *testing.T, open Open) {
 	// Not UTC and finer than a millisecond, as in testRoundTrip.
 	created := time.Date(2025, 3, 14, 17, 9, 26, 535_897_932, time.FixedZone("UTC+2", 2*60*60))
 	first := []store.Post{
-		{ID: id(1), UserID: "alice", Title: "no body", CreatedAt: created, UpdatedAt: created.Add(time.Hour)},
-		{ID: id(2), UserID: "alice", Title: "an empty body", Body: ptr(""), CreatedAt: created, UpdatedAt: created},
+		{ID: id(1), UserID: "alice", Title: "no body", CreatedAt: created, UpdatedAt: created.Add(time.Hour), Version: 12},
+		{ID: id(2), UserID: "alice", Title: "an empty body", Body: ptr(""), CreatedAt: created, UpdatedAt: created, Version: 1},
 		{ID: id(3), UserID: "émile", Title: "Grüße 🙂", Body: ptr(strings.Repeat("é<\"\\\n", 1000)), CreatedAt: base, UpdatedAt: base},
 	}
 	normalized := func(p store.Post) store.Post {
 		p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC().Truncate(time.Millisecond), p.UpdatedAt.UTC().Truncate(time.Millisecond)
 		return p
 	}
-	t.Run("a batch is stored with its ids, bodies and times", func(t *testing.T) {
+	t.Run("a batch is stored with its ids, bodies, times and versions", func(t *testing.T) {
 		if n := insertPosts(first...); n != len(first) {
 			t.Errorf("%d stored; want %d", n, len(first))
 		}
@@ -168,7 +169,7 @@ func testInsertBatches(t *testing.T, open Open) {
 	})
 	t.Run("posts stored already are skipped and left as they are", func(t *testing.T) {
 		changed := first[0]
-		changed.Title, changed.Body = "changed", ptr("changed")
+		changed.Title, changed.Body, changed.Version = "changed", ptr("changed"), 13
 		if n := insertPosts(changed, newPost(4, "bob", base), first[1], newPost(5, "bob", base)); n != 2 {
 			t.Errorf("%d stored; want 2", n)
 		}

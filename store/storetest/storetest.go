@@ -2,8 +2,8 @@
 // backend passes, so that a behaviour that differs between backends shows up as a failure of one
 // of them. Each backend's tests call Run. It is one file, longer than most, so that the whole
 // contract a backend must meet reads in one place; the behaviours that only a copy between
-// stores uses (store.CopyTarget) are in copy.go, and those of idempotency keys
-// (store.IdempotencyStore) in idempotency.go and idempotency_unavailable.go.
+// stores uses (store.CopyTarget) are in copy.go, those of versions in versions.go, and those of
+// idempotency keys (store.IdempotencyStore) in idempotency.go and idempotency_unavailable.go.
 package storetest
 
 import (
@@ -52,6 +52,9 @@ func RunWith(t *testing.T, open Open, opts Options) {
 		{"concurrent updates of one post lose none", testConcurrentUpdates},
 		{"deletes are owner-checked", testDelete},
 		{fmt.Sprintf("%d concurrent writers all succeed", writers), func(t *testing.T, open Open) { testConcurrentWriters(t, open, writers) }},
+		{"versions start at 1 and grow by one with each update", testVersionsGrow},
+		{"a write given a version happens only at that version", testConditionalWrites},
+		{fmt.Sprintf("of %d concurrent writes at one version, exactly one succeeds", writers), func(t *testing.T, open Open) { testConditionalRace(t, open, writers) }},
 		{"profiles are saved and read", testUsers},
 		{"a context that ended fails the call and changes nothing", testContext},
 		{"a closed store is unavailable", testClosed},
@@ -124,6 +127,9 @@ func diff(got, want store.Post) string {
 	if show(got.Body) != show(want.Body) {
 		d = append(d, fmt.Sprintf("body %s, want %s", show(got.Body), show(want.Body)))
 	}
+	if want := max(want.Version, 1); got.Version != want { // InsertPost stores no version as 1
+		d = append(d, fmt.Sprintf("version %d, want %d", got.Version, want))
+	}
 	for _, tm := range []struct {
 		name      string
 		got, want time.Time
@@ -169,6 +175,12 @@ func testRoundTrip(t *testing.T, open Open) {
 		{"a body of the largest size comes back whole",
 			store.Post{ID: id(5), UserID: "bob", Title: "long", Body: &long, CreatedAt: base, UpdatedAt: base},
 			store.Post{ID: id(5), UserID: "bob", Title: "long", Body: &long, CreatedAt: base, UpdatedAt: base}},
+		{"a post given no version is at version 1",
+			store.Post{ID: id(7), UserID: "bob", Title: "new", CreatedAt: base, UpdatedAt: base},
+			store.Post{ID: id(7), UserID: "bob", Title: "new", CreatedAt: base, UpdatedAt: base, Version: 1}},
+		{"a post's version is kept, as a copy between stores needs",
+			store.Post{ID: id(8), UserID: "bob", Title: "copied", CreatedAt: base, UpdatedAt: base, Version: 42},
+			store.Post{ID: id(8), UserID: "bob", Title: "copied", CreatedAt: base, UpdatedAt: base, Version: 42}},
 		{"text that looks like SQL or a query operator is only text",
 			store.Post{ID: id(6), UserID: `{"$ne": null}`, Title: `'); DROP TABLE posts; --`, Body: ptr(`{"$gt": ""}`), CreatedAt: base, UpdatedAt: base},
 			store.Post{ID: id(6), UserID: `{"$ne": null}`, Title: `'); DROP TABLE posts; --`, Body: ptr(`{"$gt": ""}`), CreatedAt: base, UpdatedAt: base}},
@@ -197,10 +209,10 @@ func testNotFound(t *testing.T, open Open) {
 			if _, err := s.GetPost(t.Context(), bad); !errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrUnavailable) {
 				t.Errorf("error = %v; want ErrNotFound", err)
 			}
-			if _, err := s.UpdatePost(t.Context(), bad, "alice", store.Update{Title: ptr("x"), UpdatedAt: base}); !errors.Is(err, store.ErrNotFound) {
+			if _, err := s.UpdatePost(t.Context(), bad, "alice", store.AnyVersion, store.Update{Title: ptr("x"), UpdatedAt: base}); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("UpdatePost error = %v; want ErrNotFound", err)
 			}
-			if err := s.DeletePost(t.Context(), bad, "alice"); !errors.Is(err, store.ErrNotFound) {
+			if err := s.DeletePost(t.Context(), bad, "alice", store.AnyVersion); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("DeletePost error = %v; want ErrNotFound", err)
 			}
 		})
@@ -341,7 +353,7 @@ func testUpdate(t *testing.T, open Open) {
 			start := tc.start
 			start.ID, start.UserID, start.CreatedAt, start.UpdatedAt = id(i), "alice", base, base
 			insert(t, s, start)
-			got, err := s.UpdatePost(t.Context(), start.ID, tc.owner, tc.update)
+			got, err := s.UpdatePost(t.Context(), start.ID, tc.owner, store.AnyVersion, tc.update)
 			want := tc.want
 			if want.Title == "" {
 				if !errors.Is(err, store.ErrNotFound) {
@@ -355,7 +367,7 @@ func testUpdate(t *testing.T, open Open) {
 			if err != nil {
 				t.Fatalf("UpdatePost: %v", err)
 			}
-			want.ID, want.UserID, want.CreatedAt, want.UpdatedAt = start.ID, "alice", base, later
+			want.ID, want.UserID, want.CreatedAt, want.UpdatedAt, want.Version = start.ID, "alice", base, later, 2
 			if d := diff(got, want); d != "" {
 				t.Errorf("returned: %s", d)
 			}
@@ -383,7 +395,7 @@ func testConcurrentUpdates(t *testing.T, open Open) {
 				} else {
 					u.Body = ptr(fmt.Sprintf("body %d", r))
 				}
-				if _, err := s.UpdatePost(t.Context(), id(1), "alice", u); err != nil {
+				if _, err := s.UpdatePost(t.Context(), id(1), "alice", store.AnyVersion, u); err != nil {
 					errs <- err
 				}
 			}
@@ -398,22 +410,25 @@ func testConcurrentUpdates(t *testing.T, open Open) {
 	if got.Title == "title 0" || got.Body == nil || *got.Body == "body 0" {
 		t.Errorf("after the updates the post is %q / %s: an update was lost", got.Title, show(got.Body))
 	}
+	if want := int64(1 + writers*rounds); got.Version != want {
+		t.Errorf("after %d updates the version is %d; want %d", writers*rounds, got.Version, want)
+	}
 }
 
 func testDelete(t *testing.T, open Open) {
 	s := open(t)
 	insert(t, s, newPost(1, "alice", base), newPost(2, "bob", base))
-	if err := s.DeletePost(t.Context(), id(1), "bob"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DeletePost(t.Context(), id(1), "bob", store.AnyVersion); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deleting alice's post as bob: error = %v; want ErrNotFound", err)
 	}
 	get(t, s, id(1))
-	if err := s.DeletePost(t.Context(), id(1), "alice"); err != nil {
+	if err := s.DeletePost(t.Context(), id(1), "alice", store.AnyVersion); err != nil {
 		t.Fatalf("DeletePost: %v", err)
 	}
 	if _, err := s.GetPost(t.Context(), id(1)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetPost after delete: error = %v; want ErrNotFound", err)
 	}
-	if err := s.DeletePost(t.Context(), id(1), "alice"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DeletePost(t.Context(), id(1), "alice", store.AnyVersion); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deleting it again: error = %v; want ErrNotFound", err)
 	}
 	if got := ids(list(t, s, store.Filter{Limit: 10})); !slices.Equal(got, []string{id(2)}) {
@@ -435,11 +450,11 @@ func testConcurrentWriters(t *testing.T, open Open, writers int) {
 					errs <- fmt.Errorf("insert: %w", err)
 					continue
 				}
-				if _, err := s.UpdatePost(t.Context(), p.ID, user, store.Update{Title: ptr("u"), UpdatedAt: base}); err != nil {
+				if _, err := s.UpdatePost(t.Context(), p.ID, user, store.AnyVersion, store.Update{Title: ptr("u"), UpdatedAt: base}); err != nil {
 					errs <- fmt.Errorf("update: %w", err)
 				}
 				if i%3 == 0 {
-					if err := s.DeletePost(t.Context(), p.ID, user); err != nil {
+					if err := s.DeletePost(t.Context(), p.ID, user, store.AnyVersion); err != nil {
 						errs <- fmt.Errorf("delete: %w", err)
 					}
 				}
@@ -589,10 +604,12 @@ func ops() []struct {
 		}},
 		{"InsertPost", func(ctx context.Context, s store.Store) error { return s.InsertPost(ctx, newPost(2, "alice", base)) }},
 		{"UpdatePost", func(ctx context.Context, s store.Store) error {
-			_, err := s.UpdatePost(ctx, id(1), "alice", store.Update{Title: ptr("changed"), UpdatedAt: base.Add(time.Hour)})
+			_, err := s.UpdatePost(ctx, id(1), "alice", store.AnyVersion, store.Update{Title: ptr("changed"), UpdatedAt: base.Add(time.Hour)})
 			return err
 		}},
-		{"DeletePost", func(ctx context.Context, s store.Store) error { return s.DeletePost(ctx, id(1), "alice") }},
+		{"DeletePost", func(ctx context.Context, s store.Store) error {
+			return s.DeletePost(ctx, id(1), "alice", store.AnyVersion)
+		}},
 		{"SaveUser", func(ctx context.Context, s store.Store) error {
 			return s.SaveUser(ctx, store.User{ID: "alice", Name: ptr("Alice"), UpdatedAt: base})
 		}},

@@ -1,0 +1,72 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/sqlite"
+)
+
+// A file written by the release before versions (schema version 1) opens with its posts at
+// version 1, and its writes go on from there.
+func TestAFileOfSchemaVersion1GetsVersions(t *testing.T) {
+	dir := t.TempDir()
+	old, err := sql.Open("sqlite", "file:"+filepath.Join(dir, sqlite.DatabaseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2025, 3, 14, 15, 9, 26, 535_000_000, time.UTC)
+	ids := []string{store.NewID(base), store.NewID(base)}
+	for _, stmt := range []string{sqlite.Migrations[0], "PRAGMA user_version = 1"} {
+		if _, err := old.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, id := range ids {
+		if _, err := old.Exec(`INSERT INTO posts (id, user_id, title, body, created_at, updated_at) VALUES (?, 'alice', ?, NULL, ?, ?)`,
+			id, fmt.Sprint("from before ", i), base.UnixMilli(), base.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := open(t, dir, sqlite.Options{})
+	t.Run("the file is at this build's schema version", func(t *testing.T) {
+		var version int
+		if err := direct(t, dir).QueryRow("PRAGMA user_version").Scan(&version); err != nil || version != sqlite.SchemaVersion {
+			t.Errorf("user_version = %d (%v); want %d", version, err, sqlite.SchemaVersion)
+		}
+	})
+	t.Run("every post stored before is at version 1, and otherwise as it was", func(t *testing.T) {
+		for i, id := range ids {
+			p, err := s.GetPost(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Version != 1 || p.Title != fmt.Sprint("from before ", i) || !p.CreatedAt.Equal(base) || p.Body != nil {
+				t.Errorf("post %s = %+v; want it as stored, at version 1", id, p)
+			}
+		}
+	})
+	t.Run("an update at version 1 succeeds and gives version 2", func(t *testing.T) {
+		p, err := s.UpdatePost(t.Context(), ids[0], "alice", 1, store.Update{Title: new("after"), UpdatedAt: base.Add(time.Second)})
+		if err != nil || p.Version != 2 {
+			t.Fatalf("UpdatePost = %+v, %v; want version 2", p, err)
+		}
+		if _, err := s.UpdatePost(t.Context(), ids[0], "alice", 1, store.Update{Title: new("again"), UpdatedAt: base.Add(time.Second)}); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("a second update at version 1: %v; want ErrNotFound", err)
+		}
+	})
+	t.Run("a delete at version 1 succeeds", func(t *testing.T) {
+		if err := s.DeletePost(t.Context(), ids[1], "alice", 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
