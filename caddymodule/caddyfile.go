@@ -46,6 +46,7 @@ var subdirectives = map[string]arity{
 	"ws_init_timeout": {1, 1}, "ws_keepalive": {1, 1}, "max_subscriptions": {1, 1}, "max_connections_per_user": {1, 1},
 	"max_connections": {1, 1}, "document_cache_entries": {1, 1}, "document_cache_size": {1, 1},
 	"persisted_queries": {1, 1}, "persisted_queries_only": {0, 0}, "health_path": {1, 1}, "openapi_path": {1, 1},
+	"idempotency_ttl": {1, 1},
 }
 
 // repeatable are the subdirectives that may be given more than once; their arguments add up.
@@ -112,6 +113,7 @@ func (a arity) String() string {
 //	    max_distinct_subscriptions_per_client <n>
 //	    health_path      <path>
 //	    openapi_path     <path>
+//	    idempotency_ttl  <duration>
 //	}
 //
 // Every subdirective is optional. jwks_url, issuer, audience, api_key and allowed_origins may be
@@ -260,6 +262,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.HealthPath = arg
 		case "openapi_path":
 			h.OpenAPIPath = arg
+		case "idempotency_ttl":
+			t, err := caddy.ParseDuration(arg)
+			if err != nil {
+				return d.Errf("idempotency_ttl: %q is not a duration such as 24h", arg)
+			}
+			h.IdempotencyTTL = caddy.Duration(t)
 		case "timeout":
 			t, err := caddy.ParseDuration(arg)
 			if err != nil {

@@ -191,11 +191,17 @@ type Handler struct {
 	// (application/yaml, to anyone, with an ETag). Default: none (not served).
 	OpenAPIPath string `json:"openapi_path,omitempty"`
 
+	// How long an Idempotency-Key is kept with the answer to its create: a retry within it gets
+	// that answer again, and after it the same request creates again. From 1s to 720h (30 days).
+	// Default: 24h.
+	IdempotencyTTL caddy.Duration `json:"idempotency_ttl,omitempty"`
+
 	logger    *zap.Logger
 	storeKey  string
 	eventsKey string
 	jwksKeys  []string
 	api       *handlers.API
+	sweepKey  string // of the sweep of expired idempotency keys (idempotency.go)
 }
 
 // APIKey is one accepted API key.
@@ -305,6 +311,7 @@ var configFields = []configField{
 		}
 		return nil
 	}},
+	{"idempotency_ttl", func(h *Handler) { orDefault(&h.IdempotencyTTL, caddy.Duration(24*time.Hour)) }, checkIdempotencyTTL},
 }
 
 // fillDefaults gives every unset field that has a default its default.

@@ -49,6 +49,10 @@ func (h *Handler) Cleanup() error {
 		_, err := jwksPool.Delete(key)
 		errs = append(errs, err)
 	}
+	if h.sweepKey != "" { // before the store it sweeps
+		_, err := keySweeps.Delete(h.sweepKey)
+		errs = append(errs, err)
+	}
 	if h.storeKey != "" {
 		_, err := stores.Delete(h.storeKey)
 		errs = append(errs, err)

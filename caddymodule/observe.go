@@ -14,9 +14,14 @@ import (
 
 // observeStore counts the operations of st, a store of backend (sqlite, mongodb), in the metrics.
 func observeStore(st store.Store, backend string) store.Store {
-	return store.Observe(st, func(operation string, took time.Duration, err error) {
+	return store.Observe(st, storeObserver(backend))
+}
+
+// storeObserver records each operation of a store of backend in the metrics.
+func storeObserver(backend string) store.Observer {
+	return func(operation string, took time.Duration, err error) {
 		metrics.StoreOperation(backend, operation, storeErrorKind(err), took)
-	})
+	}
 }
 
 // storeErrorKind is how the metrics name a store's error: "" for none, and for not found,

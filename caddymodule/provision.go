@@ -52,6 +52,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if uri != "" {
 		backend = "mongodb"
 	}
+	keys, err := h.idempotencyKeys(st, backend)
+	if err != nil {
+		return err
+	}
 	st = observeStore(st, backend)
 	// Every config on the same store shares one broker, so a write through one site reaches
 	// the subscribers of the others, and a reload keeps it.
@@ -66,6 +70,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Logger:                   h.logger,
 		Events:                   broker.(pooledBroker).Broker,
 		SubscriptionsRequireAuth: h.SubscriptionsRequireAuth,
+		Keys:                     keys,
+		KeyTTL:                   time.Duration(h.IdempotencyTTL),
 	})
 	manifest, persisted, err := h.persistedQueries(repl)
 	if err != nil {

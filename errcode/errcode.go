@@ -80,6 +80,13 @@ var (
 	Internal             = Code{"INTERNAL_SERVER_ERROR", 500, 4500, "a fault of the server; the cause is logged, never sent"}
 )
 
+// Idempotency keys: the Idempotency-Key header of POST /posts and of a GraphQL createPost.
+var (
+	BadIdempotencyKey    = Code{"BAD_REQUEST", 400, 0, "an Idempotency-Key that is not 1 to 255 printable ASCII characters (bare or as a quoted string), given twice, or sent with a write other than a create"}
+	IdempotencyKeyInUse  = Code{"IDEMPOTENCY_KEY_IN_USE", 409, 0, "a create whose Idempotency-Key an earlier request holds, still under way; Retry-After says when its hold ends at the latest"}
+	IdempotencyKeyReused = Code{"IDEMPOTENCY_KEY_REUSED", 422, 0, "a create whose Idempotency-Key the caller sent before with another request"}
+)
+
 // InternalMessage is all a client learns of a fault of the server.
 const InternalMessage = "internal server error"
 
@@ -91,6 +98,7 @@ var Table = []Code{
 	BadUserInput, Unauthenticated, InvalidCredentials, MalformedCredentials, Forbidden, NotFound, VersionConflict, TooManyConnections, TooManyInitialisations,
 	ResponseTooLarge, TooManyErrors, TooManyOperations, TooManySubscriptions, ServerFull, Unavailable, TooSlow,
 	NotAcknowledged, InitTimeout, SubscriberExists, GoingAway, Terminated, Internal,
+	BadIdempotencyKey, IdempotencyKeyInUse, IdempotencyKeyReused,
 }
 
 // Error is an error of a kind in the table, with the message a client may read.
@@ -157,6 +165,11 @@ func Of(err error) *Error {
 		return &Error{Code: Unavailable, Message: posts.ErrUnavailable.Error(), Cause: err}
 	case errors.Is(err, auth.ErrKeysUnavailable):
 		return &Error{Code: Unavailable, Message: auth.ErrKeysUnavailable.Error(), Cause: err}
+	case errors.Is(err, posts.ErrKeyReused):
+		return &Error{Code: IdempotencyKeyReused, Message: err.Error()}
+	}
+	if inUse, ok := errors.AsType[*posts.KeyInUseError](err); ok {
+		return &Error{Code: IdempotencyKeyInUse, Message: inUse.Error()}
 	}
 	return &Error{Code: Internal, Message: InternalMessage, Cause: err}
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
@@ -62,6 +63,8 @@ func TestOfGivesEachErrorItsRow(t *testing.T) {
 		{"key sets not fetched yet are UNAVAILABLE", auth.ErrKeysUnavailable, errcode.Unavailable, auth.ErrKeysUnavailable.Error(), ""},
 		{"a refused token is UNAUTHENTICATED", badToken, errcode.InvalidCredentials, "the token has expired", ""},
 		{"a malformed credential is a bad request", twice, errcode.MalformedCredentials, "the request has more than one bearer token", ""},
+		{"an idempotency key sent before with another request is IDEMPOTENCY_KEY_REUSED", posts.ErrKeyReused, errcode.IdempotencyKeyReused, posts.ErrKeyReused.Error(), ""},
+		{"an idempotency key held by a request under way is IDEMPOTENCY_KEY_IN_USE", &posts.KeyInUseError{RetryAfter: time.Second}, errcode.IdempotencyKeyInUse, (&posts.KeyInUseError{}).Error(), ""},
 		{"an error of the table is its own row", errcode.New(errcode.MaxAliases, "too many aliases"), errcode.MaxAliases, "too many aliases", ""},
 		{"anything else is INTERNAL_SERVER_ERROR, its cause kept back", cause, errcode.Internal, errcode.InternalMessage, ""},
 	} {

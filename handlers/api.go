@@ -161,6 +161,12 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 			a.fail(w, r, err)
 			return
 		}
+		if action == posts.Write && method != http.MethodPost { // the one write a key is for (idempotency.go)
+			if err := refuseIdempotencyKey(r, method+" "+route); err != nil {
+				a.fail(w, r, err)
+				return
+			}
+		}
 		// An anonymous caller is what auth.FromContext finds in a context that carries none, so
 		// only an identified one costs a copy of the request; a write's carries the request's
 		// id too, for what the service logs of it.

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"mime"
 	"net/http"
@@ -94,6 +95,15 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	}
 	// The id made now, on the request's goroutine: resolvers that log run on others.
 	ctx := requestid.With(auth.NewContext(r.Context(), caller), a.requestID(r))
+	if op.Type == "mutation" && r.Header[idempotencyKeyHeader] != nil { // a query, which writes nothing, ignores it
+		a.serveGraphQLOnce(ctx, w, r, media, caller, op)
+		return
+	}
+	a.executeGraphQL(ctx, w, media, op)
+}
+
+// executeGraphQL runs op and writes its response in media.
+func (a *API) executeGraphQL(ctx context.Context, w http.ResponseWriter, media string, op *schema.Operation) {
 	res := a.cfg.GraphQL.Execute(ctx, op)
 	status := http.StatusOK
 	if res.Data == nil { // it did not run: a request error

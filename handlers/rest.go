@@ -108,6 +108,10 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 // create serves POST /posts: the post is the caller's, whatever the body says.
 func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 	caller := auth.FromContext(r.Context())
+	key, keyed, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	members, err := a.readObject(w, r, "application/json")
 	if err != nil {
 		return err
@@ -116,14 +120,22 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if keyed {
+		return a.createOnce(w, r, caller, in, key)
+	}
 	post, err := a.cfg.Posts.Create(r.Context(), caller, in)
 	if err != nil {
 		return err
 	}
+	writeCreated(w, post)
+	return nil
+}
+
+// writeCreated writes the answer to a post created: createOnce keeps it as it is written.
+func writeCreated(w http.ResponseWriter, post posts.Post) {
 	w.Header().Set("Location", "/posts/"+post.ID)
 	setValidators(w.Header(), post)
 	writeJSON(w, http.StatusCreated, toJSON(post))
-	return nil
 }
 
 // update serves PATCH /posts/{id} with a JSON merge patch of title and body, if the post meets

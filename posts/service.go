@@ -4,6 +4,7 @@
 package posts
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,10 @@ type Config struct {
 	// SubscriptionsRequireAuth makes Allow refuse Subscribe to an anonymous caller. False (the
 	// default): anyone may subscribe, as anyone may read.
 	SubscriptionsRequireAuth bool
+	// Keys keeps the idempotency keys of CreateOnce and RunOnce. Default: Store, if it keeps them.
+	Keys store.IdempotencyStore
+	// KeyTTL is how long an idempotency key and its answer are kept. Default: DefaultKeyTTL.
+	KeyTTL time.Duration
 }
 
 // Service applies the rules of posts. Its methods are safe for concurrent use.
@@ -74,10 +79,15 @@ type Service struct {
 	events                   *events.Broker[Event]
 	subscriptionsRequireAuth bool
 	profiles                 profiles // saved lately, so that unchanged ones are not saved on every write
+	keys                     store.IdempotencyStore
+	keyTTL                   time.Duration
 }
 
 // NewService returns the Service that cfg describes.
 func NewService(cfg Config) *Service {
+	if cfg.Keys == nil {
+		cfg.Keys, _ = cfg.Store.(store.IdempotencyStore)
+	}
 	return &Service{
 		store:                    cfg.Store,
 		timeout:                  cfg.Timeout,
@@ -85,6 +95,8 @@ func NewService(cfg Config) *Service {
 		logger:                   cfg.Logger,
 		events:                   cfg.Events,
 		subscriptionsRequireAuth: cfg.SubscriptionsRequireAuth,
+		keys:                     cfg.Keys,
+		keyTTL:                   cmp.Or(cfg.KeyTTL, DefaultKeyTTL),
 	}
 }
 

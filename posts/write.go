@@ -40,6 +40,10 @@ func (s *Service) Create(ctx context.Context, caller Caller, in NewPost) (Post, 
 	}
 	t := timestamp()
 	post := Post{ID: store.NewID(t), UserID: caller.UserID, Title: title, Body: in.Body, CreatedAt: t, UpdatedAt: t, Version: 1}
+	if r := reservationOf(ctx); r != nil { // under an idempotency key (idempotency.go)
+		post.ID = r.record.PostID
+		return s.createReserved(ctx, caller, r, post)
+	}
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
 	if err := s.store.InsertPost(ctx, toStore(post)); err != nil {

@@ -69,6 +69,8 @@ type Operation struct {
 	document string
 	// shape is what the response budget reads of the document (see budget).
 	shape *shape
+	// root is the root selection of the operation, which idempotency.go reads.
+	root ast.SelectionSet
 }
 
 // Prepare finds the document of req (in the cache, or parsed), picks its operation and checks
@@ -110,7 +112,7 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 		s.print(d)
 		s.documents.add(d)
 	}
-	return &Operation{Type: string(op.Operation), Name: op.Name, request: req, personal: cost.personal, document: d.printed, shape: d.shape}, nil
+	return &Operation{Type: string(op.Operation), Name: op.Name, request: req, personal: cost.personal, document: d.printed, shape: d.shape, root: op.SelectionSet}, nil
 }
 
 // parse checks the text of d, whose length find has checked, and parses it.

@@ -41,6 +41,10 @@ type Store struct {
 	users   *driver.Collection
 	readyMu sync.Mutex
 	closed  atomic.Bool
+
+	// keyRecords is the collection of idempotency keys (idempotency.go), set once its index is
+	// ensured.
+	keyRecords atomic.Pointer[driver.Collection]
 }
 
 // Open returns the store of database in the deployment that uri names. It does no I/O: the

@@ -33,6 +33,24 @@ var migrations = []string{
 	// 2: the version of each post, which every update adds one to (an If-Match, an
 	// expectedVersion). The posts stored before it have had no version to match: they start at 1.
 	`ALTER TABLE posts ADD COLUMN version INTEGER NOT NULL DEFAULT 1;`,
+	// 3: the records of idempotency keys (idempotency.go), one per user and key. A table with
+	// rowids, not WITHOUT ROWID, as a record holds a response body that may be large; expiry
+	// sweeps read the index on expires_at. status is 0 while the create is under way.
+	`CREATE TABLE idempotency_keys (
+		user_id         TEXT    NOT NULL,
+		idempotency_key TEXT    NOT NULL,
+		fingerprint     TEXT    NOT NULL,
+		post_id         TEXT    NOT NULL,
+		attempt         INTEGER NOT NULL,
+		locked_until    INTEGER NOT NULL,
+		created_at      INTEGER NOT NULL,
+		expires_at      INTEGER NOT NULL,
+		status          INTEGER NOT NULL,
+		header          TEXT,
+		body            BLOB,
+		PRIMARY KEY (user_id, idempotency_key)
+	) STRICT;
+	CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);`,
 }
 
 // SchemaVersion is the schema version this build writes.

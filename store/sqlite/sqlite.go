@@ -67,6 +67,7 @@ type conns struct {
 	write   *sql.DB // one connection: SQLite has one writer at a time anyway
 	read    *sql.DB // query_only connections, as many as can usefully run at once
 	stmt    statements
+	keys    keyStatements // of idempotency keys (idempotency.go)
 }
 
 // New returns the store of dir, not yet open: it does no I/O, so a config can be provisioned
@@ -154,6 +155,9 @@ func openConns(dir string, opts Options) (_ *conns, err error) {
 	if err := c.stmt.prepare(c.read, c.write); err != nil {
 		return nil, err
 	}
+	if err := c.keys.prepare(c.write); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -212,6 +216,7 @@ func dsn(path, txlock string, pragmas ...string) string {
 func (c *conns) close() error {
 	var errs []error
 	c.stmt.close()
+	c.keys.close()
 	// Readers first: the writer's close then checkpoints the log into the file and removes it.
 	for _, db := range []*sql.DB{c.read, c.write} {
 		if db != nil {

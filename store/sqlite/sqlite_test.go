@@ -69,6 +69,8 @@ func TestListsSearchAnIndexAndNeverSort(t *testing.T) {
 		{"many profiles", sqlite.GetUsersSQL, []any{`["user1","user2"]`}, "PRIMARY KEY"},
 		{"a copy's pages of posts", sqlite.AllPostsSQL, []any{"", 1000}, "PRIMARY KEY (id>?)"},
 		{"a copy's pages of profiles", sqlite.AllUsersSQL, []any{"", 1000}, "PRIMARY KEY (id>?)"},
+		{"an idempotency key of a user", sqlite.GetKeySQL, []any{"user1", "k"}, "sqlite_autoindex_idempotency_keys_1"},
+		{"a sweep of expired idempotency keys", sqlite.DeleteExpiredKeysSQL, []any{int64(1 << 40), 1000}, "idempotency_keys_expiry"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,7 +89,7 @@ func TestListsSearchAnIndexAndNeverSort(t *testing.T) {
 				plan = append(plan, detail)
 			}
 			text := strings.Join(plan, "; ")
-			for _, bad := range []string{"SCAN posts", "SCAN users", "TEMP B-TREE"} {
+			for _, bad := range []string{"SCAN posts", "SCAN users", "SCAN idempotency_keys", "TEMP B-TREE"} {
 				if strings.Contains(text, bad) {
 					t.Errorf("plan %q has %q", text, bad)
 				}

@@ -2,7 +2,8 @@
 // backend passes, so that a behaviour that differs between backends shows up as a failure of one
 // of them. Each backend's tests call Run. It is one file, longer than most, so that the whole
 // contract a backend must meet reads in one place; the behaviours that only a copy between
-// stores uses (store.CopyTarget) are in copy.go, and those of versions in versions.go.
+// stores uses (store.CopyTarget) are in copy.go, those of versions in versions.go, and those of
+// idempotency keys (store.IdempotencyStore) in idempotency.go and idempotency_unavailable.go.
 package storetest
 
 import (
@@ -60,6 +61,13 @@ func RunWith(t *testing.T, open Open, opts Options) {
 		{"a copy reads every post and profile in id order", testAllInIDOrder},
 		{"a copy inserts batches, skipping what is stored", testInsertBatches},
 		{"a copy's reads and writes fail on an ended context or a closed store", testCopyUnavailable},
+		{"an idempotency key is reserved once per user", testReserveKeys},
+		{"an idempotency key under way is taken over once its hold ends", testTakeOverKeys},
+		{"an idempotency key keeps its first response", testCompleteKeys},
+		{"a post and its idempotency key's response are written together", testInsertPostCompletingKey},
+		{"an idempotency key whose create wrote nothing is deleted", testDeleteKeys},
+		{"expired idempotency keys count as absent and are swept in batches", testExpiredKeys},
+		{"idempotency keys fail on an ended context or a closed store", testKeysUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, open) })
 	}

@@ -1,0 +1,240 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
+	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/sqlite"
+)
+
+func TestIdempotencyKeySyntax(t *testing.T) {
+	long := strings.Repeat("k", 255)
+	valid := []struct{ name, header, key string }{
+		{"a bare key, as Stripe takes it", "8e03978e-40d5-43e8-bc93-6894a57f9324", "8e03978e-40d5-43e8-bc93-6894a57f9324"},
+		{"a quoted string, as the IETF draft writes it", `"8e03978e-40d5-43e8-bc93-6894a57f9324"`, "8e03978e-40d5-43e8-bc93-6894a57f9324"},
+		{"a quoted string with spaces and escapes", `"a \"b\" \\ c"`, `a "b" \ c`},
+		{"white space around the value", " \tk1 \t", "k1"},
+		{"a key of 255 characters", long, long},
+		{"a quoted key of 255 characters", `"` + long + `"`, long},
+	}
+	for _, tc := range valid {
+		t.Run(tc.name+" is read", func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/posts", nil)
+			r.Header.Set(idempotencyKeyHeader, tc.header)
+			if key, ok, err := idempotencyKey(r); key != tc.key || !ok || err != nil {
+				t.Errorf("got %q, %v, %v; want %q", key, ok, err, tc.key)
+			}
+		})
+	}
+	invalid := []struct{ name, header string }{
+		{"an empty value", ""},
+		{"an empty quoted string", `""`},
+		{"a key of 256 characters", long + "k"},
+		{"a bare key with a space", "a b"},
+		{"a key with a control character", "a\x01b"},
+		{"a quoted key with a tab", "\"a\tb\""},
+		{"a key that is not ASCII", "clé"},
+		{"a quoted string without its end", `"abc`},
+		{"a quoted string with parameters", `"abc";p=1`},
+		{"a list of two keys", `"a", "b"`},
+		{"an escape of anything but a quote or a backslash", `"a\nb"`},
+	}
+	for _, tc := range invalid {
+		t.Run(tc.name+" is refused", func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/posts", nil)
+			r.Header.Set(idempotencyKeyHeader, tc.header)
+			if key, ok, err := idempotencyKey(r); !ok || err == nil || errcode.Of(err).Code != errcode.BadIdempotencyKey {
+				t.Errorf("got %q, %v, %v; want a refusal", key, ok, err)
+			}
+		})
+	}
+	t.Run("a key given twice is refused", func(t *testing.T) {
+		r := httptest.NewRequest(http.MethodPost, "/posts", nil)
+		r.Header.Add(idempotencyKeyHeader, "a")
+		r.Header.Add(idempotencyKeyHeader, "a")
+		if _, ok, err := idempotencyKey(r); !ok || err == nil {
+			t.Errorf("got %v, %v; want a refusal", ok, err)
+		}
+	})
+	t.Run("no key is none", func(t *testing.T) {
+		if key, ok, err := idempotencyKey(httptest.NewRequest(http.MethodPost, "/posts", nil)); key != "" || ok || err != nil {
+			t.Errorf("got %q, %v, %v", key, ok, err)
+		}
+	})
+}
+
+// keyedServer is the API over the embedded store, REST and GraphQL, behind an httptest server.
+type keyedServer struct {
+	url   string
+	store store.Store
+}
+
+func newKeyedServer(t *testing.T) *keyedServer {
+	t.Helper()
+	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc := posts.NewService(posts.Config{Store: st, Timeout: 5 * time.Second, MaxLimit: 100, Logger: zap.NewNop()})
+	graph, err := schema.New(svc, zap.NewNop(), testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(Config{
+		Posts: svc, GraphQL: graph, MaxBodySize: 1 << 20, MaxResponseSize: testLimits.MaxResponseSize, Logger: zap.NewNop(),
+		Auth: &auth.Authenticator{APIKeyHeader: "X-API-Key", APIKeys: []auth.APIKey{mustKey(t, restKey, "alice")}},
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.Route(r).ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	return &keyedServer{url: srv.URL, store: st}
+}
+
+// do sends a JSON request as alice with the Idempotency-Key key ("" for none).
+func (s *keyedServer) do(t *testing.T, method, path, key, body string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-Key", restKey)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set(idempotencyKeyHeader, key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{res.StatusCode, res.Header, data}
+}
+
+func (s *keyedServer) count(t *testing.T) int {
+	t.Helper()
+	all, err := s.store.ListPosts(t.Context(), store.Filter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(all)
+}
+
+// sameAnswer fails unless again is first sent again: its status, the headers that matter and
+// the body byte for byte, marked as replayed.
+func sameAnswer(t *testing.T, again, first response) {
+	t.Helper()
+	if again.status != first.status || !bytes.Equal(again.body, first.body) {
+		t.Errorf("the retry got %d %s; want %d %s", again.status, again.body, first.status, first.body)
+	}
+	for _, name := range []string{"Content-Type", "Location", "X-Content-Type-Options"} {
+		if again.header.Get(name) != first.header.Get(name) {
+			t.Errorf("%s is %q; want %q", name, again.header.Get(name), first.header.Get(name))
+		}
+	}
+	if again.header.Get(replayedHeader) != "true" || first.header.Get(replayedHeader) != "" {
+		t.Errorf("%s: %q on the retry, %q on the first; want true, then none", replayedHeader, again.header.Get(replayedHeader), first.header.Get(replayedHeader))
+	}
+}
+
+func TestAKeyedPOSTIsAnsweredOnce(t *testing.T) {
+	s := newKeyedServer(t)
+	first := s.do(t, "POST", "/posts", "k1", `{"title": "Hello", "body": "first"}`)
+	if first.status != http.StatusCreated || !strings.HasPrefix(first.header.Get("Location"), "/posts/") {
+		t.Fatalf("the first: %d %v %s", first.status, first.header, first.body)
+	}
+	t.Run("a retry gets the same answer, replayed", func(t *testing.T) {
+		sameAnswer(t, s.do(t, "POST", "/posts", "k1", `{"title": "Hello", "body": "first"}`), first)
+	})
+	t.Run("the same post in other JSON, with the key quoted, is the same request", func(t *testing.T) {
+		sameAnswer(t, s.do(t, "POST", "/posts", `"k1"`, "{ \"body\" : \"first\",\n \"title\": \"Hell\\u006f\" }"), first)
+	})
+	t.Run("another post with the key is refused with 422", func(t *testing.T) {
+		res := s.do(t, "POST", "/posts", "k1", `{"title": "Hello", "body": "second"}`)
+		wantError(t, res.status, res.body, http.StatusUnprocessableEntity, "Idempotency-Key was sent before with another request")
+	})
+	t.Run("a bad key is refused with 400 before the body is read", func(t *testing.T) {
+		res := s.do(t, "POST", "/posts", "a b", `not json`)
+		wantError(t, res.status, res.body, http.StatusBadRequest, "Idempotency-Key must be 1 to 255 printable ASCII characters")
+	})
+	t.Run("a PATCH or a DELETE with a key is refused with 400 and changes nothing", func(t *testing.T) {
+		path := first.header.Get("Location")
+		for _, r := range []struct{ method, body string }{{"PATCH", `{"title": "changed"}`}, {"DELETE", ""}} {
+			res := s.do(t, r.method, path, "k2", r.body)
+			wantError(t, res.status, res.body, http.StatusBadRequest, r.method+" /posts/{id} does not take one")
+		}
+		if res := s.do(t, "GET", path, "", ""); !bytes.Contains(res.body, []byte(`"title":"Hello"`)) {
+			t.Errorf("the post is %s", res.body)
+		}
+	})
+	if n := s.count(t); n != 1 {
+		t.Errorf("%d posts stored; want 1", n)
+	}
+}
+
+func TestAKeyedGraphQLCreatePostIsAnsweredOnce(t *testing.T) {
+	s := newKeyedServer(t)
+	const create = `{"query": "mutation($t: String!) { made: createPost(input: {title: $t}) { id title } }", "variables": {"t": "By GraphQL"}}`
+	first := s.do(t, "POST", "/graphql", "g1", create)
+	if first.status != http.StatusOK || !bytes.Contains(first.body, []byte(`"made":{"id":`)) {
+		t.Fatalf("the first: %d %s", first.status, first.body)
+	}
+	t.Run("a retry gets the same response, replayed", func(t *testing.T) {
+		sameAnswer(t, s.do(t, "POST", "/graphql", "g1", create), first)
+	})
+	t.Run("the same key with other variables is IDEMPOTENCY_KEY_REUSED", func(t *testing.T) {
+		res := s.do(t, "POST", "/graphql", "g1", strings.Replace(create, "By GraphQL", "Other", 1))
+		wantGraphQLCode(t, res, http.StatusUnprocessableEntity, errcode.IdempotencyKeyReused.GraphQL)
+	})
+	t.Run("another mutation with a key is refused with 400 and runs not", func(t *testing.T) {
+		res := s.do(t, "POST", "/graphql", "g2", `{"query": "mutation { a: createPost(input: {title: \"a\"}) { id } b: createPost(input: {title: \"b\"}) { id } }"}`)
+		wantGraphQLCode(t, res, http.StatusBadRequest, errcode.BadIdempotencyKey.GraphQL)
+	})
+	t.Run("a query ignores a key, as a read changes nothing", func(t *testing.T) {
+		res := s.do(t, "POST", "/graphql", "not a key", `{"query": "{ posts { title } }"}`)
+		if res.status != http.StatusOK || !bytes.Contains(res.body, []byte("By GraphQL")) || res.header.Get(replayedHeader) != "" {
+			t.Errorf("got %d %s", res.status, res.body)
+		}
+	})
+	t.Run("a createPost refused by a rule keeps nothing under its key", func(t *testing.T) {
+		blank := s.do(t, "POST", "/graphql", "g3", `{"query": "mutation { createPost(input: {title: \" \"}) { id } }"}`)
+		wantGraphQLCode(t, blank, http.StatusOK, errcode.BadUserInput.GraphQL)
+		fixed := s.do(t, "POST", "/graphql", "g3", `{"query": "mutation { createPost(input: {title: \"fixed\"}) { id } }"}`)
+		if fixed.status != http.StatusOK || !bytes.Contains(fixed.body, []byte(`"createPost":{"id"`)) {
+			t.Errorf("the corrected request got %d %s", fixed.status, fixed.body)
+		}
+	})
+	if n := s.count(t); n != 2 {
+		t.Errorf("%d posts stored; want 2", n)
+	}
+}
+
+// wantGraphQLCode checks a GraphQL response of status want whose first error has code.
+func wantGraphQLCode(t *testing.T, res response, want int, code string) {
+	t.Helper()
+	var body struct {
+		Errors []struct {
+			Message    string
+			Extensions struct{ Code string }
+		}
+	}
+	if err := json.Unmarshal(res.body, &body); err != nil || res.status != want || len(body.Errors) == 0 || body.Errors[0].Extensions.Code != code {
+		t.Errorf("got %d %s; want %d with %s", res.status, res.body, want, code)
+	}
+}
