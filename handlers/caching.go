@@ -12,6 +12,9 @@
 // Vary names the credential headers, Authorization and the API key header, on every answer, so
 // that a cache never answers a request that carries credentials with an answer to one that
 // carried others or none. GraphQL's also names Accept, which picks the media type and GraphiQL.
+// A caller that an earlier Caddy handler identified (trust_caddy_auth) may have shown a cookie or
+// anything else Vary cannot name, and some shared caches (cache-handler) keep a private answer
+// under the headers Vary names: so no cache may store that caller's answers at all.
 
 package handlers
 
@@ -24,9 +27,10 @@ import (
 // The values of Cache-Control, each a slice of one: a later Add copies it rather than write into
 // an array that every response shares (so are those of varies).
 var (
-	cachePublic  = []string{"public, no-cache"}
-	cachePrivate = []string{"private, no-cache"}
-	cacheNever   = []string{"no-store"}
+	cachePublic     = []string{"public, no-cache"}
+	cachePrivate    = []string{"private, no-cache"}
+	cacheNotStoring = []string{"private, no-store"}
+	cacheNever      = []string{"no-store"}
 )
 
 // varies are the Vary headers of the API's answers, made once in New.
@@ -61,6 +65,8 @@ func setCacheControl(h http.Header, caller auth.Identity, failed bool) {
 		h["Cache-Control"] = cacheNever
 	case caller.Anonymous():
 		h["Cache-Control"] = cachePublic
+	case caller.Method == auth.MethodCaddy:
+		h["Cache-Control"] = cacheNotStoring
 	default:
 		h["Cache-Control"] = cachePrivate
 	}

@@ -2,11 +2,17 @@ package handlers
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 func TestEachAnswerSaysWhatCachesMayDoWithIt(t *testing.T) {
@@ -86,4 +92,44 @@ func askREST(t *testing.T, base, method, path, key, body, accept string) *http.R
 	}
 	res.Body.Close()
 	return res
+}
+
+func TestAnswersToACallerThatCaddyIdentified(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	const upstreamHeader = "X-Test-Caddy-User" // stands for {http.auth.user.id}
+	a := New(Config{
+		Posts: posts.NewService(posts.Config{Store: st, Timeout: 5 * time.Second, MaxLimit: 100, Logger: zap.NewNop()}),
+		Auth: &auth.Authenticator{
+			APIKeyHeader: "X-API-Key", APIKeys: []auth.APIKey{mustKey(t, wsKey, "alice")},
+			Upstream: func(r *http.Request) string { return r.Header.Get(upstreamHeader) },
+		},
+		MaxBodySize: 1 << 20, MaxResponseSize: 1 << 20, Logger: zap.NewNop(),
+	})
+	tests := []struct {
+		name, user, key, cacheControl string
+	}{
+		{"alone are stored by no cache: Vary cannot name what it showed Caddy", "alice", "", "private, no-store"},
+		{"with an API key of the same user, which Vary names, are private", "alice", wsKey, "private, no-cache"},
+		{"not at all, an anonymous request, are public", "", "", "public, no-cache"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/posts", nil)
+			if tt.user != "" {
+				r.Header.Set(upstreamHeader, tt.user)
+			}
+			if tt.key != "" {
+				r.Header.Set("X-API-Key", tt.key)
+			}
+			w := httptest.NewRecorder()
+			a.Route(r).ServeHTTP(w, r)
+			if w.Code != http.StatusOK || w.Header().Get("Cache-Control") != tt.cacheControl {
+				t.Errorf("%d, Cache-Control %q; want 200, %q", w.Code, w.Header().Get("Cache-Control"), tt.cacheControl)
+			}
+		})
+	}
 }
