@@ -5,9 +5,11 @@
 // hands out what any anonymous client would get anyway. An answer to an identified caller is
 // private, even where its body is anyone's (a REST post): the request may have passed an
 // authentication handler in front (basic_auth, forward_auth) that a cache before it would skip,
-// and a GraphQL answer may hold the caller's own email. Neither has a freshness lifetime: posts
-// change at any moment, so a cache may store an answer but asks the server again before it
-// reuses it (no-cache). Every failure is no-store: a 401 or a 503 is of one moment and one caller.
+// and a GraphQL answer may hold the caller's own email. Neither is fresh for any time (max-age=0,
+// must-revalidate): posts change at any moment, so a cache may store an answer but asks the
+// server before it reuses it (with the answer's validator, a 304). Not no-cache, which means the
+// same: cache-handler serves an answer that has an ETag without asking, however no-cache it is.
+// Every failure is no-store: a 401 or a 503 is of one moment and one caller.
 //
 // Vary names the credential headers, Authorization and the API key header, on every answer, so
 // that a cache never answers a request that carries credentials with an answer to one that
@@ -27,8 +29,8 @@ import (
 // The values of Cache-Control, each a slice of one: a later Add copies it rather than write into
 // an array that every response shares (so are those of varies).
 var (
-	cachePublic     = []string{"public, no-cache"}
-	cachePrivate    = []string{"private, no-cache"}
+	cachePublic     = []string{"public, max-age=0, must-revalidate"}
+	cachePrivate    = []string{"private, max-age=0, must-revalidate"}
 	cacheNotStoring = []string{"private, no-store"}
 	cacheNever      = []string{"no-store"}
 )

@@ -23,7 +23,7 @@ func TestEachAnswerSaysWhatCachesMayDoWithIt(t *testing.T) {
 	}
 	post := created.Header.Get("Location")
 	const (
-		public, private, never = "public, no-cache", "private, no-cache", "no-store"
+		public, private, never = "public, max-age=0, must-revalidate", "private, max-age=0, must-revalidate", "no-store"
 		rest, graphQL          = "Authorization, X-Api-Key", "Accept, Authorization, X-Api-Key"
 	)
 	get := func(query string) string { return graphqlPath + "?" + url.Values{"query": {query}}.Encode() }
@@ -113,8 +113,8 @@ func TestAnswersToACallerThatCaddyIdentified(t *testing.T) {
 		name, user, key, cacheControl string
 	}{
 		{"alone are stored by no cache: Vary cannot name what it showed Caddy", "alice", "", "private, no-store"},
-		{"with an API key of the same user, which Vary names, are private", "alice", wsKey, "private, no-cache"},
-		{"not at all, an anonymous request, are public", "", "", "public, no-cache"},
+		{"with an API key of the same user, which Vary names, are private", "alice", wsKey, "private, max-age=0, must-revalidate"},
+		{"not at all, an anonymous request, are public", "", "", "public, max-age=0, must-revalidate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
