@@ -157,7 +157,7 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 			a.fail(w, r, err)
 			return
 		}
-		setCacheControl(w.Header(), caller, false) // a failure from here on is fail's: no-store
+		setCacheControl(w.Header(), caller) // a failure from here on is fail's: no-store
 		// Before the body is read: a request its caller may not make costs no more work.
 		action := actionOfMethod(method)
 		if err := a.cfg.Posts.Allow(caller, action); err != nil {

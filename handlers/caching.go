@@ -59,12 +59,10 @@ func (a *API) setVary(h http.Header, graphQL bool) {
 	}
 }
 
-// setCacheControl sets the Cache-Control of an answer to caller; failed says it is a failure
-// (an error status, or a GraphQL response with errors).
-func setCacheControl(h http.Header, caller auth.Identity, failed bool) {
+// setCacheControl sets the Cache-Control of an answer to caller. A failure later on replaces it
+// (setFailed).
+func setCacheControl(h http.Header, caller auth.Identity) {
 	switch {
-	case failed:
-		h["Cache-Control"] = cacheNever
 	case caller.Anonymous():
 		h["Cache-Control"] = cachePublic
 	case caller.Method == auth.MethodCaddy:
@@ -73,3 +71,7 @@ func setCacheControl(h http.Header, caller auth.Identity, failed bool) {
 		h["Cache-Control"] = cachePrivate
 	}
 }
+
+// setFailed sets the Cache-Control of a failure: an error status, or a GraphQL answer with
+// errors.
+func setFailed(h http.Header) { h["Cache-Control"] = cacheNever }

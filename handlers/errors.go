@@ -34,7 +34,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 // client.
 func (a *API) problem(w http.ResponseWriter, r *http.Request, err error) *errcode.Error {
 	e := errcode.Of(err)
-	setCacheControl(w.Header(), auth.Identity{}, true)
+	setFailed(w.Header())
 	if authErr, ok := errors.AsType[*auth.Error](err); ok {
 		w.Header().Set("WWW-Authenticate", authErr.Challenge())
 	} else if e.Code.Status == http.StatusUnauthorized {

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/postsedge/caddy-posts/auth"
 )
 
 // graphiqlAssetPrefix is the path under which GraphiQL's embedded files are served.
@@ -144,7 +142,7 @@ func serveGraphiQLAsset(w http.ResponseWriter, r *http.Request) {
 	// An exact lookup: "..", unknown names and the directories themselves are simply not there.
 	a, ok := loadGraphiQL().assets[name]
 	if !ok {
-		setCacheControl(w.Header(), auth.Identity{}, true)
+		setFailed(w.Header())
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such GraphiQL file: " + r.URL.Path})
 		return
 	}

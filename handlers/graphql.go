@@ -62,7 +62,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	if !caller.Anonymous() && a.cfg.Identified != nil {
 		a.cfg.Identified(r, caller)
 	}
-	setCacheControl(w.Header(), caller, false) // writeGraphQL makes it no-store if errors come
+	setCacheControl(w.Header(), caller) // writeGraphQL makes it no-store if errors come
 	var req schema.Request
 	if get {
 		req, err = graphQLQuery(r.URL.RawQuery)
@@ -143,7 +143,7 @@ func writeGraphQL(w http.ResponseWriter, media string, status int, res *graphql.
 	h.Set("Content-Type", media+"; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if len(res.Errors) > 0 {
-		setCacheControl(h, auth.Identity{}, true)
+		setFailed(h)
 	}
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
