@@ -8,16 +8,21 @@ GO ?= go
 POSTS_API_KEY ?= dev-key
 export POSTS_API_KEY
 
-SOURCES := $(shell find . -name '*.go' -not -path './build/*' -not -path './bench/*' -not -path './interop/*') go.mod go.sum \
+SOURCES := $(shell find . -name '*.go' -not -path './build/*' -not -path './bench/*' -not -path './interop/*' -not -path './ecosystem/*') go.mod go.sum \
 	$(wildcard handlers/graphiql/* schema/*.graphql)
 
-.PHONY: build run test interop fuzz clean
+.PHONY: build run test interop ecosystem fuzz clean
 
 # The binary is built from the xcaddy.json recipe by the build/ program (xcaddy as a library).
 caddy: $(SOURCES) xcaddy.json build/main.go build/go.mod
 	cd build && $(GO) run . -recipe ../xcaddy.json -o ../caddy
 
 build: caddy
+
+# The Caddy of the ecosystem tests: the module with the plugins users combine it with, from the
+# recipe xcaddy.ecosystem.json (caddy-ratelimit, cache-handler), which keep out of go.mod.
+caddy-ecosystem: $(SOURCES) xcaddy.ecosystem.json build/main.go build/go.mod
+	cd build && $(GO) run . -recipe ../xcaddy.ecosystem.json -o ../caddy-ecosystem
 
 # The Caddyfile reads PORT (8080) and ADMIN (localhost:2019) from the environment, where make puts
 # them when given on its command line: make run PORT=9080 ADMIN=localhost:2020.
@@ -27,6 +32,7 @@ run: caddy
 test:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags ecosystem ./ecosystem/
 	cd build && $(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run TestTheWriteAheadLogStaysBounded ./store/sqlite/
@@ -35,8 +41,14 @@ test:
 	$(MAKE) build
 	./caddy list-modules | grep -qx 'http.handlers.posts' || { echo "http.handlers.posts is not in ./caddy"; exit 1; }
 	./caddy validate --config Caddyfile
+	$(MAKE) ecosystem
 	$(GO) test -run '^$$' -bench . -benchtime 50x ./bench/
 	$(MAKE) interop
+
+# Runs the README's recipes with other Caddy modules (```caddyfile ecosystem <name> blocks:
+# encode, basic_auth, forward_auth, rate_limit, reverse_proxy, cache) in ./caddy-ecosystem.
+ecosystem: caddy-ecosystem
+	$(GO) test -tags ecosystem -count=1 ./ecosystem/
 
 # Drives ./caddy with real third-party clients (Node 20 and npm: jose for JWTs, graphql-http's audit,
 # graphql-js, GraphiQL in headless Chromium through puppeteer-core; see interop/).
@@ -66,4 +78,4 @@ fuzz:
 	done
 
 clean:
-	rm -f caddy
+	rm -f caddy caddy-ecosystem

@@ -22,11 +22,15 @@ import (
 //
 //	```caddyfile           a whole Caddyfile: as caddy fmt writes it, and it adapts
 //	```caddyfile syntax    the directive's grammar: as caddy fmt writes it
+//	```caddyfile ecosystem <name>
+//	                       a whole Caddyfile with modules this test binary lacks (rate_limit,
+//	                       cache): as caddy fmt writes it; ecosystem/ runs it in ./caddy-ecosystem
 //	```json adapted        what caddy adapt makes of the nearest caddyfile block above: the whole
 //	                       config, or one handler of it when the JSON is an object with "handler"
 const (
-	roleSyntax  = "syntax"
-	roleAdapted = "adapted"
+	roleSyntax    = "syntax"
+	roleEcosystem = "ecosystem"
+	roleAdapted   = "adapted"
 )
 
 // fencedBlock is one fenced code block of a Markdown file.
@@ -86,7 +90,7 @@ func adapt(t *testing.T, where, text string) []byte {
 var caddyfileLike = regexp.MustCompile(`(?m)^\s*(posts|https?://\S+|[a-z0-9-]+(\.[a-z0-9-]+)+|:\d+)( [^{]*)?\{$`)
 
 func TestREADMEBlocksSayWhatTheyAre(t *testing.T) {
-	roles := map[string][]string{"caddyfile": {"", roleSyntax}, "json": {"", roleAdapted}}
+	roles := map[string][]string{"caddyfile": {"", roleSyntax, roleEcosystem}, "json": {"", roleAdapted}}
 	for _, b := range fencedBlocks(t, "README.md") {
 		if allowed, ok := roles[b.lang]; ok && !slices.Contains(allowed, b.role) {
 			t.Errorf("%s: ```%s %s: the second word must be one of %q", b.where, b.lang, b.role, allowed)
@@ -115,8 +119,8 @@ func TestREADMECaddyfilesAreFormattedAndAdapt(t *testing.T) {
 				t.Errorf("caddy fmt changes it:\n%s\nto:\n%s", b.text, formatted)
 			}
 		})
-		if b.role == roleSyntax {
-			continue
+		if b.role == roleSyntax || b.role == roleEcosystem {
+			continue // a grammar; or a recipe that ecosystem/ adapts and runs
 		}
 		t.Run(b.where+" adapts without an error or a warning", func(t *testing.T) {
 			adapt(t, b.where, b.text)
@@ -132,7 +136,7 @@ func TestREADMEJSONExamplesAreWhatCaddyAdaptMakes(t *testing.T) {
 	compared := 0
 	for _, b := range fencedBlocks(t, "README.md") {
 		switch {
-		case b.lang == "caddyfile" && b.role != roleSyntax:
+		case b.lang == "caddyfile" && b.role == "":
 			caddyfileAbove = &b
 		case b.lang == "json" && b.role == roleAdapted:
 			compared++

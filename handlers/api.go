@@ -63,6 +63,7 @@ type API struct {
 	graphql    http.Handler
 	graphiql   http.Handler
 	conns      conns              // the open WebSocket connections
+	vary       varies             // the Vary of REST and GraphQL answers
 	probes     singleflight.Group // health probes under way
 }
 
@@ -70,7 +71,7 @@ type API struct {
 // caller fills them (caddymodule, from its table of defaults).
 func New(cfg Config) *API {
 	cfg.Subscriptions = cfg.Subscriptions.withSendQueueFloor()
-	a := &API{cfg: cfg}
+	a := &API{cfg: cfg, vary: newVaries(cfg.Auth)}
 	a.collection = observed(metrics.REST, "", a.endpoint("/posts", methods{http.MethodGet: a.list, http.MethodPost: a.create}))
 	a.item = observed(metrics.REST, "", a.endpoint("/posts/{id}", methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete}))
 	a.noRoute = observed(metrics.REST, "other", a.serveNoRoute)
@@ -140,6 +141,7 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 		if x := exchangeOf(w); x != nil {
 			x.operation = cmp.Or(labels[r.Method], other)
 		}
+		a.setVary(w.Header(), false)
 		method := r.Method
 		if method == http.MethodHead {
 			method = http.MethodGet
@@ -155,6 +157,7 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 			a.fail(w, r, err)
 			return
 		}
+		setCacheControl(w.Header(), caller) // a failure from here on is fail's: no-store
 		// Before the body is read: a request its caller may not make costs no more work.
 		action := actionOfMethod(method)
 		if err := a.cfg.Posts.Allow(caller, action); err != nil {

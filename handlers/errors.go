@@ -29,10 +29,12 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // problem gives err its row of errcode's table and sets the headers that go with its status:
-// the challenge of a 401 or of a refused credential, the Retry-After of a 503. A server fault is
-// logged, and its cause never reaches the client.
+// the challenge of a 401 or of a refused credential, the Retry-After of a 503, and for every
+// failure the Cache-Control of one. A server fault is logged, and its cause never reaches the
+// client.
 func (a *API) problem(w http.ResponseWriter, r *http.Request, err error) *errcode.Error {
 	e := errcode.Of(err)
+	setFailed(w.Header())
 	if authErr, ok := errors.AsType[*auth.Error](err); ok {
 		w.Header().Set("WWW-Authenticate", authErr.Challenge())
 	} else if e.Code.Status == http.StatusUnauthorized {

@@ -261,8 +261,8 @@ func TestServeGraphiQLAssetRefusals(t *testing.T) {
 			if err := json.NewDecoder(res.Body).Decode(&body); err != nil || body.Error == "" {
 				t.Errorf("body is not {\"error\": \"...\"}: %v", err)
 			}
-			if res.Header.Get("Cache-Control") != "" {
-				t.Errorf("a 404 is cached: %q", res.Header.Get("Cache-Control"))
+			if got := res.Header.Get("Cache-Control"); got != "no-store" {
+				t.Errorf("Cache-Control %q; want a 404 that no cache keeps (no-store)", got)
 			}
 		})
 	}

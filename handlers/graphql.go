@@ -35,7 +35,7 @@ var graphQLParams = []string{"query", "variables", "operationName", "extensions"
 // serveGraphQL serves /graphql but for WebSocket upgrades: GraphiQL to browsers, and GraphQL
 // over HTTP (POST for every operation, GET for queries) to everyone else.
 func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
-	w.Header().Add("Vary", "Accept")
+	a.setVary(w.Header(), true)
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if !get && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, HEAD, POST")
@@ -63,6 +63,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	if !caller.Anonymous() && a.cfg.Identified != nil {
 		a.cfg.Identified(r, caller)
 	}
+	setCacheControl(w.Header(), caller) // writeGraphQL makes it no-store if errors come
 	var req schema.Request
 	if get {
 		req, err = graphQLQuery(r.URL.RawQuery)
@@ -79,7 +80,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case refusal != nil:
-		writeGraphQL(w, media, refusalStatus(w, media, refusal), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
+		writeGraphQL(w, media, refusalStatus(media, refusal), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
 		return
 	case get && op.Type != "query":
 		w.Header().Set("Allow", http.MethodPost)
@@ -151,6 +152,9 @@ func writeGraphQL(w http.ResponseWriter, media string, status int, res *graphql.
 	h := w.Header()
 	h.Set("Content-Type", media+"; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if len(res.Errors) > 0 {
+		setFailed(h)
+	}
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -6,7 +6,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"net/http"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
@@ -51,13 +50,12 @@ func isSHA256Hex(s string) bool {
 
 // refusalStatus is the status of a refusal of Prepare: that of a request error, or of the row of
 // a persisted query's refusal, the same in either media type (PERSISTED_QUERY_NOT_FOUND is a
-// 200, as Apollo Server answers it). No cache may keep a persisted query's refusal: the next
-// request may register its document, a reload may change the manifest.
-func refusalStatus(w http.ResponseWriter, media string, refusal *gqlerrors.QueryError) int {
+// 200, as Apollo Server answers it). Like every answer with errors, it is no-store (caching.go):
+// the next request may register its document, a reload may change the manifest.
+func refusalStatus(media string, refusal *gqlerrors.QueryError) int {
 	e, persisted := refusal.Err.(*errcode.Error)
 	if !persisted {
 		return requestErrorStatus(media)
 	}
-	w.Header().Set("Cache-Control", "private, no-cache, must-revalidate")
 	return e.Code.Status
 }
