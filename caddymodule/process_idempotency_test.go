@@ -4,7 +4,6 @@ package caddymodule
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -17,7 +16,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	storemongo "github.com/postsedge/caddy-posts/store/mongo"
 	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
@@ -143,12 +141,12 @@ func TestASIGKILLBetweenAPostAndItsAnswerOnMongoDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := mongo.Connect(options.Client().ApplyURI(ferret.URI))
+	client, err := storemongo.Connect(ferret.URI)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		client.Disconnect(context.Background())
+		storemongo.Disconnect(client)
 		ferret.Close()
 	})
 	proxy := startHoldProxy(ferret.Socket)

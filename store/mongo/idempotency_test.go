@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	driver "go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/mongo"
@@ -33,13 +31,13 @@ func TestTheKeysCollectionHasAnExpiryIndex(t *testing.T) {
 			if _, _, err := s.ReserveKey(t.Context(), r, now); err != nil {
 				t.Fatal(err)
 			}
-			client, err := driver.Connect(options.Client().ApplyURI(d.uri))
+			client, err := mongo.Connect(d.uri)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() {
 				client.Database("expiry").Drop(context.Background())
-				client.Disconnect(context.Background())
+				mongo.Disconnect(client)
 			})
 			specs, err := client.Database("expiry").Collection(mongo.KeysCollection).Indexes().ListSpecifications(t.Context())
 			if err != nil {
