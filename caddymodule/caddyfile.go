@@ -171,12 +171,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("leeway: %q is not a duration such as 30s", arg)
 			}
 			h.Leeway = new(caddy.Duration(t))
-		case "jwks_refresh":
-			t, err := caddy.ParseDuration(arg)
-			if err != nil {
-				return d.Errf("jwks_refresh: %q is not a duration such as 1h", arg)
-			}
-			h.JWKSRefresh = caddy.Duration(t)
 		case "trust_caddy_auth":
 			h.TrustCaddyAuth = true
 		case "api_key":
@@ -243,12 +237,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("ws_read_limit: %q is not a size such as 32KiB", arg)
 			}
 			h.WSReadLimit = size
-		case "ws_init_timeout", "ws_keepalive":
+		case "jwks_refresh", "timeout", "ws_init_timeout", "ws_keepalive", "idempotency_ttl":
+			field := map[string]struct {
+				value   *caddy.Duration
+				example string
+			}{
+				"jwks_refresh": {&h.JWKSRefresh, "1h"}, "timeout": {&h.Timeout, "5s"}, "ws_init_timeout": {&h.WSInitTimeout, "3s"},
+				"ws_keepalive": {&h.WSKeepAlive, "3s"}, "idempotency_ttl": {&h.IdempotencyTTL, "24h"},
+			}[name]
 			t, err := caddy.ParseDuration(arg)
 			if err != nil {
-				return d.Errf("%s: %q is not a duration such as 3s", name, arg)
+				return d.Errf("%s: %q is not a duration such as %s", name, arg, field.example)
 			}
-			*map[string]*caddy.Duration{"ws_init_timeout": &h.WSInitTimeout, "ws_keepalive": &h.WSKeepAlive}[name] = caddy.Duration(t)
+			*field.value = caddy.Duration(t)
 		case "introspection":
 			switch arg {
 			case "on":
@@ -262,18 +263,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.HealthPath = arg
 		case "openapi_path":
 			h.OpenAPIPath = arg
-		case "idempotency_ttl":
-			t, err := caddy.ParseDuration(arg)
-			if err != nil {
-				return d.Errf("idempotency_ttl: %q is not a duration such as 24h", arg)
-			}
-			h.IdempotencyTTL = caddy.Duration(t)
-		case "timeout":
-			t, err := caddy.ParseDuration(arg)
-			if err != nil {
-				return d.Errf("timeout: %q is not a duration such as 5s", arg)
-			}
-			h.Timeout = caddy.Duration(t)
 		}
 		// The value's rule is the one Validate applies; here its error names the line.
 		if err := checkField(h, name); err != nil {
