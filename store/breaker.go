@@ -79,10 +79,15 @@ func NewBreaker(s Store, cfg BreakerConfig) *Breaker {
 // Open says whether the breaker refuses calls now.
 func (b *Breaker) Open() bool { return b.open.Load() }
 
-// Stop ends the probe, if one runs, and waits for it; the breaker stays as it is.
+// Stop ends the probe, if one runs, and waits for it, and closes the breaker for good: from
+// then on every call goes to the store (which is closed too, as a rule) and nothing changes.
 func (b *Breaker) Stop() {
 	b.mu.Lock()
 	b.stopped = true
+	if b.open.Load() {
+		b.open.Store(false)
+		b.changed(false)
+	}
 	b.mu.Unlock()
 	b.cancel()
 	b.probes.Wait()
@@ -130,12 +135,12 @@ func (b *Breaker) answered() {
 func (b *Breaker) trip() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.open.Load() {
+	if b.open.Load() || b.stopped {
 		return
 	}
 	b.open.Store(true)
 	b.changed(true)
-	if !b.probing && !b.stopped {
+	if !b.probing {
 		b.probing = true
 		b.probes.Add(1)
 		go b.probe()
