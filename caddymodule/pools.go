@@ -71,7 +71,10 @@ type pooledStore struct {
 	backend string // sqlite or mongodb, as the metrics name it
 }
 
-// newPooledStore is s, of backend, with a breaker that probes it.
+// newPooledStore is s, of backend, with a breaker that probes it. The MongoDB driver needs no
+// setting for the probe to see a server come back soon: while an operation (the probe's ping)
+// waits in server selection, the driver checks the server at once, at most every 500 ms
+// (topology's minHeartbeatInterval), not every heartbeatInterval (10 s).
 func newPooledStore(s store.Store, backend string) pooledStore {
 	breaker := store.NewBreaker(observeStore(s, backend), store.BreakerConfig{
 		Changed: func(open bool) { metrics.StoreBreaker(backend, open) },
