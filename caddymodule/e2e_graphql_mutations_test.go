@@ -255,7 +255,7 @@ func TestGraphQLServerFaults(t *testing.T) {
 		c.graphqlRequest(deadSite, `query($id: ID!) { __typename post(id: $id) { id } }`, id))
 	proxy.stall(true)
 	responses, err := c.atOnce(all)
-	proxy.stall(false)
+	resume(t)
 	if err != nil {
 		t.Fatal(err)
 	}

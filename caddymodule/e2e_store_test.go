@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
@@ -62,7 +63,7 @@ func TestStorageUnavailable(t *testing.T) {
 	}
 	proxy.stall(true)
 	responses, err := c.atOnce(all)
-	proxy.stall(false)
+	resume(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +79,20 @@ func TestStorageUnavailable(t *testing.T) {
 			check(t, stalled[i])
 			unchanged(t, before)
 		})
+	}
+}
+
+// resume ends the proxy's stall and waits until the breaker of the stalled site's store, which
+// the stall's timeouts may have opened, has closed again: the tests after it find the store
+// answering at once.
+func resume(t *testing.T) {
+	t.Helper()
+	proxy.stall(false)
+	key := "mongodb mongodb://" + proxy.addr + "/?directConnection=true " + DefaultDatabase
+	for deadline := time.Now().Add(5 * time.Second); poolValue[pooledStore](t, stores, key).breaker.Open(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled site's store breaker is still open 5s after the stall ended")
+		}
 	}
 }
 

@@ -41,14 +41,14 @@ func (s keySweep) Destruct() error {
 	return nil
 }
 
-// idempotencyKeys returns the idempotency keys of st, a store of backend, observed in the
-// metrics, and starts the sweep of their expired keys unless one runs.
-func (h *Handler) idempotencyKeys(st store.Store, backend string) (store.IdempotencyStore, error) {
-	keys, ok := st.(store.IdempotencyStore)
+// idempotencyKeys returns the idempotency keys of ps, observed in the metrics, behind its
+// breaker, and starts the sweep of their expired keys unless one runs.
+func (h *Handler) idempotencyKeys(ps pooledStore) (store.IdempotencyStore, error) {
+	keys, ok := ps.Store.(store.IdempotencyStore)
 	if !ok {
-		return nil, fmt.Errorf("the %s store keeps no idempotency keys", backend)
+		return nil, fmt.Errorf("the %s store keeps no idempotency keys", ps.backend)
 	}
-	keys = store.ObserveIdempotency(keys, storeObserver(backend))
+	keys = ps.breaker.GuardIdempotency(store.ObserveIdempotency(keys, storeObserver(ps.backend)))
 	h.sweepKey = "sweep " + h.storeKey
 	_, _, err := keySweeps.LoadOrNew(h.sweepKey, func() (caddy.Destructor, error) {
 		ctx, stop := context.WithCancel(context.Background())

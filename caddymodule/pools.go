@@ -10,6 +10,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/mongo"
@@ -62,48 +63,71 @@ func (b pooledBroker) Destruct() error {
 	return nil
 }
 
-// pooledStore makes a store a pool value.
-type pooledStore struct{ store.Store }
+// pooledStore makes a store a pool value, with its breaker (one per store, so that a reload
+// keeps its state and its probe).
+type pooledStore struct {
+	store.Store
+	breaker *store.Breaker
+	backend string // sqlite or mongodb, as the metrics name it
+}
 
-// Destruct closes the store when the last config that used it is cleaned up.
-func (s pooledStore) Destruct() error { return s.Close() }
+// newPooledStore is s, of backend, with a breaker that probes it. The MongoDB driver needs no
+// setting for the probe to see a server come back soon: while an operation (the probe's ping)
+// waits in server selection, the driver checks the server at once, at most every 500 ms
+// (topology's minHeartbeatInterval), not every heartbeatInterval (10 s).
+func newPooledStore(s store.Store, backend string) pooledStore {
+	breaker := store.NewBreaker(observeStore(s, backend), store.BreakerConfig{
+		Changed: func(open bool) { metrics.StoreBreaker(backend, open) },
+	})
+	return pooledStore{Store: s, breaker: breaker, backend: backend}
+}
+
+// Destruct stops the breaker's probe and closes the store when the last config that used it is
+// cleaned up.
+func (s pooledStore) Destruct() error {
+	s.breaker.Stop()
+	return s.Close()
+}
 
 // loadStore returns the pooled store the config names: MongoDB's at uri (expanded), or else
 // the embedded one in data_dir. It does no I/O: the MongoDB driver connects on first use, and
 // the app opens an embedded store when the config starts.
-func (h *Handler) loadStore(ctx caddy.Context, uri string) (store.Store, error) {
+func (h *Handler) loadStore(ctx caddy.Context, uri string) (pooledStore, error) {
 	key := "mongodb " + uri + " " + h.Database
 	construct := func() (caddy.Destructor, error) {
 		h.logger.Info("using MongoDB", zap.String("hosts", mongo.Redact(uri)), zap.String("database", h.Database))
 		s, err := mongo.Open(uri, h.Database)
-		return pooledStore{s}, err
+		if err != nil {
+			return nil, err
+		}
+		return newPooledStore(s, "mongodb"), nil
 	}
 	if uri == "" {
 		dataDir, err := filepath.Abs(h.DataDir)
 		if err != nil {
-			return nil, fmt.Errorf("data_dir: %w", err)
+			return pooledStore{}, fmt.Errorf("data_dir: %w", err)
 		}
 		key = "sqlite " + dataDir
 		construct = func() (caddy.Destructor, error) {
 			h.logger.Info("using the embedded store; it opens when the config starts",
 				zap.String("file", filepath.Join(dataDir, sqlite.DatabaseFile)))
-			return pooledStore{sqlite.New(dataDir, sqlite.Options{Logger: h.logger.Named("store")})}, nil
+			return newPooledStore(sqlite.New(dataDir, sqlite.Options{Logger: h.logger.Named("store")}), "sqlite"), nil
 		}
 	}
 	val, _, err := stores.LoadOrNew(key, construct)
 	if err != nil {
-		return nil, err
+		return pooledStore{}, err
 	}
 	h.storeKey = key
-	st := val.(pooledStore).Store
-	if embedded, ok := st.(*sqlite.Store); ok {
+	ps := val.(pooledStore)
+	if embedded, ok := ps.Store.(*sqlite.Store); ok {
 		app, err := ctx.App(AppName)
 		if err != nil {
-			return nil, err
+			return pooledStore{}, err
 		}
 		if err := app.(*App).open(embedded, h.Synchronous == SyncFull); err != nil {
-			return nil, err
+			return pooledStore{}, err
 		}
 	}
-	return st, nil
+	return ps, nil
 }

@@ -41,22 +41,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := h.loadStore(ctx, uri)
+	pooled, err := h.loadStore(ctx, uri)
 	if err != nil {
 		return err
 	}
 	if err := metrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	backend := "sqlite"
-	if uri != "" {
-		backend = "mongodb"
-	}
-	keys, err := h.idempotencyKeys(st, backend)
+	keys, err := h.idempotencyKeys(pooled)
 	if err != nil {
 		return err
 	}
-	st = observeStore(st, backend)
+	// Observed inside the breaker: the metrics of the store count the calls that reached it.
+	st := pooled.breaker.Guard(observeStore(pooled.Store, pooled.backend))
 	// Every config on the same store shares one broker, so a write through one site reaches
 	// the subscribers of the others, and a reload keeps it.
 	h.eventsKey = "events " + h.storeKey

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/store"
 )
 
 func badRequest(format string, args ...any) error {
@@ -21,6 +24,18 @@ func unprocessable(format string, args ...any) error {
 
 // retryAfter is the Retry-After of a 503, in seconds.
 const retryAfter = "5"
+
+// breakerRetryAfter is the Retry-After of a 503 that an open store breaker answered: the store
+// says when it is worth asking again.
+var breakerRetryAfter = strconv.Itoa(int(store.BreakerRetryAfter / time.Second))
+
+// retryAfterOf is the Retry-After of err, a 503.
+func retryAfterOf(err error) string {
+	if errors.Is(err, store.ErrBreakerOpen) {
+		return breakerRetryAfter
+	}
+	return retryAfter
+}
 
 // fail writes err as {"error": "..."} with its status.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -41,7 +56,7 @@ func (a *API) problem(w http.ResponseWriter, r *http.Request, err error) *errcod
 		w.Header().Set("WWW-Authenticate", auth.Challenge)
 	}
 	if e.Code.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", retryAfter)
+		w.Header().Set("Retry-After", retryAfterOf(err))
 	}
 	if e.Fault() {
 		a.logFailure(r, e.Code.Status, err)

@@ -2,10 +2,12 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/store"
 )
 
 // health is the answer at Config.HealthPath: ok when the store answers a ping within the
@@ -19,6 +21,8 @@ type health struct {
 
 type healthCheck struct {
 	Status string `json:"status"`
+	// Breaker is "open" while the store's breaker fails every call at once (store.Breaker).
+	Breaker string `json:"breaker,omitempty"`
 	// LatencyMS is how long the ping took, in milliseconds.
 	LatencyMS float64 `json:"latency_ms"`
 	Error     string  `json:"error,omitempty"`
@@ -33,6 +37,7 @@ type keySetCheck struct {
 const (
 	healthOK          = "ok"
 	healthUnavailable = "unavailable"
+	breakerOpen       = "open"
 )
 
 // serveHealth answers a health probe. It writes nothing to the store, and probes that arrive
@@ -50,13 +55,17 @@ func (a *API) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if h.Status != healthOK {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", retryAfter)
+		if h.Store.Breaker == breakerOpen {
+			w.Header().Set("Retry-After", breakerRetryAfter)
+		}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, status, h)
 }
 
 // checkHealth pings the store and counts the key sets fetched. Not under the probe's context:
-// its answer is shared with the probes that wait for it. The ping is bounded by the timeout.
+// its answer is shared with the probes that wait for it. The ping is bounded by the timeout, and
+// refused at once while the store's breaker is open.
 func (a *API) checkHealth() health {
 	h := health{Status: healthOK, Store: healthCheck{Status: healthOK}}
 	start := time.Now()
@@ -65,6 +74,9 @@ func (a *API) checkHealth() health {
 	if err != nil {
 		h.Status, h.Store.Status = healthUnavailable, healthUnavailable
 		h.Store.Error = errcode.Of(err).Message // the cause is the log's, as for any request
+		if errors.Is(err, store.ErrBreakerOpen) {
+			h.Store.Breaker = breakerOpen
+		}
 	}
 	if fetched, total := a.cfg.Auth.KeySets(); total > 0 {
 		h.KeySets = &keySetCheck{Status: healthOK, Fetched: fetched, Total: total}

@@ -119,6 +119,27 @@ func TestHealthSaysWhetherTheStoreAnswers(t *testing.T) {
 	})
 }
 
+func TestHealthSaysWhenTheStoresBreakerIsOpen(t *testing.T) {
+	st := openSQLite(t)
+	breaker := store.NewBreaker(st, store.BreakerConfig{})
+	t.Cleanup(breaker.Stop)
+	url := healthServer(t, breaker.Guard(st), &auth.Authenticator{})
+	if _, h := probe(t, http.MethodGet, url); h.Status != "ok" || h.Store.Breaker != "" {
+		t.Fatalf("before: %+v", h)
+	}
+	st.Close()
+	for range store.DefaultBreakerThreshold {
+		if _, h := probe(t, http.MethodGet, url); h.Store.Status != "unavailable" || h.Store.Breaker != "" {
+			t.Fatalf("a failed ping: %+v; want unavailable, the breaker not open yet", h)
+		}
+	}
+	res, h := probe(t, http.MethodGet, url)
+	if res.StatusCode != http.StatusServiceUnavailable || h.Store.Status != "unavailable" || h.Store.Breaker != "open" ||
+		h.Store.Error != posts.ErrUnavailable.Error() || res.Header.Get("Retry-After") != "1" {
+		t.Errorf("got %d %+v, Retry-After %q; want 503, the breaker open, Retry-After 1", res.StatusCode, h, res.Header.Get("Retry-After"))
+	}
+}
+
 func TestProbesThatArriveTogetherShareOnePing(t *testing.T) {
 	st := &gatedPing{Store: openSQLite(t), gate: make(chan struct{})}
 	url := healthServer(t, st, &auth.Authenticator{})

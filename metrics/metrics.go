@@ -91,9 +91,22 @@ var (
 	}, []string{"limit"})
 )
 
+// The store's circuit breaker (store.Breaker).
+var (
+	storeBreakerOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "store_breaker_open",
+		Help: "Store breakers open, by backend: 1 while a store that failed repeatedly has every call fail at once, until its probe gets an answer.",
+	}, []string{"backend"})
+	storeBreakerOpened = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "store_breaker_opened_total",
+		Help: "Times a store breaker opened, by backend; counts the outages shorter than a scrape too.",
+	}, []string{"backend"})
+)
+
 var all = []prometheus.Collector{
 	requests, requestDuration, storeDuration, storeErrors, authOutcomes, jwksFetches, jwksKeys,
 	wsConnections, feeds, subscribers, eventsPublished, eventsDelivered, eventsDropped, documentCache, limitRefusals,
+	storeBreakerOpen, storeBreakerOpened,
 }
 
 // Register adds the metrics to reg, a config's registry. Every site of a config registers them;
@@ -132,6 +145,16 @@ func StoreOperation(backend, operation, errorKind string, took time.Duration) {
 	if errorKind != "" {
 		storeErrors.WithLabelValues(backend, operation, errorKind).Inc()
 	}
+}
+
+// StoreBreaker records that the breaker of a store of backend opened or closed.
+func StoreBreaker(backend string, open bool) {
+	if open {
+		storeBreakerOpen.WithLabelValues(backend).Inc()
+		storeBreakerOpened.WithLabelValues(backend).Inc()
+		return
+	}
+	storeBreakerOpen.WithLabelValues(backend).Dec()
 }
 
 // Auth records the outcome of checking a request's credentials.

@@ -36,15 +36,33 @@ func Start(dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	socket := filepath.Join(sockDir, "mongodb.sock")
+	s, err := StartOn(dir, filepath.Join(sockDir, "mongodb.sock"))
+	if err != nil {
+		os.RemoveAll(sockDir)
+		return nil, err
+	}
+	stop := s.stop
+	s.stop = func() {
+		stop()
+		os.RemoveAll(sockDir)
+	}
+	return s, nil
+}
+
+// StartOn runs a FerretDB that keeps its files in dir and listens on the unix socket path,
+// until Close. A socket left at path by a process that was killed is replaced, so that a server
+// can be started again where the last one served (a test's standalone FerretDB process).
+func StartOn(dir, path string) (*Server, error) {
+	if err := removeSocket(path); err != nil {
+		return nil, err
+	}
 	f, err := ferretdb.New(&ferretdb.Config{
-		Listener:  ferretdb.ListenerConfig{Unix: socket},
+		Listener:  ferretdb.ListenerConfig{Unix: path},
 		Handler:   "sqlite",
 		SQLiteURL: (&url.URL{Scheme: "file", Path: dir + "/"}).String(),
 		Logger:    slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		os.RemoveAll(sockDir)
 		return nil, fmt.Errorf("ferretdb: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -54,14 +72,26 @@ func Start(dir string) (*Server, error) {
 		_ = f.Run(ctx)
 	}()
 	return &Server{
-		URI:    "mongodb://" + url.QueryEscape(socket) + "/",
-		Socket: socket,
+		URI:    SocketURI(path),
+		Socket: path,
 		stop: func() {
 			cancel()
 			<-done
-			os.RemoveAll(sockDir)
 		},
 	}, nil
+}
+
+// SocketURI is the mongodb:// URI of a server on the unix socket path.
+func SocketURI(path string) string { return "mongodb://" + url.QueryEscape(path) + "/" }
+
+// removeSocket removes a unix socket left at path, and nothing else.
+func removeSocket(path string) error {
+	if info, err := os.Lstat(path); err == nil && info.Mode()&os.ModeSocket != 0 {
+		return os.Remove(path)
+	} else if err == nil {
+		return fmt.Errorf("%s is not a unix socket", path)
+	}
+	return nil
 }
 
 // Close stops the server. Disconnect its clients first: it waits for open connections.
@@ -110,10 +140,26 @@ func OneWriteAtATime(socket string) (uri string, stop func(), err error) {
 		return "", nil, err
 	}
 	path := filepath.Join(dir, "mongodb.sock")
-	ln, err := net.Listen("unix", path)
+	stopProxy, err := OneWriteAtATimeOn(socket, path)
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err
+	}
+	return SocketURI(path), func() {
+		stopProxy()
+		os.RemoveAll(dir)
+	}, nil
+}
+
+// OneWriteAtATimeOn serves OneWriteAtATime's proxy to socket on the unix socket path (replacing
+// one left there by a process that was killed), and returns the function that stops it.
+func OneWriteAtATimeOn(socket, path string) (stop func(), err error) {
+	if err := removeSocket(path); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
 	}
 	writing := make(chan struct{}, 1) // holds a token while a write command is in flight
 	var (
@@ -146,9 +192,8 @@ func OneWriteAtATime(socket string) (uri string, stop func(), err error) {
 		}
 		mu.Unlock()
 		wg.Wait()
-		os.RemoveAll(dir)
 	}
-	return "mongodb://" + url.QueryEscape(path) + "/", stop, nil
+	return stop, nil
 }
 
 // relay forwards the messages of one client connection to a connection of its own to socket,

@@ -1,0 +1,189 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrBreakerOpen is in the chain of a call that a Breaker refused without trying it: the store
+// failed BreakerConfig.Threshold times in a row and has not answered since. The error also wraps
+// ErrUnavailable, so callers that know nothing of breakers answer it as any unavailable store.
+var ErrBreakerOpen = errors.New("the store failed repeatedly and is not tried until it answers again")
+
+// BreakerRetryAfter is how long a client refused by an open breaker should wait: the probe pings
+// four times a second and the first answer closes the breaker, so by then it has seen a store
+// that answers again. The Retry-After of such a 503.
+const BreakerRetryAfter = time.Second
+
+// The defaults of BreakerConfig.
+const (
+	DefaultBreakerThreshold = 5
+	DefaultProbeEvery       = 250 * time.Millisecond
+	DefaultProbeTimeout     = time.Second
+)
+
+// refused is what an open breaker answers: made once, so a refusal allocates nothing.
+var refused = fmt.Errorf("%w: %w", ErrUnavailable, ErrBreakerOpen)
+
+// BreakerConfig tunes a Breaker; its zero value takes the defaults.
+type BreakerConfig struct {
+	// Threshold is how many calls in a row must fail with ErrUnavailable to open the breaker.
+	Threshold int
+	// ProbeEvery is how often, at most, the probe pings the store while the breaker is open.
+	ProbeEvery time.Duration
+	// ProbeTimeout bounds one ping. Longer than ProbeEvery: a driver that waits for a server to
+	// come back (MongoDB's server selection) answers the waiting ping as soon as it does.
+	ProbeTimeout time.Duration
+	// Changed, if set, is told each time the breaker opens (true) or closes (false), in order.
+	Changed func(open bool)
+}
+
+// Breaker fails the calls of a store at once while the store is down. It opens after Threshold
+// calls in a row failed with ErrUnavailable; while open, every call through it fails at once
+// with ErrBreakerOpen (and ErrUnavailable), and one probe pings the store every ProbeEvery.
+// The first answer, of the probe or of a call that was under way, closes it.
+//
+// What counts: ErrUnavailable is a failure, unless the caller's own context was cancelled (a
+// client that went away says nothing of the store; a deadline, the service's timeout, does).
+// Every other outcome, ErrNotFound and other errors included, is an answer of the store, and
+// starts the count again.
+type Breaker struct {
+	ping     func(context.Context) error
+	cfg      BreakerConfig
+	failures atomic.Int64 // in a row
+	open     atomic.Bool
+
+	mu      sync.Mutex // serialises opening, closing and starting the probe
+	probing bool
+	stopped bool
+	ctx     context.Context // of the probe, cancelled by Stop
+	cancel  context.CancelFunc
+	probes  sync.WaitGroup
+}
+
+// NewBreaker returns a closed breaker whose probe pings s; Guard and GuardIdempotency put
+// stores behind it. Stop ends its probe.
+func NewBreaker(s Store, cfg BreakerConfig) *Breaker {
+	cfg.Threshold = cmp.Or(cfg.Threshold, DefaultBreakerThreshold)
+	cfg.ProbeEvery = cmp.Or(cfg.ProbeEvery, DefaultProbeEvery)
+	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, DefaultProbeTimeout)
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Breaker{ping: s.Ping, cfg: cfg, ctx: ctx, cancel: cancel}
+}
+
+// Open says whether the breaker refuses calls now.
+func (b *Breaker) Open() bool { return b.open.Load() }
+
+// Stop ends the probe, if one runs, and waits for it, and closes the breaker for good: from
+// then on every call goes to the store (which is closed too, as a rule) and nothing changes.
+func (b *Breaker) Stop() {
+	b.mu.Lock()
+	b.stopped = true
+	if b.open.Load() {
+		b.open.Store(false)
+		b.changed(false)
+	}
+	b.mu.Unlock()
+	b.cancel()
+	b.probes.Wait()
+}
+
+// allow returns the refusal while the breaker is open, else nil.
+func (b *Breaker) allow() error {
+	if b.open.Load() {
+		return refused
+	}
+	return nil
+}
+
+// done records the outcome err of a call made under ctx, and returns err.
+func (b *Breaker) done(ctx context.Context, err error) error {
+	switch {
+	case err == nil || !errors.Is(err, ErrUnavailable):
+		b.answered()
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The caller went away: no word on the store.
+	case b.failures.Add(1) >= int64(b.cfg.Threshold):
+		b.trip()
+	}
+	return err
+}
+
+// answered starts the count again and closes the breaker. Loads first: a store that answers
+// costs its calls no write to shared memory.
+func (b *Breaker) answered() {
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
+	}
+	if b.open.Load() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.open.Load() {
+			b.failures.Store(0)
+			b.open.Store(false)
+			b.changed(false)
+		}
+	}
+}
+
+// trip opens the breaker and starts the probe unless one runs.
+func (b *Breaker) trip() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open.Load() || b.stopped {
+		return
+	}
+	b.open.Store(true)
+	b.changed(true)
+	if !b.probing {
+		b.probing = true
+		b.probes.Add(1)
+		go b.probe()
+	}
+}
+
+func (b *Breaker) changed(open bool) {
+	if b.cfg.Changed != nil {
+		b.cfg.Changed(open)
+	}
+}
+
+// probe pings the store every ProbeEvery while the breaker is open, until it answers (which
+// closes the breaker) or Stop. One runs at a time: it ends only under mu, once it has seen the
+// breaker closed, so trip starts another only after it.
+func (b *Breaker) probe() {
+	defer b.probes.Done()
+	timer := time.NewTimer(b.cfg.ProbeEvery)
+	defer timer.Stop()
+	for {
+		select {
+		case <-b.ctx.Done():
+			b.mu.Lock()
+			b.probing = false
+			b.mu.Unlock()
+			return
+		case <-timer.C:
+		}
+		next := time.Now().Add(b.cfg.ProbeEvery)
+		if b.open.Load() {
+			ctx, cancel := context.WithTimeout(b.ctx, b.cfg.ProbeTimeout)
+			if b.ping(ctx) == nil {
+				b.answered()
+			}
+			cancel()
+		}
+		b.mu.Lock()
+		if !b.open.Load() || b.stopped {
+			b.probing = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		timer.Reset(max(time.Until(next), 0))
+	}
+}
