@@ -26,6 +26,7 @@ type Hub struct {
 	apis    []*API              // registered, oldest first
 	current atomic.Pointer[API] // the last of apis; when none is left, the last one that was
 	conns   conns
+	closing atomic.Bool // Close was called
 }
 
 // NewHub returns a hub with no API; register one before it serves.
@@ -58,6 +59,7 @@ func (h *Hub) api() *API { return h.current.Load() }
 // point of it), so that their clients do not all reconnect at the same time. It does not wait
 // for them to end; Wait does.
 func (h *Hub) Close(why *errcode.Error, spread time.Duration) {
+	h.closing.Store(true)
 	open := h.conns.closeAll()
 	for i, c := range open {
 		delay := time.Duration((float64(i) + rand.Float64()) * float64(spread) / float64(len(open)))

@@ -105,6 +105,9 @@ func (c *wsConn) refuseOperation(id string, op *schema.Operation, start time.Tim
 func (c *wsConn) feedEnded(o *operation, err error) {
 	var refused *schema.RefusedError
 	switch {
+	case c.hub.closing.Load():
+		// The event broker closes with the site: the connection closes soon with 1012, and its
+		// client subscribes again when it reconnects, which it would not after a complete.
 	case errors.Is(err, schema.ErrFeedFellBehind):
 		c.fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
 	case errors.As(err, &refused):
