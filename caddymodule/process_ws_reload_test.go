@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // TestReloadsUnderLoadCloseNoSubscriberAndMissNoEvent reloads a process ten times, changing only
@@ -81,7 +84,10 @@ func TestReloadsUnderLoadCloseNoSubscriberAndMissNoEvent(t *testing.T) {
 	stop := make(chan struct{})
 	var load sync.WaitGroup
 	var written []string // the titles answered 201
-	var writeErrors int
+	// And as many POSTs to the respond site: unlike GETs, which Go's client sends again when the
+	// server closed their connection before answering, a POST fails on it.
+	var writeErrors, plainWriteErrors int
+	plainURL := fmt.Sprintf("http://127.0.0.1:%d/", plainPort)
 	load.Go(func() {
 		client := keyed()
 		tick := time.NewTicker(200 * time.Millisecond) // 5 posts a second
@@ -99,6 +105,12 @@ func TestReloadsUnderLoadCloseNoSubscriberAndMissNoEvent(t *testing.T) {
 			case id != "":
 				written = append(written, title)
 			}
+			if res, err := client.Post(plainURL, "application/json", strings.NewReader(`{"title": "plain"}`)); err != nil {
+				plainWriteErrors++
+			} else {
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
 		}
 	})
 	type tally struct{ requests, connErrors, badAnswers atomic.Int64 }
@@ -106,7 +118,7 @@ func TestReloadsUnderLoadCloseNoSubscriberAndMissNoEvent(t *testing.T) {
 	for _, side := range []struct {
 		url string
 		t   *tally
-	}{{p.url + "/posts?limit=20", &posts}, {fmt.Sprintf("http://127.0.0.1:%d/", plainPort), &plain}} {
+	}{{p.url + "/posts?limit=20", &posts}, {plainURL, &plain}} {
 		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: getters}}
 		for range getters {
 			load.Go(func() {
@@ -157,19 +169,18 @@ func TestReloadsUnderLoadCloseNoSubscriberAndMissNoEvent(t *testing.T) {
 	})
 	cancel()
 	readers.Wait()
-	t.Logf("%d reloads: %d posts written (%d failed on their connection), %d deliveries missed, %d subscribers closed",
-		reloads, len(written), writeErrors, missed, closedEarly.Load())
-	t.Logf("GETs: posts %d, %d failed on their connection; respond %d, %d failed on their connection",
-		posts.requests.Load(), posts.connErrors.Load(), plain.requests.Load(), plain.connErrors.Load())
+	t.Logf("%d reloads: %d posts written, %d deliveries missed, %d subscribers closed",
+		reloads, len(written), missed, closedEarly.Load())
+	t.Logf("failed on their connection: posts site %d of %d GETs and %d of the POSTs; respond site %d of %d GETs and %d of as many POSTs",
+		posts.connErrors.Load(), posts.requests.Load(), writeErrors, plain.connErrors.Load(), plain.requests.Load(), plainWriteErrors)
 	if n := posts.badAnswers.Load() + plain.badAnswers.Load(); n > 0 {
 		t.Errorf("%d GETs were answered with another status than 200", n)
 	}
 	// A request sent on a connection as the old server closes it fails whatever the handler:
 	// the posts site may lose as many as the respond site, and a few more by chance.
 	const margin = 3
-	if posts.connErrors.Load() > plain.connErrors.Load()+margin {
-		t.Errorf("the posts site's GETs failed %d times on their connection, the respond site's %d: more than %d apart",
-			posts.connErrors.Load(), plain.connErrors.Load(), margin)
+	if mine, theirs := posts.connErrors.Load()+int64(writeErrors), plain.connErrors.Load()+int64(plainWriteErrors); mine > theirs+margin {
+		t.Errorf("the posts site's requests failed %d times on their connection, the respond site's %d: more than %d apart", mine, theirs, margin)
 	}
 	if len(written) < 5*reloads*8/10 {
 		t.Errorf("%d posts written in %d s; want about 5 a second", len(written), reloads)
@@ -184,5 +195,25 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after 5s, not yet: %s", what)
 		}
+	}
+}
+
+// TestStoppingCaddyClosesTheWebSocketsAtOnce: a process that exits does not spread the closes
+// as a reload does; its clients are told with 1001 before it is gone.
+func TestStoppingCaddyClosesTheWebSocketsAtOnce(t *testing.T) {
+	ownProcesses(t)
+	port, admin := freePort(t), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p := startProcess(t, processConfig(admin, port, "\t\tdata_dir "+t.TempDir()), port)
+	ws := p.subscribe(t.Context(), t, `{}`)
+	start := time.Now()
+	p.stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, _, err := ws.Read(ctx)
+	if code := websocket.CloseStatus(err); code != websocket.StatusGoingAway {
+		t.Errorf("after the process stopped: %v; want a close with 1001", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the process took %v to stop", took)
 	}
 }
