@@ -83,10 +83,11 @@ func hijackBelow(w http.ResponseWriter) http.ResponseWriter {
 		}
 		inner = u.Unwrap()
 	}
-	if hj, ok := inner.(http.Hijacker); ok && inner != w {
-		return hijacker{w, hj}
+	hj, ok := inner.(http.Hijacker)
+	if !ok {
+		return w // Accept answers 501
 	}
-	return w
+	return hijacker{w, hj}
 }
 
 type hijacker struct {
