@@ -97,9 +97,10 @@ type hijacker struct {
 
 func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return h.inner.Hijack() }
 
-// wsConn is one client's connection. Its goroutines: run, reading, for as long as it is open,
-// and while they have work, the writer, the keep-alive and each query or mutation
-// (subscriptions are fed by their feed's goroutine); run waits for all of them.
+// wsConn is one client's connection. Its goroutines: the reader (the upgrade request's until
+// connection_init is answered, then its own; see serve), for as long as it is open, and while
+// they have work, the writer, the keep-alive and each query or mutation (subscriptions are fed
+// by their feed's goroutine); the reader's end waits for all of them.
 type wsConn struct {
 	hub    *Hub // whose current API the connection applies
 	ws     *websocket.Conn
@@ -129,12 +130,12 @@ type wsConn struct {
 	upgrade   *http.Request // live until connection_init is answered; read only by the reader
 	initTimer *time.Timer   // closes the connection without a connection_init in time
 	opened    time.Time
-	received  int          // messages read; only run's goroutine reads
+	received  int          // messages read; only the reader reads
 	sent      atomic.Int64 // messages written
 	readErr   error        // why reading ended
 
-	life    sync.Mutex     // guards what follows, so that nothing joins wg once run waits for it
-	stopped bool           // run is ending: spawn starts nothing more
+	life    sync.Mutex     // guards what follows, so that nothing joins wg once end waits for it
+	stopped bool           // end has begun: spawn starts nothing more
 	pinger  *time.Timer    // runs keepAlive
 	wg      sync.WaitGroup // what spawn started
 }
@@ -354,7 +355,7 @@ func (c *wsConn) refuse(why *errcode.Error) *errcode.Error {
 	return why
 }
 
-// spawn runs f in a goroutine that run waits for, unless the connection has ended.
+// spawn runs f in a goroutine that end waits for, unless the connection has ended.
 func (c *wsConn) spawn(f func()) {
 	c.life.Lock()
 	defer c.life.Unlock()
