@@ -22,6 +22,7 @@ const AppName = "posts"
 // the running config. Users never configure it: the posts handler loads it.
 type App struct {
 	stores []embeddedStore
+	sites  map[string]int // the handlers of this config by the hub they would share (hubs.go)
 }
 
 // embeddedStore is a store a handler of this config uses, and how it wants it synced.

@@ -202,6 +202,9 @@ type Handler struct {
 	jwksKeys  []string
 	api       *handlers.API
 	sweepKey  string // of the sweep of expired idempotency keys (idempotency.go)
+
+	hubKey string        // of the hub of the WebSocket connections (hubs.go)
+	hub    *handlers.Hub // the hub
 }
 
 // APIKey is one accepted API key.

@@ -3,12 +3,10 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/coder/websocket"
 )
 
@@ -92,28 +90,6 @@ func TestSubscriptionsThroughCaddy(t *testing.T) {
 			}
 		})
 	}
-	t.Run("a reload closes the connections with 1001, and clients can reconnect", func(t *testing.T) {
-		ws := wsDial(t, "graphql-transport-ws")
-		wsSend(t, ws, `{"type": "connection_init"}`)
-		if m := wsRecv(t, ws); m.Type != "connection_ack" {
-			t.Fatalf("got %+v", m)
-		}
-		tc := caddytest.NewTester(t)
-		tc.InitServer(strings.Replace(config(), "max_limit 5", "max_limit 4", 1), "caddyfile")
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		_, _, err := ws.Read(ctx)
-		var ce websocket.CloseError
-		if !errors.As(err, &ce) || ce.Code != websocket.StatusGoingAway {
-			t.Errorf("after the reload: %v; want a close with 1001", err)
-		}
-		again := wsDial(t, "graphql-transport-ws")
-		wsSend(t, again, `{"type": "connection_init"}`)
-		if m := wsRecv(t, again); m.Type != "connection_ack" {
-			t.Errorf("after the reload: %+v", m)
-		}
-		startCaddy(t) // the usual config for the tests after this one
-	})
 }
 
 // waitForSubscribers waits until the event brokers of the running configs have a number of

@@ -35,11 +35,15 @@ func (h *Handler) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Cleanup releases this config's hold on the store and the key sets.
+// Cleanup releases this config's hold on the WebSocket connections, the store and the key sets.
 func (h *Handler) Cleanup() error {
 	var errs []error
-	if h.api != nil {
-		h.api.Close() // WebSocket clients reconnect, to the next config if there is one
+	if h.hubKey != "" { // the connections go on under the config before or after this one, or close
+		if h.api != nil {
+			h.hub.Unregister(h.api)
+		}
+		_, err := hubs.Delete(h.hubKey)
+		errs = append(errs, err)
 	}
 	if h.eventsKey != "" {
 		_, err := brokers.Delete(h.eventsKey)

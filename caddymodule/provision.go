@@ -81,6 +81,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 		return fmt.Errorf("graphql schema: %w", err)
 	}
+	hub, err := h.loadHub(ctx, authn, repl)
+	if err != nil {
+		return err
+	}
 	h.api = handlers.New(handlers.Config{
 		Posts:           svc,
 		GraphQL:         graph,
@@ -95,7 +99,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		AccessLog:       accessLogField,
 		HealthPath:      h.HealthPath,
 		OpenAPIPath:     h.OpenAPIPath,
+		Hub:             hub,
 	})
+	// The open connections apply this config from now on; if it fails to start, Cleanup hands
+	// them back to the config before.
+	hub.Register(h.api)
 	return nil
 }
 

@@ -75,8 +75,9 @@ var (
 	NotAcknowledged      = Code{"", 0, 4401, "a subscribe before connection_ack"}
 	InitTimeout          = Code{"", 0, 4408, "no connection_init within ws_init_timeout"}
 	SubscriberExists     = Code{"", 0, 4409, "a subscribe with the id of an operation that runs"}
-	GoingAway            = Code{"", 0, 1001, "a reload or shutdown, or a client that did not answer the keep-alive ping"}
+	GoingAway            = Code{"", 0, 1001, "a shutdown, or a client that did not answer the keep-alive ping"}
 	Terminated           = Code{"", 0, 1000, "connection_terminate from the client (subscriptions-transport-ws)"}
+	ServiceRestart       = Code{"", 0, 1012, "a reload that removes the site or changes how its clients authenticate: each connection at its own moment within a few seconds"}
 	Internal             = Code{"INTERNAL_SERVER_ERROR", 500, 4500, "a fault of the server; the cause is logged, never sent"}
 )
 
@@ -97,7 +98,7 @@ var Table = []Code{
 	PersistedQueryNotFound, PersistedQueryHashMismatch, PersistedQueryNotInList, QueryNotInSafelist,
 	BadUserInput, Unauthenticated, InvalidCredentials, MalformedCredentials, Forbidden, NotFound, VersionConflict, TooManyConnections, TooManyInitialisations,
 	ResponseTooLarge, TooManyErrors, TooManyOperations, TooManySubscriptions, ServerFull, Unavailable, TooSlow,
-	NotAcknowledged, InitTimeout, SubscriberExists, GoingAway, Terminated, Internal,
+	NotAcknowledged, InitTimeout, SubscriberExists, GoingAway, Terminated, Internal, ServiceRestart,
 	BadIdempotencyKey, IdempotencyKeyInUse, IdempotencyKeyReused,
 }
 

@@ -52,6 +52,10 @@ type Config struct {
 	HealthPath string
 	// OpenAPIPath, if set, is the path that serves the OpenAPI description of the REST API.
 	OpenAPIPath string
+	// Hub, if set, holds the API's WebSocket connections, and the caller registers the API with
+	// it (a server that reloads shares one hub between its configs); without it, the API makes
+	// a hub of its own and registers with it.
+	Hub *Hub
 }
 
 // API serves /posts, /posts/{id} and /graphql.
@@ -62,7 +66,7 @@ type API struct {
 	noRoute    http.Handler
 	graphql    http.Handler
 	graphiql   http.Handler
-	conns      conns              // the open WebSocket connections
+	hub        *Hub               // the open WebSocket connections
 	vary       varies             // the Vary of REST and GraphQL answers
 	probes     singleflight.Group // health probes under way
 }
@@ -71,7 +75,11 @@ type API struct {
 // caller fills them (caddymodule, from its table of defaults).
 func New(cfg Config) *API {
 	cfg.Subscriptions = cfg.Subscriptions.withSendQueueFloor()
-	a := &API{cfg: cfg, vary: newVaries(cfg.Auth)}
+	a := &API{cfg: cfg, vary: newVaries(cfg.Auth), hub: cfg.Hub}
+	if a.hub == nil {
+		a.hub = NewHub()
+		a.hub.Register(a)
+	}
 	a.collection = observed(metrics.REST, "", a.endpoint("/posts", methods{http.MethodGet: a.list, http.MethodPost: a.create}))
 	a.item = observed(metrics.REST, "", a.endpoint("/posts/{id}", methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete}))
 	a.noRoute = observed(metrics.REST, "other", a.serveNoRoute)

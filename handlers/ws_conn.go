@@ -5,8 +5,10 @@
 package handlers
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -40,43 +42,67 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	cfg := a.cfg.Subscriptions
 	address := a.clientAddress(r)
 	client := clientKey(upgradeCaller, address)
-	if err := a.conns.reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
+	if err := a.hub.conns.reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
 		w.Header().Set("Retry-After", retryAfter)
 		a.fail(w, r, err)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
+	ws, err := websocket.Accept(hijackBelow(w), r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
 	if err != nil {
-		a.conns.release(client)
+		a.hub.conns.release(client)
 		return // Accept has answered (403 for a foreign origin)
 	}
-	ws.SetReadLimit(cfg.ReadLimit)
-	// The connection outlives the request: its context comes from the API, not from r; it
+	// The connection outlives the request: its context comes from the hub, not from r; it
 	// carries the request's id, made here on the request's goroutine, for what its goroutines log.
 	ctx, cancel := context.WithCancel(requestid.With(context.Background(), a.requestID(r)))
 	c := &wsConn{
-		api: a, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel,
+		hub: a.hub, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel,
 		room: make(chan struct{}, 1), closing: make(chan struct{}),
 		creds: creds, caller: upgradeCaller, ops: map[string]*operation{}, client: client, address: address,
 		upgrade: r, opened: time.Now(),
 	}
-	defer func() { a.conns.release(c.client) }() // by then, maybe the user's rather than the address's
-	if !a.conns.add(c) {
+	if !a.hub.conns.add(c) {
+		a.hub.conns.release(client)
 		_ = ws.Close(websocket.StatusGoingAway, "the server is shutting down")
 		return
 	}
-	// Served on this goroutine, which Caddy's middleware expects to hold until the connection
-	// ends: it logs and counts the hijacked connection's bytes when the handler returns.
-	c.run()
-	a.conns.remove(c)
-	c.closed()
+	c.serve()
 }
 
-// wsConn is one client's connection. Its goroutines: run, reading, for as long as it is open,
-// and while they have work, the writer, the keep-alive and each query or mutation
-// (subscriptions are fed by their feed's goroutine); run waits for all of them.
+// hijackBelow is w, but for its Hijack, which is that of the innermost writer under w: the
+// writers that Caddy's middleware wraps around it count the bytes of a hijacked connection into
+// the request's access log and metrics, which are written when the handler returns, before the
+// connection ends; counted by the connection's goroutines after that, they would be read and
+// written at once. The 101 goes through w, so the access log and metrics record it.
+func hijackBelow(w http.ResponseWriter) http.ResponseWriter {
+	inner := w
+	for {
+		u, ok := inner.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		inner = u.Unwrap()
+	}
+	hj, ok := inner.(http.Hijacker)
+	if !ok {
+		return w // Accept answers 501
+	}
+	return hijacker{w, hj}
+}
+
+type hijacker struct {
+	http.ResponseWriter
+	inner http.Hijacker
+}
+
+func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return h.inner.Hijack() }
+
+// wsConn is one client's connection. Its goroutines: the reader (the upgrade request's until
+// connection_init is answered, then its own; see serve), for as long as it is open, and while
+// they have work, the writer, the keep-alive and each query or mutation (subscriptions are fed
+// by their feed's goroutine); the reader's end waits for all of them.
 type wsConn struct {
-	api    *API
+	hub    *Hub // whose current API the connection applies
 	ws     *websocket.Conn
 	proto  protocol
 	ctx    context.Context // the operations': ends with the connection
@@ -101,49 +127,82 @@ type wsConn struct {
 
 	writing atomic.Bool // a writer runs, or has closed the connection
 
-	upgrade  *http.Request // live until run returns; read only on its goroutine
-	opened   time.Time
-	received int          // messages read; only run's goroutine reads
-	sent     atomic.Int64 // messages written
-	readErr  error        // why reading ended
+	upgrade   *http.Request // live until connection_init is answered; read only by the reader
+	initTimer *time.Timer   // closes the connection without a connection_init in time
+	opened    time.Time
+	received  int          // messages read; only the reader reads
+	sent      atomic.Int64 // messages written
+	readErr   error        // why reading ended
 
-	life    sync.Mutex     // guards what follows, so that nothing joins wg once run waits for it
-	stopped bool           // run is ending: spawn starts nothing more
+	life    sync.Mutex     // guards what follows, so that nothing joins wg once end waits for it
+	stopped bool           // end has begun: spawn starts nothing more
 	pinger  *time.Timer    // runs keepAlive
 	wg      sync.WaitGroup // what spawn started
 }
 
-// run serves the connection until it ends, and waits for everything it started.
-func (c *wsConn) run() {
+// api is the API the connection applies: its hub's current one.
+func (c *wsConn) api() *API { return c.hub.api() }
+
+// serve reads the connection's messages and acts on them: on the upgrade request's goroutine
+// until its connection_init is answered, so that the access log line Caddy writes when the
+// handler returns names the user it authenticated; then on a goroutine of its own, so that
+// Caddy's state of the request (its goroutine's stack among it) is freed for the connection's
+// life. It ends the connection when reading ends.
+func (c *wsConn) serve() {
+	c.start()
+	if !c.readRecovered() {
+		c.end()
+		return
+	}
+	c.upgrade = nil // the request ends with the handler
+	go func() {
+		c.readRecovered()
+		c.end()
+	}()
+}
+
+// start starts the keep-alive and the clock of connection_init.
+func (c *wsConn) start() {
+	cfg := c.api().cfg.Subscriptions
 	c.life.Lock()
-	c.pinger = time.AfterFunc(c.api.cfg.Subscriptions.KeepAlive, func() { c.spawn(c.keepAlive) })
+	c.pinger = time.AfterFunc(cfg.KeepAlive, func() { c.spawn(c.keepAlive) })
 	c.life.Unlock()
-	initTimer := time.AfterFunc(c.api.cfg.Subscriptions.InitTimeout, func() {
+	c.initTimer = time.AfterFunc(cfg.InitTimeout, func() {
 		if !c.initialised() {
 			metrics.LimitRefused("ws_init_timeout")
 			c.fail(errcode.New(errcode.InitTimeout, "Connection initialisation timeout"))
 		}
 	})
-	defer func() {
-		initTimer.Stop()
-		c.life.Lock()
-		c.stopped = true
-		c.pinger.Stop()
-		c.life.Unlock()
-		c.mu.Lock()
-		if c.expiry != nil {
-			c.expiry.Stop()
-		}
-		for _, o := range c.ops {
-			o.stop()
-		}
-		c.mu.Unlock()
-		c.cancel()
-		c.wg.Wait()
-		_ = c.ws.CloseNow() // if the writer has not closed it with a code
-	}()
+}
+
+// readRecovered is read, with a panic turned into a 4500 close.
+func (c *wsConn) readRecovered() (acknowledged bool) {
 	defer c.recoverFault()
-	c.read()
+	return c.read()
+}
+
+// end stops what the connection started, waits for it, closes the connection if the writer
+// has not, and gives back its place in the hub.
+func (c *wsConn) end() {
+	c.initTimer.Stop()
+	c.life.Lock()
+	c.stopped = true
+	c.pinger.Stop()
+	c.life.Unlock()
+	c.mu.Lock()
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
+	for _, o := range c.ops {
+		o.stop()
+	}
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	_ = c.ws.CloseNow() // if the writer has not closed it with a code
+	c.hub.conns.remove(c)
+	c.closed()
+	c.hub.conns.release(c.client) // by then, maybe the user's rather than the address's
 }
 
 func (c *wsConn) initialised() bool {
@@ -157,7 +216,7 @@ func (c *wsConn) initialised() bool {
 // and a log line.
 func (c *wsConn) recoverFault() {
 	if v := recover(); v != nil {
-		c.api.cfg.Logger.Error("websocket connection failed", requestid.Field(c.ctx), zap.Any("panic", v), zap.StackSkip("stack", 1))
+		c.api().cfg.Logger.Error("websocket connection failed", requestid.Field(c.ctx), zap.Any("panic", v), zap.StackSkip("stack", 1))
 		c.fail(errcode.New(errcode.Internal, "Internal server error"))
 	}
 }
@@ -183,24 +242,30 @@ func (c *wsConn) ending() bool {
 	}
 }
 
-// read reads messages until the connection ends.
-func (c *wsConn) read() {
+// read reads messages until the connection ends, or, while the upgrade request is live, until
+// connection_init is acknowledged: it says whether it stopped there.
+func (c *wsConn) read() (acknowledged bool) {
 	for {
+		// The current config's, from the next message on.
+		c.ws.SetReadLimit(c.api().cfg.Subscriptions.ReadLimit)
 		// Not c.ctx: cancelling a read would drop the connection before the writer's close code.
 		typ, data, err := c.ws.Read(context.Background())
 		if err != nil || c.ending() {
 			c.readErr = err
-			return // the client left, the read limit (1009), or the connection is ending
+			return false // the client left, the read limit (1009), or the connection is ending
 		}
 		c.received++
 		m, why := decodeMessage(typ, data)
 		if why != nil {
 			c.fail(why)
-			return
+			return false
 		}
 		if why := c.handle(m); why != nil {
 			c.fail(why)
-			return
+			return false
+		}
+		if c.upgrade != nil && m.Type == "connection_init" {
+			return true
 		}
 	}
 }
@@ -249,9 +314,10 @@ func (c *wsConn) init(payload json.RawMessage) *errcode.Error {
 	}
 	creds := c.creds
 	creds.Init = payload
-	caller, err := c.api.cfg.Auth.Identify(c.ctx, creds)
+	api := c.api()
+	caller, err := api.cfg.Auth.Identify(c.ctx, creds)
 	if err == nil {
-		err = c.api.cfg.Posts.Allow(caller, posts.Subscribe)
+		err = api.cfg.Posts.Allow(caller, posts.Subscribe)
 	}
 	if err != nil {
 		return c.refuse(errcode.Of(err))
@@ -259,8 +325,8 @@ func (c *wsConn) init(payload json.RawMessage) *errcode.Error {
 	// Counted by its address until now, a connection whose connection_init names a user counts
 	// as theirs; a user who holds as many as they may is told so with 4429, as 429 would.
 	if client := clientKey(caller, c.address); client != c.client {
-		perClient := c.api.cfg.Subscriptions.MaxConnectionsPerUser
-		if !c.api.conns.move(c.client, client, perClient) {
+		perClient := api.cfg.Subscriptions.MaxConnectionsPerUser
+		if !c.hub.conns.move(c.client, client, perClient) {
 			metrics.LimitRefused("max_connections_per_user")
 			return c.refuse(errcode.New(errcode.TooManyConnections, tooManyConnections(perClient)))
 		}
@@ -289,7 +355,7 @@ func (c *wsConn) refuse(why *errcode.Error) *errcode.Error {
 	return why
 }
 
-// spawn runs f in a goroutine that run waits for, unless the connection has ended.
+// spawn runs f in a goroutine that end waits for, unless the connection has ended.
 func (c *wsConn) spawn(f func()) {
 	c.life.Lock()
 	defer c.life.Unlock()

@@ -16,20 +16,22 @@ import (
 	"github.com/postsedge/caddy-posts/schema"
 )
 
-// authenticated tells Caddy (for the access log's user_id, written when the connection closes)
-// and the log who the connection_init named. It runs on run's goroutine, the request's.
+// authenticated tells Caddy (for the access log's user_id, written when the handler returns,
+// once connection_init is answered) and the log who the connection_init named. It runs on the
+// request's goroutine, which serves the connection until then.
 func (c *wsConn) authenticated() {
 	if c.caller.Anonymous() {
 		return
 	}
-	if c.api.cfg.Identified != nil {
-		c.api.cfg.Identified(c.upgrade, c.caller)
+	api := c.api()
+	if api.cfg.Identified != nil {
+		api.cfg.Identified(c.upgrade, c.caller)
 	}
-	c.api.cfg.Logger.Info("websocket authenticated", requestid.Field(c.ctx),
+	api.cfg.Logger.Info("websocket authenticated", requestid.Field(c.ctx),
 		zap.String("user_id", c.caller.UserID), zap.String("method", c.caller.Method))
 }
 
-// closed logs and counts the connection once run has returned.
+// closed logs and counts the connection once it has ended.
 func (c *wsConn) closed() {
 	code := c.closeCode()
 	if code == websocket.StatusMessageTooBig && !c.ending() {
@@ -39,7 +41,7 @@ func (c *wsConn) closed() {
 	c.mu.Lock()
 	userID := c.caller.UserID
 	c.mu.Unlock()
-	c.api.cfg.Logger.Info("websocket closed", requestid.Field(c.ctx), zap.String("user_id", userID),
+	c.api().cfg.Logger.Info("websocket closed", requestid.Field(c.ctx), zap.String("user_id", userID),
 		zap.String("subprotocol", c.ws.Subprotocol()), zap.Duration("duration", time.Since(c.opened)),
 		zap.Int("messages_received", c.received), zap.Int64("messages_sent", c.sent.Load()),
 		zap.Int("close_code", int(code)))
@@ -71,7 +73,7 @@ func (c *wsConn) operationDone(op *schema.Operation, code string, start time.Tim
 	}
 	took := time.Since(start)
 	metrics.Request(metrics.WebSocket, typ, code, took)
-	if ce := c.api.cfg.Logger.Check(zap.DebugLevel, "graphql operation"); ce != nil {
+	if ce := c.api().cfg.Logger.Check(zap.DebugLevel, "graphql operation"); ce != nil {
 		ce.Write(requestid.Field(c.ctx), zap.String("graphql_operation_type", typ),
 			zap.String("graphql_operation_name", name), zap.String("code", code), zap.Duration("duration", took))
 	}

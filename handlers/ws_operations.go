@@ -43,24 +43,26 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 		return why
 	}
 	start := time.Now()
-	if len(c.ops) >= c.api.cfg.Subscriptions.MaxSubscriptions {
+	// One API for the whole operation, which its schema prepares and runs: the current one.
+	api := c.api()
+	if len(c.ops) >= api.cfg.Subscriptions.MaxSubscriptions {
 		metrics.LimitRefused("max_subscriptions")
 		c.refuseOperation(m.ID, nil, start, queryError(
 			errcode.New(errcode.TooManyOperations, "this connection runs as many operations as it may; complete one first")))
 		return nil
 	}
-	op, refusal := c.api.cfg.GraphQL.Prepare(req)
+	op, refusal := api.cfg.GraphQL.Prepare(req)
 	if refusal != nil {
 		c.refuseOperation(m.ID, nil, start, refusal)
 		return nil
 	}
-	if err := c.api.cfg.Posts.Allow(c.caller, actionOf(op.Type)); err != nil {
+	if err := api.cfg.Posts.Allow(c.caller, actionOf(op.Type)); err != nil {
 		c.refuseOperation(m.ID, op, start, queryError(errcode.Of(err)))
 		return nil
 	}
 	o := &operation{id: m.ID}
 	if op.Type == "subscription" {
-		l, err := c.api.cfg.GraphQL.Listen(c.client, op, c.caller,
+		l, err := api.cfg.GraphQL.Listen(c.client, op, c.caller,
 			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
 			func(err error) { c.spawn(func() { c.feedEnded(o, err) }) })
 		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
@@ -77,7 +79,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	c.ops[m.ID] = o
 	c.spawn(func() {
 		defer stop()
-		res := c.api.cfg.GraphQL.Execute(ctx, op)
+		res := api.cfg.GraphQL.Execute(ctx, op)
 		c.operationDone(op, responseCode(res), start)
 		if res.Data == nil {
 			c.complete(o, res.Errors)
@@ -103,6 +105,9 @@ func (c *wsConn) refuseOperation(id string, op *schema.Operation, start time.Tim
 func (c *wsConn) feedEnded(o *operation, err error) {
 	var refused *schema.RefusedError
 	switch {
+	case c.hub.closing.Load():
+		// The event broker closes with the site: the connection closes soon with 1012, and its
+		// client subscribes again when it reconnects, which it would not after a complete.
 	case errors.Is(err, schema.ErrFeedFellBehind):
 		c.fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
 	case errors.As(err, &refused):

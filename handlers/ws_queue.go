@@ -31,7 +31,7 @@ func (c *wsConn) push(m message) {
 		return
 	}
 	if !c.enqueue(m) {
-		metrics.EventsDropped(metrics.StageConnection, c.api.cfg.Subscriptions.SendQueue+1) // the queue is full
+		metrics.EventsDropped(metrics.StageConnection, c.api().cfg.Subscriptions.SendQueue+1) // the queue is full
 		c.fail(errcode.New(errcode.TooSlow, "the client reads messages too slowly"))
 	}
 }
@@ -39,7 +39,7 @@ func (c *wsConn) push(m message) {
 // enqueue queues m for the writer and makes sure one runs, unless the queue is full.
 func (c *wsConn) enqueue(m message) bool {
 	c.queueMu.Lock()
-	full := len(c.queue) >= c.api.cfg.Subscriptions.SendQueue
+	full := len(c.queue) >= c.api().cfg.Subscriptions.SendQueue
 	if !full {
 		c.queue = append(c.queue, m)
 	}
@@ -119,7 +119,7 @@ func (c *wsConn) closeWithReason() {
 }
 
 func (c *wsConn) writeMessage(m message) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
+	ctx, cancel := context.WithTimeout(context.Background(), c.api().cfg.Subscriptions.KeepAlive)
 	defer cancel()
 	if err := c.ws.Write(ctx, websocket.MessageText, m.encode()); err != nil {
 		c.cancel()
@@ -139,7 +139,7 @@ func (c *wsConn) keepAlive() {
 	if c.proto.keepAlive != "" && c.initialised() {
 		c.reply(message{Type: c.proto.keepAlive})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.api.cfg.Subscriptions.KeepAlive)
+	ctx, cancel := context.WithTimeout(context.Background(), c.api().cfg.Subscriptions.KeepAlive)
 	err := c.ws.Ping(ctx)
 	cancel()
 	if err != nil {
@@ -150,7 +150,7 @@ func (c *wsConn) keepAlive() {
 	}
 	c.life.Lock()
 	if !c.stopped {
-		c.pinger.Reset(c.api.cfg.Subscriptions.KeepAlive)
+		c.pinger.Reset(c.api().cfg.Subscriptions.KeepAlive)
 	}
 	c.life.Unlock()
 }

@@ -1,5 +1,5 @@
-// GraphQL over WebSocket: the registry of open connections, counted against the server's and
-// each client's share, and closed all at once on a reload.
+// GraphQL over WebSocket: the registry of open connections (a Hub's), counted against the
+// server's and each client's share.
 
 package handlers
 
@@ -43,10 +43,11 @@ func (a *API) clientAddress(r *http.Request) string {
 	return host
 }
 
-// conns tracks the open connections, so that Close can end them, and counts them against
-// MaxConnections and, by client, MaxConnectionsPerUser.
+// conns tracks the open connections, so that the hub's Close can end them, and counts them
+// against MaxConnections and, by client, MaxConnectionsPerUser.
 type conns struct {
 	mu       sync.Mutex
+	open     sync.WaitGroup // the connections added and not yet removed
 	all      map[*wsConn]struct{}
 	clients  map[string]int // upgrades under way and connections open, by client; none at zero
 	reserved int            // upgrades under way and connections open, against MaxConnections
@@ -54,7 +55,7 @@ type conns struct {
 }
 
 // reserve holds a place for one more connection of client, before the upgrade: it refuses with
-// 503 when the API is closed or holds max, and with 429 when client holds perClient.
+// 503 when the hub is closed or holds max, and with 429 when client holds perClient.
 func (t *conns) reserve(client string, max, perClient int) *errcode.Error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -104,7 +105,7 @@ func (t *conns) move(from, to string, perClient int) bool {
 	return true
 }
 
-// add registers c, unless the API is closed.
+// add registers c, unless the hub is closed.
 func (t *conns) add(c *wsConn) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -115,6 +116,7 @@ func (t *conns) add(c *wsConn) bool {
 		t.all = map[*wsConn]struct{}{}
 	}
 	t.all[c] = struct{}{}
+	t.open.Add(1)
 	metrics.WebSocketOpened()
 	return true
 }
@@ -123,24 +125,24 @@ func (t *conns) remove(c *wsConn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.all, c)
+	t.open.Done()
 	metrics.WebSocketClosed()
 }
 
-// closeAll ends every connection with 1001, so clients reconnect (to the next config), and
-// refuses new ones.
-func (t *conns) closeAll() {
+// closeAll refuses new connections, and returns the open ones for the hub to end.
+func (t *conns) closeAll() []*wsConn {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.closed = true
 	all := make([]*wsConn, 0, len(t.all))
 	for c := range t.all {
 		all = append(all, c)
 	}
-	t.mu.Unlock()
-	for _, c := range all {
-		c.fail(errcode.New(errcode.GoingAway, "the server is reloading or shutting down"))
-	}
+	return all
 }
 
-// Close ends the API's WebSocket connections with 1001 (going away); a reload or shutdown
-// calls it, and clients reconnect.
-func (a *API) Close() { a.conns.closeAll() }
+// Close ends the connections of the API's hub at once with 1001 (going away), and refuses new
+// ones: for a server that stops. (caddymodule closes the pooled hub, not the API.)
+func (a *API) Close() {
+	a.hub.Close(errcode.New(errcode.GoingAway, "the server is shutting down"), 0)
+}

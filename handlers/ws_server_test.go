@@ -81,9 +81,9 @@ func newWSServerWith(t *testing.T, subs Subscriptions, limits schema.Limits, rul
 
 // open is how many WebSocket connections the API holds.
 func (s *wsServer) open() int {
-	s.api.conns.mu.Lock()
-	defer s.api.conns.mu.Unlock()
-	return len(s.api.conns.all)
+	s.api.hub.conns.mu.Lock()
+	defer s.api.hub.conns.mu.Unlock()
+	return len(s.api.hub.conns.all)
 }
 
 func (s *wsServer) dial(t *testing.T, subprotocol string, header http.Header) *websocket.Conn {
@@ -149,10 +149,10 @@ func initialise(t *testing.T, c *websocket.Conn, payload string) {
 
 // serverConns are the API's connections, as the server holds them.
 func (s *wsServer) serverConns() []*wsConn {
-	s.api.conns.mu.Lock()
-	defer s.api.conns.mu.Unlock()
+	s.api.hub.conns.mu.Lock()
+	defer s.api.hub.conns.mu.Unlock()
 	var all []*wsConn
-	for c := range s.api.conns.all {
+	for c := range s.api.hub.conns.all {
 		all = append(all, c)
 	}
 	return all

@@ -23,9 +23,9 @@ func fromWithKey(ip string) http.Header {
 
 // connectionsOf is how many connections the API counts against client, and how many in all.
 func (s *wsServer) connectionsOf(client string) (int, int) {
-	s.api.conns.mu.Lock()
-	defer s.api.conns.mu.Unlock()
-	return s.api.conns.clients[client], s.api.conns.reserved
+	s.api.hub.conns.mu.Lock()
+	defer s.api.hub.conns.mu.Unlock()
+	return s.api.hub.conns.clients[client], s.api.hub.conns.reserved
 }
 
 // feedsOf is how many distinct feeds client takes part in.
@@ -138,9 +138,9 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 			_ = c.CloseNow()
 		}
 		waitFor(t, "every count to be zero", func() bool {
-			s.api.conns.mu.Lock()
-			defer s.api.conns.mu.Unlock()
-			return len(s.api.conns.clients) == 0 && s.api.conns.reserved == 0 && len(s.api.conns.all) == 0
+			s.api.hub.conns.mu.Lock()
+			defer s.api.hub.conns.mu.Unlock()
+			return len(s.api.hub.conns.clients) == 0 && s.api.hub.conns.reserved == 0 && len(s.api.hub.conns.all) == 0
 		})
 	})
 }
