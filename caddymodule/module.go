@@ -41,6 +41,10 @@ func (h *Handler) Cleanup() error {
 	if h.api != nil {
 		h.api.Close() // WebSocket clients reconnect, to the next config if there is one
 	}
+	if h.relayKey != "" { // before the broker it hands over to
+		_, err := relays.Delete(h.relayKey)
+		errs = append(errs, err)
+	}
 	if h.eventsKey != "" {
 		_, err := brokers.Delete(h.eventsKey)
 		errs = append(errs, err)

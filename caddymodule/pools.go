@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -106,4 +107,21 @@ func (h *Handler) loadStore(ctx caddy.Context, uri string) (store.Store, error) 
 		}
 	}
 	return st, nil
+}
+
+// relays holds the relays through the store, one per store (relay.go).
+var relays = caddy.NewUsagePool()
+
+// pooledRelay is a running relay.
+type pooledRelay struct {
+	*events.Relay
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// Destruct stops the relay when the last config on its store is cleaned up.
+func (r pooledRelay) Destruct() error {
+	r.stop()
+	<-r.done
+	return nil
 }

@@ -37,6 +37,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// Before the defaults too: a data_dir that expands to nothing takes the default.
 	h.DataDir = repl.ReplaceKnown(h.DataDir, "")
 	h.fillDefaults()
+	if err := checkField(h, "events"); err != nil { // before a relay is made on a store that has none
+		return err
+	}
 	authn, err := h.authenticator(repl)
 	if err != nil {
 		return err
@@ -45,6 +48,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	pooled := st // the relay records through the store itself, not through what observes it
 	if err := metrics.Register(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
@@ -63,12 +67,21 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	broker, _, _ := brokers.LoadOrNew(h.eventsKey, func() (caddy.Destructor, error) {
 		return pooledBroker{events.NewBroker[posts.Event](EventQueue)}, nil
 	})
+	var relay *events.Relay
+	var relayHealth handlers.RelayHealth
+	if h.Events == EventsRelay {
+		if relay, err = h.loadRelay(pooled, broker.(pooledBroker).Broker); err != nil {
+			return err
+		}
+		relayHealth = relay
+	}
 	svc := posts.NewService(posts.Config{
 		Store:                    st,
 		Timeout:                  time.Duration(h.Timeout),
 		MaxLimit:                 h.MaxLimit,
 		Logger:                   h.logger,
 		Events:                   broker.(pooledBroker).Broker,
+		Relay:                    relay,
 		SubscriptionsRequireAuth: h.SubscriptionsRequireAuth,
 		Keys:                     keys,
 		KeyTTL:                   time.Duration(h.IdempotencyTTL),
@@ -97,6 +110,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Identified:      setUserPlaceholders,
 		AccessLog:       accessLogField,
 		HealthPath:      h.HealthPath,
+		Relay:           relayHealth,
 		OpenAPIPath:     h.OpenAPIPath,
 	})
 	return nil
