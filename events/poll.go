@@ -25,6 +25,9 @@ type Batch struct {
 	// Floor is the oldest At a later batch may hold: what is older will not come again, so a
 	// relay may forget it.
 	Floor time.Time
+	// Upto, unless zero, is when the read began: every event that committed before it is in
+	// this batch or an earlier one. Zero for a read that left more to read (a full page).
+	Upto time.Time
 }
 
 // The defaults of Poll.
@@ -65,7 +68,8 @@ func (p *Poll) Run(ctx context.Context, deliver func(Batch)) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
-		began := time.Now().UTC()
+		upto := time.Now()
+		began := upto.UTC()
 		query, cancel := context.WithTimeout(ctx, timeout)
 		events, err := p.Log.EventsSince(query, since, limit)
 		cancel()
@@ -93,7 +97,7 @@ func (p *Poll) Run(ctx context.Context, deliver func(Batch)) {
 			if next := began.Add(-lookback).Truncate(time.Millisecond); next.After(since) {
 				since = next
 			}
-			deliver(Batch{Events: events, Floor: since})
+			deliver(Batch{Events: events, Floor: since, Upto: upto})
 		}
 		if full {
 			continue

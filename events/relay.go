@@ -64,11 +64,17 @@ type Relay struct {
 	origin string
 
 	mu      sync.Mutex
-	pending []store.Event
+	pending []recorded
 	seen    map[string]time.Time  // relayed ids, with their At
 	posts   map[string]handedPost // by post id
 	failing bool                  // the last read failed (logged once)
 	last    atomic.Int64          // unix nanoseconds of the last successful read, or of the start
+}
+
+// recorded is a local event, and when its record ended.
+type recorded struct {
+	store.Event
+	done time.Time
 }
 
 // handedPost is the last event of a post handed over.
@@ -108,8 +114,7 @@ func (r *Relay) Run(ctx context.Context) {
 	wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.hand(r.pending) // what was written last is not held back
-	r.pending = nil
+	r.hand(r.take(time.Time{})) // what was written last is not held back
 }
 
 // Record stores the event of a local write of kind to post, and queues it for the next batch
@@ -120,10 +125,9 @@ func (r *Relay) Record(ctx context.Context, kind string, post store.Post) error 
 	err := r.cfg.Log.RecordEvent(ctx, e)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.pending = append(r.pending, e)
+	r.pending = append(r.pending, recorded{e, time.Now()})
 	if len(r.pending) >= maxPending {
-		r.hand(r.pending)
-		r.pending = nil
+		r.hand(r.take(time.Time{}))
 	}
 	return err
 }
@@ -152,8 +156,16 @@ func (r *Relay) deliver(b Batch) {
 		}
 		r.failing = false
 	}
-	batch := r.pending
-	r.pending = nil
+	// A local event goes with the first read that began after its record ended: the events of
+	// other instances that came before it (a create there, then this update here) committed
+	// before that read, so it holds them. When the read failed, they all go.
+	upto := b.Upto
+	if b.Err != nil {
+		upto = time.Time{}
+	} else if upto.IsZero() {
+		upto = time.Unix(0, 0) // a partial read: none yet
+	}
+	batch := r.take(upto)
 	for _, e := range b.Events {
 		if e.Origin == r.origin {
 			continue
@@ -169,6 +181,23 @@ func (r *Relay) deliver(b Batch) {
 	if b.Err == nil {
 		r.forget(b.Floor)
 	}
+}
+
+// take removes and returns the local events whose record ended before upto (zero: all of them);
+// r.mu is held.
+func (r *Relay) take(upto time.Time) []store.Event {
+	var out []store.Event
+	kept := r.pending[:0]
+	for _, p := range r.pending {
+		if upto.IsZero() || p.done.Before(upto) {
+			out = append(out, p.Event)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	clear(r.pending[len(kept):])
+	r.pending = kept
+	return out
 }
 
 // hand sorts batch and hands it over, dropping stale events; r.mu is held.
