@@ -20,7 +20,7 @@ import (
 // relayWrites is how many writes TestTwoCaddiesRelayEveryWrite spreads over its two instances;
 // the issue asks for 10,000 (-relay.writes 10000), which on the in-process FerretDB (it scans the
 // events at each poll) takes minutes, so make test runs fewer.
-var relayWrites = flag.Int("relay.writes", 2000, "writes spread over the two instances of the relay's process test")
+var relayWrites = flag.Int("relay.writes", 1000, "writes spread over the two instances of the relay's process test")
 
 // relaySubscriber is a graphql-ws connection subscribed to every write, keeping, per post, what
 // it received in order: "c1" (created at version 1), "u2", "d".
