@@ -110,6 +110,13 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"persisted_queries without a file", "persisted_queries", "persisted_queries takes 1 argument(s), got 0"},
 		{"persisted_queries with two files", "persisted_queries a.json b.json", "persisted_queries takes 1 argument(s), got 2"},
 		{"persisted_queries_only with an argument", "persisted_queries_only yes", "persisted_queries_only takes 0 argument(s), got 1"},
+		{"events that is neither local nor relay", "events remote", `events must be local or relay, not "remote"`},
+		{"events relay on the embedded store", "events relay", "events relay needs mongodb_uri: the embedded store serves one process"},
+		{"events without a value", "events", "events takes 1 argument(s), got 0"},
+		{"events_poll_interval under 10ms", "events_poll_interval 1ms", "events_poll_interval must be from 10ms to 10s, not 1ms"},
+		{"events_poll_interval that is not a duration", "events_poll_interval often", `events_poll_interval: "often" is not a duration such as 100ms`},
+		{"events_ttl under a minute", "events_ttl 30s", "events_ttl must be from 1m0s to 720h0m0s, not 30s"},
+		{"events_lookback over a minute", "events_lookback 2m", "events_lookback must be from 1ms to 1m0s, not 2m0s"},
 	}
 	adapter := caddyconfig.GetAdapter("caddyfile")
 	for _, tt := range tests {
@@ -128,6 +135,12 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		_, _, err := adapter.Adapt([]byte(":8080\n\nposts {\n\tmongodb_uri mongodb://a\n\tmongodb_uri mongodb://b\n}\n"), nil)
 		if err == nil || !strings.Contains(err.Error(), "Caddyfile:5") || !strings.Contains(err.Error(), "mongodb_uri is given more than once") {
 			t.Errorf("error = %v; want one naming Caddyfile:5 and saying mongodb_uri is given more than once", err)
+		}
+	})
+	t.Run("events relay named before the mongodb_uri it needs", func(t *testing.T) {
+		_, _, err := adapter.Adapt([]byte(":8080\n\nposts {\n\tevents relay\n\tmongodb_uri mongodb://a\n}\n"), nil)
+		if err != nil {
+			t.Errorf("error = %v; want none: mongodb_uri may come after events", err)
 		}
 	})
 	t.Run("algorithms given twice", func(t *testing.T) {

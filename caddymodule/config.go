@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/handlers"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -196,6 +197,24 @@ type Handler struct {
 	// Default: 24h.
 	IdempotencyTTL caddy.Duration `json:"idempotency_ttl,omitempty"`
 
+	// How subscribers hear of writes: "relay" records each write's event in the store and reads
+	// the other instances' events every events_poll_interval, so that the subscribers of every
+	// instance on one MongoDB get every write; "local", only of this instance's writes. relay
+	// needs mongodb_uri. Default: local without mongodb_uri (the embedded store), relay with it.
+	Events string `json:"events,omitempty"`
+
+	// How often the relay reads the events of other instances, from 10ms to 10s. Default: 100ms.
+	EventsPollInterval caddy.Duration `json:"events_poll_interval,omitempty"`
+
+	// How long the events are kept in the store, from 1m to 720h: an instance cut from the
+	// database for longer misses what was written meanwhile. Default: 1h.
+	EventsTTL caddy.Duration `json:"events_ttl,omitempty"`
+
+	// How far back each read of the relay looks again, from 1ms to 1m: an event that becomes
+	// visible later than this after it was recorded (a write that commits that late, or a clock
+	// that far behind) is missed. Default: 1s.
+	EventsLookback caddy.Duration `json:"events_lookback,omitempty"`
+
 	logger    *zap.Logger
 	storeKey  string
 	eventsKey string
@@ -203,8 +222,9 @@ type Handler struct {
 	api       *handlers.API
 	sweepKey  string // of the sweep of expired idempotency keys (idempotency.go)
 
-	hubKey string        // of the hub of the WebSocket connections (hubs.go)
-	hub    *handlers.Hub // the hub
+	hubKey   string        // of the hub of the WebSocket connections (hubs.go)
+	hub      *handlers.Hub // the hub
+	relayKey string        // of the relay through the store (relay.go)
 }
 
 // APIKey is one accepted API key.
@@ -315,6 +335,17 @@ var configFields = []configField{
 		return nil
 	}},
 	{"idempotency_ttl", func(h *Handler) { orDefault(&h.IdempotencyTTL, caddy.Duration(24*time.Hour)) }, checkIdempotencyTTL},
+	{"events", fillEvents, checkEvents},
+	{"events_poll_interval", func(h *Handler) { orDefault(&h.EventsPollInterval, caddy.Duration(events.DefaultPollInterval)) },
+		func(h *Handler) error {
+			return durationIn("events_poll_interval", h.EventsPollInterval, 10*time.Millisecond, 10*time.Second)
+		}},
+	{"events_ttl", func(h *Handler) { orDefault(&h.EventsTTL, caddy.Duration(events.DefaultTTL)) },
+		func(h *Handler) error { return durationIn("events_ttl", h.EventsTTL, time.Minute, 720*time.Hour) }},
+	{"events_lookback", func(h *Handler) { orDefault(&h.EventsLookback, caddy.Duration(events.DefaultLookback)) },
+		func(h *Handler) error {
+			return durationIn("events_lookback", h.EventsLookback, time.Millisecond, time.Minute)
+		}},
 }
 
 // fillDefaults gives every unset field that has a default its default.

@@ -45,6 +45,14 @@ func positive(name string, d caddy.Duration) error {
 	return nil
 }
 
+// durationIn is the rule of a duration with a least and a most.
+func durationIn(name string, d caddy.Duration, least, most time.Duration) error {
+	if time.Duration(d) < least || time.Duration(d) > most {
+		return fmt.Errorf("%s must be from %s to %s, not %s", name, least, most, time.Duration(d))
+	}
+	return nil
+}
+
 // validDatabase checks a name against MongoDB's rules for database names.
 func validDatabase(name string) error {
 	if name == "" || len(name) > 63 || strings.ContainsAny(name, "/\\. \"$\x00") {

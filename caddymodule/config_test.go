@@ -138,6 +138,7 @@ func TestAZeroHandlerTakesTheDocumentedDefaults(t *testing.T) {
 		"none": nil, "any issuer": nil, "any audience": nil, "the site's own origin only": nil,
 		`the "posts" folder in Caddy's data directory`: filepath.Join(caddy.AppDataDir(), "posts"),
 		"a tenth of max_distinct_subscriptions":        100,
+		"local without mongodb_uri":                    EventsLocal,
 	}
 	fills := map[string]bool{}
 	for _, f := range configFields {

@@ -45,6 +45,10 @@ func (h *Handler) Cleanup() error {
 		_, err := hubs.Delete(h.hubKey)
 		errs = append(errs, err)
 	}
+	if h.relayKey != "" { // before the broker it hands over to
+		_, err := relays.Delete(h.relayKey)
+		errs = append(errs, err)
+	}
 	if h.eventsKey != "" {
 		_, err := brokers.Delete(h.eventsKey)
 		errs = append(errs, err)

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -130,4 +131,21 @@ func (h *Handler) loadStore(ctx caddy.Context, uri string) (pooledStore, error) 
 		}
 	}
 	return ps, nil
+}
+
+// relays holds the relays through the store, one per store (relay.go).
+var relays = caddy.NewUsagePool()
+
+// pooledRelay is a running relay.
+type pooledRelay struct {
+	*events.Relay
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// Destruct stops the relay when the last config on its store is cleaned up.
+func (r pooledRelay) Destruct() error {
+	r.stop()
+	<-r.done
+	return nil
 }

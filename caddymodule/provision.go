@@ -37,6 +37,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// Before the defaults too: a data_dir that expands to nothing takes the default.
 	h.DataDir = repl.ReplaceKnown(h.DataDir, "")
 	h.fillDefaults()
+	if err := checkField(h, "events"); err != nil { // before a relay is made on a store that has none
+		return err
+	}
 	authn, err := h.authenticator(repl)
 	if err != nil {
 		return err
@@ -60,12 +63,22 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	broker, _, _ := brokers.LoadOrNew(h.eventsKey, func() (caddy.Destructor, error) {
 		return pooledBroker{events.NewBroker[posts.Event](EventQueue)}, nil
 	})
+	var relay *events.Relay
+	var relayHealth handlers.RelayHealth
+	if h.Events == EventsRelay {
+		// Through the store itself: its errors have metrics of their own (relay_errors_total).
+		if relay, err = h.loadRelay(pooled.Store, broker.(pooledBroker).Broker); err != nil {
+			return err
+		}
+		relayHealth = relay
+	}
 	svc := posts.NewService(posts.Config{
 		Store:                    st,
 		Timeout:                  time.Duration(h.Timeout),
 		MaxLimit:                 h.MaxLimit,
 		Logger:                   h.logger,
 		Events:                   broker.(pooledBroker).Broker,
+		Relay:                    relay,
 		SubscriptionsRequireAuth: h.SubscriptionsRequireAuth,
 		Keys:                     keys,
 		KeyTTL:                   time.Duration(h.IdempotencyTTL),
@@ -98,6 +111,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Identified:      setUserPlaceholders,
 		AccessLog:       accessLogField,
 		HealthPath:      h.HealthPath,
+		Relay:           relayHealth,
 		OpenAPIPath:     h.OpenAPIPath,
 		Hub:             hub,
 	})

@@ -50,6 +50,8 @@ type Config struct {
 	AccessLog func(*http.Request, zap.Field)
 	// HealthPath, if set, is the path that answers health probes (serveHealth).
 	HealthPath string
+	// Relay, if set, is the relay of the events of other instances, whose health probes report.
+	Relay RelayHealth
 	// OpenAPIPath, if set, is the path that serves the OpenAPI description of the REST API.
 	OpenAPIPath string
 	// Hub, if set, holds the API's WebSocket connections, and the caller registers the API with

@@ -11,12 +11,13 @@ import (
 )
 
 // health is the answer at Config.HealthPath: ok when the store answers a ping within the
-// timeout and every key set (if any) has been fetched once; unavailable, with the parts that
-// failed, otherwise.
+// timeout, every key set (if any) has been fetched once and the relay (if any) is not stalled;
+// unavailable, with the parts that failed, otherwise.
 type health struct {
 	Status  string       `json:"status"`
 	Store   healthCheck  `json:"store"`
 	KeySets *keySetCheck `json:"key_sets,omitempty"`
+	Relay   *relayCheck  `json:"relay,omitempty"`
 }
 
 type healthCheck struct {
@@ -27,6 +28,21 @@ type healthCheck struct {
 	LatencyMS float64 `json:"latency_ms"`
 	Error     string  `json:"error,omitempty"`
 }
+
+// RelayHealth is what health probes ask of the relay of events between instances.
+type RelayHealth interface {
+	// Stalled says whether its reads have not succeeded for too long, and how long ago the last did.
+	Stalled() (bool, time.Duration)
+}
+
+type relayCheck struct {
+	Status string `json:"status"`
+	// LastPollMSAgo is how long ago its last successful read was, in milliseconds.
+	LastPollMSAgo int64 `json:"last_poll_ms_ago"`
+}
+
+// healthStalled is the status of a relay that has not read for too long.
+const healthStalled = "stalled"
 
 type keySetCheck struct {
 	Status  string `json:"status"`
@@ -82,6 +98,13 @@ func (a *API) checkHealth() health {
 		h.KeySets = &keySetCheck{Status: healthOK, Fetched: fetched, Total: total}
 		if fetched < total {
 			h.Status, h.KeySets.Status = healthUnavailable, healthUnavailable
+		}
+	}
+	if a.cfg.Relay != nil {
+		stalled, ago := a.cfg.Relay.Stalled()
+		h.Relay = &relayCheck{Status: healthOK, LastPollMSAgo: ago.Milliseconds()}
+		if stalled {
+			h.Status, h.Relay.Status = healthUnavailable, healthStalled
 		}
 	}
 	return h

@@ -89,6 +89,20 @@ var (
 		Namespace: namespace, Name: "limit_refusals_total",
 		Help: "Requests, messages and connections refused for a limit, by the subdirective that sets it.",
 	}, []string{"limit"})
+
+	relayEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "relay_events_total",
+		Help: "Events of other instances read from the store, by outcome: relayed (handed to the local subscribers), duplicate (read again in the look-back window), stale (of a post whose later write was handed over already).",
+	}, []string{"outcome"})
+	relayLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "relay_lag_seconds",
+		Help:    "Time from another instance's recording of an event to its hand-off to the local subscribers (clocks of two machines: their skew included).",
+		Buckets: []float64{.005, .01, .025, .05, .1, .15, .2, .3, .5, 1, 2.5, 5, 10, 30},
+	})
+	relayErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "relay_errors_total",
+		Help: "Failures of the relay through the store, by stage: tail (a poll of the events), record (a write's event not recorded: other instances miss it), expire (the periodic delete of expired events).",
+	}, []string{"stage"})
 )
 
 // The store's circuit breaker (store.Breaker).
@@ -107,6 +121,7 @@ var all = []prometheus.Collector{
 	requests, requestDuration, storeDuration, storeErrors, authOutcomes, jwksFetches, jwksKeys,
 	wsConnections, feeds, subscribers, eventsPublished, eventsDelivered, eventsDropped, documentCache, limitRefusals,
 	storeBreakerOpen, storeBreakerOpened,
+	relayEvents, relayLag, relayErrors,
 }
 
 // Register adds the metrics to reg, a config's registry. Every site of a config registers them;
@@ -219,3 +234,26 @@ func DocumentCache(event string) { documentCache.WithLabelValues(event).Inc() }
 
 // LimitRefused counts a refusal for the limit that the subdirective named limit sets.
 func LimitRefused(limit string) { limitRefusals.WithLabelValues(limit).Inc() }
+
+// The outcomes of caddy_posts_relay_events_total.
+const (
+	RelayRelayed   = "relayed"
+	RelayDuplicate = "duplicate"
+	RelayStale     = "stale"
+)
+
+// RelayEvent counts an event of another instance read from the store, by outcome.
+func RelayEvent(outcome string) { relayEvents.WithLabelValues(outcome).Inc() }
+
+// RelayLag records the time from an event's recording to its hand-off here.
+func RelayLag(d time.Duration) { relayLag.Observe(d.Seconds()) }
+
+// The stages of caddy_posts_relay_errors_total.
+const (
+	RelayTail   = "tail"
+	RelayRecord = "record"
+	RelayExpire = "expire"
+)
+
+// RelayError counts a failure of the relay at stage.
+func RelayError(stage string) { relayErrors.WithLabelValues(stage).Inc() }

@@ -61,6 +61,9 @@ type Config struct {
 	Logger *zap.Logger
 	// Events, if set, receives every write once it is stored.
 	Events *events.Broker[Event]
+	// Relay, if set, records every write's event in the store for the other instances and
+	// hands it to Events in one order with theirs (it publishes to Events itself).
+	Relay *events.Relay
 	// SubscriptionsRequireAuth makes Allow refuse Subscribe to an anonymous caller. False (the
 	// default): anyone may subscribe, as anyone may read.
 	SubscriptionsRequireAuth bool
@@ -77,6 +80,7 @@ type Service struct {
 	maxLimit                 int
 	logger                   *zap.Logger
 	events                   *events.Broker[Event]
+	relay                    *events.Relay
 	subscriptionsRequireAuth bool
 	profiles                 profiles // saved lately, so that unchanged ones are not saved on every write
 	keys                     store.IdempotencyStore
@@ -94,6 +98,7 @@ func NewService(cfg Config) *Service {
 		maxLimit:                 cfg.MaxLimit,
 		logger:                   cfg.Logger,
 		events:                   cfg.Events,
+		relay:                    cfg.Relay,
 		subscriptionsRequireAuth: cfg.SubscriptionsRequireAuth,
 		keys:                     cfg.Keys,
 		keyTTL:                   cmp.Or(cfg.KeyTTL, DefaultKeyTTL),

@@ -45,6 +45,11 @@ type Store struct {
 	// keyRecords is the collection of idempotency keys (idempotency.go), set once its index is
 	// ensured.
 	keyRecords atomic.Pointer[driver.Collection]
+
+	// eventRecords is the events collection (events.go), set once its index is ensured with
+	// eventTTL (nanoseconds).
+	eventRecords atomic.Pointer[driver.Collection]
+	eventTTL     atomic.Int64
 }
 
 // Open returns the store of database in the deployment that uri names. It does no I/O: the
