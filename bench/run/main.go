@@ -87,24 +87,35 @@ func run(ctx context.Context, cfg config) error {
 	}
 
 	began := time.Now()
-	e, err := start(ctx, cfg, dir, slices.ContainsFunc(peerPairs, cfg.only.MatchString))
-	if err != nil {
-		return err
-	}
-	defer e.close()
-	log.Printf("every server is up and seeded, and the sides of each pair answer alike")
-
+	var notes []string
 	var done []*pair
-	for _, p := range pairs(e) {
-		if !cfg.only.MatchString(p.id) {
-			continue
+	if slices.ContainsFunc(pairs(&env{}), func(p *pair) bool { return cfg.only.MatchString(p.id) }) {
+		e, err := start(ctx, cfg, dir, slices.ContainsFunc(peerPairs, cfg.only.MatchString))
+		if err != nil {
+			return err
 		}
-		if err := measure(ctx, cfg, e, p); err != nil {
-			return fmt.Errorf("pair %s: %w", p.id, err)
+		defer e.close()
+		log.Printf("every server is up and seeded, and the sides of each pair answer alike")
+		for _, p := range pairs(e) {
+			if !cfg.only.MatchString(p.id) {
+				continue
+			}
+			if err := measure(ctx, cfg, e, p); err != nil {
+				return fmt.Errorf("pair %s: %w", p.id, err)
+			}
+			done = append(done, p)
 		}
-		done = append(done, p)
+		notes = e.notes
 	}
 	table := render(done)
+	if cfg.only.MatchString("18a") || cfg.only.MatchString("18b") {
+		log.Printf("the relay's figures: two instances on one FerretDB")
+		fig, err := measureRelay(ctx, cfg, filepath.Join(dir, "relay"))
+		if err != nil {
+			return fmt.Errorf("the relay's figures: %w", err)
+		}
+		table += renderRelay(fig)
+	}
 	fmt.Print("\n" + table)
 	log.Printf("the run took %s", time.Since(began).Round(time.Second))
 	if cfg.results == "" {
@@ -116,7 +127,7 @@ func run(ctx context.Context, cfg config) error {
 		"The comparison is the median over the rounds, then its range; the medians behind it follow. "+
 		"The machine is shared with other work: the ratios, measured side by side, are the result, more than the absolute numbers.\n\n%s\n%s",
 		cfg.rounds, cfg.duration, cfg.warmup, cfg.conc, describe(), table)
-	for _, n := range e.notes {
+	for _, n := range notes {
 		report += "\n- " + n
 	}
 	report += fmt.Sprintf("\n- The run took %s.\n", time.Since(began).Round(time.Second))

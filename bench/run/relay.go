@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/postsedge/caddy-posts/bench/wsload"
+	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
+)
+
+// The relay's figures (issue 18), measured on two ./caddy processes with bench/Caddyfile.relay
+// on one FerretDB that the harness runs, behind a proxy that counts the commands the instances
+// send it:
+//   - relay lag: a post created through instance A, timed from just before its POST until the
+//     median of relaySubscribers subscribers on instance B has it; and the same on A itself,
+//     whose own writes the relay hands over at its next poll too;
+//   - the database's cost: commands per second with `events relay` against `events local`, at
+//     idle and under relayLoad writes per second spread over both instances.
+const (
+	relayPoll        = 100 * time.Millisecond
+	relaySubscribers = 10
+	relayEvents      = 300
+	relayPace        = 50 * time.Millisecond // between the events timed
+	relayLoad        = 40                    // writes per second of the load
+	relayWindow      = 10 * time.Second      // of each count of commands
+)
+
+// relayFigures are what measureRelay found.
+type relayFigures struct {
+	remote, local []time.Duration // lag of each event, to B's and to A's subscribers
+	idle, loaded  map[string]float64
+	commandsRelay string // the commands of the loaded relay run, by name
+}
+
+// measureRelay starts FerretDB and, for each mode, the two instances, and measures.
+func measureRelay(ctx context.Context, cfg config, dir string) (fig relayFigures, err error) {
+	db, err := startCountedFerretDB(filepath.Join(dir, "ferretdb"))
+	if err != nil {
+		return fig, err
+	}
+	defer db.close()
+	apiKey := "relay-" + rand.Text()
+	fig.idle, fig.loaded = map[string]float64{}, map[string]float64{}
+	for _, mode := range []string{"local", "relay"} {
+		a, err := startRelayInstance(ctx, cfg, filepath.Join(dir, mode+"-a"), db.uri, mode, apiKey)
+		if err != nil {
+			return fig, err
+		}
+		b, err := startRelayInstance(ctx, cfg, filepath.Join(dir, mode+"-b"), db.uri, mode, apiKey)
+		if err != nil {
+			a.stop()
+			return fig, err
+		}
+		err = func() error {
+			defer a.stop()
+			defer b.stop()
+			time.Sleep(time.Second) // past the first polls and the driver's connections
+			fig.idle[mode] = db.rate(ctx, relayWindow, nil)
+			fig.loaded[mode] = db.rate(ctx, relayWindow, func(ctx context.Context) error {
+				return writeAtRate(ctx, []string{a.base, b.base}, apiKey, relayLoad)
+			})
+			if mode == "local" {
+				return nil
+			}
+			fig.commandsRelay = db.lastByName()
+			if fig.remote, err = timeEvents(ctx, a, b, apiKey); err != nil {
+				return fmt.Errorf("A to B: %w", err)
+			}
+			fig.local, err = timeEvents(ctx, a, a, apiKey)
+			return err
+		}()
+		if err != nil {
+			return fig, fmt.Errorf("events %s: %w", mode, err)
+		}
+	}
+	return fig, nil
+}
+
+// relayInstance is one ./caddy of the relay figures.
+type relayInstance struct {
+	base string // http://127.0.0.1:port
+	proc *process
+}
+
+func (i *relayInstance) stop() { i.proc.stop() }
+
+func startRelayInstance(ctx context.Context, cfg config, dir, uri, mode, apiKey string) (*relayInstance, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	addrs, err := freeAddrs(1)
+	if err != nil {
+		return nil, err
+	}
+	_, port, _ := strings.Cut(addrs[0], ":")
+	home := filepath.Join(dir, "home")
+	vars := []string{
+		"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"RELAY_DIR=" + dir, "RELAY_PORT=" + port, "RELAY_MONGODB_URI=" + uri, "RELAY_API_KEY=" + apiKey,
+		"RELAY_EVENTS=" + mode, "RELAY_POLL=" + relayPoll.String(),
+	}
+	caddyfile := filepath.Join(filepath.Dir(cfg.caddyfile), "Caddyfile.relay")
+	p, err := spawn(cfg.caddy, []string{"run", "--config", caddyfile, "--adapter", "caddyfile"}, vars, filepath.Join(dir, "caddy.log"))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.listening(ctx, addrs[0]); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return &relayInstance{base: "http://" + addrs[0], proc: p}, nil
+}
+
+// timeEvents times relayEvents posts created through from, each until the median of
+// relaySubscribers subscribers on to has it.
+func timeEvents(ctx context.Context, from, to *relayInstance, apiKey string) ([]time.Duration, error) {
+	fleet, err := wsload.Open(ctx, strings.Replace(to.base, "http://", "ws://", 1)+"/graphql", relaySubscribers, wsload.Init(apiKey))
+	if err != nil {
+		return nil, err
+	}
+	defer fleet.Close(true)
+	time.Sleep(500 * time.Millisecond) // every subscription in place
+	var lags []time.Duration
+	for seq := 1; seq <= relayEvents; seq++ {
+		r := fleet.Begin(seq)
+		status, body, err := do(ctx, "POST", from.base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "X-API-Key: "+apiKey)
+		if err == nil && status != http.StatusCreated {
+			err = fmt.Errorf("POST /posts: %d %s", status, body)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !r.Wait(5 * time.Second) {
+			return nil, fmt.Errorf("event %d reached %d of %d subscribers in 5s (%v)", seq, r.Got(), fleet.Len(), fleet.Ends())
+		}
+		lags = append(lags, r.Stats().Median)
+		time.Sleep(relayPace)
+	}
+	return lags, nil
+}
+
+// writeAtRate creates posts at perSecond, through each base in turn, until ctx ends.
+func writeAtRate(ctx context.Context, bases []string, apiKey string, perSecond int) error {
+	tick := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed error
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return failed
+		case <-tick.C:
+		}
+		wg.Go(func() {
+			status, body, err := do(context.WithoutCancel(ctx), "POST", bases[i%len(bases)]+"/posts", `{"title": "load"}`, "X-API-Key: "+apiKey)
+			if err == nil && status != http.StatusCreated {
+				err = fmt.Errorf("POST /posts: %d %s", status, body)
+			}
+			if err != nil {
+				mu.Lock()
+				if failed == nil {
+					failed = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+}
+
+// countedFerretDB is FerretDB with mongotest's one-write-at-a-time proxy, behind a proxy of
+// ours that counts the commands it forwards, by name.
+type countedFerretDB struct {
+	uri   string
+	close func()
+
+	mu     sync.Mutex
+	counts map[string]int
+	last   map[string]int // the counts of the last window
+}
+
+func startCountedFerretDB(dir string) (*countedFerretDB, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	srv, err := mongotest.Start(dir)
+	if err != nil {
+		return nil, err
+	}
+	inner, stopInner, err := mongotest.OneWriteAtATime(srv.Socket)
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	innerSocket, err := socketOf(inner)
+	if err != nil {
+		stopInner()
+		srv.Close()
+		return nil, err
+	}
+	db := &countedFerretDB{counts: map[string]int{}}
+	sockDir, err := os.MkdirTemp("", "relay-count-")
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(sockDir, "mongodb.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	var conns sync.WaitGroup
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Go(func() { db.forward(c, innerSocket) })
+		}
+	}()
+	db.uri = "mongodb://" + url.QueryEscape(path) + "/"
+	db.close = func() {
+		ln.Close()
+		stopInner() // closes the connections, so the forwards end
+		conns.Wait()
+		srv.Close()
+		os.RemoveAll(sockDir)
+	}
+	return db, nil
+}
+
+// socketOf is the path of a mongodb:// URI on a unix socket.
+func socketOf(uri string) (string, error) {
+	host := strings.TrimSuffix(strings.TrimPrefix(uri, "mongodb://"), "/")
+	return url.QueryUnescape(host)
+}
+
+// forward relays one client connection to socket, counting the commands.
+func (db *countedFerretDB) forward(client net.Conn, socket string) {
+	defer client.Close()
+	server, err := net.Dial("unix", socket)
+	if err != nil {
+		return
+	}
+	defer server.Close()
+	go func() {
+		defer client.Close()
+		for {
+			msg, err := mongotest.ReadMessage(server)
+			if err != nil {
+				return
+			}
+			if _, err := client.Write(msg); err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		msg, err := mongotest.ReadMessage(client)
+		if err != nil {
+			return
+		}
+		if name := mongotest.CommandName(msg); name != "" {
+			db.mu.Lock()
+			db.counts[name]++
+			db.mu.Unlock()
+		}
+		if _, err := server.Write(msg); err != nil {
+			return
+		}
+	}
+}
+
+// rate counts the commands per second over relayWindow while work (if any) runs.
+func (db *countedFerretDB) rate(ctx context.Context, window time.Duration, work func(context.Context) error) float64 {
+	db.mu.Lock()
+	before := maps.Clone(db.counts)
+	db.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, window)
+	defer cancel()
+	began := time.Now()
+	if work != nil {
+		if err := work(wctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			log.Printf("relay figures: a write of the load failed: %v", err)
+		}
+	}
+	<-wctx.Done()
+	seconds := time.Since(began).Seconds()
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.last = map[string]int{}
+	total := 0
+	for name, n := range db.counts {
+		if d := n - before[name]; d > 0 {
+			db.last[name] = d
+			total += d
+		}
+	}
+	return float64(total) / seconds
+}
+
+// lastByName lists the commands of the last window, most first.
+func (db *countedFerretDB) lastByName() string {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	names := make([]string, 0, len(db.last))
+	for name := range db.last {
+		names = append(names, name)
+	}
+	slices.SortFunc(names, func(a, b string) int { return db.last[b] - db.last[a] })
+	var parts []string
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("%s %d", name, db.last[name]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// renderRelay writes the relay's table, in Markdown.
+func renderRelay(fig relayFigures) string {
+	q := func(ds []time.Duration, p float64) float64 {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds()) / 1e3
+	}
+	target := 3 * float64(relayPoll.Milliseconds())
+	met := "**no**"
+	if q(fig.remote, 0.99) <= target {
+		met = "yes"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## The relay between instances\n\nTwo ./caddy processes (bench/Caddyfile.relay) on one FerretDB that the harness runs, "+
+		"`events_poll_interval %s`; %d posts created through instance A, %s apart, each timed from just before its POST until the median of "+
+		"%d subscribers (graphql-transport-ws) has it.\n\n", relayPoll, relayEvents, relayPace, relaySubscribers)
+	b.WriteString("| # | measured | target | value | met |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| 18a | relay lag, A's write to B's subscribers: p50 | — | %.1f ms | info |\n", q(fig.remote, 0.5))
+	fmt.Fprintf(&b, "| 18a | relay lag, A's write to B's subscribers: p99 | ≤ %.0f ms (3 × the poll interval) | %.1f ms | %s |\n", target, q(fig.remote, 0.99), met)
+	fmt.Fprintf(&b, "| 18a | A's write to A's own subscribers (handed over at A's next poll): p50 / p99 | — | %.1f / %.1f ms | info |\n", q(fig.local, 0.5), q(fig.local, 0.99))
+	fmt.Fprintf(&b, "| 18b | database commands/s of both instances at idle: relay, local, added | — | %.1f, %.1f, +%.1f | info |\n",
+		fig.idle["relay"], fig.idle["local"], fig.idle["relay"]-fig.idle["local"])
+	fmt.Fprintf(&b, "| 18b | database commands/s under %d writes/s (through both in turn): relay, local, added | — | %.1f, %.1f, +%.1f | info |\n",
+		relayLoad, fig.loaded["relay"], fig.loaded["local"], fig.loaded["relay"]-fig.loaded["local"])
+	fmt.Fprintf(&b, "\nThe commands of the relay's %s under load, by name: %s.\n", relayWindow, fig.commandsRelay)
+	return b.String()
+}
