@@ -25,8 +25,8 @@ import (
 // on one FerretDB that the harness runs, behind a proxy that counts the commands the instances
 // send it:
 //   - relay lag: a post created through instance A, timed from just before its POST until the
-//     median of relaySubscribers subscribers on instance B has it; and the same on A itself,
-//     whose own writes the relay hands over at its next poll too;
+//     median of relaySubscribers subscribers on instance B has it; and, at the same time, on A
+//     itself, whose own writes the relay hands over at its next read too;
 //   - the database's cost: commands per second with `events relay` against `events local`, at
 //     idle and under relayLoad writes per second spread over both instances.
 const (
@@ -76,10 +76,7 @@ func measureRelay(ctx context.Context, cfg config, dir string) (fig relayFigures
 				return nil
 			}
 			fig.commandsRelay = db.lastByName()
-			if fig.remote, err = timeEvents(ctx, a, b, apiKey); err != nil {
-				return fmt.Errorf("A to B: %w", err)
-			}
-			fig.local, err = timeEvents(ctx, a, a, apiKey)
+			fig.remote, fig.local, err = timeEvents(ctx, a, b, apiKey)
 			return err
 		}()
 		if err != nil {
@@ -124,32 +121,36 @@ func startRelayInstance(ctx context.Context, cfg config, dir, uri, mode, apiKey 
 	return &relayInstance{base: "http://" + addrs[0], proc: p}, nil
 }
 
-// timeEvents times relayEvents posts created through from, each until the median of
-// relaySubscribers subscribers on to has it.
-func timeEvents(ctx context.Context, from, to *relayInstance, apiKey string) ([]time.Duration, error) {
-	fleet, err := wsload.Open(ctx, strings.Replace(to.base, "http://", "ws://", 1)+"/graphql", relaySubscribers, wsload.Init(apiKey))
-	if err != nil {
-		return nil, err
+// timeEvents times relayEvents posts created through a, each until the median of
+// relaySubscribers subscribers on b (remote) and on a itself (local) has it: both at once, so
+// that they are measured alike.
+func timeEvents(ctx context.Context, a, b *relayInstance, apiKey string) (remote, local []time.Duration, err error) {
+	fleets := make([]*wsload.Fleet, 2)
+	for i, to := range []*relayInstance{b, a} {
+		if fleets[i], err = wsload.Open(ctx, strings.Replace(to.base, "http://", "ws://", 1)+"/graphql", relaySubscribers, wsload.Init(apiKey)); err != nil {
+			return nil, nil, err
+		}
+		defer fleets[i].Close(true)
 	}
-	defer fleet.Close(true)
 	time.Sleep(500 * time.Millisecond) // every subscription in place
-	var lags []time.Duration
 	for seq := 1; seq <= relayEvents; seq++ {
-		r := fleet.Begin(seq)
-		status, body, err := do(ctx, "POST", from.base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "X-API-Key: "+apiKey)
+		rounds := []*wsload.Round{fleets[0].Begin(seq), fleets[1].Begin(seq)}
+		status, body, err := do(ctx, "POST", a.base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "X-API-Key: "+apiKey)
 		if err == nil && status != http.StatusCreated {
 			err = fmt.Errorf("POST /posts: %d %s", status, body)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if !r.Wait(5 * time.Second) {
-			return nil, fmt.Errorf("event %d reached %d of %d subscribers in 5s (%v)", seq, r.Got(), fleet.Len(), fleet.Ends())
+		for i, r := range rounds {
+			if !r.Wait(5 * time.Second) {
+				return nil, nil, fmt.Errorf("event %d reached %d of %d subscribers in 5s (%v)", seq, r.Got(), fleets[i].Len(), fleets[i].Ends())
+			}
 		}
-		lags = append(lags, r.Stats().Median)
+		remote, local = append(remote, rounds[0].Stats().Median), append(local, rounds[1].Stats().Median)
 		time.Sleep(relayPace)
 	}
-	return lags, nil
+	return remote, local, nil
 }
 
 // writeAtRate creates posts at perSecond, through each base in turn, until ctx ends.
