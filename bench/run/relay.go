@@ -135,7 +135,9 @@ func timeEvents(ctx context.Context, a, b *relayInstance, apiKey string) (remote
 	time.Sleep(500 * time.Millisecond) // every subscription in place
 	for seq := 1; seq <= relayEvents; seq++ {
 		rounds := []*wsload.Round{fleets[0].Begin(seq), fleets[1].Begin(seq)}
-		status, body, err := do(ctx, "POST", a.base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "X-API-Key: "+apiKey)
+		post, cancel := context.WithTimeout(ctx, 30*time.Second)
+		status, body, err := do(post, "POST", a.base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "X-API-Key: "+apiKey)
+		cancel()
 		if err == nil && status != http.StatusCreated {
 			err = fmt.Errorf("POST /posts: %d %s", status, body)
 		}
@@ -168,7 +170,9 @@ func writeAtRate(ctx context.Context, bases []string, apiKey string, perSecond i
 		case <-tick.C:
 		}
 		wg.Go(func() {
-			status, body, err := do(context.WithoutCancel(ctx), "POST", bases[i%len(bases)]+"/posts", `{"title": "load"}`, "X-API-Key: "+apiKey)
+			post, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			status, body, err := do(post, "POST", bases[i%len(bases)]+"/posts", `{"title": "load"}`, "X-API-Key: "+apiKey)
 			if err == nil && status != http.StatusCreated {
 				err = fmt.Errorf("POST /posts: %d %s", status, body)
 			}
