@@ -114,7 +114,7 @@ func (r *Relay) Run(ctx context.Context) {
 	wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.hand(r.take(time.Time{})) // what was written last is not held back
+	r.hand(r.take(all)) // what was written last is not held back
 }
 
 // Record stores the event of a local write of kind to post, and queues it for the next batch
@@ -127,7 +127,7 @@ func (r *Relay) Record(ctx context.Context, kind string, post store.Post) error 
 	defer r.mu.Unlock()
 	r.pending = append(r.pending, recorded{e, time.Now()})
 	if len(r.pending) >= maxPending {
-		r.hand(r.take(time.Time{}))
+		r.hand(r.take(all))
 	}
 	return err
 }
@@ -158,14 +158,22 @@ func (r *Relay) deliver(b Batch) {
 	}
 	// A local event goes with the first read that began after its record ended: the events of
 	// other instances that came before it (a create there, then this update here) committed
-	// before that read, so it holds them. When the read failed, they all go.
-	upto := b.Upto
-	if b.Err != nil {
-		upto = time.Time{}
-	} else if upto.IsZero() {
-		upto = time.Unix(0, 0) // a partial read: none yet
+	// before that read, so it holds them. A partial read (a full page) holds every event up to
+	// its last one's At: the local events from before that go with it, in their place, lest a
+	// later version of their post that it holds overtake them. When the read failed, they all go.
+	var batch []store.Event
+	switch {
+	case b.Err != nil:
+		batch = r.take(all)
+	case b.Upto.IsZero():
+		var last time.Time
+		if len(b.Events) > 0 {
+			last = b.Events[len(b.Events)-1].At
+		}
+		batch = r.take(func(p recorded) bool { return p.At.Before(last) })
+	default:
+		batch = r.take(func(p recorded) bool { return p.done.Before(b.Upto) })
 	}
-	batch := r.take(upto)
 	for _, e := range b.Events {
 		if e.Origin == r.origin {
 			continue
@@ -183,13 +191,12 @@ func (r *Relay) deliver(b Batch) {
 	}
 }
 
-// take removes and returns the local events whose record ended before upto (zero: all of them);
-// r.mu is held.
-func (r *Relay) take(upto time.Time) []store.Event {
+// take removes and returns the local events that are ready; r.mu is held.
+func (r *Relay) take(ready func(recorded) bool) []store.Event {
 	var out []store.Event
 	kept := r.pending[:0]
 	for _, p := range r.pending {
-		if upto.IsZero() || p.done.Before(upto) {
+		if ready(p) {
 			out = append(out, p.Event)
 		} else {
 			kept = append(kept, p)
@@ -199,6 +206,9 @@ func (r *Relay) take(upto time.Time) []store.Event {
 	r.pending = kept
 	return out
 }
+
+// all takes every local event.
+func all(recorded) bool { return true }
 
 // hand sorts batch and hands it over, dropping stale events; r.mu is held.
 func (r *Relay) hand(batch []store.Event) {

@@ -212,6 +212,21 @@ func TestARelayKeepsEachPostsVersionOrder(t *testing.T) {
 			t.Errorf("handed %v; want versions 3 and 4 only", got)
 		}
 	})
+	t.Run("a local update goes before its post's next version that a full page of another instance holds", func(t *testing.T) {
+		h := &handed{}
+		r := NewRelay(RelayConfig{Log: &memLog{}, Hand: h.hand})
+		_ = r.Record(context.Background(), store.EventUpdated, store.Post{ID: "p", Version: 2})
+		page := &memLog{}
+		at := time.Now().Add(5 * time.Millisecond)
+		other(page, at, store.EventUpdated, "p", 3)
+		other(page, at.Add(time.Millisecond), store.EventCreated, "q", 1)
+		last := page.events[1].At
+		r.deliver(Batch{Events: page.events, Floor: last}) // a full page: more to read
+		r.deliver(Batch{Floor: last, Upto: time.Now()})
+		if got := h.ids(); !slices.Equal(got, []string{"p:updated:2", "p:updated:3", "q:created:1"}) {
+			t.Errorf("handed %v; want p's versions 2 and 3, then q", got)
+		}
+	})
 	t.Run("nothing of a post after its deletion", func(t *testing.T) {
 		log := &memLog{}
 		r, h := startRelay(t, log, DefaultPage)
