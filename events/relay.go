@@ -55,7 +55,8 @@ type RelayConfig struct {
 // version (or deletion) was handed over already: a post's events reach subscribers in version
 // order. Local writes thus wait for the next batch (at most one interval, or a query's timeout
 // while the store hangs): that is what gives sequential writes through different instances one
-// order everywhere. When a read fails, the local events are handed over anyway.
+// order everywhere. When a read fails, the local events are handed over anyway, but one that
+// follows a version of its post not read yet.
 //
 // What it remembers (the ids, and each post's last version) covers the events from the source's
 // floor on: the look-back window, or what was written during an outage while it is read.
@@ -160,11 +161,12 @@ func (r *Relay) deliver(b Batch) {
 	// other instances that came before it (a create there, then this update here) committed
 	// before that read, so it holds them. A partial read (a full page) holds every event up to
 	// its last one's At: the local events from before that go with it, in their place, lest a
-	// later version of their post that it holds overtake them. When the read failed, they all go.
+	// later version of their post that it holds overtake them. When the read failed, they go
+	// at once, but those that follow a version not handed over yet (see noGap).
 	var batch []store.Event
 	switch {
 	case b.Err != nil:
-		batch = r.take(all)
+		batch = r.take(r.noGap())
 	case b.Upto.IsZero():
 		var last time.Time
 		if len(b.Events) > 0 {
@@ -205,6 +207,29 @@ func (r *Relay) take(ready func(recorded) bool) []store.Event {
 	clear(r.pending[len(kept):])
 	r.pending = kept
 	return out
+}
+
+// noGap returns take's test while reads fail: a local event goes unless its post's last
+// version handed over is more than one before its own: the one between, written through another
+// instance just before the store went down, is still to be read, and would be stale (lost) once
+// this one went. The post's later events wait with it, for the first read that succeeds.
+func (r *Relay) noGap() func(recorded) bool {
+	last := map[string]int64{} // by post, the version taken in this pass; -1: one waits
+	return func(p recorded) bool {
+		id, v := p.Post.ID, p.Post.Version
+		prev, known := last[id]
+		if h, ok := r.posts[id]; !known && ok && !h.deleted {
+			prev, known = h.version, true
+		}
+		if prev < 0 || (known && v > prev+1) {
+			last[id] = -1
+			return false
+		}
+		if v > 0 {
+			last[id] = v
+		}
+		return true
+	}
 }
 
 // all takes every local event.

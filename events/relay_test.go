@@ -227,6 +227,25 @@ func TestARelayKeepsEachPostsVersionOrder(t *testing.T) {
 			t.Errorf("handed %v; want p's versions 2 and 3, then q", got)
 		}
 	})
+	t.Run("while reads fail, a local update waits for the version before it, written through another instance", func(t *testing.T) {
+		h := &handed{}
+		r := NewRelay(RelayConfig{Log: &memLog{}, Hand: h.hand})
+		_ = r.Record(context.Background(), store.EventCreated, store.Post{ID: "p", Version: 1})
+		r.deliver(Batch{Upto: time.Now()})
+		earlier := &memLog{}
+		other(earlier, time.Now(), store.EventUpdated, "p", 2) // not read before the store went down
+		_ = r.Record(context.Background(), store.EventUpdated, store.Post{ID: "p", Version: 3})
+		_ = r.Record(context.Background(), store.EventDeleted, store.Post{ID: "p"})
+		_ = r.Record(context.Background(), store.EventCreated, store.Post{ID: "q", Version: 1})
+		r.deliver(Batch{Err: errDown})
+		if got := h.ids(); !slices.Equal(got, []string{"p:created:1", "q:created:1"}) {
+			t.Errorf("while reads fail, handed %v; want p's create, then q's (p's update and delete wait)", got)
+		}
+		r.deliver(Batch{Events: earlier.events, Upto: time.Now()})
+		if got := h.ids(); !slices.Equal(got, []string{"p:created:1", "q:created:1", "p:updated:2", "p:updated:3", "p:deleted:0"}) {
+			t.Errorf("once a read succeeds, handed %v; want p's versions 2 and 3 and its deletion after", got)
+		}
+	})
 	t.Run("nothing of a post after its deletion", func(t *testing.T) {
 		log := &memLog{}
 		r, h := startRelay(t, log, DefaultPage)
