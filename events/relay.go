@@ -69,6 +69,7 @@ type Relay struct {
 	seen    map[string]time.Time  // relayed ids, with their At
 	posts   map[string]handedPost // by post id
 	failing bool                  // the last read failed (logged once)
+	floor   time.Time             // of the last successful read: posts created since are known here
 	last    atomic.Int64          // unix nanoseconds of the last successful read, or of the start
 }
 
@@ -98,7 +99,7 @@ func NewRelay(cfg RelayConfig) *Relay {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	r := &Relay{cfg: cfg, origin: hex.EncodeToString(b[:]), seen: map[string]time.Time{}, posts: map[string]handedPost{}}
+	r := &Relay{cfg: cfg, origin: hex.EncodeToString(b[:]), seen: map[string]time.Time{}, posts: map[string]handedPost{}, floor: time.Now().UTC()}
 	r.last.Store(time.Now().UnixNano())
 	return r
 }
@@ -190,6 +191,7 @@ func (r *Relay) deliver(b Batch) {
 	r.hand(batch)
 	if b.Err == nil {
 		r.forget(b.Floor)
+		r.floor = b.Floor
 	}
 }
 
@@ -210,7 +212,8 @@ func (r *Relay) take(ready func(recorded) bool) []store.Event {
 }
 
 // noGap returns take's test while reads fail: a local event goes unless its post's last
-// version handed over is more than one before its own: the one between, written through another
+// version handed over is more than one before its own (or none was, of a post created since
+// the last read's floor): the one between, written through another
 // instance just before the store went down, is still to be read, and would be stale (lost) once
 // this one went. The post's later events wait with it, for the first read that succeeds.
 func (r *Relay) noGap() func(recorded) bool {
@@ -221,7 +224,9 @@ func (r *Relay) noGap() func(recorded) bool {
 		if h, ok := r.posts[id]; !known && ok && !h.deleted {
 			prev, known = h.version, true
 		}
-		if prev < 0 || (known && v > prev+1) {
+		// Unknown here, created since the last read's floor: its create is still to be read.
+		unread := !known && v > 1 && !p.Post.CreatedAt.Before(r.floor)
+		if prev < 0 || (known && v > prev+1) || unread {
 			last[id] = -1
 			return false
 		}

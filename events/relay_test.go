@@ -241,9 +241,16 @@ func TestARelayKeepsEachPostsVersionOrder(t *testing.T) {
 		if got := h.ids(); !slices.Equal(got, []string{"p:created:1", "q:created:1"}) {
 			t.Errorf("while reads fail, handed %v; want p's create, then q's (p's update and delete wait)", got)
 		}
+		fresh := time.Now().UTC()
+		_ = r.Record(context.Background(), store.EventUpdated, store.Post{ID: "r", Version: 2, CreatedAt: fresh}) // created elsewhere, unread
+		r.deliver(Batch{Err: errDown})
+		if got := h.ids(); len(got) != 2 {
+			t.Errorf("while reads fail, handed %v; want r's update to wait for its create", got)
+		}
+		other(earlier, fresh, store.EventCreated, "r", 1)
 		r.deliver(Batch{Events: earlier.events, Upto: time.Now()})
-		if got := h.ids(); !slices.Equal(got, []string{"p:created:1", "q:created:1", "p:updated:2", "p:updated:3", "p:deleted:0"}) {
-			t.Errorf("once a read succeeds, handed %v; want p's versions 2 and 3 and its deletion after", got)
+		if got := h.ids(); !slices.Equal(got, []string{"p:created:1", "q:created:1", "p:updated:2", "p:updated:3", "p:deleted:0", "r:created:1", "r:updated:2"}) {
+			t.Errorf("once a read succeeds, handed %v; want p's versions 2 and 3 and its deletion after, then r's create and update", got)
 		}
 	})
 	t.Run("nothing of a post after its deletion", func(t *testing.T) {
