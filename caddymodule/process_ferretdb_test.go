@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -52,11 +51,6 @@ func serveFerretDB(dir, socket string) error {
 		return err
 	}
 	defer stopProxy()
-	if prof := os.Getenv("FERRET_PROF"); prof != "" { // TEMP
-		f, _ := os.Create(prof)
-		pprof.StartCPUProfile(f)
-		go func() { time.Sleep(20 * time.Second); pprof.StopCPUProfile(); f.Close() }()
-	}
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	<-signals
