@@ -62,6 +62,7 @@ func graphQLSites() string {
 	posts {
 		mongodb_uri mongodb://%s/?directConnection=true
 		api_key %s alice
+		events local
 	}
 }
 `, defaultsSite, dataDir, aliceKey, strictSite, dataDir, aliceKey, mongoSite, commands().addr, aliceKey)

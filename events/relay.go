@@ -55,7 +55,8 @@ type RelayConfig struct {
 // version (or deletion) was handed over already: a post's events reach subscribers in version
 // order. Local writes thus wait for the next batch (at most one interval, or a query's timeout
 // while the store hangs): that is what gives sequential writes through different instances one
-// order everywhere. When a read fails, the local events are handed over anyway.
+// order everywhere. When a read fails, the local events are handed over anyway, but one that
+// follows a version of its post not read yet.
 //
 // What it remembers (the ids, and each post's last version) covers the events from the source's
 // floor on: the look-back window, or what was written during an outage while it is read.
@@ -68,6 +69,7 @@ type Relay struct {
 	seen    map[string]time.Time  // relayed ids, with their At
 	posts   map[string]handedPost // by post id
 	failing bool                  // the last read failed (logged once)
+	floor   time.Time             // of the last successful read: posts created since are known here
 	last    atomic.Int64          // unix nanoseconds of the last successful read, or of the start
 }
 
@@ -97,7 +99,7 @@ func NewRelay(cfg RelayConfig) *Relay {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	r := &Relay{cfg: cfg, origin: hex.EncodeToString(b[:]), seen: map[string]time.Time{}, posts: map[string]handedPost{}}
+	r := &Relay{cfg: cfg, origin: hex.EncodeToString(b[:]), seen: map[string]time.Time{}, posts: map[string]handedPost{}, floor: time.Now().UTC()}
 	r.last.Store(time.Now().UnixNano())
 	return r
 }
@@ -114,7 +116,7 @@ func (r *Relay) Run(ctx context.Context) {
 	wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.hand(r.take(time.Time{})) // what was written last is not held back
+	r.hand(r.take(all)) // what was written last is not held back
 }
 
 // Record stores the event of a local write of kind to post, and queues it for the next batch
@@ -127,7 +129,7 @@ func (r *Relay) Record(ctx context.Context, kind string, post store.Post) error 
 	defer r.mu.Unlock()
 	r.pending = append(r.pending, recorded{e, time.Now()})
 	if len(r.pending) >= maxPending {
-		r.hand(r.take(time.Time{}))
+		r.hand(r.take(all))
 	}
 	return err
 }
@@ -158,14 +160,23 @@ func (r *Relay) deliver(b Batch) {
 	}
 	// A local event goes with the first read that began after its record ended: the events of
 	// other instances that came before it (a create there, then this update here) committed
-	// before that read, so it holds them. When the read failed, they all go.
-	upto := b.Upto
-	if b.Err != nil {
-		upto = time.Time{}
-	} else if upto.IsZero() {
-		upto = time.Unix(0, 0) // a partial read: none yet
+	// before that read, so it holds them. A partial read (a full page) holds every event up to
+	// its last one's At: the local events from before that go with it, in their place, lest a
+	// later version of their post that it holds overtake them. When the read failed, they go
+	// at once, but those that follow a version not handed over yet (see noGap).
+	var batch []store.Event
+	switch {
+	case b.Err != nil:
+		batch = r.take(r.noGap())
+	case b.Upto.IsZero():
+		var last time.Time
+		if len(b.Events) > 0 {
+			last = b.Events[len(b.Events)-1].At
+		}
+		batch = r.take(func(p recorded) bool { return p.At.Before(last) })
+	default:
+		batch = r.take(func(p recorded) bool { return p.done.Before(b.Upto) })
 	}
-	batch := r.take(upto)
 	for _, e := range b.Events {
 		if e.Origin == r.origin {
 			continue
@@ -180,16 +191,16 @@ func (r *Relay) deliver(b Batch) {
 	r.hand(batch)
 	if b.Err == nil {
 		r.forget(b.Floor)
+		r.floor = b.Floor
 	}
 }
 
-// take removes and returns the local events whose record ended before upto (zero: all of them);
-// r.mu is held.
-func (r *Relay) take(upto time.Time) []store.Event {
+// take removes and returns the local events that are ready; r.mu is held.
+func (r *Relay) take(ready func(recorded) bool) []store.Event {
 	var out []store.Event
 	kept := r.pending[:0]
 	for _, p := range r.pending {
-		if upto.IsZero() || p.done.Before(upto) {
+		if ready(p) {
 			out = append(out, p.Event)
 		} else {
 			kept = append(kept, p)
@@ -199,6 +210,35 @@ func (r *Relay) take(upto time.Time) []store.Event {
 	r.pending = kept
 	return out
 }
+
+// noGap returns take's test while reads fail: a local event goes unless its post's last
+// version handed over is more than one before its own (or none was, of a post created since
+// the last read's floor): the one between, written through another
+// instance just before the store went down, is still to be read, and would be stale (lost) once
+// this one went. The post's later events wait with it, for the first read that succeeds.
+func (r *Relay) noGap() func(recorded) bool {
+	last := map[string]int64{} // by post, the version taken in this pass; -1: one waits
+	return func(p recorded) bool {
+		id, v := p.Post.ID, p.Post.Version
+		prev, known := last[id]
+		if h, ok := r.posts[id]; !known && ok && !h.deleted {
+			prev, known = h.version, true
+		}
+		// Unknown here, created since the last read's floor: its create is still to be read.
+		unread := !known && v > 1 && !p.Post.CreatedAt.Before(r.floor)
+		if prev < 0 || (known && v > prev+1) || unread {
+			last[id] = -1
+			return false
+		}
+		if v > 0 {
+			last[id] = v
+		}
+		return true
+	}
+}
+
+// all takes every local event.
+func all(recorded) bool { return true }
 
 // hand sorts batch and hands it over, dropping stale events; r.mu is held.
 func (r *Relay) hand(batch []store.Event) {

@@ -212,6 +212,47 @@ func TestARelayKeepsEachPostsVersionOrder(t *testing.T) {
 			t.Errorf("handed %v; want versions 3 and 4 only", got)
 		}
 	})
+	t.Run("a local update goes before its post's next version that a full page of another instance holds", func(t *testing.T) {
+		h := &handed{}
+		r := NewRelay(RelayConfig{Log: &memLog{}, Hand: h.hand})
+		_ = r.Record(context.Background(), store.EventUpdated, store.Post{ID: "p", Version: 2})
+		page := &memLog{}
+		at := time.Now().Add(5 * time.Millisecond)
+		other(page, at, store.EventUpdated, "p", 3)
+		other(page, at.Add(time.Millisecond), store.EventCreated, "q", 1)
+		last := page.events[1].At
+		r.deliver(Batch{Events: page.events, Floor: last}) // a full page: more to read
+		r.deliver(Batch{Floor: last, Upto: time.Now()})
+		if got := h.ids(); !slices.Equal(got, []string{"p:updated:2", "p:updated:3", "q:created:1"}) {
+			t.Errorf("handed %v; want p's versions 2 and 3, then q", got)
+		}
+	})
+	t.Run("while reads fail, a local update waits for the version before it, written through another instance", func(t *testing.T) {
+		h := &handed{}
+		r := NewRelay(RelayConfig{Log: &memLog{}, Hand: h.hand})
+		_ = r.Record(context.Background(), store.EventCreated, store.Post{ID: "p", Version: 1})
+		r.deliver(Batch{Upto: time.Now()})
+		earlier := &memLog{}
+		other(earlier, time.Now(), store.EventUpdated, "p", 2) // not read before the store went down
+		_ = r.Record(context.Background(), store.EventUpdated, store.Post{ID: "p", Version: 3})
+		_ = r.Record(context.Background(), store.EventDeleted, store.Post{ID: "p"})
+		_ = r.Record(context.Background(), store.EventCreated, store.Post{ID: "q", Version: 1})
+		r.deliver(Batch{Err: errDown})
+		if got := h.ids(); !slices.Equal(got, []string{"p:created:1", "q:created:1"}) {
+			t.Errorf("while reads fail, handed %v; want p's create, then q's (p's update and delete wait)", got)
+		}
+		fresh := time.Now().UTC()
+		_ = r.Record(context.Background(), store.EventUpdated, store.Post{ID: "r", Version: 2, CreatedAt: fresh}) // created elsewhere, unread
+		r.deliver(Batch{Err: errDown})
+		if got := h.ids(); len(got) != 2 {
+			t.Errorf("while reads fail, handed %v; want r's update to wait for its create", got)
+		}
+		other(earlier, fresh, store.EventCreated, "r", 1)
+		r.deliver(Batch{Events: earlier.events, Upto: time.Now()})
+		if got := h.ids(); !slices.Equal(got, []string{"p:created:1", "q:created:1", "p:updated:2", "p:updated:3", "p:deleted:0", "r:created:1", "r:updated:2"}) {
+			t.Errorf("once a read succeeds, handed %v; want p's versions 2 and 3 and its deletion after, then r's create and update", got)
+		}
+	})
 	t.Run("nothing of a post after its deletion", func(t *testing.T) {
 		log := &memLog{}
 		r, h := startRelay(t, log, DefaultPage)
