@@ -212,7 +212,7 @@ type Handler struct {
 
 	// How far back each read of the relay looks again, from 1ms to 1m: an event that becomes
 	// visible later than this after it was recorded (a write that commits that late, or a clock
-	// that far behind) is missed. Default: 1s.
+	// that far behind) is missed. Default: 5s, which a loaded database's commits stay within.
 	EventsLookback caddy.Duration `json:"events_lookback,omitempty"`
 
 	logger    *zap.Logger

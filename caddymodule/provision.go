@@ -172,11 +172,15 @@ func (h *Handler) persistedQueries(repl *caddy.Replacer) (string, []schema.Persi
 // WebSocketConfig is the part of the config that GraphQL over WebSocket applies.
 func (h *Handler) WebSocketConfig() handlers.Subscriptions {
 	return handlers.Subscriptions{
-		OriginPatterns:        h.AllowedOrigins,
-		ReadLimit:             h.WSReadLimit,
-		InitTimeout:           time.Duration(h.WSInitTimeout),
-		KeepAlive:             time.Duration(h.WSKeepAlive),
-		MaxSubscriptions:      h.MaxSubscriptions,
+		OriginPatterns:   h.AllowedOrigins,
+		ReadLimit:        h.WSReadLimit,
+		InitTimeout:      time.Duration(h.WSInitTimeout),
+		KeepAlive:        time.Duration(h.WSKeepAlive),
+		MaxSubscriptions: h.MaxSubscriptions,
+		// As many as a feed may have waiting: the relay hands a subscriber what one read found at
+		// once, and a client that reads as fast as the events come must not be closed for the
+		// burst. The events queued share their bytes with every other listener of their feed.
+		SendQueue:             EventQueue,
 		MaxConnectionsPerUser: h.MaxConnectionsPerUser,
 		MaxConnections:        h.MaxConnections,
 	}

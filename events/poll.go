@@ -33,7 +33,7 @@ type Batch struct {
 // The defaults of Poll.
 const (
 	DefaultPollInterval = 100 * time.Millisecond
-	DefaultLookback     = time.Second
+	DefaultLookback     = 5 * time.Second
 	DefaultPage         = 1000
 )
 
