@@ -128,6 +128,10 @@ func startProcessAt(t *testing.T, caddyfile string, port int, path string, statu
 			p.cmd.Process.Kill()
 			<-p.done
 		}
+		if t.Failed() { // what the process logged is the first clue
+			out := p.out.String()
+			t.Logf("the output of caddy on %s, its last 16 KiB:\n%s", p.url, out[max(0, len(out)-16<<10):])
+		}
 	})
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		select {

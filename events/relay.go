@@ -213,7 +213,7 @@ func (r *Relay) take(ready func(recorded) bool) []store.Event {
 
 // noGap returns take's test while reads fail: a local event goes unless its post's last
 // version handed over is more than one before its own (or none was, of a post created since
-// the last read's floor): the one between, written through another
+// the last read's floor), and a deletion: the one between, written through another
 // instance just before the store went down, is still to be read, and would be stale (lost) once
 // this one went. The post's later events wait with it, for the first read that succeeds.
 func (r *Relay) noGap() func(recorded) bool {
@@ -226,7 +226,10 @@ func (r *Relay) noGap() func(recorded) bool {
 		}
 		// Unknown here, created since the last read's floor: its create is still to be read.
 		unread := !known && v > 1 && !p.Post.CreatedAt.Before(r.floor)
-		if prev < 0 || (known && v > prev+1) || unread {
+		// A deletion carries no version, so a version written elsewhere before it may be
+		// unread: it waits, lest it make that version stale.
+		deletion := p.Kind == store.EventDeleted
+		if prev < 0 || (known && v > prev+1) || unread || deletion {
 			last[id] = -1
 			return false
 		}

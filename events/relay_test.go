@@ -253,6 +253,24 @@ func TestARelayKeepsEachPostsVersionOrder(t *testing.T) {
 			t.Errorf("once a read succeeds, handed %v; want p's versions 2 and 3 and its deletion after, then r's create and update", got)
 		}
 	})
+	t.Run("while reads fail, a local deletion waits: an update written elsewhere before it may be unread", func(t *testing.T) {
+		h := &handed{}
+		r := NewRelay(RelayConfig{Log: &memLog{}, Hand: h.hand})
+		_ = r.Record(context.Background(), store.EventCreated, store.Post{ID: "p", Version: 1})
+		_ = r.Record(context.Background(), store.EventUpdated, store.Post{ID: "p", Version: 2})
+		r.deliver(Batch{Upto: time.Now()})
+		earlier := &memLog{}
+		other(earlier, time.Now(), store.EventUpdated, "p", 3) // not read before the store went down
+		_ = r.Record(context.Background(), store.EventDeleted, store.Post{ID: "p"})
+		r.deliver(Batch{Err: errDown})
+		if got := h.ids(); !slices.Equal(got, []string{"p:created:1", "p:updated:2"}) {
+			t.Errorf("while reads fail, handed %v; want the deletion to wait", got)
+		}
+		r.deliver(Batch{Events: earlier.events, Upto: time.Now()})
+		if got := h.ids(); !slices.Equal(got, []string{"p:created:1", "p:updated:2", "p:updated:3", "p:deleted:0"}) {
+			t.Errorf("once a read succeeds, handed %v; want version 3, then the deletion", got)
+		}
+	})
 	t.Run("nothing of a post after its deletion", func(t *testing.T) {
 		log := &memLog{}
 		r, h := startRelay(t, log, DefaultPage)
