@@ -28,19 +28,6 @@ func checkIdempotencyTTL(h *Handler) error {
 // the one that runs.
 var keySweeps = caddy.NewUsagePool()
 
-// keySweep is a running posts.SweepKeys.
-type keySweep struct {
-	stop context.CancelFunc
-	done chan struct{}
-}
-
-// Destruct stops the sweep when the last config on its store is cleaned up.
-func (s keySweep) Destruct() error {
-	s.stop()
-	<-s.done
-	return nil
-}
-
 // idempotencyKeys returns the idempotency keys of ps, observed in the metrics, behind its
 // breaker, and starts the sweep of their expired keys unless one runs.
 func (h *Handler) idempotencyKeys(ps pooledStore) (store.IdempotencyStore, error) {
@@ -51,14 +38,8 @@ func (h *Handler) idempotencyKeys(ps pooledStore) (store.IdempotencyStore, error
 	keys = ps.breaker.GuardIdempotency(store.ObserveIdempotency(keys, storeObserver(ps.backend)))
 	h.sweepKey = "sweep " + h.storeKey
 	_, _, err := keySweeps.LoadOrNew(h.sweepKey, func() (caddy.Destructor, error) {
-		ctx, stop := context.WithCancel(context.Background())
-		s := keySweep{stop: stop, done: make(chan struct{})}
 		logger, timeout := h.logger.Named("idempotency"), time.Duration(h.Timeout)
-		go func() {
-			defer close(s.done)
-			posts.SweepKeys(ctx, keys, posts.KeySweepEvery, timeout, logger)
-		}()
-		return s, nil
+		return goBackground(func(ctx context.Context) { posts.SweepKeys(ctx, keys, posts.KeySweepEvery, timeout, logger) }), nil
 	})
 	return keys, err
 }

@@ -136,16 +136,33 @@ func (h *Handler) loadStore(ctx caddy.Context, uri string) (pooledStore, error) 
 // relays holds the relays through the store, one per store (relay.go).
 var relays = caddy.NewUsagePool()
 
-// pooledRelay is a running relay.
+// pooledRelay is a running relay, stopped when the last config on its store is cleaned up.
 type pooledRelay struct {
 	*events.Relay
+	background
+}
+
+// background is a goroutine a pool keeps running across reloads (a relay, a sweep of keys).
+type background struct {
 	stop context.CancelFunc
 	done chan struct{}
 }
 
-// Destruct stops the relay when the last config on its store is cleaned up.
-func (r pooledRelay) Destruct() error {
-	r.stop()
-	<-r.done
+// goBackground runs run in a goroutine until Destruct.
+func goBackground(run func(context.Context)) background {
+	ctx, stop := context.WithCancel(context.Background())
+	b := background{stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		run(ctx)
+	}()
+	return b
+}
+
+// Destruct stops the goroutine, when the last config that used it is cleaned up, and waits
+// for it.
+func (b background) Destruct() error {
+	b.stop()
+	<-b.done
 	return nil
 }

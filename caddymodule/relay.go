@@ -4,7 +4,6 @@
 package caddymodule
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -67,13 +66,7 @@ func (h *Handler) loadRelay(st store.Store, broker *events.Broker[posts.Event]) 
 			Source: &events.Poll{Log: log, Interval: interval, Lookback: time.Duration(h.EventsLookback),
 				Timeout: min(max(10*interval, time.Second), time.Duration(h.Timeout))},
 		})
-		ctx, stop := context.WithCancel(context.Background())
-		r := pooledRelay{Relay: relay, stop: stop, done: make(chan struct{})}
-		go func() {
-			defer close(r.done)
-			relay.Run(ctx)
-		}()
-		return r, nil
+		return pooledRelay{relay, goBackground(relay.Run)}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -107,8 +108,11 @@ func (s *Store) EventsSince(ctx context.Context, since time.Time, limit int) ([]
 	if err != nil {
 		return nil, s.classify(err)
 	}
+	// The whole page in the first batch: one command a read, where the server's first batch of
+	// 101 would have the look-back's re-read need getMores.
+	limit = max(limit, 1)
 	cur, err := c.Find(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$gte", Value: since}}}},
-		options.Find().SetSort(oldestFirst).SetLimit(int64(max(limit, 1))))
+		options.Find().SetSort(oldestFirst).SetLimit(int64(limit)).SetBatchSize(int32(min(limit, math.MaxInt32))))
 	if err != nil {
 		return nil, s.classify(err)
 	}
