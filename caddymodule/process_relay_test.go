@@ -249,6 +249,9 @@ func (w *relayWriter) write(p *caddyProcess, method, path, body string) (int, []
 	defer res.Body.Close()
 	var out json.RawMessage
 	_ = json.NewDecoder(res.Body).Decode(&out)
+	if res.StatusCode >= 500 && res.StatusCode != http.StatusServiceUnavailable {
+		w.t.Errorf("%s %s answered %d %s: a fault, never what a store outage gives", method, path, res.StatusCode, out)
+	}
 	return res.StatusCode, out, res.Header.Get("Retry-After")
 }
 
