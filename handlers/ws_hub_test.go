@@ -99,8 +99,9 @@ func TestClosingAHubSpreadsTheCloses(t *testing.T) {
 	}
 	wg.Wait()
 	first, last := slices.Min(took), slices.Max(took)
-	// One in each quarter of the spread: the first in the first, the last in the last.
-	if first > spread/4+50*time.Millisecond || last < spread*3/4 || last > spread+200*time.Millisecond {
+	// One in each quarter of the spread: the first in the first, the last in the last (with
+	// room for a busy machine's scheduling after each).
+	if first > spread/4+250*time.Millisecond || last < spread*3/4 || last > spread+time.Second {
 		t.Errorf("closed from %v to %v; want them spread over %v", first, last, spread)
 	}
 	t.Run("a closed hub refuses new connections with 503", func(t *testing.T) {
