@@ -53,33 +53,22 @@ func (e event) toStore() store.Event {
 // minute on any server. An index made earlier with another TTL is kept as it is. Zero: no TTL.
 func (s *Store) SetEventTTL(ttl time.Duration) { s.eventTTL.Store(int64(ttl)) }
 
-// events returns the events collection, ensuring its index on first use as collection does.
+// events returns the events collection, ensuring its index on first use.
 func (s *Store) events(ctx context.Context) (*driver.Collection, error) {
-	if coll := s.eventRecords.Load(); coll != nil {
-		return coll, nil
-	}
-	s.readyMu.Lock()
-	defer s.readyMu.Unlock()
-	if coll := s.eventRecords.Load(); coll != nil {
-		return coll, nil
-	}
-	coll := s.client.Database(s.database).Collection(EventsCollection)
-	index := driver.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}}
-	if ttl := time.Duration(s.eventTTL.Load()); ttl > 0 {
-		index.Options = options.Index().SetExpireAfterSeconds(int32(max(ttl/time.Second, 1)))
-	}
-	_, err := coll.Indexes().CreateOne(ctx, index)
-	if cmdErr, ok := errors.AsType[driver.CommandError](err); ok && (cmdErr.Code == errNotImplemented || cmdErr.Code == errIndexOptionsConflict) {
-		err = nil // no TTL indexes here, or an index of another TTL: ExpireEvents does the rest
-		if cmdErr.Code == errNotImplemented {
-			_, err = coll.Indexes().CreateOne(ctx, driver.IndexModel{Keys: index.Keys})
+	return s.ensured(ctx, &s.eventRecords, EventsCollection, func(ctx context.Context, coll *driver.Collection) error {
+		index := driver.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}}
+		if ttl := time.Duration(s.eventTTL.Load()); ttl > 0 {
+			index.Options = options.Index().SetExpireAfterSeconds(int32(max(ttl/time.Second, 1)))
 		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ensuring the index of %s: %w", EventsCollection, err)
-	}
-	s.eventRecords.Store(coll)
-	return coll, nil
+		err := createExpiryIndex(ctx, coll, index)
+		if cmdErr, ok := errors.AsType[driver.CommandError](err); ok && cmdErr.Code == errIndexOptionsConflict {
+			err = nil // an index of another TTL: ExpireEvents deletes what the TTL should
+		}
+		if err != nil {
+			return fmt.Errorf("ensuring the index of %s: %w", EventsCollection, err)
+		}
+		return nil
+	})
 }
 
 // errIndexOptionsConflict is the code of createIndexes for an index that exists with other options.

@@ -52,29 +52,14 @@ func (k keyRecord) toStore() store.IdempotencyRecord {
 // the sweeps of DeleteExpiredKeys read.
 var expiryIndex = driver.IndexModel{Keys: bson.D{{Key: "expiresAt", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(0)}
 
-// errNotImplemented is the code of a command error for an option the server lacks.
-const errNotImplemented = 238
-
-// keys returns the keys collection, ensuring its index on first use as collection does.
+// keys returns the keys collection, ensuring its index on first use.
 func (s *Store) keys(ctx context.Context) (*driver.Collection, error) {
-	if coll := s.keyRecords.Load(); coll != nil {
-		return coll, nil
-	}
-	s.readyMu.Lock()
-	defer s.readyMu.Unlock()
-	if coll := s.keyRecords.Load(); coll != nil {
-		return coll, nil
-	}
-	coll := s.client.Database(s.database).Collection(KeysCollection)
-	_, err := coll.Indexes().CreateOne(ctx, expiryIndex)
-	if cmdErr, ok := errors.AsType[driver.CommandError](err); ok && cmdErr.Code == errNotImplemented {
-		_, err = coll.Indexes().CreateOne(ctx, driver.IndexModel{Keys: expiryIndex.Keys})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("ensuring the index of %s: %w", KeysCollection, err)
-	}
-	s.keyRecords.Store(coll)
-	return coll, nil
+	return s.ensured(ctx, &s.keyRecords, KeysCollection, func(ctx context.Context, coll *driver.Collection) error {
+		if err := createExpiryIndex(ctx, coll, expiryIndex); err != nil {
+			return fmt.Errorf("ensuring the index of %s: %w", KeysCollection, err)
+		}
+		return nil
+	})
 }
 
 // ReserveKey stores r unless a record of its user and key that has not expired is stored: one

@@ -18,7 +18,7 @@ func TestTheKeysCollectionHasAnExpiryIndex(t *testing.T) {
 	for _, d := range []struct{ name, uri string }{{"FerretDB", mongotest.FerretDB(t).URI}, {"MongoDB", mongotest.MongoDBURI()}} {
 		t.Run("on "+d.name, func(t *testing.T) {
 			if d.uri == "" {
-				t.Skip("needs a real mongod: set MONGODB_URI")
+				t.Skip("needs a real mongod, whose index is a TTL index: set MONGODB_URI (the FerretDB case above runs here)")
 			}
 			s, err := mongo.Open(d.uri, "expiry")
 			if err != nil {

@@ -93,30 +93,55 @@ var (
 )
 
 // collection returns the posts collection, ensuring the indexes and the posts' versions
-// (versionMissing) on first use and retrying on later calls until that succeeds. It keeps the collection: the driver allocates a Database and
-// a Collection on every lookup, which no request should pay for.
+// (versionMissing) on first use.
 func (s *Store) collection(ctx context.Context) (*driver.Collection, error) {
-	if coll := s.posts.Load(); coll != nil {
+	return s.ensured(ctx, &s.posts, PostsCollection, func(ctx context.Context, coll *driver.Collection) error {
+		// One index per command: FerretDB 1.24 drops the connection when one createIndexes
+		// names two indexes that both exist already. MongoDB treats an existing index as done.
+		for _, index := range indexes {
+			if _, err := coll.Indexes().CreateOne(ctx, index); err != nil {
+				return fmt.Errorf("ensuring indexes: %w", err)
+			}
+		}
+		if _, err := coll.UpdateMany(ctx, versionMissing, firstVersion); err != nil {
+			return fmt.Errorf("giving the posts of earlier releases a version: %w", err)
+		}
+		return nil
+	})
+}
+
+// ensured returns the collection name, kept in ready once prepare (its indexes, a migration)
+// has succeeded on it: on first use, and again on later calls until it succeeds. It keeps the
+// collection: the driver allocates a Database and a Collection on every lookup, which no
+// request should pay for.
+func (s *Store) ensured(ctx context.Context, ready *atomic.Pointer[driver.Collection], name string, prepare func(context.Context, *driver.Collection) error) (*driver.Collection, error) {
+	if coll := ready.Load(); coll != nil {
 		return coll, nil
 	}
 	s.readyMu.Lock()
 	defer s.readyMu.Unlock()
-	if coll := s.posts.Load(); coll != nil {
+	if coll := ready.Load(); coll != nil {
 		return coll, nil
 	}
-	coll := s.client.Database(s.database).Collection(PostsCollection)
-	// One index per command: FerretDB 1.24 drops the connection when one createIndexes names
-	// two indexes that both exist already. MongoDB treats an existing index as done.
-	for _, index := range indexes {
-		if _, err := coll.Indexes().CreateOne(ctx, index); err != nil {
-			return nil, fmt.Errorf("ensuring indexes: %w", err)
-		}
+	coll := s.client.Database(s.database).Collection(name)
+	if err := prepare(ctx, coll); err != nil {
+		return nil, err
 	}
-	if _, err := coll.UpdateMany(ctx, versionMissing, firstVersion); err != nil {
-		return nil, fmt.Errorf("giving the posts of earlier releases a version: %w", err)
-	}
-	s.posts.Store(coll)
+	ready.Store(coll)
 	return coll, nil
+}
+
+// errNotImplemented is the code of a command error for an option the server lacks.
+const errNotImplemented = 238
+
+// createExpiryIndex creates index, a TTL index, or where the server has no TTL indexes
+// (FerretDB v1) the same index without its expiry, which the sweeps that delete instead read.
+func createExpiryIndex(ctx context.Context, coll *driver.Collection, index driver.IndexModel) error {
+	_, err := coll.Indexes().CreateOne(ctx, index)
+	if cmdErr, ok := errors.AsType[driver.CommandError](err); ok && cmdErr.Code == errNotImplemented {
+		_, err = coll.Indexes().CreateOne(ctx, driver.IndexModel{Keys: index.Keys})
+	}
+	return err
 }
 
 // Ping checks that the deployment answers.
