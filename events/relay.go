@@ -104,9 +104,6 @@ func NewRelay(cfg RelayConfig) *Relay {
 	return r
 }
 
-// Origin names this relay's events in the store.
-func (r *Relay) Origin() string { return r.origin }
-
 // Run reads the source and expires the log until ctx ends.
 func (r *Relay) Run(ctx context.Context) {
 	r.last.Store(time.Now().UnixNano())
