@@ -143,7 +143,7 @@ func openStore(b *testing.B, dir string, post store.Post) *sqlite.Store {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	if err := st.InsertPost(b.Context(), post); err != nil {
+	if _, err := st.InsertPost(b.Context(), post); err != nil {
 		b.Fatal(err)
 	}
 	return st

@@ -23,6 +23,7 @@ const AppName = "posts"
 type App struct {
 	stores []embeddedStore
 	sites  map[string]int // the handlers of this config by the hub they would share (hubs.go)
+	starts []func()       // of the background work that must not run under `caddy validate`
 }
 
 // embeddedStore is a store a handler of this config uses, and how it wants it synced.
@@ -54,15 +55,26 @@ func (a *App) open(s *sqlite.Store, fullSync bool) error {
 	return nil
 }
 
+// onStart has start called when the config starts (a start of work that runs already does
+// nothing).
+func (a *App) onStart(start func()) { a.starts = append(a.starts, start) }
+
 // Start opens the stores (a store shared with the running config is open already) and applies
-// this config's synchronous, so a reload changes it.
+// this config's synchronous, so a reload changes it; then it starts the background work that
+// reads them.
 func (a *App) Start() error {
 	for _, e := range a.stores {
 		if err := e.store.Open(); err != nil {
 			return err
 		}
 	}
-	return a.applySync()
+	if err := a.applySync(); err != nil {
+		return err
+	}
+	for _, start := range a.starts {
+		start()
+	}
+	return nil
 }
 
 func (a *App) applySync() error {

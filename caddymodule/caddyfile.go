@@ -46,7 +46,7 @@ var subdirectives = map[string]arity{
 	"ws_init_timeout": {1, 1}, "ws_keepalive": {1, 1}, "max_subscriptions": {1, 1}, "max_connections_per_user": {1, 1},
 	"max_connections": {1, 1}, "document_cache_entries": {1, 1}, "document_cache_size": {1, 1},
 	"persisted_queries": {1, 1}, "persisted_queries_only": {0, 0}, "health_path": {1, 1}, "openapi_path": {1, 1},
-	"idempotency_ttl": {1, 1}, "events": {1, 1}, "events_poll_interval": {1, 1}, "events_ttl": {1, 1}, "events_lookback": {1, 1},
+	"idempotency_ttl": {1, 1}, "events": {1, 1}, "events_poll_interval": {1, 1}, "events_ttl": {1, 1},
 }
 
 // repeatable are the subdirectives that may be given more than once; their arguments add up.
@@ -117,7 +117,6 @@ func (a arity) String() string {
 //	    events           local|relay
 //	    events_poll_interval <duration>
 //	    events_ttl       <duration>
-//	    events_lookback  <duration>
 //	}
 //
 // Every subdirective is optional. jwks_url, issuer, audience, api_key and allowed_origins may be
@@ -243,7 +242,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.WSReadLimit = size
 		case "jwks_refresh", "timeout", "ws_init_timeout", "ws_keepalive", "idempotency_ttl",
-			"events_poll_interval", "events_ttl", "events_lookback":
+			"events_poll_interval", "events_ttl":
 			field := map[string]struct {
 				value   *caddy.Duration
 				example string
@@ -251,7 +250,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				"jwks_refresh": {&h.JWKSRefresh, "1h"}, "timeout": {&h.Timeout, "5s"}, "ws_init_timeout": {&h.WSInitTimeout, "3s"},
 				"ws_keepalive": {&h.WSKeepAlive, "3s"}, "idempotency_ttl": {&h.IdempotencyTTL, "24h"},
 				"events_poll_interval": {&h.EventsPollInterval, "100ms"}, "events_ttl": {&h.EventsTTL, "1h"},
-				"events_lookback": {&h.EventsLookback, "1s"},
 			}[name]
 			t, err := caddy.ParseDuration(arg)
 			if err != nil {

@@ -197,23 +197,19 @@ type Handler struct {
 	// Default: 24h.
 	IdempotencyTTL caddy.Duration `json:"idempotency_ttl,omitempty"`
 
-	// How subscribers hear of writes: "relay" records each write's event in the store and reads
-	// the other instances' events every events_poll_interval, so that the subscribers of every
-	// instance on one MongoDB get every write; "local", only of this instance's writes. relay
-	// needs mongodb_uri. Default: local without mongodb_uri (the embedded store), relay with it.
+	// Whose writes subscribers hear of. Every write logs its event in the store's event log,
+	// with the write; "relay" reads the log every events_poll_interval, so that the subscribers
+	// of every instance on one MongoDB get every write, in one order; "local" hands only this
+	// instance's writes. relay needs mongodb_uri. Default: local without mongodb_uri (the
+	// embedded store), relay with it.
 	Events string `json:"events,omitempty"`
 
 	// How often the relay reads the events of other instances, from 10ms to 10s. Default: 100ms.
 	EventsPollInterval caddy.Duration `json:"events_poll_interval,omitempty"`
 
-	// How long the events are kept in the store, from 1m to 720h: an instance cut from the
-	// database for longer misses what was written meanwhile. Default: 1h.
+	// How long the events are kept in the store's log, from 1m to 720h: an instance cut from
+	// the database for longer misses what was written meanwhile. Default: 1h.
 	EventsTTL caddy.Duration `json:"events_ttl,omitempty"`
-
-	// How far back each read of the relay looks again, from 1ms to 1m: an event that becomes
-	// visible later than this after it was recorded (a write that commits that late, or a clock
-	// that far behind) is missed. Default: 5s, which a loaded database's commits stay within.
-	EventsLookback caddy.Duration `json:"events_lookback,omitempty"`
 
 	logger    *zap.Logger
 	storeKey  string
@@ -222,9 +218,9 @@ type Handler struct {
 	api       *handlers.API
 	sweepKey  string // of the sweep of expired idempotency keys (idempotency.go)
 
-	hubKey   string        // of the hub of the WebSocket connections (hubs.go)
-	hub      *handlers.Hub // the hub
-	relayKey string        // of the relay through the store (relay.go)
+	hubKey      string        // of the hub of the WebSocket connections (hubs.go)
+	hub         *handlers.Hub // the hub
+	followerKey string        // of the follower of the store's event log (follower.go)
 }
 
 // APIKey is one accepted API key.
@@ -342,10 +338,6 @@ var configFields = []configField{
 		}},
 	{"events_ttl", func(h *Handler) { orDefault(&h.EventsTTL, caddy.Duration(events.DefaultTTL)) },
 		func(h *Handler) error { return durationIn("events_ttl", h.EventsTTL, time.Minute, 720*time.Hour) }},
-	{"events_lookback", func(h *Handler) { orDefault(&h.EventsLookback, caddy.Duration(events.DefaultLookback)) },
-		func(h *Handler) error {
-			return durationIn("events_lookback", h.EventsLookback, time.Millisecond, time.Minute)
-		}},
 }
 
 // fillDefaults gives every unset field that has a default its default.

@@ -45,8 +45,8 @@ func (h *Handler) Cleanup() error {
 		_, err := hubs.Delete(h.hubKey)
 		errs = append(errs, err)
 	}
-	if h.relayKey != "" { // before the broker it hands over to
-		_, err := relays.Delete(h.relayKey)
+	if h.followerKey != "" { // before the broker it hands over to
+		_, err := followers.Delete(h.followerKey)
 		errs = append(errs, err)
 	}
 	if h.eventsKey != "" {

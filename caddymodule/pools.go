@@ -133,16 +133,17 @@ func (h *Handler) loadStore(ctx caddy.Context, uri string) (pooledStore, error) 
 	return ps, nil
 }
 
-// relays holds the relays through the store, one per store (relay.go).
-var relays = caddy.NewUsagePool()
+// followers holds the followers of the stores' event logs, one per store (follower.go).
+var followers = caddy.NewUsagePool()
 
-// pooledRelay is a running relay, stopped when the last config on its store is cleaned up.
-type pooledRelay struct {
-	*events.Relay
+// pooledFollower is a running follower, stopped when the last config on its store is cleaned up.
+type pooledFollower struct {
+	*events.Follower
 	background
+	start func() // lets it run, once its first config starts
 }
 
-// background is a goroutine a pool keeps running across reloads (a relay, a sweep of keys).
+// background is a goroutine a pool keeps running across reloads (a follower, a sweep of keys).
 type background struct {
 	stop context.CancelFunc
 	done chan struct{}

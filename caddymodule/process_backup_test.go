@@ -117,7 +117,7 @@ func TestADataDirOfTheFerretDBStoreIsRefusedThenImported(t *testing.T) {
 	}
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	post := store.Post{ID: store.NewID(at), UserID: "alice", Title: "from the FerretDB store", CreatedAt: at, UpdatedAt: at}
-	if err := old.InsertPost(t.Context(), post); err != nil {
+	if _, err := old.InsertPost(t.Context(), post); err != nil {
 		t.Fatal(err)
 	}
 	old.Close()

@@ -37,7 +37,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// Before the defaults too: a data_dir that expands to nothing takes the default.
 	h.DataDir = repl.ReplaceKnown(h.DataDir, "")
 	h.fillDefaults()
-	if err := checkField(h, "events"); err != nil { // before a relay is made on a store that has none
+	if err := checkField(h, "events"); err != nil { // before a follower relays on a store that has none
 		return err
 	}
 	authn, err := h.authenticator(repl)
@@ -63,14 +63,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	broker, _, _ := brokers.LoadOrNew(h.eventsKey, func() (caddy.Destructor, error) {
 		return pooledBroker{events.NewBroker[posts.Event](EventQueue)}, nil
 	})
-	var relay *events.Relay
+	// Through the store itself, outside the breaker: its errors have metrics of their own
+	// (relay_errors_total).
+	app, err := ctx.App(AppName)
+	if err != nil {
+		return err
+	}
+	follower, err := h.loadFollower(app.(*App), pooled.Store, broker.(pooledBroker).Broker)
+	if err != nil {
+		return err
+	}
 	var relayHealth handlers.RelayHealth
 	if h.Events == EventsRelay {
-		// Through the store itself: its errors have metrics of their own (relay_errors_total).
-		if relay, err = h.loadRelay(pooled.Store, broker.(pooledBroker).Broker); err != nil {
-			return err
-		}
-		relayHealth = relay
+		relayHealth = follower
 	}
 	svc := posts.NewService(posts.Config{
 		Store:                    st,
@@ -78,7 +83,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		MaxLimit:                 h.MaxLimit,
 		Logger:                   h.logger,
 		Events:                   broker.(pooledBroker).Broker,
-		Relay:                    relay,
+		Follower:                 follower,
 		SubscriptionsRequireAuth: h.SubscriptionsRequireAuth,
 		Keys:                     keys,
 		KeyTTL:                   time.Duration(h.IdempotencyTTL),

@@ -80,7 +80,9 @@ func (b *Broker[T]) Subscribe(match func(T) bool) *Subscription[T] {
 }
 
 // Publish hands v to every subscription that matches it, without waiting: a subscription whose
-// queue is full ends with ErrTooSlow.
+// queue is full ends with ErrTooSlow. Under the broker's lock, each subscription's match is
+// called once per event, in the order of the calls of Publish, and an event it matches is queued
+// (or the subscription ends): a subscriber may note what it will receive as it matches.
 func (b *Broker[T]) Publish(v T) {
 	metrics.EventPublished()
 	b.mu.Lock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -22,17 +23,19 @@ func unprocessable(format string, args ...any) error {
 	return errcode.New(errcode.BadUserInput, fmt.Sprintf(format, args...))
 }
 
-// retryAfter is the Retry-After of a 503, in seconds.
+// retryAfter is the Retry-After of a 503 of something other than the store (key sets not fetched
+// yet, a server full of WebSockets), in seconds.
 const retryAfter = "5"
 
-// breakerRetryAfter is the Retry-After of a 503 that an open store breaker answered: the store
-// says when it is worth asking again.
-var breakerRetryAfter = strconv.Itoa(int(store.BreakerRetryAfter / time.Second))
+// storeRetryAfter is the Retry-After of a 503 of a store that did not answer, whether it timed
+// out or its breaker refused the call: the breaker says when it is worth asking again, and the
+// first refusals of an outage (time-outs) say the same as the later ones.
+var storeRetryAfter = strconv.Itoa(int(store.BreakerRetryAfter / time.Second))
 
 // retryAfterOf is the Retry-After of err, a 503.
 func retryAfterOf(err error) string {
-	if errors.Is(err, store.ErrBreakerOpen) {
-		return breakerRetryAfter
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, posts.ErrUnavailable) {
+		return storeRetryAfter
 	}
 	return retryAfter
 }

@@ -238,7 +238,7 @@ func TestFailMapsEachErrorToOneStatus(t *testing.T) {
 			401, "WWW-Authenticate", `Bearer realm="posts", error="invalid_token", error_description="the token has expired"`, "the token has expired"},
 		{"a missing credential gets the bare challenge", posts.ErrUnauthenticated, 401, "WWW-Authenticate", `Bearer realm="posts"`, posts.ErrUnauthenticated.Error()},
 		{"keys not fetched yet is a 503 to retry", auth.ErrKeysUnavailable, 503, "Retry-After", retryAfter, auth.ErrKeysUnavailable.Error()},
-		{"an unavailable database is a 503 that hides the cause", fmt.Errorf("%w: dial tcp 10.0.0.1:27017", posts.ErrUnavailable), 503, "Retry-After", retryAfter, posts.ErrUnavailable.Error()},
+		{"an unavailable database is a 503 that hides the cause", fmt.Errorf("%w: dial tcp 10.0.0.1:27017", posts.ErrUnavailable), 503, "Retry-After", storeRetryAfter, posts.ErrUnavailable.Error()},
 		{"a store whose breaker is open is a 503 to retry in a second", fmt.Errorf("%w: %w", posts.ErrUnavailable, fmt.Errorf("%w: %w", store.ErrUnavailable, store.ErrBreakerOpen)),
 			503, "Retry-After", "1", posts.ErrUnavailable.Error()},
 		{"anything else is a 500 that hides the cause", errors.New("secret internals"), 500, "Content-Type", "application/json", "internal server error"},

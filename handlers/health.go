@@ -72,7 +72,7 @@ func (a *API) serveHealth(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", retryAfter)
 		if h.Store.Breaker == breakerOpen {
-			w.Header().Set("Retry-After", breakerRetryAfter)
+			w.Header().Set("Retry-After", storeRetryAfter)
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")

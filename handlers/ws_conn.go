@@ -23,6 +23,7 @@ import (
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
+	"github.com/postsedge/caddy-posts/schema"
 )
 
 // serveWebSocket serves GraphQL over a WebSocket on /graphql.
@@ -121,6 +122,7 @@ type wsConn struct {
 	caller  auth.Identity
 	acked   bool
 	ops     map[string]*operation // the operations running, by id
+	seq     *schema.Sequence      // orders the events of its subscriptions, from the first on
 	client  string                // the client the connection counts against (conns.clients, schema's feed shares)
 	address string                // the client's address, by which anonymous connections count
 	expiry  *time.Timer           // closes the connection when its token expires

@@ -19,6 +19,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/posts/poststest"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
@@ -56,8 +57,8 @@ func newWSServerWith(t *testing.T, subs Subscriptions, limits schema.Limits, rul
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	broker := events.NewBroker[posts.Event](16)
-	rules.Store, rules.Timeout, rules.MaxLimit, rules.Logger, rules.Events = st, 5*time.Second, 10, zap.NewNop(), broker
+	broker, follower := poststest.Publishing(t, st, 16)
+	rules.Store, rules.Timeout, rules.MaxLimit, rules.Logger, rules.Events, rules.Follower = st, 5*time.Second, 10, zap.NewNop(), broker, follower
 	svc := posts.NewService(rules)
 	s, err := schema.New(svc, zap.NewNop(), limits, persisted...)
 	if err != nil {

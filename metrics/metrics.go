@@ -92,16 +92,16 @@ var (
 
 	relayEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "relay_events_total",
-		Help: "Events of other instances read from the store, by outcome: relayed (handed to the local subscribers), duplicate (read again in the look-back window), stale (of a post whose later write was handed over already).",
+		Help: "Events of the store's event log, by outcome: relayed (another instance's, handed to the local subscribers), recovered (of a write whose writer stopped before it logged its event, logged by this instance).",
 	}, []string{"outcome"})
 	relayLag = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "relay_lag_seconds",
-		Help:    "Time from another instance's recording of an event to its hand-off to the local subscribers (clocks of two machines: their skew included).",
+		Help:    "Time from another instance's logging of an event to its hand-off to the local subscribers (clocks of two machines: their skew included).",
 		Buckets: []float64{.005, .01, .025, .05, .1, .15, .2, .3, .5, 1, 2.5, 5, 10, 30},
 	})
 	relayErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "relay_errors_total",
-		Help: "Failures of the relay through the store, by stage: tail (a poll of the events), record (a write's event not recorded: other instances miss it), expire (the periodic delete of expired events).",
+		Help: "Failures of the follower of the store's event log, by stage: tail (a read of the log), expire (the periodic delete of expired events), recover (the periodic logging of the events of writes whose writer stopped).",
 	}, []string{"stage"})
 )
 
@@ -238,11 +238,10 @@ func LimitRefused(limit string) { limitRefusals.WithLabelValues(limit).Inc() }
 // The outcomes of caddy_posts_relay_events_total.
 const (
 	RelayRelayed   = "relayed"
-	RelayDuplicate = "duplicate"
-	RelayStale     = "stale"
+	RelayRecovered = "recovered"
 )
 
-// RelayEvent counts an event of another instance read from the store, by outcome.
+// RelayEvent counts an event of the log, by outcome.
 func RelayEvent(outcome string) { relayEvents.WithLabelValues(outcome).Inc() }
 
 // RelayLag records the time from an event's recording to its hand-off here.
@@ -250,10 +249,10 @@ func RelayLag(d time.Duration) { relayLag.Observe(d.Seconds()) }
 
 // The stages of caddy_posts_relay_errors_total.
 const (
-	RelayTail   = "tail"
-	RelayRecord = "record"
-	RelayExpire = "expire"
+	RelayTail    = "tail"
+	RelayExpire  = "expire"
+	RelayRecover = "recover"
 )
 
-// RelayError counts a failure of the relay at stage.
+// RelayError counts a failure of the follower of the event log at stage.
 func RelayError(stage string) { relayErrors.WithLabelValues(stage).Inc() }

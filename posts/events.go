@@ -2,12 +2,10 @@ package posts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"go.uber.org/zap"
-
 	"github.com/postsedge/caddy-posts/events"
-	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -21,16 +19,18 @@ const (
 	Deleted
 )
 
-// Event is a write, published after it is stored: the post as it is afterwards (of a deleted
-// post, only its ID and UserID).
+// Event is a write, as its subscribers get it: the post as it is afterwards (of a deleted post,
+// only its ID, UserID and the version deleted), at its position in the store's event log, which
+// orders every write of every instance alike.
 type Event struct {
-	Kind EventKind
-	Post Post
+	Kind     EventKind
+	Post     Post
+	Position int64
 }
 
-// Subscribe returns a subscription to the writes that match, as they are stored. It fails with
-// ErrUnavailable when the service publishes no events. Whether the caller may subscribe at all
-// is Allow's to say (Subscribe), before this is called.
+// Subscribe returns a subscription to the writes that match, in the order of the event log. It
+// fails with ErrUnavailable when the service publishes no events. Whether the caller may
+// subscribe at all is Allow's to say (Subscribe), before this is called.
 func (s *Service) Subscribe(match func(Event) bool) (*events.Subscription[Event], error) {
 	if s.events == nil {
 		return nil, fmt.Errorf("%w: this service publishes no events", ErrUnavailable)
@@ -38,46 +38,30 @@ func (s *Service) Subscribe(match func(Event) bool) (*events.Subscription[Event]
 	return s.events.Subscribe(match), nil
 }
 
-// written does what follows every stored write: the caller's profile, then the event. With a
-// relay, the event is recorded in the store for the other instances, and the relay hands it to
-// the local subscribers at its next poll, in one order with theirs; without, it is published
-// at once.
-//
-// The event is recorded after the post is written, not with it: a crash (or a store that fails)
-// between the two leaves the post stored and its event lost to the other instances, whose
-// subscribers see the post's next write; this instance's subscribers still get it unless the
-// process crashed. A failed record is logged and counted; the write still succeeds.
-func (s *Service) written(ctx context.Context, caller Caller, kind EventKind, post Post) {
+// written does what follows every stored write: the caller's profile, then the event, logged by
+// the store with the write, is offered to the follower of the log, which hands it to the
+// subscribers in the log's order (at once, unless it waits for an event before it).
+func (s *Service) written(ctx context.Context, caller Caller, e store.Event) {
 	s.saveProfile(ctx, caller)
-	switch {
-	case s.relay != nil:
-		// Not under the client's cancellation: a client that leaves after the write must not
-		// take its event from the other instances.
-		ctx, cancel := s.bounded(context.WithoutCancel(ctx))
-		defer cancel()
-		if err := s.relay.Record(ctx, storeKinds[kind], toStore(post)); err != nil {
-			metrics.RelayError(metrics.RelayRecord)
-			if s.logger != nil {
-				s.logger.Error("recording a write's event for the other instances failed: their subscribers miss it",
-					zap.String("kind", storeKinds[kind]), zap.String("post_id", post.ID), zap.Error(err))
-			}
-		}
-	case s.events != nil:
-		s.events.Publish(Event{Kind: kind, Post: post})
+	if s.follower != nil {
+		s.follower.Offer(e)
 	}
 }
 
-// storeKinds are the kinds of events as the store records them.
-var storeKinds = map[EventKind]string{Created: store.EventCreated, Updated: store.EventUpdated, Deleted: store.EventDeleted}
-
-// EventOf is the event that e, recorded in the store, stands for: what a relay hands to the
-// broker.
-func EventOf(e store.Event) Event {
-	kind := Updated
-	for k, name := range storeKinds {
-		if name == e.Kind {
-			kind = k
-		}
+// failed is the service's error for err, a write's failure: one that left the store's answer
+// unknown may have left its event to be logged, which the follower is asked to look for.
+func (s *Service) failed(err error) error {
+	if errors.Is(err, store.ErrUnavailable) && s.follower != nil {
+		s.follower.Recover()
 	}
-	return Event{Kind: kind, Post: toPost(e.Post)}
+	return fromStore(err)
+}
+
+// storeKinds are the kinds of events as the store logs them.
+var storeKinds = map[string]EventKind{store.EventCreated: Created, store.EventUpdated: Updated, store.EventDeleted: Deleted}
+
+// EventOf is the event that e, logged by the store, stands for: what the follower of the log
+// hands to the broker.
+func EventOf(e store.Event) Event {
+	return Event{Kind: storeKinds[e.Kind], Post: toPost(e.Post), Position: e.Position}
 }

@@ -6,13 +6,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
-	"github.com/postsedge/caddy-posts/events"
 )
 
 func TestEveryStoredWriteIsPublishedOnceAndNothingElse(t *testing.T) {
 	st := newStore(t)
-	broker := events.NewBroker[Event](100)
-	svc := NewService(Config{Store: st, MaxLimit: 10, Logger: zap.NewNop(), Events: broker})
+	broker, follower := publishing(t, st)
+	svc := NewService(Config{Store: st, MaxLimit: 10, Logger: zap.NewNop(), Events: broker, Follower: follower})
 	sub := broker.Subscribe(nil)
 	defer sub.Close()
 	next := func() (Event, bool) {
@@ -74,7 +73,7 @@ func TestEveryStoredWriteIsPublishedOnceAndNothingElse(t *testing.T) {
 	if err := svc.Delete(ctx, alice, p.ID, Expect{}); err != nil {
 		t.Fatal(err)
 	}
-	if e, ok := next(); !ok || e.Kind != Deleted || e.Post.ID != p.ID || e.Post.UserID != "alice" {
-		t.Errorf("after Delete: %+v, %v; want Deleted with the id and owner", e, ok)
+	if e, ok := next(); !ok || e.Kind != Deleted || e.Post.ID != p.ID || e.Post.UserID != "alice" || e.Post.Version != 2 {
+		t.Errorf("after Delete: %+v, %v; want Deleted with the id, owner and version deleted", e, ok)
 	}
 }

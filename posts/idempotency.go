@@ -213,21 +213,24 @@ func reservationOf(ctx context.Context) *reservation {
 func (s *Service) createReserved(ctx context.Context, caller Caller, r *reservation, post Post) (Post, error) {
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	var err error
-	inserted := false
+	var (
+		e        store.Event
+		err      error
+		inserted bool
+	)
 	if r.render != nil {
 		a := r.render(post)
-		inserted, err = s.keys.InsertPostCompletingKey(ctx, toStore(post), r.record.Key, toResponse(a))
+		e, inserted, err = s.keys.InsertPostCompletingKey(ctx, toStore(post), r.record.Key, toResponse(a))
 		if err == nil {
 			r.kept = &a
 		}
 	} else {
-		err = s.store.InsertPost(ctx, toStore(post))
+		e, err = s.store.InsertPost(ctx, toStore(post))
 		inserted = err == nil
 	}
 	if inserted { // and if the answer was not kept with it, settle keeps it
 		r.outcome = created
-		s.written(ctx, caller, Created, post)
+		s.written(ctx, caller, e)
 		return post, nil
 	}
 	if earlier, getErr := s.store.GetPost(ctx, post.ID); getErr == nil && earlier.UserID == caller.UserID {
@@ -235,7 +238,7 @@ func (s *Service) createReserved(ctx context.Context, caller Caller, r *reservat
 		return toPost(earlier), nil
 	}
 	r.outcome = unknown
-	return Post{}, fromStore(err)
+	return Post{}, s.failed(err)
 }
 
 func toResponse(a Answer) store.Response {

@@ -29,9 +29,9 @@ func (c *crashingKeys) CompleteKey(ctx context.Context, user, key string, res st
 	return c.IdempotencyStore.CompleteKey(ctx, user, key, res)
 }
 
-func (c *crashingKeys) InsertPostCompletingKey(ctx context.Context, p store.Post, key string, res store.Response) (bool, error) {
+func (c *crashingKeys) InsertPostCompletingKey(ctx context.Context, p store.Post, key string, res store.Response) (store.Event, bool, error) {
 	if c.crash {
-		return false, errKilled
+		return store.Event{}, false, errKilled
 	}
 	return c.IdempotencyStore.InsertPostCompletingKey(ctx, p, key, res)
 }

@@ -49,9 +49,8 @@ type keyed struct {
 
 func newKeyed(t *testing.T, st keyedStore, keys store.IdempotencyStore) *keyed {
 	t.Helper()
-	broker := events.NewBroker[Event](100)
-	t.Cleanup(broker.Close)
-	svc := NewService(Config{Store: st, Keys: keys, Timeout: 5 * time.Second, MaxLimit: 100, Logger: zap.NewNop(), Events: broker})
+	broker, follower := publishing(t, st)
+	svc := NewService(Config{Store: st, Keys: keys, Timeout: 5 * time.Second, MaxLimit: 100, Logger: zap.NewNop(), Events: broker, Follower: follower})
 	return &keyed{svc: svc, st: st, sub: broker.Subscribe(nil)}
 }
 

@@ -195,7 +195,7 @@ func TestUser(t *testing.T) {
 	carol := auth.Identity{UserID: "carol", Method: auth.MethodJWT, Name: "Carol", Email: "carol@example.com"}
 	create(t, s, carol, "Carol's")
 	// A post stored without a profile, as one written before profiles were saved.
-	if err := st.InsertPost(t.Context(), store.Post{ID: store.NewID(start), UserID: "dave", Title: "old", CreatedAt: start, UpdatedAt: start}); err != nil {
+	if _, err := st.InsertPost(t.Context(), store.Post{ID: store.NewID(start), UserID: "dave", Title: "old", CreatedAt: start, UpdatedAt: start}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -257,7 +257,7 @@ func BenchmarkList(b *testing.B) {
 	}
 	sqlite := newStore(b)
 	for _, p := range page {
-		if err := sqlite.InsertPost(b.Context(), p); err != nil {
+		if _, err := sqlite.InsertPost(b.Context(), p); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -22,14 +22,16 @@ import (
 	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
 )
 
-// instance is what one Caddy process holds of a MongoDB store: its own client, broker and relay.
+// instance is what one Caddy process holds of a MongoDB store: its own client, broker and
+// follower of the event log.
 type instance struct {
-	svc   *Service
-	sub   *events.Subscription[Event]
-	relay *events.Relay
+	svc      *Service
+	sub      *events.Subscription[Event]
+	follower *events.Follower
 }
 
-// startInstance opens uri's database "relay" through a client of its own and runs a relay on it.
+// startInstance opens uri's database "relay" through a client of its own and runs a follower
+// that relays on it.
 func startInstance(t *testing.T, uri string) *instance {
 	t.Helper()
 	st, err := mongo.Open(uri, "relay")
@@ -37,17 +39,16 @@ func startInstance(t *testing.T, uri string) *instance {
 		t.Fatal(err)
 	}
 	broker := events.NewBroker[Event](1000)
-	relay := events.NewRelay(events.RelayConfig{Log: st, Hand: func(e store.Event) { broker.Publish(EventOf(e)) },
-		Interval: 20 * time.Millisecond,
-		Source:   &events.Poll{Log: st, Interval: 20 * time.Millisecond, Lookback: 200 * time.Millisecond, Timeout: 500 * time.Millisecond}})
+	follower := events.NewFollower(events.FollowerConfig{Log: st, Hand: func(e store.Event) { broker.Publish(EventOf(e)) },
+		Relay: true, Interval: 20 * time.Millisecond, Timeout: 500 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		relay.Run(ctx)
+		follower.Run(ctx)
 	}()
-	in := &instance{relay: relay, sub: broker.Subscribe(nil),
-		svc: NewService(Config{Store: st, MaxLimit: 10, Logger: zap.NewNop(), Events: broker, Relay: relay, Timeout: 5 * time.Second})}
+	in := &instance{follower: follower, sub: broker.Subscribe(nil),
+		svc: NewService(Config{Store: st, MaxLimit: 10, Logger: zap.NewNop(), Events: broker, Follower: follower, Timeout: 5 * time.Second})}
 	t.Cleanup(func() {
 		cancel()
 		<-done
@@ -77,15 +78,14 @@ func TestTwoInstancesOnOneMongoDBSeeEachOthersWrites(t *testing.T) {
 	alice := auth.Identity{UserID: "alice", Method: auth.MethodAPIKey}
 	ctx := t.Context()
 
-	// An event recorded before the instances start is never handed over.
+	// An event logged before the instances start is never handed over.
 	early, err := mongo.Open(server.URI, "relay")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer early.Close()
 	at := time.Now().UTC().Truncate(time.Millisecond)
-	if err := early.RecordEvent(ctx, store.Event{ID: store.NewID(at), At: at, Origin: "gone", Kind: store.EventCreated,
-		Post: store.Post{ID: store.NewID(at), UserID: "alice", Title: "from before", CreatedAt: at, UpdatedAt: at, Version: 1}}); err != nil {
+	if _, err := early.InsertPost(ctx, store.Post{ID: store.NewID(at), UserID: "alice", Title: "from before", CreatedAt: at, UpdatedAt: at}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Millisecond)
@@ -106,7 +106,7 @@ func TestTwoInstancesOnOneMongoDBSeeEachOthersWrites(t *testing.T) {
 		if err := a.svc.Delete(ctx, alice, p.ID, Expect{}); err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"created 1", "updated 2", "deleted 0"}
+		want := []string{"created 1", "updated 2", "deleted 2"}
 		for name, in := range map[string]*instance{"A": a, "B": b} {
 			if got := in.received(600 * time.Millisecond); !slices.Equal(got, want) {
 				t.Errorf("%s's subscriber got %v; want %v", name, got, want)
@@ -124,7 +124,7 @@ func TestTwoInstancesOnOneMongoDBSeeEachOthersWrites(t *testing.T) {
 			want = append(want, "created 1")
 		}
 		time.Sleep(time.Second) // five look-backs
-		if stalled, _ := b.relay.Stalled(); stalled {
+		if stalled, _ := b.follower.Stalled(); stalled {
 			t.Error("B is stalled after 1s; the bound is 5s")
 		}
 		if got := b.received(10 * time.Millisecond); len(got) != 0 {

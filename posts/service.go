@@ -59,11 +59,11 @@ type Config struct {
 	MaxLimit int
 	// Logger receives the failures that do not fail the request: a profile that could not be saved.
 	Logger *zap.Logger
-	// Events, if set, receives every write once it is stored.
+	// Events is the broker that subscriptions subscribe to; nil, the service has none.
 	Events *events.Broker[Event]
-	// Relay, if set, records every write's event in the store for the other instances and
-	// hands it to Events in one order with theirs (it publishes to Events itself).
-	Relay *events.Relay
+	// Follower, if set, is offered the event of every write the service makes: it follows the
+	// store's event log and publishes each event to Events, in the log's order.
+	Follower *events.Follower
 	// SubscriptionsRequireAuth makes Allow refuse Subscribe to an anonymous caller. False (the
 	// default): anyone may subscribe, as anyone may read.
 	SubscriptionsRequireAuth bool
@@ -80,7 +80,7 @@ type Service struct {
 	maxLimit                 int
 	logger                   *zap.Logger
 	events                   *events.Broker[Event]
-	relay                    *events.Relay
+	follower                 *events.Follower
 	subscriptionsRequireAuth bool
 	profiles                 profiles // saved lately, so that unchanged ones are not saved on every write
 	keys                     store.IdempotencyStore
@@ -98,7 +98,7 @@ func NewService(cfg Config) *Service {
 		maxLimit:                 cfg.MaxLimit,
 		logger:                   cfg.Logger,
 		events:                   cfg.Events,
-		relay:                    cfg.Relay,
+		follower:                 cfg.Follower,
 		subscriptionsRequireAuth: cfg.SubscriptionsRequireAuth,
 		keys:                     cfg.Keys,
 		keyTTL:                   cmp.Or(cfg.KeyTTL, DefaultKeyTTL),

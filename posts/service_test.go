@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/mongo"
 	"github.com/postsedge/caddy-posts/store/sqlite"
@@ -39,6 +40,27 @@ func newStore(t testing.TB) store.Store {
 		}
 	})
 	return st
+}
+
+// publishing returns a broker that gets the events of st's log through a follower, started, as
+// Provision runs one, and the follower to offer the service's writes to.
+func publishing(t testing.TB, st store.Store) (*events.Broker[Event], *events.Follower) {
+	t.Helper()
+	broker := events.NewBroker[Event](100)
+	follower := events.NewFollower(events.FollowerConfig{Log: st.(store.EventLog), Hand: func(e store.Event) { broker.Publish(EventOf(e)) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		follower.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		broker.Close()
+	})
+	<-follower.Started()
+	return broker, follower
 }
 
 func newService(st store.Store, maxLimit int) *Service {

@@ -46,10 +46,11 @@ func (s *Service) Create(ctx context.Context, caller Caller, in NewPost) (Post, 
 	}
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	if err := s.store.InsertPost(ctx, toStore(post)); err != nil {
-		return Post{}, fromStore(err)
+	e, err := s.store.InsertPost(ctx, toStore(post))
+	if err != nil {
+		return Post{}, s.failed(err)
 	}
-	s.written(ctx, caller, Created, post)
+	s.written(ctx, caller, e)
 	return post, nil
 }
 
@@ -73,16 +74,15 @@ func (s *Service) Update(ctx context.Context, caller Caller, id string, ch Chang
 	if err != nil {
 		return Post{}, err
 	}
-	updated, err := s.store.UpdatePost(ctx, id, caller.UserID, version, u)
+	e, err := s.store.UpdatePost(ctx, id, caller.UserID, version, u)
 	if errors.Is(err, store.ErrNotFound) {
 		return Post{}, s.whyNotWritten(ctx, caller, id, expect)
 	}
 	if err != nil {
-		return Post{}, fromStore(err)
+		return Post{}, s.failed(err)
 	}
-	post := toPost(updated)
-	s.written(ctx, caller, Updated, post)
-	return post, nil
+	s.written(ctx, caller, e)
+	return toPost(e.Post), nil
 }
 
 // Delete deletes the caller's post, if it is as expected.
@@ -100,14 +100,14 @@ func (s *Service) Delete(ctx context.Context, caller Caller, id string, expect E
 	if err != nil {
 		return err
 	}
-	err = s.store.DeletePost(ctx, id, caller.UserID, version)
+	e, err := s.store.DeletePost(ctx, id, caller.UserID, version)
 	if errors.Is(err, store.ErrNotFound) {
 		return s.whyNotWritten(ctx, caller, id, expect)
 	}
 	if err != nil {
-		return fromStore(err)
+		return s.failed(err)
 	}
-	s.written(ctx, caller, Deleted, Post{ID: id, UserID: caller.UserID})
+	s.written(ctx, caller, e)
 	return nil
 }
 

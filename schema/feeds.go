@@ -48,6 +48,7 @@ type feed struct {
 	key       string
 	cancel    context.CancelFunc
 	listeners map[*Listener]struct{}
+	pending   pending // the events matched and not answered yet (order.go)
 }
 
 // Listener is one subscriber of a feed.
@@ -55,6 +56,7 @@ type Listener struct {
 	s       *Schema
 	f       *feed
 	client  string
+	seq     *Sequence // of its connection, if it orders its responses with others (order.go)
 	deliver func(json.RawMessage)
 	ended   func(error)
 	done    bool
@@ -75,7 +77,8 @@ func (l *Listener) Close() {
 // Limits.MaxFeeds (ErrTooManyFeeds); a listener counts against both until it leaves.
 //
 // deliver gets each response, encoded once for all the feed's listeners. It is called by the
-// feed's goroutine, one listener after the other, and must not block: a transport queues the
+// feed's goroutine, one listener after the other (or, for a listener of a Sequence, by the
+// goroutine of whichever feed released it), and must not block: a transport queues the
 // response, and drops a subscriber that lets its queue fill. ended is called once if the feed
 // ends before the listener is closed, with no lock held: with nil when the subscription
 // completed, ErrFeedFellBehind, or a *RefusedError when the operation could not run.
@@ -83,6 +86,11 @@ func (l *Listener) Close() {
 // Delivering through a callback rather than a channel leaves an idle subscription with no
 // goroutine and no queue of its own.
 func (s *Schema) Listen(client string, op *Operation, caller posts.Caller, deliver func(json.RawMessage), ended func(error)) (*Listener, error) {
+	return s.listen(client, op, caller, deliver, ended, nil)
+}
+
+// listen is Listen, for a listener of seq if not nil.
+func (s *Schema) listen(client string, op *Operation, caller posts.Caller, deliver func(json.RawMessage), ended func(error), seq *Sequence) (*Listener, error) {
 	vars, _ := json.Marshal(op.request.Variables) // its keys sorted: equal variables, equal bytes
 	key := op.request.OperationName + "\x00" + string(vars) + "\x00" + op.document
 	// The answer is everyone's, so it resolves for no one in particular: a context without a
@@ -91,7 +99,7 @@ func (s *Schema) Listen(client string, op *Operation, caller posts.Caller, deliv
 	if op.personal {
 		key, base = caller.UserID+"\x00"+key, posts.WithCaller(base, caller)
 	}
-	l := &Listener{s: s, client: client, deliver: deliver, ended: ended}
+	l := &Listener{s: s, client: client, seq: seq, deliver: deliver, ended: ended}
 	s.feeds.mu.Lock()
 	defer s.feeds.mu.Unlock()
 	f := s.feeds.all[key]
@@ -113,6 +121,7 @@ func (s *Schema) Listen(client string, op *Operation, caller posts.Caller, deliv
 		s.feeds.all[key] = f
 		metrics.FeedStarted()
 		ctx = withOverflow(ctx, func() { s.endFeed(f, ErrFeedFellBehind) })
+		ctx = withPending(ctx, &f.pending)
 		go s.run(ctx, f, op)
 	}
 	if mine == nil {
@@ -125,6 +134,9 @@ func (s *Schema) Listen(client string, op *Operation, caller posts.Caller, deliv
 	mine[f]++
 	l.f = f
 	f.listeners[l] = struct{}{}
+	if seq != nil {
+		seq.join(l)
+	}
 	metrics.SubscriberJoined()
 	return l, nil
 }
@@ -157,8 +169,13 @@ func (s *Schema) run(ctx context.Context, f *feed, op *Operation) {
 			payload = json.RawMessage(`{"errors":[{"message":"` + errcode.InternalMessage + `","extensions":{"code":"` + errcode.Internal.GraphQL + `"}}]}`)
 		}
 		s.feeds.mu.Lock()
+		position := f.pending.resolved()
 		for l := range f.listeners {
-			l.deliver(payload)
+			if l.seq != nil {
+				l.seq.arrive(l, position, payload)
+			} else {
+				l.deliver(payload)
+			}
 		}
 		metrics.EventsDelivered(len(f.listeners))
 		s.feeds.mu.Unlock()
@@ -190,6 +207,9 @@ func (s *Schema) leave(l *Listener) bool {
 	}
 	l.done = true
 	delete(l.f.listeners, l)
+	if l.seq != nil {
+		l.seq.leave(l)
+	}
 	metrics.SubscriberLeft()
 	// The one place a listener leaves: its client's share is given back here, whether it was
 	// closed or its feed ended.

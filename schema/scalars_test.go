@@ -21,7 +21,7 @@ func TestIDsWithControlCharactersAndInvalidUTF8AreValidJSON(t *testing.T) {
 	}
 	// A post whose own id is no ObjectID, written straight to the store as well.
 	odd := store.Post{ID: "p\u0001\xff", UserID: "eve\u0001", Title: "odd", CreatedAt: time.Unix(1, 0).UTC(), UpdatedAt: time.Unix(1, 0).UTC()}
-	if err := st.InsertPost(t.Context(), odd); err != nil {
+	if _, err := st.InsertPost(t.Context(), odd); err != nil {
 		t.Fatal(err)
 	}
 	eve, ff, mallory, oddID := `"eve\u0001"`, `"\ufffd"`, `"mallory\u0007\u000b\u2028\u003c\u0026\u003e\"\\"`, `"p\u0001\ufffd"`

@@ -83,7 +83,7 @@ func insert(t testing.TB, st store.Store, n int, userID string, body *string) []
 	for i := range ids {
 		created := at.Add(time.Duration(i) * time.Millisecond)
 		p := store.Post{ID: store.NewID(created), UserID: userID, Title: "t" + strconv.Itoa(i), Body: body, CreatedAt: created, UpdatedAt: created}
-		if err := st.InsertPost(t.Context(), p); err != nil {
+		if _, err := st.InsertPost(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
 		ids[i] = p.ID
@@ -157,6 +157,9 @@ type counted struct {
 	log *callLog
 }
 
+// Unwrap is the store it counts the calls of.
+func (c counted) Unwrap() store.Store { return c.Store }
+
 func (c counted) GetPost(ctx context.Context, id string) (store.Post, error) {
 	c.log.add("GetPost")
 	return c.Store.GetPost(ctx, id)
@@ -167,17 +170,17 @@ func (c counted) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, e
 	return c.Store.ListPosts(ctx, f)
 }
 
-func (c counted) InsertPost(ctx context.Context, p store.Post) error {
+func (c counted) InsertPost(ctx context.Context, p store.Post) (store.Event, error) {
 	c.log.add("InsertPost")
 	return c.Store.InsertPost(ctx, p)
 }
 
-func (c counted) UpdatePost(ctx context.Context, id, owner string, version int64, u store.Update) (store.Post, error) {
+func (c counted) UpdatePost(ctx context.Context, id, owner string, version int64, u store.Update) (store.Event, error) {
 	c.log.add("UpdatePost")
 	return c.Store.UpdatePost(ctx, id, owner, version, u)
 }
 
-func (c counted) DeletePost(ctx context.Context, id, owner string, version int64) error {
+func (c counted) DeletePost(ctx context.Context, id, owner string, version int64) (store.Event, error) {
 	c.log.add("DeletePost")
 	return c.Store.DeletePost(ctx, id, owner, version)
 }

@@ -63,8 +63,8 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 		for v := range in {
 			b := budgetOfNext()
 			res, _ := v.(*graphql.Response)
-			if res == nil {
-				continue
+			if res == nil { // not from graphql-go; still one response per event (order.go)
+				res = &graphql.Response{Errors: []*gqlerrors.QueryError{{Message: errcode.InternalMessage, Extensions: map[string]any{"code": errcode.Internal.GraphQL}}}}
 			}
 			// The length is a second lock, as in Execute: postDeleted's id is not charged.
 			if b.exceeded() || int64(len(res.Data)) > limit {
@@ -86,6 +86,14 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 		}
 	}()
 	return out
+}
+
+type pendingKey struct{}
+
+// withPending returns a context whose subscriptions note in q the position of each event they
+// match, as they match it (see order.go).
+func withPending(ctx context.Context, q *pending) context.Context {
+	return context.WithValue(ctx, pendingKey{}, q)
 }
 
 type overflowKey struct{}
@@ -136,6 +144,18 @@ func ofUser(e posts.Event, userID *graphql.ID) bool {
 // stream subscribes to the events that match and sends each, as item makes it, until ctx ends
 // or the subscription does.
 func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) bool, item func(posts.Post) T) (<-chan T, error) {
+	if q, _ := ctx.Value(pendingKey{}).(*pending); q != nil {
+		// The broker matches in the order of the log, and queues what matches: the feed
+		// knows the events it will answer, in order, before it answers any.
+		matches := match
+		match = func(e posts.Event) bool {
+			if !matches(e) {
+				return false
+			}
+			q.reserve(e.Position)
+			return true
+		}
+	}
 	sub, err := r.svc.Subscribe(match)
 	if err != nil {
 		return nil, r.fail(ctx, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/posts/poststest"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
 )
@@ -28,13 +29,21 @@ func subscribed(t testing.TB, queue int, limits ...schema.Limits) (*schema.Schem
 // subscribedOver is subscribed over st, with the given max_limit.
 func subscribedOver(t testing.TB, st store.Store, queue, maxLimit int, limits schema.Limits) (*schema.Schema, *posts.Service, *events.Broker[posts.Event]) {
 	t.Helper()
-	broker := events.NewBroker[posts.Event](queue)
+	log, ok := st.(store.EventLog)
+	if w, wraps := st.(interface{ Unwrap() store.Store }); wraps {
+		log, ok = w.Unwrap().(store.EventLog)
+	}
+	if !ok {
+		t.Fatalf("%T keeps no event log", st)
+	}
+	broker, follower := poststest.Publishing(t, log, queue)
 	svc := posts.NewService(posts.Config{
 		Store:    st,
 		Timeout:  5 * time.Second,
 		MaxLimit: maxLimit,
 		Logger:   zap.NewNop(),
 		Events:   broker,
+		Follower: follower,
 	})
 	s, err := schema.New(svc, zap.NewNop(), limits)
 	if err != nil {
@@ -208,9 +217,9 @@ func TestAnEventPastMaxResponseSizeAnswersRESPONSE_TOO_LARGE(t *testing.T) {
 	const limit = 1 << 20
 	calls := &callLog{}
 	st := newStore(t)
-	s, svc, broker := subscribedOver(t, counted{st, calls}, 16, 20, limitsWith(func(l *schema.Limits) { l.MaxResponseSize = limit }))
 	body := strings.Repeat("<", 50_000) // 300,002 bytes of JSON each
 	insert(t, st, 20, "alice", &body)
+	s, svc, broker := subscribedOver(t, counted{st, calls}, 16, 20, limitsWith(func(l *schema.Limits) { l.MaxResponseSize = limit }))
 	c := subscribe(t, t.Context(), s, `subscription { postCreated { author { posts(limit: 20) { `+aliases("body", 19)+`} } } }`)
 	started(t, broker, 1)
 
@@ -252,9 +261,9 @@ func TestAnEventStopsCallingTheStoreOnceItsBudgetRunsOut(t *testing.T) {
 	const limit = 1 << 20
 	calls := &callLog{}
 	st := newStore(t)
-	s, svc, broker := subscribedOver(t, counted{st, calls}, 16, 20, limitsWith(func(l *schema.Limits) { l.MaxResponseSize = limit }))
 	body := strings.Repeat("<", 50_000)
 	insert(t, st, 20, "alice", &body)
+	s, svc, broker := subscribedOver(t, counted{st, calls}, 16, 20, limitsWith(func(l *schema.Limits) { l.MaxResponseSize = limit }))
 	c := subscribe(t, t.Context(), s, `subscription { postCreated { author { posts(limit: 20) { a: body b: body c: body d: body author { posts(limit: 20) { body } } } } } }`)
 	started(t, broker, 1)
 	calls.reset()
@@ -320,9 +329,9 @@ func TestEventBodyAliasesAtFullSize(t *testing.T) {
 		t.Skip("skipped under -short, as it writes 5 MB of posts; make test runs it")
 	}
 	st := newStore(t)
-	s, svc, broker := subscribedOver(t, st, 16, 100, limitsWith(func(l *schema.Limits) { l.MaxCost = 4000 }))
 	body := strings.Repeat("<", 50_000)
 	insert(t, st, 100, "alice", &body)
+	s, svc, broker := subscribedOver(t, st, 16, 100, limitsWith(func(l *schema.Limits) { l.MaxCost = 4000 }))
 	c := subscribe(t, t.Context(), s, `subscription { postCreated { author { posts(limit: 100) { `+aliases("body", 19)+`} } } }`)
 	started(t, broker, 1)
 	for i := range 2 { // each write's event is stopped, the second as the first
@@ -348,8 +357,8 @@ func TestEventBodyAliasesAtFullSize(t *testing.T) {
 func TestAnEventsErrorsAreCutAfterMaxErrors(t *testing.T) {
 	const n = 150
 	st := newStore(t)
-	s, svc, broker := subscribedOver(t, st, 16, 1000, limitsWith(func(l *schema.Limits) { l.MaxCost = schema.MaxMaxCost }))
 	insert(t, st, n-1, "alice", nil)
+	s, svc, broker := subscribedOver(t, st, 16, 1000, limitsWith(func(l *schema.Limits) { l.MaxCost = schema.MaxMaxCost }))
 	// Each of the author's posts lists its own author's posts with a limit out of range: one
 	// error per post.
 	c := subscribe(t, t.Context(), s, fmt.Sprintf(`subscription { postCreated { author { posts(limit: %d) { author { posts(limit: 0) { id } } } } } }`, n))

@@ -23,6 +23,7 @@ const BreakerRetryAfter = time.Second
 // The defaults of BreakerConfig.
 const (
 	DefaultBreakerThreshold = 5
+	DefaultStallAfter       = time.Second
 	DefaultProbeEvery       = 250 * time.Millisecond
 	DefaultProbeTimeout     = time.Second
 )
@@ -32,8 +33,12 @@ var refused = fmt.Errorf("%w: %w", ErrUnavailable, ErrBreakerOpen)
 
 // BreakerConfig tunes a Breaker; its zero value takes the defaults.
 type BreakerConfig struct {
-	// Threshold is how many calls in a row must fail with ErrUnavailable to open the breaker.
+	// Threshold is how many calls in a row must fail with ErrUnavailable to open the breaker,
+	// and how many calls waiting at once, with no answer for StallAfter, open it too.
 	Threshold int
+	// StallAfter is how long Threshold calls may wait on a store that answers none of them
+	// before the breaker opens, without waiting for their time-outs.
+	StallAfter time.Duration
 	// ProbeEvery is how often, at most, the probe pings the store while the breaker is open.
 	ProbeEvery time.Duration
 	// ProbeTimeout bounds one ping. Longer than ProbeEvery: a driver that waits for a server to
@@ -44,9 +49,13 @@ type BreakerConfig struct {
 }
 
 // Breaker fails the calls of a store at once while the store is down. It opens after Threshold
-// calls in a row failed with ErrUnavailable; while open, every call through it fails at once
-// with ErrBreakerOpen (and ErrUnavailable), and one probe pings the store every ProbeEvery.
-// The first answer, of the probe or of a call that was under way, closes it.
+// calls in a row failed with ErrUnavailable, or as soon as Threshold calls have been waiting at
+// once while the store answered nothing for StallAfter: a store that stops answering (a server
+// that is gone, where the driver waits for one to come back) opens it within StallAfter, rather
+// than after Threshold time-outs, so that no more than the calls already waiting wait the whole
+// timeout. While open, every call through it fails at once with ErrBreakerOpen (and
+// ErrUnavailable), and one probe pings the store every ProbeEvery. The first answer, of the
+// probe or of a call that was under way, closes it.
 //
 // What counts: ErrUnavailable is a failure, unless the caller's own context was cancelled (a
 // client that went away says nothing of the store; a deadline, the service's timeout, does).
@@ -57,23 +66,50 @@ type Breaker struct {
 	cfg      BreakerConfig
 	failures atomic.Int64 // in a row
 	open     atomic.Bool
+	waiting  atomic.Int64 // calls under way
+	answers  atomic.Int64 // calls the store answered, ever: the watch sees whether it moves
 
-	mu      sync.Mutex // serialises opening, closing and starting the probe
+	mu      sync.Mutex    // serialises opening, closing and starting the probe
+	opened  chan struct{} // closed when the breaker opens; a new one once it closes
 	probing bool
 	stopped bool
 	ctx     context.Context // of the probe, cancelled by Stop
 	cancel  context.CancelFunc
-	probes  sync.WaitGroup
+	running sync.WaitGroup // the watch, and the probe while one runs
 }
 
 // NewBreaker returns a closed breaker whose probe pings s; Guard and GuardIdempotency put
 // stores behind it. Stop ends its probe.
 func NewBreaker(s Store, cfg BreakerConfig) *Breaker {
 	cfg.Threshold = cmp.Or(cfg.Threshold, DefaultBreakerThreshold)
+	cfg.StallAfter = cmp.Or(cfg.StallAfter, DefaultStallAfter)
 	cfg.ProbeEvery = cmp.Or(cfg.ProbeEvery, DefaultProbeEvery)
 	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, DefaultProbeTimeout)
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Breaker{ping: s.Ping, cfg: cfg, ctx: ctx, cancel: cancel}
+	b := &Breaker{ping: s.Ping, cfg: cfg, ctx: ctx, cancel: cancel, opened: make(chan struct{})}
+	b.running.Go(b.watch)
+	return b
+}
+
+// watch opens the breaker when Threshold calls wait at once and the store has answered none
+// for StallAfter, looking four times per StallAfter, until Stop.
+func (b *Breaker) watch() {
+	ticker := time.NewTicker(b.cfg.StallAfter / 4)
+	defer ticker.Stop()
+	answers, since := b.answers.Load(), time.Now()
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case now := <-ticker.C:
+			if n := b.answers.Load(); n != answers || b.waiting.Load() < int64(b.cfg.Threshold) || b.open.Load() {
+				answers, since = n, now
+			} else if now.Sub(since) >= b.cfg.StallAfter {
+				b.trip()
+				since = now
+			}
+		}
+	}
 }
 
 // Open says whether the breaker refuses calls now.
@@ -86,23 +122,38 @@ func (b *Breaker) Stop() {
 	b.stopped = true
 	if b.open.Load() {
 		b.open.Store(false)
+		b.opened = make(chan struct{})
 		b.changed(false)
 	}
 	b.mu.Unlock()
 	b.cancel()
-	b.probes.Wait()
+	b.running.Wait()
 }
 
-// allow returns the refusal while the breaker is open, else nil.
+// opening returns a channel that is closed when the breaker opens, unless it is open already:
+// then nil.
+func (b *Breaker) opening() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open.Load() {
+		return nil
+	}
+	return b.opened
+}
+
+// allow returns the refusal while the breaker is open, else nil, and counts the call as
+// waiting until done.
 func (b *Breaker) allow() error {
 	if b.open.Load() {
 		return refused
 	}
+	b.waiting.Add(1)
 	return nil
 }
 
 // done records the outcome err of a call made under ctx, and returns err.
 func (b *Breaker) done(ctx context.Context, err error) error {
+	b.waiting.Add(-1)
 	switch {
 	case err == nil || !errors.Is(err, ErrUnavailable):
 		b.answered()
@@ -115,8 +166,9 @@ func (b *Breaker) done(ctx context.Context, err error) error {
 }
 
 // answered starts the count again and closes the breaker. Loads first: a store that answers
-// costs its calls no write to shared memory.
+// costs its calls no other write to shared memory than the count of answers.
 func (b *Breaker) answered() {
+	b.answers.Add(1)
 	if b.failures.Load() != 0 {
 		b.failures.Store(0)
 	}
@@ -126,6 +178,7 @@ func (b *Breaker) answered() {
 		if b.open.Load() {
 			b.failures.Store(0)
 			b.open.Store(false)
+			b.opened = make(chan struct{})
 			b.changed(false)
 		}
 	}
@@ -139,10 +192,11 @@ func (b *Breaker) trip() {
 		return
 	}
 	b.open.Store(true)
+	close(b.opened)
 	b.changed(true)
 	if !b.probing {
 		b.probing = true
-		b.probes.Add(1)
+		b.running.Add(1)
 		go b.probe()
 	}
 }
@@ -157,7 +211,7 @@ func (b *Breaker) changed(open bool) {
 // closes the breaker) or Stop. One runs at a time: it ends only under mu, once it has seen the
 // breaker closed, so trip starts another only after it.
 func (b *Breaker) probe() {
-	defer b.probes.Done()
+	defer b.running.Done()
 	timer := time.NewTimer(b.cfg.ProbeEvery)
 	defer timer.Stop()
 	for {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,26 +31,28 @@ func (g guarded) ListPosts(ctx context.Context, f Filter) ([]Post, error) {
 	return ps, g.b.done(ctx, err)
 }
 
-func (g guarded) InsertPost(ctx context.Context, p Post) error {
+func (g guarded) InsertPost(ctx context.Context, p Post) (Event, error) {
 	if err := g.b.allow(); err != nil {
-		return err
+		return Event{}, err
 	}
-	return g.b.done(ctx, g.Store.InsertPost(ctx, p))
+	e, err := g.Store.InsertPost(ctx, p)
+	return e, g.b.done(ctx, err)
 }
 
-func (g guarded) UpdatePost(ctx context.Context, id, owner string, version int64, u Update) (Post, error) {
+func (g guarded) UpdatePost(ctx context.Context, id, owner string, version int64, u Update) (Event, error) {
 	if err := g.b.allow(); err != nil {
-		return Post{}, err
+		return Event{}, err
 	}
-	p, err := g.Store.UpdatePost(ctx, id, owner, version, u)
-	return p, g.b.done(ctx, err)
+	e, err := g.Store.UpdatePost(ctx, id, owner, version, u)
+	return e, g.b.done(ctx, err)
 }
 
-func (g guarded) DeletePost(ctx context.Context, id, owner string, version int64) error {
+func (g guarded) DeletePost(ctx context.Context, id, owner string, version int64) (Event, error) {
 	if err := g.b.allow(); err != nil {
-		return err
+		return Event{}, err
 	}
-	return g.b.done(ctx, g.Store.DeletePost(ctx, id, owner, version))
+	e, err := g.Store.DeletePost(ctx, id, owner, version)
+	return e, g.b.done(ctx, err)
 }
 
 func (g guarded) SaveUser(ctx context.Context, u User) error {
@@ -75,12 +78,33 @@ func (g guarded) GetUsers(ctx context.Context, ids []string) ([]User, error) {
 	return us, g.b.done(ctx, err)
 }
 
-// Ping is refused too while b is open, so a health probe does not wait for a store known down.
+// Ping is refused too while b is open, so a health probe does not wait for a store known down,
+// and a ping under way when b opens ends with the refusal at once.
 func (g guarded) Ping(ctx context.Context) error {
+	opening := g.b.opening()
+	if opening == nil {
+		return refused
+	}
 	if err := g.b.allow(); err != nil {
 		return err
 	}
-	return g.b.done(ctx, g.Store.Ping(ctx))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var cut atomic.Bool
+	go func() {
+		select {
+		case <-opening:
+			cut.Store(true)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := g.Store.Ping(ctx)
+	if err != nil && cut.Load() { // before done, whose count may open the breaker itself
+		g.b.done(ctx, err) // a cancelled call: no word on the store
+		return refused
+	}
+	return g.b.done(ctx, err)
 }
 
 // GuardIdempotency returns k with its calls through b, as Guard does.
@@ -114,12 +138,12 @@ func (g guardedKeys) CompleteKey(ctx context.Context, user, key string, res Resp
 	return g.b.done(ctx, g.IdempotencyStore.CompleteKey(ctx, user, key, res))
 }
 
-func (g guardedKeys) InsertPostCompletingKey(ctx context.Context, p Post, key string, res Response) (bool, error) {
+func (g guardedKeys) InsertPostCompletingKey(ctx context.Context, p Post, key string, res Response) (Event, bool, error) {
 	if err := g.b.allow(); err != nil {
-		return false, err
+		return Event{}, false, err
 	}
-	inserted, err := g.IdempotencyStore.InsertPostCompletingKey(ctx, p, key, res)
-	return inserted, g.b.done(ctx, err)
+	e, inserted, err := g.IdempotencyStore.InsertPostCompletingKey(ctx, p, key, res)
+	return e, inserted, g.b.done(ctx, err)
 }
 
 func (g guardedKeys) ReleaseKey(ctx context.Context, user, key string, attempt int) error {

@@ -38,6 +38,9 @@ func (s *downStore) GetPost(ctx context.Context, id string) (store.Post, error) 
 		return store.Post{}, store.ErrNotFound
 	case id == "bad":
 		return store.Post{}, errors.New("a fault of the store")
+	case id == "stalls": // a server gone, which the driver waits for until the deadline
+		<-ctx.Done()
+		return store.Post{}, fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
 	}
 	return store.Post{ID: id}, nil
 }
@@ -257,4 +260,54 @@ func TestTheBreakerUnderConcurrentCalls(t *testing.T) {
 	if b.Open() {
 		t.Error("the store is up, and the breaker stays open")
 	}
+}
+
+func TestCallsWaitingOnAStoreThatAnswersNoneOpenTheBreaker(t *testing.T) {
+	s := &downStore{}
+	changes := make(chan bool, 100)
+	b := store.NewBreaker(s, store.BreakerConfig{StallAfter: 100 * time.Millisecond, ProbeEvery: 10 * time.Millisecond,
+		ProbeTimeout: 30 * time.Millisecond, Changed: func(open bool) { changes <- open }})
+	t.Cleanup(b.Stop)
+	st := b.Guard(s)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // the service's timeout, far off
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wait := func(n int) {
+		for range n {
+			wg.Go(func() { _, _ = st.GetPost(ctx, "stalls") })
+		}
+	}
+	t.Run("fewer calls than the threshold, waiting, do not open it", func(t *testing.T) {
+		wait(store.DefaultBreakerThreshold - 1)
+		time.Sleep(300 * time.Millisecond)
+		if b.Open() {
+			t.Fatal("the breaker opened")
+		}
+	})
+	t.Run("waiting calls do not open it while the store answers others", func(t *testing.T) {
+		wait(1)
+		for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if _, err := st.GetPost(ctx, "p"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if b.Open() {
+			t.Fatal("the breaker opened")
+		}
+	})
+	t.Run("as many as the threshold, with no answer, open it without waiting for their time-outs", func(t *testing.T) {
+		select {
+		case open := <-changes:
+			if !open {
+				t.Fatal("the breaker closed")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the breaker did not open")
+		}
+		if _, err := st.GetPost(t.Context(), "p"); !errors.Is(err, store.ErrBreakerOpen) {
+			t.Errorf("a call while it is open: %v; want ErrBreakerOpen", err)
+		}
+	})
 }

@@ -155,7 +155,7 @@ func TestCopy(t *testing.T) {
 		target := open(t)
 		changed := post(7)
 		changed.Body = nil // the source's has an empty body
-		if err := target.InsertPost(t.Context(), changed); err != nil {
+		if _, err := target.InsertPost(t.Context(), changed); err != nil {
 			t.Fatal(err)
 		}
 		done, err := store.Copy(t.Context(), source, target, store.CopyOptions{})
@@ -174,7 +174,7 @@ func TestCopy(t *testing.T) {
 		target := open(t)
 		changed := post(8)
 		changed.Version++
-		if err := target.InsertPost(t.Context(), changed); err != nil {
+		if _, err := target.InsertPost(t.Context(), changed); err != nil {
 			t.Fatal(err)
 		}
 		done, err := store.Copy(t.Context(), source, target, store.CopyOptions{})
@@ -192,7 +192,7 @@ func TestCopy(t *testing.T) {
 	t.Run("posts of the target's own are counted apart and are no failure", func(t *testing.T) {
 		target := open(t)
 		own := post(n + 10)
-		if err := target.InsertPost(t.Context(), own); err != nil {
+		if _, err := target.InsertPost(t.Context(), own); err != nil {
 			t.Fatal(err)
 		}
 		done := copyOK(t, source, target, store.CopyOptions{})

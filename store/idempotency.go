@@ -54,12 +54,12 @@ type IdempotencyStore interface {
 	// CompleteKey keeps res as the response of the record of user and key if it is still under
 	// way, whichever attempt holds it; a record done already keeps its response.
 	CompleteKey(ctx context.Context, user, key string, res Response) error
-	// InsertPostCompletingKey inserts p, as InsertPost does, and completes the record of
-	// p.UserID and key with res, as CompleteKey does: in one transaction where the backend has
-	// them (SQLite), else in that order (MongoDB). inserted says whether p was stored, which it
-	// may be with an error: that of the completion, where it is not in the same transaction. A
-	// post id in use fails it, and then neither is written.
-	InsertPostCompletingKey(ctx context.Context, p Post, key string, res Response) (inserted bool, err error)
+	// InsertPostCompletingKey inserts p and logs its event, as InsertPost does, and completes the
+	// record of p.UserID and key with res, as CompleteKey does: in one transaction where the
+	// backend has them (SQLite), else in that order (MongoDB). inserted says whether p was stored
+	// (with its event), which it may be with an error: that of the completion, where it is not in
+	// the same transaction. A post id in use fails it, and then neither is written.
+	InsertPostCompletingKey(ctx context.Context, p Post, key string, res Response) (e Event, inserted bool, err error)
 	// ReleaseKey ends the hold of attempt on the record of user and key, still under way, so that
 	// the next retry takes it over at once.
 	ReleaseKey(ctx context.Context, user, key string, attempt int) error

@@ -33,25 +33,25 @@ func (o observed) ListPosts(ctx context.Context, f Filter) ([]Post, error) {
 	return ps, err
 }
 
-func (o observed) InsertPost(ctx context.Context, p Post) error {
+func (o observed) InsertPost(ctx context.Context, p Post) (Event, error) {
 	start := time.Now()
-	err := o.Store.InsertPost(ctx, p)
+	e, err := o.Store.InsertPost(ctx, p)
 	o.observe("insert_post", time.Since(start), err)
-	return err
+	return e, err
 }
 
-func (o observed) UpdatePost(ctx context.Context, id, owner string, version int64, u Update) (Post, error) {
+func (o observed) UpdatePost(ctx context.Context, id, owner string, version int64, u Update) (Event, error) {
 	start := time.Now()
-	p, err := o.Store.UpdatePost(ctx, id, owner, version, u)
+	e, err := o.Store.UpdatePost(ctx, id, owner, version, u)
 	o.observe("update_post", time.Since(start), err)
-	return p, err
+	return e, err
 }
 
-func (o observed) DeletePost(ctx context.Context, id, owner string, version int64) error {
+func (o observed) DeletePost(ctx context.Context, id, owner string, version int64) (Event, error) {
 	start := time.Now()
-	err := o.Store.DeletePost(ctx, id, owner, version)
+	e, err := o.Store.DeletePost(ctx, id, owner, version)
 	o.observe("delete_post", time.Since(start), err)
-	return err
+	return e, err
 }
 
 func (o observed) SaveUser(ctx context.Context, u User) error {

@@ -40,10 +40,10 @@ func (o observedKeys) CompleteKey(ctx context.Context, user, key string, res Res
 	return o.done("complete_key", start, o.IdempotencyStore.CompleteKey(ctx, user, key, res))
 }
 
-func (o observedKeys) InsertPostCompletingKey(ctx context.Context, p Post, key string, res Response) (bool, error) {
+func (o observedKeys) InsertPostCompletingKey(ctx context.Context, p Post, key string, res Response) (Event, bool, error) {
 	start := time.Now()
-	inserted, err := o.IdempotencyStore.InsertPostCompletingKey(ctx, p, key, res)
-	return inserted, o.done("insert_post_completing_key", start, err)
+	e, inserted, err := o.IdempotencyStore.InsertPostCompletingKey(ctx, p, key, res)
+	return e, inserted, o.done("insert_post_completing_key", start, err)
 }
 
 func (o observedKeys) ReleaseKey(ctx context.Context, user, key string, attempt int) error {

@@ -68,25 +68,28 @@ type User struct {
 	UpdatedAt time.Time
 }
 
-// Store reads and writes posts and user profiles. Every method is safe for concurrent use,
-// honours ctx (a cancelled or expired context ends the call with ErrUnavailable), and maps its
-// driver's failures to ErrNotFound and ErrUnavailable.
+// Store reads and writes posts and user profiles, and logs each write of a post in its event log
+// (EventLog) with the write. Every method is safe for concurrent use, honours ctx (a cancelled or
+// expired context ends the call with ErrUnavailable), and maps its driver's failures to
+// ErrNotFound and ErrUnavailable.
 type Store interface {
 	// GetPost returns the post with the id, or ErrNotFound (a malformed id included).
 	GetPost(ctx context.Context, id string) (Post, error)
 	// ListPosts returns the posts that f selects, newest first.
 	ListPosts(ctx context.Context, f Filter) ([]Post, error)
-	// InsertPost stores a new post; an id in use already is an error and changes nothing.
-	InsertPost(ctx context.Context, p Post) error
+	// InsertPost stores a new post and logs its event, which it returns; an id in use already
+	// is an error and changes nothing.
+	InsertPost(ctx context.Context, p Post) (Event, error)
 	// UpdatePost applies u to the post with the id if it belongs to owner and, unless version
 	// is AnyVersion, is at that version, in one statement that also adds one to its version,
 	// and returns the post as it is afterwards. Of two calls with the same version, at most one
 	// succeeds. ErrNotFound means no post has that id, owner and version; nothing was written.
-	UpdatePost(ctx context.Context, id, owner string, version int64, u Update) (Post, error)
+	// The event it returns, logged with the write, holds the post as it is afterwards.
+	UpdatePost(ctx context.Context, id, owner string, version int64, u Update) (Event, error)
 	// DeletePost deletes the post with the id if it belongs to owner and, unless version is
-	// AnyVersion, is at that version, in one statement. ErrNotFound means no post has that id,
-	// owner and version; nothing was deleted.
-	DeletePost(ctx context.Context, id, owner string, version int64) error
+	// AnyVersion, is at that version, in one statement, and returns its event. ErrNotFound
+	// means no post has that id, owner and version; nothing was deleted.
+	DeletePost(ctx context.Context, id, owner string, version int64) (Event, error)
 
 	// SaveUser creates the user or refreshes its profile. A nil Name or Email leaves the stored
 	// one as it is, so a credential without a profile never erases one.

@@ -18,21 +18,23 @@ var byID = bson.D{{Key: "_id", Value: 1}}
 
 // AllPosts yields every post in ascending id order, through one cursor that fetches batch
 // documents at a time (the server also ends a batch at 16 MB). It reads the collection as it
-// is, without ensuring its indexes: a copy does not write its source.
+// is, without ensuring its indexes: a copy does not write its source. A deleted post whose
+// event is not logged yet (a tombstone) is not one.
 func (s *Store) AllPosts(ctx context.Context, batch int) iter.Seq2[store.Post, error] {
-	return all(ctx, s, s.client.Database(s.database).Collection(PostsCollection), batch, post.toStore)
+	return all(ctx, s, s.client.Database(s.database).Collection(PostsCollection), bson.D{live}, batch, post.toStore)
 }
 
 // AllUsers yields every profile in ascending id order, as AllPosts does.
 func (s *Store) AllUsers(ctx context.Context, batch int) iter.Seq2[store.User, error] {
-	return all(ctx, s, s.users, batch, user.toStore)
+	return all(ctx, s, s.users, bson.D{}, batch, user.toStore)
 }
 
-// all yields every document of coll in ascending _id order, decoded as D and converted.
-func all[D, T any](ctx context.Context, s *Store, coll *driver.Collection, batch int, convert func(D) T) iter.Seq2[T, error] {
+// all yields every document of coll that filter selects in ascending _id order, decoded as D
+// and converted.
+func all[D, T any](ctx context.Context, s *Store, coll *driver.Collection, filter bson.D, batch int, convert func(D) T) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
-		cursor, err := coll.Find(ctx, bson.D{}, options.Find().SetSort(byID).SetBatchSize(int32(min(batch, 1<<30))))
+		cursor, err := coll.Find(ctx, filter, options.Find().SetSort(byID).SetBatchSize(int32(min(batch, 1<<30))))
 		if err != nil {
 			yield(zero, s.classify(err))
 			return

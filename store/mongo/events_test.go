@@ -1,132 +1,304 @@
 package mongo_test
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"reflect"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/mongo"
 	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
 )
 
-// eventAt is an event of post n recorded at base+ms.
-func eventAt(base time.Time, ms int, id string, post store.Post) store.Event {
-	return store.Event{ID: id, At: base.Add(time.Duration(ms) * time.Millisecond), Origin: "origin-a", Kind: store.EventUpdated, Post: post}
+// faulty is a database that one store reaches through a proxy that cuts its commands, and another
+// directly, as a second instance would.
+type faulty struct {
+	through, direct *mongo.Store
+	proxy           *mongotest.FaultProxy
+	uri, name       string
 }
 
-func TestTheEventLogOnFerretDB(t *testing.T) {
-	uri := mongotest.FerretDB(t).URI
-	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	body, empty := "a body", ""
-	post := func(n int, b *string) store.Post {
-		at := base.Add(time.Duration(n) * time.Second)
-		return store.Post{ID: store.NewID(at), UserID: "alice", Title: fmt.Sprint("post ", n), Body: b, CreatedAt: at, UpdatedAt: at, Version: int64(n)}
-	}
-	open := func(t *testing.T) *mongo.Store {
-		s := opener(uri)(t).(*mongo.Store)
-		s.SetEventTTL(time.Hour)
+func newFaulty(t *testing.T) *faulty {
+	t.Helper()
+	mongo.SetWaits(t, 50*time.Millisecond, 50*time.Millisecond)
+	server := mongotest.FerretDB(t)
+	proxy := mongotest.NewFaultProxy(t, server.Socket)
+	name := fmt.Sprintf("faults_%d_%d", time.Now().UnixNano()%1e9, databases.Add(1))
+	open := func(uri string) *mongo.Store {
+		s, err := mongo.Open(uri, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
 		return s
 	}
-	// Recorded out of order: the log reads them back by At, then ID.
-	recorded := []store.Event{
-		eventAt(base, 20, "e3", post(3, nil)),
-		eventAt(base, 10, "e2", post(2, &empty)),
-		eventAt(base, 10, "e1", post(1, &body)),
-		{ID: "e4", At: base.Add(30 * time.Millisecond), Origin: "origin-b", Kind: store.EventDeleted, Post: store.Post{ID: post(4, nil).ID, UserID: "bob"}},
+	return &faulty{through: open(proxy.URI), direct: open(server.URI), proxy: proxy, uri: server.URI, name: name}
+}
+
+// call runs a call of the store under a deadline, as the service does.
+func call[T any](t *testing.T, do func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	return do(ctx)
+}
+
+// logged is the log as one line per event: kind, version, title.
+func (f *faulty) logged(t *testing.T) []string {
+	t.Helper()
+	time.Sleep(60 * time.Millisecond) // past holeWait: a hole is decided by now
+	var out []string
+	after := int64(0)
+	for {
+		events, upto, err := f.direct.ReadEvents(t.Context(), after, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			out = append(out, fmt.Sprintf("%s v%d %s", e.Kind, e.Post.Version, e.Post.Title))
+		}
+		if upto == after {
+			return out
+		}
+		after = upto
 	}
-	fill := func(t *testing.T, s *mongo.Store) {
-		for _, e := range recorded {
-			if err := s.RecordEvent(t.Context(), e); err != nil {
+}
+
+// pendingEvents is how many posts hold an event not logged yet.
+func (f *faulty) pendingEvents(t *testing.T) int {
+	t.Helper()
+	client, err := mongo.Connect(f.uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mongo.Disconnect(client)
+	n, err := client.Database(f.name).Collection(mongo.PostsCollection).CountDocuments(t.Context(), bson.D{{Key: "ev", Value: bson.D{{Key: "$exists", Value: true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(n)
+}
+
+// recoverAll has the other instance log what is pending, as its follower does every second.
+func (f *faulty) recoverAll(t *testing.T) int {
+	t.Helper()
+	n, err := f.direct.RecoverEvents(t.Context(), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+var firstPost = store.Post{ID: "67d446000000000000000001", UserID: "alice", Title: "v1", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), UpdatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+
+func update(title string) store.Update {
+	return store.Update{Title: &title, UpdatedAt: time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC)}
+}
+
+// A write is cut at each of its steps: the post's write, the position, the event's insert, the
+// clear of the pending event. Whatever the writer was told, the write that reached the database
+// reaches the log once, in its place among the post's events, and the post takes writes again.
+func TestAWriteCutAtEachStepReachesTheLogOnce(t *testing.T) {
+	steps := []struct {
+		name    string
+		fault   mongotest.Fault
+		failed  bool // the writer is told the write failed
+		written bool // and yet it was written
+	}{
+		{"the post's write is carried out, its answer lost", mongotest.Fault{Command: "findAndModify", Collection: "posts", Executed: true}, true, true},
+		{"the post's write does not reach the server", mongotest.Fault{Command: "findAndModify", Collection: "posts"}, true, false},
+		{"the position is taken, its answer lost", mongotest.Fault{Command: "findAndModify", Collection: "counters", Executed: true}, true, true},
+		{"the counter stalls past the write's deadline", mongotest.Fault{Command: "findAndModify", Collection: "counters", Delay: 1500 * time.Millisecond}, true, true},
+		{"the event's insert does not reach the server", mongotest.Fault{Command: "insert", Collection: "events"}, true, true},
+		{"the event is inserted, its answer lost", mongotest.Fault{Command: "insert", Collection: "events", Executed: true}, true, true},
+		{"the clear of the pending event does not reach the server", mongotest.Fault{Command: "update", Collection: "posts"}, false, true},
+	}
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			f := newFaulty(t)
+			if _, err := call(t, func(ctx context.Context) (store.Event, error) { return f.through.InsertPost(ctx, firstPost) }); err != nil {
 				t.Fatal(err)
 			}
-		}
-	}
-	ids := func(events []store.Event) []string {
-		out := []string{}
-		for _, e := range events {
-			out = append(out, e.ID)
-		}
-		return out
-	}
-
-	t.Run("events read back in order of At then ID, as they were recorded", func(t *testing.T) {
-		s := open(t)
-		fill(t, s)
-		got, err := s.EventsSince(t.Context(), base, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := []string{"e1", "e2", "e3", "e4"}; !reflect.DeepEqual(ids(got), want) {
-			t.Fatalf("ids %v; want %v", ids(got), want)
-		}
-		byID := map[string]store.Event{}
-		for _, e := range recorded {
-			byID[e.ID] = e
-		}
-		for _, e := range got {
-			if !reflect.DeepEqual(e, byID[e.ID]) {
-				t.Errorf("read back %+v;\nrecorded %+v", e, byID[e.ID])
+			f.proxy.Arm(step.fault)
+			_, err := call(t, func(ctx context.Context) (store.Event, error) {
+				return f.through.UpdatePost(ctx, firstPost.ID, "alice", store.AnyVersion, update("v2"))
+			})
+			if (err != nil) != step.failed {
+				t.Fatalf("UpdatePost: %v; want failed %v", err, step.failed)
 			}
-		}
-		if got[0].Post.Body == nil || *got[0].Post.Body != body || got[1].Post.Body == nil || *got[1].Post.Body != "" || got[2].Post.Body != nil {
-			t.Errorf("bodies read back as %v, %v, %v; want a body, an empty one, none", got[0].Post.Body, got[1].Post.Body, got[2].Post.Body)
-		}
-	})
-	t.Run("since is inclusive and excludes what is older", func(t *testing.T) {
-		s := open(t)
-		fill(t, s)
-		got, err := s.EventsSince(t.Context(), base.Add(20*time.Millisecond), 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := []string{"e3", "e4"}; !reflect.DeepEqual(ids(got), want) {
-			t.Errorf("ids %v; want %v", ids(got), want)
-		}
-		if got, _ := s.EventsSince(t.Context(), base.Add(time.Second), 100); len(got) != 0 {
-			t.Errorf("since after the last event: %v; want none", ids(got))
-		}
-	})
-	t.Run("a page holds at most limit events, the oldest", func(t *testing.T) {
-		s := open(t)
-		fill(t, s)
-		got, err := s.EventsSince(t.Context(), base, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := []string{"e1", "e2"}; !reflect.DeepEqual(ids(got), want) {
-			t.Errorf("ids %v; want %v", ids(got), want)
-		}
-	})
-	t.Run("expiry deletes the events before the bound and says how many", func(t *testing.T) {
-		s := open(t)
-		fill(t, s)
-		n, err := s.ExpireEvents(t.Context(), base.Add(20*time.Millisecond))
-		if err != nil || n != 2 {
-			t.Fatalf("ExpireEvents = %d, %v; want 2", n, err)
-		}
-		got, _ := s.EventsSince(t.Context(), time.Time{}, 100)
-		if want := []string{"e3", "e4"}; !reflect.DeepEqual(ids(got), want) {
-			t.Errorf("left %v; want %v", ids(got), want)
-		}
-		if n, err := s.ExpireEvents(t.Context(), base.Add(20*time.Millisecond)); err != nil || n != 0 {
-			t.Errorf("again: %d, %v; want 0", n, err)
-		}
-	})
-	t.Run("an id recorded twice is refused the second time", func(t *testing.T) {
-		s := open(t)
-		fill(t, s)
-		if err := s.RecordEvent(t.Context(), recorded[0]); err == nil {
-			t.Error("a second event with the id of the first was stored")
-		}
-	})
-	t.Run("a closed store is unavailable", func(t *testing.T) {
-		s := open(t)
-		s.Close()
-		if _, err := s.EventsSince(t.Context(), base, 1); !errors.Is(err, store.ErrUnavailable) {
-			t.Errorf("EventsSince after Close: %v; want ErrUnavailable", err)
-		}
-	})
+			if f.proxy.Hits(step.fault) != 1 {
+				t.Fatal("the fault was not met")
+			}
+			want := []string{"created v1 v1"}
+			if step.written {
+				want = append(want, "updated v2 v2")
+			}
+			if step.failed && step.written {
+				if got, _ := f.direct.GetPost(t.Context(), firstPost.ID); got.Version != 2 {
+					t.Fatalf("the post is at version %d; the step cut was after its write", got.Version)
+				}
+			}
+			t.Run("another instance's recovery logs it once", func(t *testing.T) {
+				f.recoverAll(t)
+				if got := f.logged(t); !slices.Equal(got, want) {
+					t.Errorf("the log holds %v; want %v", got, want)
+				}
+				if n := f.pendingEvents(t); n != 0 {
+					t.Errorf("%d events still pending", n)
+				}
+				if n := f.recoverAll(t); n != 0 {
+					t.Errorf("a second recovery logged %d", n)
+				}
+			})
+			t.Run("the post's next write follows it", func(t *testing.T) {
+				e, err := call(t, func(ctx context.Context) (store.Event, error) {
+					return f.through.UpdatePost(ctx, firstPost.ID, "alice", store.AnyVersion, update("next"))
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := append(want, fmt.Sprintf("updated v%d next", e.Post.Version))
+				if got := f.logged(t); !slices.Equal(got, want) {
+					t.Errorf("the log holds %v; want %v", got, want)
+				}
+			})
+		})
+	}
+}
+
+// The next write of a post whose last writer stopped before its event logs that event first
+// (an update waits for it until helpAfter; here, it is past).
+func TestTheNextWriteLogsAPendingEventFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault mongotest.Fault
+		write func(ctx context.Context, s *mongo.Store) (store.Event, error)
+		want  []string
+	}{
+		{"an update cut after its write, then an update", mongotest.Fault{Command: "findAndModify", Collection: "counters", Executed: true},
+			func(ctx context.Context, s *mongo.Store) (store.Event, error) {
+				return s.UpdatePost(ctx, firstPost.ID, "alice", store.AnyVersion, update("v2"))
+			}, []string{"created v1 v1", "updated v2 v2", "updated v3 v3"}},
+		{"a delete cut after its write: the post is gone, and the update finds none", mongotest.Fault{Command: "insert", Collection: "events"},
+			func(ctx context.Context, s *mongo.Store) (store.Event, error) {
+				return s.DeletePost(ctx, firstPost.ID, "alice", store.AnyVersion)
+			}, []string{"created v1 v1", "deleted v1 "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFaulty(t)
+			if _, err := call(t, func(ctx context.Context) (store.Event, error) { return f.through.InsertPost(ctx, firstPost) }); err != nil {
+				t.Fatal(err)
+			}
+			f.proxy.Arm(tc.fault)
+			if _, err := call(t, func(ctx context.Context) (store.Event, error) { return tc.write(ctx, f.through) }); err == nil {
+				t.Fatal("the cut write succeeded")
+			}
+			time.Sleep(60 * time.Millisecond) // past helpAfter: its writer is taken to have stopped
+			_, err := call(t, func(ctx context.Context) (store.Event, error) {
+				return f.direct.UpdatePost(ctx, firstPost.ID, "alice", store.AnyVersion, update("v3"))
+			})
+			if deleted := strings.HasPrefix(tc.want[len(tc.want)-1], "deleted"); deleted != (err != nil) {
+				t.Fatalf("the next update: %v", err)
+			}
+			if got := f.logged(t); !slices.Equal(got, tc.want) {
+				t.Errorf("the log holds %v; want %v", got, tc.want)
+			}
+			if _, err := f.direct.GetPost(t.Context(), firstPost.ID); (err != nil) != strings.HasPrefix(tc.want[1], "deleted") {
+				t.Errorf("GetPost: %v", err)
+			}
+		})
+	}
+}
+
+// A deleted post whose event is not logged yet is gone for every read, and for the copy.
+func TestATombstoneIsGoneForReads(t *testing.T) {
+	f := newFaulty(t)
+	if _, err := call(t, func(ctx context.Context) (store.Event, error) { return f.through.InsertPost(ctx, firstPost) }); err != nil {
+		t.Fatal(err)
+	}
+	f.proxy.Arm(mongotest.Fault{Command: "insert", Collection: "events"})
+	if _, err := call(t, func(ctx context.Context) (store.Event, error) {
+		return f.through.DeletePost(ctx, firstPost.ID, "alice", store.AnyVersion)
+	}); err == nil {
+		t.Fatal("the cut delete succeeded")
+	}
+	if f.pendingEvents(t) != 1 {
+		t.Fatal("no tombstone pending")
+	}
+	if _, err := f.direct.GetPost(t.Context(), firstPost.ID); err == nil {
+		t.Error("GetPost found the deleted post")
+	}
+	if got, err := f.direct.ListPosts(t.Context(), store.Filter{Limit: 10}); err != nil || len(got) != 0 {
+		t.Errorf("ListPosts = %v, %v; want none", got, err)
+	}
+	for p, err := range f.direct.AllPosts(t.Context(), 10) {
+		t.Errorf("the copy reads %v, %v", p, err)
+	}
+	if _, err := call(t, func(ctx context.Context) (store.Event, error) {
+		return f.direct.DeletePost(ctx, firstPost.ID, "alice", store.AnyVersion)
+	}); err == nil {
+		t.Error("a second delete succeeded")
+	}
+}
+
+// Two instances that find one pending event at once log it once.
+func TestRecoveriesRacingLogOnce(t *testing.T) {
+	f := newFaulty(t)
+	if _, err := call(t, func(ctx context.Context) (store.Event, error) { return f.through.InsertPost(ctx, firstPost) }); err != nil {
+		t.Fatal(err)
+	}
+	f.proxy.Arm(mongotest.Fault{Command: "findAndModify", Collection: "counters", Executed: true})
+	if _, err := call(t, func(ctx context.Context) (store.Event, error) {
+		return f.through.UpdatePost(ctx, firstPost.ID, "alice", store.AnyVersion, update("v2"))
+	}); err == nil {
+		t.Fatal("the cut write succeeded")
+	}
+	var wg sync.WaitGroup
+	for _, s := range []*mongo.Store{f.through, f.direct, f.through, f.direct} {
+		wg.Go(func() {
+			if _, err := s.RecoverEvents(t.Context(), time.Now().Add(time.Hour)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := f.logged(t), []string{"created v1 v1", "updated v2 v2"}; !slices.Equal(got, want) {
+		t.Errorf("the log holds %v; want %v", got, want)
+	}
+}
+
+// A position given out and never filled holds readers back until the event after it is older
+// than holeWait; then a marker fills it, once for every reader.
+func TestAHoleIsFilledOnce(t *testing.T) {
+	mongo.SetWaits(t, 300*time.Millisecond, 300*time.Millisecond)
+	s := opener(mongotest.FerretDB(t).URI)(t).(*mongo.Store)
+	first, err := s.InsertPost(t.Context(), firstPost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hole := s.TakePosition(t)
+	second := firstPost
+	second.ID = "67d446000000000000000002"
+	after, err := s.InsertPost(t.Context(), second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, upto, err := s.ReadEvents(t.Context(), first.Position, 10)
+	if err != nil || len(events) != 0 || upto != first.Position {
+		t.Fatalf("while the hole is young: %d events up to %d, %v; want none, up to %d", len(events), upto, err, first.Position)
+	}
+	time.Sleep(350 * time.Millisecond)
+	events, upto, err = s.ReadEvents(t.Context(), first.Position, 10)
+	if err != nil || len(events) != 1 || events[0].Position != after.Position || upto != after.Position || hole >= after.Position {
+		t.Fatalf("once it is old: %v up to %d, %v; want the second post's event alone, up to %d", events, upto, err, after.Position)
+	}
+	again, upto, err := s.ReadEvents(t.Context(), first.Position, 10)
+	if err != nil || len(again) != 1 || upto != after.Position {
+		t.Errorf("read again: %d events up to %d, %v", len(again), upto, err)
+	}
 }

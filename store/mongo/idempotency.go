@@ -125,11 +125,12 @@ func (s *Store) CompleteKey(ctx context.Context, user, key string, res store.Res
 // InsertPostCompletingKey inserts p, then completes the record of its user and key: MongoDB
 // has no transaction across documents on a standalone server, so a crash in between leaves the
 // post and a record still under way, which the next attempt finds (see posts.Service.CreateOnce).
-func (s *Store) InsertPostCompletingKey(ctx context.Context, p store.Post, key string, res store.Response) (bool, error) {
-	if err := s.InsertPost(ctx, p); err != nil {
-		return false, err
+func (s *Store) InsertPostCompletingKey(ctx context.Context, p store.Post, key string, res store.Response) (store.Event, bool, error) {
+	e, err := s.InsertPost(ctx, p)
+	if err != nil {
+		return store.Event{}, false, err
 	}
-	return true, s.CompleteKey(ctx, p.UserID, key, res)
+	return e, true, s.CompleteKey(ctx, p.UserID, key, res)
 }
 
 // ReleaseKey ends attempt's hold on the record.

@@ -5,6 +5,8 @@ package mongo
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,6 +32,9 @@ const (
 var indexes = []driver.IndexModel{
 	{Keys: bson.D{{Key: "userId", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Keys: bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
+	// The posts whose last write's event is not logged yet (events.go): sparse, so it holds
+	// those few alone (FerretDB v1 ignores sparse, and scans).
+	{Keys: bson.D{{Key: "ev.at", Value: 1}}, Options: options.Index().SetSparse(true)},
 }
 
 // Store is one database of a MongoDB deployment, through a pooled client of its own.
@@ -50,6 +55,8 @@ type Store struct {
 	// eventTTL (nanoseconds).
 	eventRecords atomic.Pointer[driver.Collection]
 	eventTTL     atomic.Int64
+	// origin names this store in the events it logs (events.go).
+	origin string
 }
 
 // Open returns the store of database in the deployment that uri names. It does no I/O: the
@@ -60,7 +67,10 @@ func Open(uri, database string, opts ...*options.ClientOptions) (*Store, error) 
 	if err != nil {
 		return nil, fmt.Errorf("mongodb_uri: %w", err)
 	}
-	return &Store{client: client, database: database, users: client.Database(database).Collection(UsersCollection)}, nil
+	var origin [8]byte
+	_, _ = rand.Read(origin[:]) // crypto/rand.Read never fails
+	return &Store{client: client, database: database, users: client.Database(database).Collection(UsersCollection),
+		origin: hex.EncodeToString(origin[:])}, nil
 }
 
 // driverGlobals guards what mongo-driver keeps in a package variable without a lock: its default

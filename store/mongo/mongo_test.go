@@ -194,7 +194,7 @@ func TestDocumentsOfEarlierReleasesGetVersion1(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	t.Run("an update of the old post at version 1 gives it version 2", func(t *testing.T) {
 		p, err := s.UpdatePost(t.Context(), old.Hex(), "alice", 1, store.Update{Title: new("after"), UpdatedAt: created.Add(time.Second)})
-		if err != nil || p.Version != 2 || storedVersion(t, old) != int64(2) {
+		if err != nil || p.Post.Version != 2 || storedVersion(t, old) != int64(2) {
 			t.Errorf("UpdatePost = %+v, %v; want version 2 returned and stored", p, err)
 		}
 	})
@@ -209,7 +209,7 @@ func TestAnUnreachableDeploymentIsUnavailable(t *testing.T) {
 	if _, err := s.GetPost(t.Context(), store.NewID(time.Now())); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("GetPost: error = %v; want ErrUnavailable", err)
 	}
-	if err := s.InsertPost(t.Context(), store.Post{ID: store.NewID(time.Now()), UserID: "a", Title: "t"}); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := s.InsertPost(t.Context(), store.Post{ID: store.NewID(time.Now()), UserID: "a", Title: "t"}); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("InsertPost: error = %v; want ErrUnavailable", err)
 	}
 	if err := s.Ping(t.Context()); !errors.Is(err, store.ErrUnavailable) {

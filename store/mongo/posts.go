@@ -2,6 +2,8 @@ package mongo
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -22,7 +24,25 @@ type post struct {
 	CreatedAt time.Time     `bson:"createdAt"`
 	UpdatedAt time.Time     `bson:"updatedAt"`
 	Version   int64         `bson:"version"`
+	// Pending is the change the last write made, until its event is logged (events.go).
+	Pending *pendingEvent `bson:"ev,omitempty"`
+	// Gone marks a deleted post whose event is not logged yet: reads skip it.
+	Gone bool `bson:"gone,omitempty"`
 }
+
+// pendingEvent is the change of a write whose event is not logged yet.
+type pendingEvent struct {
+	Kind string    `bson:"kind"`
+	At   time.Time `bson:"at"`
+}
+
+// pending is the pending event of a write of kind made now.
+func pending(kind string) *pendingEvent {
+	return &pendingEvent{Kind: kind, At: time.Now().UTC().Truncate(time.Millisecond)}
+}
+
+// absent matches a field that a document does not have.
+var absent = bson.D{{Key: "$exists", Value: false}}
 
 func (p post) toStore() store.Post {
 	return store.Post{ID: p.ID.Hex(), UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
@@ -39,16 +59,21 @@ func objectID(id string) (oid bson.ObjectID, ok bool) {
 	return oid, err == nil
 }
 
-// idFilter selects the post with the ID. It is a struct rather than a bson.D, which would box
-// both the slice and the id: two allocations more on every read.
+// idFilter selects the post with the ID, unless it is deleted (a tombstone whose event is not
+// logged yet). It is a struct rather than a bson.D, which would box both the slice and the id:
+// two allocations more on every read.
 type idFilter struct {
-	ID bson.ObjectID `bson:"_id"`
+	ID   bson.ObjectID `bson:"_id"`
+	Gone bson.D        `bson:"gone"`
 }
 
-// ownedFilter puts ownership into the filter, so a write can never touch someone else's post.
+// ownedFilter puts ownership into the filter, so a write can never touch someone else's post,
+// and asks for no pending event: a post takes its next write once its last one's event is
+// logged (events.go).
 type ownedFilter struct {
-	ID     bson.ObjectID `bson:"_id"`
-	UserID string        `bson:"userId"`
+	ID      bson.ObjectID `bson:"_id"`
+	UserID  string        `bson:"userId"`
+	Pending bson.D        `bson:"ev"`
 }
 
 // versionedFilter is ownedFilter with the version the post must be at, so a write can never
@@ -57,16 +82,20 @@ type versionedFilter struct {
 	ID      bson.ObjectID `bson:"_id"`
 	UserID  string        `bson:"userId"`
 	Version int64         `bson:"version"`
+	Pending bson.D        `bson:"ev"`
 }
 
-// writeFilter selects the post with the id oid if it belongs to owner and is at version (any,
-// for store.AnyVersion).
+// writeFilter selects the post with the id oid if it belongs to owner, is at version (any, for
+// store.AnyVersion), and has no pending event.
 func writeFilter(oid bson.ObjectID, owner string, version int64) any {
 	if version == store.AnyVersion {
-		return ownedFilter{oid, owner}
+		return ownedFilter{oid, owner, absent}
 	}
-	return versionedFilter{oid, owner, version}
+	return versionedFilter{oid, owner, version, absent}
 }
+
+// live selects the posts that are not deleted.
+var live = bson.E{Key: "gone", Value: absent}
 
 // nextVersion is the part of every update that adds one to the version.
 var nextVersion = bson.E{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}}
@@ -85,7 +114,7 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 		return store.Post{}, s.classify(err)
 	}
 	var p post
-	if err := c.FindOne(ctx, idFilter{oid}).Decode(&p); err != nil {
+	if err := c.FindOne(ctx, idFilter{oid, absent}).Decode(&p); err != nil {
 		return store.Post{}, s.classify(err)
 	}
 	return p.toStore(), nil
@@ -93,7 +122,7 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 
 // ListPosts returns the posts that f selects, newest first.
 func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, error) {
-	query := bson.D{}
+	query := bson.D{live}
 	if f.UserID != "" {
 		query = append(query, bson.E{Key: "userId", Value: f.UserID})
 	}
@@ -128,23 +157,34 @@ func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, er
 	return posts, nil
 }
 
-// InsertPost stores a new post.
-func (s *Store) InsertPost(ctx context.Context, p store.Post) error {
+// InsertPost stores a new post with its pending event, then logs it (events.go).
+func (s *Store) InsertPost(ctx context.Context, p store.Post) (store.Event, error) {
 	oid, ok := objectID(p.ID)
 	if !ok {
-		return &invalidIDError{p.ID}
+		return store.Event{}, &invalidIDError{p.ID}
 	}
 	c, err := s.collection(ctx)
 	if err != nil {
-		return s.classify(err)
+		return store.Event{}, s.classify(err)
 	}
-	_, err = c.InsertOne(ctx, document(oid, p))
-	return s.classify(err)
+	doc := document(oid, p)
+	doc.Pending = pending(store.EventCreated)
+	if _, err := c.InsertOne(ctx, doc); err != nil {
+		if driver.IsDuplicateKeyError(err) {
+			// Maybe this post, inserted by an earlier attempt under the same idempotency key
+			// that stopped before its event: logged now, so its retry need not wait for it.
+			_ = s.logPending(ctx, c, oid)
+		}
+		return store.Event{}, s.classify(err)
+	}
+	e, err := s.logged(ctx, c, doc, false)
+	return e, s.classify(err)
 }
 
 // document is p as a document of the posts collection, with the id oid.
 func document(oid bson.ObjectID, p store.Post) post {
-	return post{ID: oid, UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt, Version: max(p.Version, 1)}
+	return post{ID: oid, UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt.UTC().Truncate(time.Millisecond),
+		UpdatedAt: p.UpdatedAt.UTC().Truncate(time.Millisecond), Version: max(p.Version, 1)}
 }
 
 // invalidIDError is an insert of an id that store.NewID did not make.
@@ -152,14 +192,18 @@ type invalidIDError struct{ id string }
 
 func (e *invalidIDError) Error() string { return "not a post id: " + e.id }
 
+// helpAfter is how long a write waits for the writer before it, whose event is pending, to log
+// it: past it, that writer is taken to have stopped, and the write logs the event itself.
+var helpAfter = time.Second
+
 // UpdatePost applies u to the post with the id if it belongs to owner and is at version (any,
-// for store.AnyVersion), in one atomic call.
-func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64, u store.Update) (store.Post, error) {
+// for store.AnyVersion), in one atomic call that also records its pending event, then logs it.
+func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64, u store.Update) (store.Event, error) {
 	oid, ok := objectID(id)
 	if !ok {
-		return store.Post{}, store.ErrNotFound
+		return store.Event{}, store.ErrNotFound
 	}
-	set := bson.D{{Key: "updatedAt", Value: u.UpdatedAt}}
+	set := bson.D{{Key: "updatedAt", Value: u.UpdatedAt}, {Key: "ev", Value: pending(store.EventUpdated)}}
 	if u.Title != nil {
 		set = append(set, bson.E{Key: "title", Value: *u.Title})
 	}
@@ -170,33 +214,97 @@ func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64,
 	if u.UnsetBody {
 		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: "body", Value: ""}}})
 	}
-	c, err := s.collection(ctx)
-	if err != nil {
-		return store.Post{}, s.classify(err)
-	}
-	var p post
-	err = c.FindOneAndUpdate(ctx, writeFilter(oid, owner, version), update,
-		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&p)
-	if err != nil {
-		return store.Post{}, s.classify(err)
-	}
-	return p.toStore(), nil
+	return s.write(ctx, oid, owner, version, update)
 }
 
 // DeletePost deletes the post with the id if it belongs to owner and is at version (any, for
-// store.AnyVersion).
-func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64) error {
+// store.AnyVersion): one atomic call makes it a tombstone with its pending event, which is
+// deleted once the event is logged.
+func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64) (store.Event, error) {
 	oid, ok := objectID(id)
 	if !ok {
-		return store.ErrNotFound
+		return store.Event{}, store.ErrNotFound
 	}
+	return s.write(ctx, oid, owner, version, bson.D{{Key: "$set", Value: bson.D{{Key: "gone", Value: true}, {Key: "ev", Value: pending(store.EventDeleted)}}}})
+}
+
+// write applies update, which sets a pending event, to the post oid if it belongs to owner, is
+// at version and has no pending event, then logs the event. A post whose last write's event is
+// still pending takes no write: the write waits for that writer to log it (backing off), and
+// logs it itself once it is older than helpAfter (that writer stopped), then tries again.
+func (s *Store) write(ctx context.Context, oid bson.ObjectID, owner string, version int64, update bson.D) (store.Event, error) {
 	c, err := s.collection(ctx)
 	if err != nil {
-		return s.classify(err)
+		return store.Event{}, s.classify(err)
 	}
-	res, err := c.DeleteOne(ctx, writeFilter(oid, owner, version))
-	if err == nil && res.DeletedCount == 0 {
-		err = driver.ErrNoDocuments
+	wait := time.Millisecond
+	for {
+		var p post
+		err := c.FindOneAndUpdate(ctx, writeFilter(oid, owner, version), update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&p)
+		if err == nil {
+			e, err := s.logged(ctx, c, p, false)
+			return e, s.classify(err)
+		}
+		if !errors.Is(err, driver.ErrNoDocuments) {
+			return store.Event{}, s.classify(err)
+		}
+		// Why it did not match: no such post, another owner or version (not found), or a
+		// pending event (wait, or log it), or one that was logged just now (try again).
+		var now post
+		err = c.FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&now)
+		stopped := now.Pending != nil && time.Since(now.Pending.At) >= helpAfter
+		switch {
+		case err != nil:
+			return store.Event{}, s.classify(err)
+		case stopped:
+			if _, err := s.logged(ctx, c, now, true); err != nil {
+				return store.Event{}, s.classify(err)
+			}
+			if now.Gone {
+				return store.Event{}, store.ErrNotFound
+			}
+		case now.Gone, now.UserID != owner, version != store.AnyVersion && now.Version != version:
+			return store.Event{}, store.ErrNotFound
+		case now.Pending != nil:
+			select {
+			case <-ctx.Done():
+				return store.Event{}, s.classify(ctx.Err())
+			case <-time.After(wait/2 + rand.N(wait)):
+			}
+			wait = min(2*wait, 32*time.Millisecond)
+		}
 	}
-	return s.classify(err)
+}
+
+// logged logs the pending event of p, the post as its write left it, then clears it: unsets ev,
+// or deletes the tombstone. found says that p was found pending, not written just now. A clear
+// that fails leaves the event pending, logged: the next write or RecoverEvents finds it logged,
+// and clears it.
+func (s *Store) logged(ctx context.Context, c *driver.Collection, p post, found bool) (store.Event, error) {
+	e, err := s.logEvent(ctx, p, found)
+	if err != nil {
+		return store.Event{}, err
+	}
+	if p.Gone {
+		_, _ = c.DeleteOne(ctx, bson.D{{Key: "_id", Value: p.ID}, {Key: "gone", Value: true}})
+	} else {
+		// Only this version's: once cleared, a later write may have set its own.
+		_, _ = c.UpdateOne(ctx, bson.D{{Key: "_id", Value: p.ID}, {Key: "version", Value: p.Version}, {Key: "ev.kind", Value: p.Pending.Kind}},
+			bson.D{{Key: "$unset", Value: bson.D{{Key: "ev", Value: ""}}}})
+	}
+	return e, nil
+}
+
+// logPending logs the pending event of the post oid, if it has one, and clears it.
+func (s *Store) logPending(ctx context.Context, c *driver.Collection, oid bson.ObjectID) error {
+	var p post
+	err := c.FindOne(ctx, bson.D{{Key: "_id", Value: oid}, {Key: "ev", Value: bson.D{{Key: "$exists", Value: true}}}}).Decode(&p)
+	if errors.Is(err, driver.ErrNoDocuments) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = s.logged(ctx, c, p, true)
+	return err
 }

@@ -25,7 +25,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	var written atomic.Int64
 	insert := func(i int) {
 		p := store.Post{ID: store.NewID(base), UserID: "alice", Title: fmt.Sprint("post ", i), CreatedAt: base.Add(time.Duration(i) * time.Millisecond), UpdatedAt: base}
-		if err := s.InsertPost(context.Background(), p); err != nil {
+		if _, err := s.InsertPost(context.Background(), p); err != nil {
 			t.Error(err)
 		}
 		written.Add(1)
@@ -111,7 +111,7 @@ func TestImportFerretDB(t *testing.T) {
 		if i%2 == 0 {
 			p.Body = new(fmt.Sprintf("body of %d, \"quoted\"\n", i))
 		}
-		if err := old.InsertPost(t.Context(), p); err != nil {
+		if _, err := old.InsertPost(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
 		want = append([]store.Post{p}, want...)

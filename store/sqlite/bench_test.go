@@ -22,7 +22,7 @@ func seeded(b *testing.B, n int) (*sqlite.Store, []string) {
 	for i := range n {
 		at := base.Add(time.Duration(i) * time.Millisecond)
 		p := store.Post{ID: store.NewID(at), UserID: fmt.Sprint("user", i%50), Title: fmt.Sprint("post ", i), Body: &body, CreatedAt: at, UpdatedAt: at}
-		if err := s.InsertPost(b.Context(), p); err != nil {
+		if _, err := s.InsertPost(b.Context(), p); err != nil {
 			b.Fatal(err)
 		}
 		ids[i] = p.ID
@@ -76,7 +76,7 @@ func BenchmarkStore(b *testing.B) {
 		b.Run(fmt.Sprintf("insert/%d", n), func(b *testing.B) {
 			for b.Loop() {
 				now := time.Now()
-				if err := s.InsertPost(b.Context(), store.Post{ID: store.NewID(now), UserID: "bench", Title: "t", CreatedAt: now, UpdatedAt: now}); err != nil {
+				if _, err := s.InsertPost(b.Context(), store.Post{ID: store.NewID(now), UserID: "bench", Title: "t", CreatedAt: now, UpdatedAt: now}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -122,21 +122,24 @@ func (s *Store) CompleteKey(ctx context.Context, user, key string, res store.Res
 	return err
 }
 
-// InsertPostCompletingKey inserts p and completes the record of its user and key in one
-// transaction.
-func (s *Store) InsertPostCompletingKey(ctx context.Context, p store.Post, key string, res store.Response) (bool, error) {
+// InsertPostCompletingKey inserts p with its event and completes the record of its user and key,
+// in one transaction.
+func (s *Store) InsertPostCompletingKey(ctx context.Context, p store.Post, key string, res store.Response) (e store.Event, inserted bool, err error) {
 	header, err := json.Marshal(res.Header)
 	if err != nil {
-		return false, err
+		return store.Event{}, false, err
 	}
 	err = s.inTransaction(ctx, func(tx *sql.Tx, c *conns) error {
 		if _, err := tx.StmtContext(ctx, c.stmt.insertPost).ExecContext(ctx, postArgs(p)...); err != nil {
 			return err
 		}
+		if e, err = logEvent(ctx, tx, c, store.EventCreated, asStored(p)); err != nil {
+			return err
+		}
 		_, err := tx.StmtContext(ctx, c.keys.complete).ExecContext(ctx, res.Status, string(header), res.Body, p.UserID, key)
 		return err
 	})
-	return err == nil, err
+	return e, err == nil, err
 }
 
 // ReleaseKey ends attempt's hold on the record.
@@ -176,28 +179,6 @@ func (s *Store) writeKey(ctx context.Context, stmt func(*keyStatements) *sql.Stm
 		s.wrote(c)
 	}
 	return n, nil
-}
-
-// inTransaction runs do in a transaction of the writer of the open store, committed if do
-// succeeds.
-func (s *Store) inTransaction(ctx context.Context, do func(*sql.Tx, *conns) error) error {
-	c, err := s.conns()
-	if err != nil {
-		return err
-	}
-	tx, err := c.write.BeginTx(ctx, nil)
-	if err != nil {
-		return s.classify(err)
-	}
-	defer tx.Rollback()
-	if err := do(tx, c); err != nil {
-		return s.classify(err)
-	}
-	if err := tx.Commit(); err != nil {
-		return s.classify(err)
-	}
-	s.wrote(c)
-	return nil
 }
 
 var _ store.IdempotencyStore = (*Store)(nil)

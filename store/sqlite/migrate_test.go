@@ -57,7 +57,7 @@ func TestAFileOfSchemaVersion1GetsVersions(t *testing.T) {
 	})
 	t.Run("an update at version 1 succeeds and gives version 2", func(t *testing.T) {
 		p, err := s.UpdatePost(t.Context(), ids[0], "alice", 1, store.Update{Title: new("after"), UpdatedAt: base.Add(time.Second)})
-		if err != nil || p.Version != 2 {
+		if err != nil || p.Post.Version != 2 {
 			t.Fatalf("UpdatePost = %+v, %v; want version 2", p, err)
 		}
 		if _, err := s.UpdatePost(t.Context(), ids[0], "alice", 1, store.Update{Title: new("again"), UpdatedAt: base.Add(time.Second)}); !errors.Is(err, store.ErrNotFound) {
@@ -65,7 +65,7 @@ func TestAFileOfSchemaVersion1GetsVersions(t *testing.T) {
 		}
 	})
 	t.Run("a delete at version 1 succeeds", func(t *testing.T) {
-		if err := s.DeletePost(t.Context(), ids[1], "alice", 1); err != nil {
+		if _, err := s.DeletePost(t.Context(), ids[1], "alice", 1); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -29,7 +28,7 @@ const (
 	updatePostSQL = `UPDATE posts SET title = coalesce(?1, title),
 		body = CASE WHEN ?2 THEN NULL ELSE coalesce(?3, body) END, updated_at = ?4, version = version + 1
 		WHERE id = ?5 AND user_id = ?6 AND (?7 = 0 OR version = ?7) RETURNING ` + postColumns
-	deletePostSQL = `DELETE FROM posts WHERE id = ?1 AND user_id = ?2 AND (?3 = 0 OR version = ?3)`
+	deletePostSQL = `DELETE FROM posts WHERE id = ?1 AND user_id = ?2 AND (?3 = 0 OR version = ?3) RETURNING version`
 	saveUserSQL   = `INSERT INTO users (id, name, email, updated_at) VALUES (?1, ?2, ?3, ?4)
 		ON CONFLICT (id) DO UPDATE SET name = coalesce(?2, name), email = coalesce(?3, email), updated_at = ?4`
 	getUserSQL  = `SELECT id, name, email, updated_at FROM users WHERE id = ?`
@@ -43,6 +42,8 @@ var firstPage = store.Key{CreatedAt: time.UnixMilli(math.MaxInt64)}
 type statements struct {
 	getPost, list, listByUser, getUser, getUsers *sql.Stmt // on the readers
 	insertPost, updatePost, deletePost, saveUser *sql.Stmt // on the writer
+	logEvent, lastPosition, readEvents           *sql.Stmt // of the event log (events.go)
+	expireEvents                                 *sql.Stmt
 	prepared                                     []*sql.Stmt
 }
 
@@ -61,6 +62,10 @@ func (st *statements) prepare(read, write *sql.DB) error {
 		{write, &st.updatePost, updatePostSQL},
 		{write, &st.deletePost, deletePostSQL},
 		{write, &st.saveUser, saveUserSQL},
+		{write, &st.logEvent, logEventSQL},
+		{read, &st.lastPosition, lastPositionSQL},
+		{read, &st.readEvents, readEventsSQL},
+		{write, &st.expireEvents, expireEventsSQL},
 	} {
 		stmt, err := s.db.Prepare(s.query)
 		if err != nil {
@@ -149,18 +154,23 @@ func collect[T any](rows *sql.Rows, err error, into []T, scan func(scanner) (T, 
 	return into, rows.Err()
 }
 
-// InsertPost stores a new post.
-func (s *Store) InsertPost(ctx context.Context, p store.Post) error {
-	c, err := s.conns()
-	if err != nil {
+// InsertPost stores a new post and its event, in one transaction.
+func (s *Store) InsertPost(ctx context.Context, p store.Post) (e store.Event, err error) {
+	err = s.inTransaction(ctx, func(tx *sql.Tx, c *conns) error {
+		if _, err := tx.StmtContext(ctx, c.stmt.insertPost).ExecContext(ctx, postArgs(p)...); err != nil {
+			return err
+		}
+		e, err = logEvent(ctx, tx, c, store.EventCreated, asStored(p))
 		return err
-	}
-	_, err = c.stmt.insertPost.ExecContext(ctx, postArgs(p)...)
-	if err != nil {
-		return s.classify(err)
-	}
-	s.wrote(c)
-	return nil
+	})
+	return e, err
+}
+
+// asStored is p as InsertPost stores it: times to the millisecond in UTC, version 1 at least.
+func asStored(p store.Post) store.Post {
+	p.CreatedAt, p.UpdatedAt = fromMillis(millis(p.CreatedAt)), fromMillis(millis(p.UpdatedAt))
+	p.Version = max(p.Version, 1)
+	return p
 }
 
 // postArgs are the values of p for insertPostSQL.
@@ -169,40 +179,35 @@ func postArgs(p store.Post) []any {
 }
 
 // UpdatePost applies u to the post with the id if it belongs to owner and is at version (any,
-// for store.AnyVersion), in one statement.
-func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64, u store.Update) (store.Post, error) {
-	c, err := s.conns()
-	if err != nil {
-		return store.Post{}, err
-	}
-	rows, err := c.stmt.updatePost.QueryContext(ctx, orNil(u.Title), u.UnsetBody, orNil(u.Body), millis(u.UpdatedAt), id, owner, version)
-	updated, err := collect(rows, err, nil, scanPost)
-	switch {
-	case err != nil:
-		return store.Post{}, s.classify(err)
-	case len(updated) == 0:
-		return store.Post{}, store.ErrNotFound
-	}
-	s.wrote(c)
-	return updated[0], nil
+// for store.AnyVersion), in one statement, and logs its event in the same transaction.
+func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64, u store.Update) (e store.Event, err error) {
+	err = s.inTransaction(ctx, func(tx *sql.Tx, c *conns) error {
+		rows, err := tx.StmtContext(ctx, c.stmt.updatePost).QueryContext(ctx, orNil(u.Title), u.UnsetBody, orNil(u.Body), millis(u.UpdatedAt), id, owner, version)
+		updated, err := collect(rows, err, nil, scanPost)
+		switch {
+		case err != nil:
+			return err
+		case len(updated) == 0:
+			return store.ErrNotFound
+		}
+		e, err = logEvent(ctx, tx, c, store.EventUpdated, updated[0])
+		return err
+	})
+	return e, err
 }
 
 // DeletePost deletes the post with the id if it belongs to owner and is at version (any, for
-// store.AnyVersion).
-func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64) error {
-	c, err := s.conns()
-	if err != nil {
+// store.AnyVersion), and logs its event in the same transaction.
+func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64) (e store.Event, err error) {
+	err = s.inTransaction(ctx, func(tx *sql.Tx, c *conns) error {
+		var deleted int64
+		if err := tx.StmtContext(ctx, c.stmt.deletePost).QueryRowContext(ctx, id, owner, version).Scan(&deleted); err != nil {
+			return err // sql.ErrNoRows: store.ErrNotFound
+		}
+		e, err = logEvent(ctx, tx, c, store.EventDeleted, store.Post{ID: id, UserID: owner, Version: deleted})
 		return err
-	}
-	res, err := c.stmt.deletePost.ExecContext(ctx, id, owner, version)
-	if err != nil {
-		return s.classify(err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return errors.Join(store.ErrNotFound, err)
-	}
-	s.wrote(c)
-	return nil
+	})
+	return e, err
 }
 
 // SaveUser creates the user or refreshes its profile.

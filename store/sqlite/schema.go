@@ -51,6 +51,23 @@ var migrations = []string{
 		PRIMARY KEY (user_id, idempotency_key)
 	) STRICT;
 	CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);`,
+	// 4: the event log (events.go): each write of a post logs its event in the same
+	// transaction, at the next position. AUTOINCREMENT never gives a position twice, even once
+	// the newest events have expired, so a reader's position stays valid; expiry reads the index
+	// on at. The post's columns are as they are after the write; a deletion has no title.
+	`CREATE TABLE events (
+		position   INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+		at         INTEGER NOT NULL,
+		kind       TEXT    NOT NULL,
+		post_id    TEXT    NOT NULL,
+		user_id    TEXT    NOT NULL,
+		title      TEXT,
+		body       TEXT,
+		created_at INTEGER,
+		updated_at INTEGER,
+		version    INTEGER NOT NULL
+	) STRICT;
+	CREATE INDEX events_at ON events (at);`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -51,7 +51,7 @@ func TestASnapshotReadsOneMomentWhileTheStoreWrites(t *testing.T) {
 	}
 	var before []string
 	for n := 1; n <= 5; n++ {
-		if err := s.InsertPost(t.Context(), post(n)); err != nil {
+		if _, err := s.InsertPost(t.Context(), post(n)); err != nil {
 			t.Fatal(err)
 		}
 		before = append(before, post(n).ID)
@@ -61,11 +61,11 @@ func TestASnapshotReadsOneMomentWhileTheStoreWrites(t *testing.T) {
 	}
 	snap := snapshot(t, dir)
 	for n := 6; n <= 8; n++ {
-		if err := s.InsertPost(t.Context(), post(n)); err != nil {
+		if _, err := s.InsertPost(t.Context(), post(n)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.DeletePost(t.Context(), post(1).ID, "alice", store.AnyVersion); err != nil {
+	if _, err := s.DeletePost(t.Context(), post(1).ID, "alice", store.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SaveUser(t.Context(), store.User{ID: "bob", UpdatedAt: at}); err != nil {

@@ -312,6 +312,28 @@ func (s *Store) classify(err error) error {
 	return err
 }
 
+// inTransaction runs do in a transaction of the writer of the open store, committed if do
+// succeeds.
+func (s *Store) inTransaction(ctx context.Context, do func(*sql.Tx, *conns) error) error {
+	c, err := s.conns()
+	if err != nil {
+		return err
+	}
+	tx, err := c.write.BeginTx(ctx, nil)
+	if err != nil {
+		return s.classify(err)
+	}
+	defer tx.Rollback()
+	if err := do(tx, c); err != nil {
+		return s.classify(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.classify(err)
+	}
+	s.wrote(c)
+	return nil
+}
+
 // Ping checks that the database answers a query.
 func (s *Store) Ping(ctx context.Context) error {
 	c, done, err := s.reading()

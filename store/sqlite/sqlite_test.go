@@ -50,7 +50,7 @@ func TestListsSearchAnIndexAndNeverSort(t *testing.T) {
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 2000 { // enough rows for the planner to prefer an index to a scan on its own
 		p := store.Post{ID: store.NewID(base), UserID: fmt.Sprint("user", i%50), Title: "t", CreatedAt: base.Add(time.Duration(i) * time.Second), UpdatedAt: base}
-		if err := s.InsertPost(t.Context(), p); err != nil {
+		if _, err := s.InsertPost(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -159,7 +159,7 @@ func TestSchemaVersions(t *testing.T) {
 		t.Errorf("a new database has user_version %d; want %d", version, sqlite.SchemaVersion)
 	}
 	post := store.Post{ID: store.NewID(time.Now()), UserID: "alice", Title: "kept", CreatedAt: time.Now(), UpdatedAt: time.Now()}
-	if err := s.InsertPost(t.Context(), post); err != nil {
+	if _, err := s.InsertPost(t.Context(), post); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

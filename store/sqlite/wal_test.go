@@ -52,7 +52,7 @@ func TestTheWriteAheadLogStaysBounded(t *testing.T) {
 	body := strings.Repeat("x", 500)
 	for i := range 50_000 {
 		p := store.Post{ID: store.NewID(base), UserID: "alice", Title: "t", Body: &body, CreatedAt: base, UpdatedAt: base}
-		if err := s.InsertPost(t.Context(), p); err != nil {
+		if _, err := s.InsertPost(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
 		if i%10 == 0 {

@@ -259,7 +259,7 @@ func testInsertPostCompletingKey(t *testing.T, open Open) {
 	reserve(t, s, r, base)
 	res := response(201, 100)
 	t.Run("the post is stored and the key completed", func(t *testing.T) {
-		if inserted, err := s.InsertPostCompletingKey(t.Context(), newPost(1, "alice", base), "k", res); !inserted || err != nil {
+		if _, inserted, err := s.InsertPostCompletingKey(t.Context(), newPost(1, "alice", base), "k", res); !inserted || err != nil {
 			t.Fatalf("InsertPostCompletingKey = %v, %v", inserted, err)
 		}
 		if d := diff(get(t, s, id(1)), newPost(1, "alice", base)); d != "" {
@@ -271,7 +271,7 @@ func testInsertPostCompletingKey(t *testing.T, open Open) {
 	})
 	t.Run("a post id in use fails it, and the key stays under way", func(t *testing.T) {
 		reserve(t, s, record("alice", "k2", "f", 1), base)
-		if inserted, err := s.InsertPostCompletingKey(t.Context(), newPost(1, "alice", base.Add(time.Hour)), "k2", res); inserted || err == nil {
+		if _, inserted, err := s.InsertPostCompletingKey(t.Context(), newPost(1, "alice", base.Add(time.Hour)), "k2", res); inserted || err == nil {
 			t.Fatalf("a second post with the same id was stored: %v, %v", inserted, err)
 		}
 		if got := current(t, s, "alice", "k2", base); got.Response != nil {

@@ -28,7 +28,7 @@ func testKeysUnavailable(t *testing.T, open Open) {
 		}},
 		{"CompleteKey", func(ctx context.Context) error { return s.CompleteKey(ctx, "alice", "k", response(201, 10)) }},
 		{"InsertPostCompletingKey", func(ctx context.Context) error {
-			_, err := s.InsertPostCompletingKey(ctx, newPost(1, "alice", base), "k", response(201, 10))
+			_, _, err := s.InsertPostCompletingKey(ctx, newPost(1, "alice", base), "k", response(201, 10))
 			return err
 		}},
 		{"ReleaseKey", func(ctx context.Context) error { return s.ReleaseKey(ctx, "alice", "k", 1) }},

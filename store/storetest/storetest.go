@@ -2,8 +2,9 @@
 // backend passes, so that a behaviour that differs between backends shows up as a failure of one
 // of them. Each backend's tests call Run. It is one file, longer than most, so that the whole
 // contract a backend must meet reads in one place; the behaviours that only a copy between
-// stores uses (store.CopyTarget) are in copy.go, those of versions in versions.go, and those of
-// idempotency keys (store.IdempotencyStore) in idempotency.go and idempotency_unavailable.go.
+// stores uses (store.CopyTarget) are in copy.go, those of versions in versions.go, those of
+// idempotency keys (store.IdempotencyStore) in idempotency.go and idempotency_unavailable.go, and
+// those of the event log (store.EventLog) in events.go.
 package storetest
 
 import (
@@ -39,7 +40,7 @@ func Run(t *testing.T, open Open) { RunWith(t, open, Options{}) }
 // RunWith runs every behaviour against stores made by open, as opts say.
 func RunWith(t *testing.T, open Open, opts Options) {
 	writers := cmp.Or(opts.Writers, 32)
-	for _, tc := range []struct {
+	for _, tc := range append([]struct {
 		name string
 		test func(*testing.T, Open)
 	}{
@@ -68,7 +69,7 @@ func RunWith(t *testing.T, open Open, opts Options) {
 		{"an idempotency key whose create wrote nothing is deleted", testDeleteKeys},
 		{"expired idempotency keys count as absent and are swept in batches", testExpiredKeys},
 		{"idempotency keys fail on an ended context or a closed store", testKeysUnavailable},
-	} {
+	}, eventTests...) {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, open) })
 	}
 }
@@ -85,7 +86,7 @@ func ptr(s string) *string { return &s }
 func insert(t *testing.T, s store.Store, posts ...store.Post) {
 	t.Helper()
 	for _, p := range posts {
-		if err := s.InsertPost(t.Context(), p); err != nil {
+		if _, err := s.InsertPost(t.Context(), p); err != nil {
 			t.Fatalf("InsertPost(%s): %v", p.ID, err)
 		}
 	}
@@ -212,7 +213,7 @@ func testNotFound(t *testing.T, open Open) {
 			if _, err := s.UpdatePost(t.Context(), bad, "alice", store.AnyVersion, store.Update{Title: ptr("x"), UpdatedAt: base}); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("UpdatePost error = %v; want ErrNotFound", err)
 			}
-			if err := s.DeletePost(t.Context(), bad, "alice", store.AnyVersion); !errors.Is(err, store.ErrNotFound) {
+			if _, err := s.DeletePost(t.Context(), bad, "alice", store.AnyVersion); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("DeletePost error = %v; want ErrNotFound", err)
 			}
 		})
@@ -225,7 +226,7 @@ func testNotFound(t *testing.T, open Open) {
 func testDuplicateID(t *testing.T, open Open) {
 	s := open(t)
 	insert(t, s, newPost(1, "alice", base))
-	if err := s.InsertPost(t.Context(), newPost(1, "mallory", base.Add(time.Hour))); err == nil {
+	if _, err := s.InsertPost(t.Context(), newPost(1, "mallory", base.Add(time.Hour))); err == nil {
 		t.Fatal("a second post with the same id was stored")
 	}
 	if got := get(t, s, id(1)); got.UserID != "alice" || !got.CreatedAt.Equal(base) {
@@ -291,7 +292,7 @@ func testPagingWhileInserting(t *testing.T, open Open) {
 	var wg sync.WaitGroup
 	wg.Go(func() { // newer posts keep arriving while the pages are read
 		for i := 1000; ctx.Err() == nil; i++ {
-			_ = s.InsertPost(ctx, newPost(i, "user0", base.Add(time.Hour+time.Duration(i)*time.Millisecond)))
+			_, _ = s.InsertPost(ctx, newPost(i, "user0", base.Add(time.Hour+time.Duration(i)*time.Millisecond)))
 		}
 	})
 	var got []string
@@ -368,7 +369,7 @@ func testUpdate(t *testing.T, open Open) {
 				t.Fatalf("UpdatePost: %v", err)
 			}
 			want.ID, want.UserID, want.CreatedAt, want.UpdatedAt, want.Version = start.ID, "alice", base, later, 2
-			if d := diff(got, want); d != "" {
+			if d := diff(got.Post, want); d != "" {
 				t.Errorf("returned: %s", d)
 			}
 			if d := diff(get(t, s, start.ID), want); d != "" {
@@ -418,17 +419,17 @@ func testConcurrentUpdates(t *testing.T, open Open) {
 func testDelete(t *testing.T, open Open) {
 	s := open(t)
 	insert(t, s, newPost(1, "alice", base), newPost(2, "bob", base))
-	if err := s.DeletePost(t.Context(), id(1), "bob", store.AnyVersion); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.DeletePost(t.Context(), id(1), "bob", store.AnyVersion); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deleting alice's post as bob: error = %v; want ErrNotFound", err)
 	}
 	get(t, s, id(1))
-	if err := s.DeletePost(t.Context(), id(1), "alice", store.AnyVersion); err != nil {
+	if _, err := s.DeletePost(t.Context(), id(1), "alice", store.AnyVersion); err != nil {
 		t.Fatalf("DeletePost: %v", err)
 	}
 	if _, err := s.GetPost(t.Context(), id(1)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetPost after delete: error = %v; want ErrNotFound", err)
 	}
-	if err := s.DeletePost(t.Context(), id(1), "alice", store.AnyVersion); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.DeletePost(t.Context(), id(1), "alice", store.AnyVersion); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deleting it again: error = %v; want ErrNotFound", err)
 	}
 	if got := ids(list(t, s, store.Filter{Limit: 10})); !slices.Equal(got, []string{id(2)}) {
@@ -446,7 +447,7 @@ func testConcurrentWriters(t *testing.T, open Open, writers int) {
 			user := fmt.Sprint("user", w)
 			for i := range each {
 				p := store.Post{ID: store.NewID(base), UserID: user, Title: "t", CreatedAt: base, UpdatedAt: base}
-				if err := s.InsertPost(t.Context(), p); err != nil {
+				if _, err := s.InsertPost(t.Context(), p); err != nil {
 					errs <- fmt.Errorf("insert: %w", err)
 					continue
 				}
@@ -454,7 +455,7 @@ func testConcurrentWriters(t *testing.T, open Open, writers int) {
 					errs <- fmt.Errorf("update: %w", err)
 				}
 				if i%3 == 0 {
-					if err := s.DeletePost(t.Context(), p.ID, user, store.AnyVersion); err != nil {
+					if _, err := s.DeletePost(t.Context(), p.ID, user, store.AnyVersion); err != nil {
 						errs <- fmt.Errorf("delete: %w", err)
 					}
 				}
@@ -602,13 +603,17 @@ func ops() []struct {
 			_, err := s.ListPosts(ctx, store.Filter{UserID: "alice", After: &store.Key{CreatedAt: base.Add(time.Hour), ID: id(9)}, Limit: 10})
 			return err
 		}},
-		{"InsertPost", func(ctx context.Context, s store.Store) error { return s.InsertPost(ctx, newPost(2, "alice", base)) }},
+		{"InsertPost", func(ctx context.Context, s store.Store) error {
+			_, err := s.InsertPost(ctx, newPost(2, "alice", base))
+			return err
+		}},
 		{"UpdatePost", func(ctx context.Context, s store.Store) error {
 			_, err := s.UpdatePost(ctx, id(1), "alice", store.AnyVersion, store.Update{Title: ptr("changed"), UpdatedAt: base.Add(time.Hour)})
 			return err
 		}},
 		{"DeletePost", func(ctx context.Context, s store.Store) error {
-			return s.DeletePost(ctx, id(1), "alice", store.AnyVersion)
+			_, err := s.DeletePost(ctx, id(1), "alice", store.AnyVersion)
+			return err
 		}},
 		{"SaveUser", func(ctx context.Context, s store.Store) error {
 			return s.SaveUser(ctx, store.User{ID: "alice", Name: ptr("Alice"), UpdatedAt: base})

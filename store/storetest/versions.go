@@ -25,8 +25,8 @@ func testVersionsGrow(t *testing.T, open Open) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if updated.Version != want || get(t, s, id(1)).Version != want {
-			t.Errorf("after update %d the version returned is %d and stored %d; want %d", want-1, updated.Version, get(t, s, id(1)).Version, want)
+		if updated.Post.Version != want || get(t, s, id(1)).Version != want {
+			t.Errorf("after update %d the version returned is %d and stored %d; want %d", want-1, updated.Post.Version, get(t, s, id(1)).Version, want)
 		}
 	}
 	if _, err := s.UpdatePost(t.Context(), id(1), "mallory", store.AnyVersion, store.Update{Title: ptr("x"), UpdatedAt: base}); !errors.Is(err, store.ErrNotFound) {
@@ -65,9 +65,9 @@ func testConditionalWrites(t *testing.T, open Open) {
 			start := store.Post{ID: id(i), UserID: "alice", Title: "start", Body: ptr("kept"), CreatedAt: base, UpdatedAt: base, Version: 3}
 			insert(t, s, start)
 			var err error
-			var updated store.Post
+			var updated store.Event
 			if tc.delete {
-				err = s.DeletePost(t.Context(), start.ID, tc.owner, tc.version)
+				_, err = s.DeletePost(t.Context(), start.ID, tc.owner, tc.version)
 			} else {
 				updated, err = s.UpdatePost(t.Context(), start.ID, tc.owner, tc.version, store.Update{Title: ptr("changed"), UpdatedAt: later})
 			}
@@ -92,7 +92,7 @@ func testConditionalWrites(t *testing.T, open Open) {
 			default:
 				want := start
 				want.Title, want.UpdatedAt, want.Version = "changed", later, 4
-				if d := diff(updated, want); d != "" {
+				if d := diff(updated.Post, want); d != "" {
 					t.Errorf("returned: %s", d)
 				}
 				if d := diff(stored, want); d != "" {
@@ -105,7 +105,7 @@ func testConditionalWrites(t *testing.T, open Open) {
 		if _, err := s.UpdatePost(t.Context(), id(99), "alice", 1, store.Update{Title: ptr("x"), UpdatedAt: later}); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("UpdatePost error = %v; want ErrNotFound", err)
 		}
-		if err := s.DeletePost(t.Context(), id(99), "alice", 1); !errors.Is(err, store.ErrNotFound) {
+		if _, err := s.DeletePost(t.Context(), id(99), "alice", 1); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("DeletePost error = %v; want ErrNotFound", err)
 		}
 	})
@@ -134,7 +134,7 @@ func testConditionalRace(t *testing.T, open Open, writers int) {
 				var err error
 				if mixed && w%2 == 1 {
 					name = "deleting " + name
-					err = s.DeletePost(t.Context(), id(1), "alice", round)
+					_, err = s.DeletePost(t.Context(), id(1), "alice", round)
 				} else {
 					_, err = s.UpdatePost(t.Context(), id(1), "alice", round, store.Update{Title: &name, UpdatedAt: base.Add(time.Duration(round) * time.Second)})
 				}

@@ -1,0 +1,249 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/store"
+)
+
+// memLog is an event log in memory, for the follower's unit tests: events by position, decided
+// up to decided; a read can be made to fail or to wait.
+type memLog struct {
+	mu      sync.Mutex
+	events  map[int64]store.Event
+	decided int64
+	reads   int
+	fail    error
+	hold    chan struct{} // a read waits for it, when set
+}
+
+const mine, theirs = "mine", "theirs"
+
+func newMemLog() *memLog { return &memLog{events: map[int64]store.Event{}} }
+
+// add logs an event of origin at the next position, decided, and returns it.
+func (l *memLog) add(origin string) store.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.decided++
+	e := store.Event{Position: l.decided, At: time.Now(), Origin: origin, Kind: store.EventCreated, Post: store.Post{ID: fmt.Sprint("p", l.decided)}}
+	l.events[e.Position] = e
+	return e
+}
+
+func (l *memLog) Origin() string { return mine }
+
+// set changes the log under its lock.
+func (l *memLog) set(change func(*memLog)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	change(l)
+}
+
+// readsSoFar is how many reads the log answered.
+func (l *memLog) readsSoFar() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reads
+}
+
+func (l *memLog) LastPosition(context.Context) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.decided, l.fail
+}
+
+func (l *memLog) ReadEvents(ctx context.Context, after int64, limit int) ([]store.Event, int64, error) {
+	l.mu.Lock()
+	hold, fail := l.hold, l.fail
+	l.reads++
+	l.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return nil, after, ctx.Err()
+		}
+	}
+	if fail != nil {
+		return nil, after, fail
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []store.Event
+	upto := after
+	for p := after + 1; p <= l.decided && len(out) < limit; p++ {
+		out = append(out, l.events[p])
+		upto = p
+	}
+	return out, upto, nil
+}
+
+func (l *memLog) ExpireEvents(context.Context, time.Time) (int, error)  { return 0, nil }
+func (l *memLog) RecoverEvents(context.Context, time.Time) (int, error) { return 0, nil }
+
+// handed records what a follower hands, in order.
+type handed struct {
+	mu  sync.Mutex
+	got []int64
+}
+
+func (h *handed) hand(e store.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.got = append(h.got, e.Position)
+}
+
+func (h *handed) positions() []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.got)
+}
+
+// waitFor waits until h has handed want, and fails the test if it hands anything else.
+func (h *handed) waitFor(t *testing.T, want ...int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := h.positions()
+		if slices.Equal(got, want) {
+			return
+		}
+		if len(got) > len(want) || !slices.Equal(got, want[:len(got)]) || time.Now().After(deadline) {
+			t.Fatalf("handed %v; want %v", got, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// follow starts a follower of log, started when it returns.
+func follow(t *testing.T, log *memLog, relay bool) (*events.Follower, *handed) {
+	t.Helper()
+	h := &handed{}
+	f := events.NewFollower(events.FollowerConfig{Log: log, Hand: h.hand, Relay: relay, Interval: 10 * time.Millisecond, Timeout: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	<-f.Started()
+	return f, h
+}
+
+func TestAnOfferThatIsNextIsHandedAtOnce(t *testing.T) {
+	log := newMemLog()
+	log.add(theirs) // before the start: never handed
+	f, h := follow(t, log, false)
+	reads := log.readsSoFar()
+	for range 3 {
+		f.Offer(log.add(mine))
+	}
+	if got := h.positions(); !slices.Equal(got, []int64{2, 3, 4}) {
+		t.Errorf("handed %v; want 2, 3, 4 before Offer returned", got)
+	}
+	if n := log.readsSoFar() - reads; n != 0 {
+		t.Errorf("%d reads; want none", n)
+	}
+}
+
+func TestAnOfferBehindAnotherInstancesEventWaitsForTheRead(t *testing.T) {
+	for _, relay := range []bool{true, false} {
+		t.Run(fmt.Sprint("relay ", relay), func(t *testing.T) {
+			log := newMemLog()
+			f, h := follow(t, log, relay)
+			log.add(theirs)
+			f.Offer(log.add(mine))
+			if relay {
+				h.waitFor(t, 1, 2)
+			} else { // the other instance's event is read, and not handed
+				h.waitFor(t, 2)
+			}
+		})
+	}
+}
+
+func TestOffersInEitherOrderAreHandedInTheLogsOrder(t *testing.T) {
+	log := newMemLog()
+	f, h := follow(t, log, false)
+	a, b, c := log.add(mine), log.add(mine), log.add(mine)
+	hold := make(chan struct{})
+	log.set(func(l *memLog) { l.hold = hold }) // no read helps: the offers alone must do it
+	f.Offer(c)
+	f.Offer(a)
+	f.Offer(b)
+	h.waitFor(t, 1, 2, 3)
+	close(hold)
+}
+
+func TestAnEventReadAlreadyIsNotHandedAgain(t *testing.T) {
+	log := newMemLog()
+	f, h := follow(t, log, true)
+	e := log.add(mine)
+	h.waitFor(t, 1) // read before its writer offered it
+	f.Offer(e)
+	f.Offer(log.add(mine))
+	h.waitFor(t, 1, 2)
+}
+
+func TestAReadThatHangsHoldsBackOnlyWhatIsBehindIt(t *testing.T) {
+	log := newMemLog()
+	f, h := follow(t, log, true)
+	hold := make(chan struct{})
+	log.set(func(l *memLog) { l.hold = hold })
+	time.Sleep(30 * time.Millisecond) // a read is under way, and hangs
+	f.Offer(log.add(mine))
+	h.waitFor(t, 1) // handed while the read hangs
+	log.add(theirs)
+	f.Offer(log.add(mine)) // behind the other instance's event, which the hanging read has not seen
+	time.Sleep(30 * time.Millisecond)
+	if got := h.positions(); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("handed %v while the read hangs; want 1 alone", got)
+	}
+	log.set(func(l *memLog) { l.hold = nil })
+	close(hold)
+	h.waitFor(t, 1, 2, 3)
+}
+
+func TestAFailedReadIsTriedAgain(t *testing.T) {
+	log := newMemLog()
+	f, h := follow(t, log, true)
+	log.set(func(l *memLog) { l.fail = errors.New("the database is down") })
+	log.add(theirs)
+	f.Offer(log.add(mine))
+	time.Sleep(50 * time.Millisecond)
+	if got := h.positions(); len(got) != 0 {
+		t.Fatalf("handed %v while reads fail", got)
+	}
+	log.set(func(l *memLog) { l.fail = nil })
+	h.waitFor(t, 1, 2)
+}
+
+func TestOffersBeforeTheStartAreHandedFromTheirPosition(t *testing.T) {
+	log := newMemLog()
+	log.add(theirs)
+	log.fail = errors.New("not yet")
+	h := &handed{}
+	f := events.NewFollower(events.FollowerConfig{Log: log, Hand: h.hand, Interval: 10 * time.Millisecond})
+	e := log.add(mine) // written before the follower could read where the log ends
+	f.Offer(e)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	time.Sleep(30 * time.Millisecond)
+	log.set(func(l *memLog) { l.fail = nil })
+	<-f.Started()
+	h.waitFor(t, 2)
+}

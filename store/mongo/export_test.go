@@ -1,0 +1,24 @@
+package mongo
+
+import (
+	"testing"
+	"time"
+)
+
+// SetWaits sets holeWait and helpAfter until the test ends.
+func SetWaits(t *testing.T, hole, help time.Duration) {
+	savedHole, savedHelp := holeWait, helpAfter
+	holeWait, helpAfter = hole, help
+	t.Cleanup(func() { holeWait, helpAfter = savedHole, savedHelp })
+}
+
+// TakePosition takes the next position of the log and leaves it empty, as a writer that stopped
+// right after it would.
+func (s *Store) TakePosition(t *testing.T) int64 {
+	t.Helper()
+	p, err := s.nextPosition(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
