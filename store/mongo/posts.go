@@ -203,18 +203,18 @@ func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64,
 	if !ok {
 		return store.Event{}, store.ErrNotFound
 	}
-	set := bson.D{{Key: "updatedAt", Value: u.UpdatedAt}, {Key: "ev", Value: pending(store.EventUpdated)}}
+	set := bson.D{{Key: "updatedAt", Value: u.UpdatedAt}}
 	if u.Title != nil {
 		set = append(set, bson.E{Key: "title", Value: *u.Title})
 	}
 	if u.Body != nil {
 		set = append(set, bson.E{Key: "body", Value: *u.Body})
 	}
-	update := bson.D{{Key: "$set", Value: set}, nextVersion}
+	var also bson.D
 	if u.UnsetBody {
-		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: "body", Value: ""}}})
+		also = bson.D{{Key: "$unset", Value: bson.D{{Key: "body", Value: ""}}}}
 	}
-	return s.write(ctx, oid, owner, version, update)
+	return s.write(ctx, oid, owner, version, store.EventUpdated, set, append(also, nextVersion))
 }
 
 // DeletePost deletes the post with the id if it belongs to owner and is at version (any, for
@@ -225,20 +225,22 @@ func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64)
 	if !ok {
 		return store.Event{}, store.ErrNotFound
 	}
-	return s.write(ctx, oid, owner, version, bson.D{{Key: "$set", Value: bson.D{{Key: "gone", Value: true}, {Key: "ev", Value: pending(store.EventDeleted)}}}})
+	return s.write(ctx, oid, owner, version, store.EventDeleted, bson.D{{Key: "gone", Value: true}}, nil)
 }
 
-// write applies update, which sets a pending event, to the post oid if it belongs to owner, is
-// at version and has no pending event, then logs the event. A post whose last write's event is
-// still pending takes no write: the write waits for that writer to log it (backing off), and
-// logs it itself once it is older than helpAfter (that writer stopped), then tries again.
-func (s *Store) write(ctx context.Context, oid bson.ObjectID, owner string, version int64, update bson.D) (store.Event, error) {
+// write applies the update of $set set and of the operators of also, with the pending event of
+// kind, to the post oid if it belongs to owner, is at version and has no pending event, then logs
+// the event. A post whose last write's event is still pending takes no write: the write reads
+// the post until that writer has logged it (backing off; reads, not writes, so that the waiting
+// writers do not hold up the one that logs), logs it itself once it is older than helpAfter (that
+// writer stopped), then tries again, with its own event stamped anew.
+func (s *Store) write(ctx context.Context, oid bson.ObjectID, owner string, version int64, kind string, set, also bson.D) (store.Event, error) {
 	c, err := s.collection(ctx)
 	if err != nil {
 		return store.Event{}, s.classify(err)
 	}
-	wait := time.Millisecond
 	for {
+		update := append(bson.D{{Key: "$set", Value: append(set[:len(set):len(set)], bson.E{Key: "ev", Value: pending(kind)})}}, also...)
 		var p post
 		err := c.FindOneAndUpdate(ctx, writeFilter(oid, owner, version), update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&p)
 		if err == nil {
@@ -248,34 +250,58 @@ func (s *Store) write(ctx context.Context, oid bson.ObjectID, owner string, vers
 		if !errors.Is(err, driver.ErrNoDocuments) {
 			return store.Event{}, s.classify(err)
 		}
-		// Why it did not match: no such post, another owner or version (not found), or a
-		// pending event (wait, or log it), or one that was logged just now (try again).
-		var now post
-		err = c.FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&now)
-		stopped := now.Pending != nil && time.Since(now.Pending.At) >= helpAfter
-		switch {
-		case err != nil:
-			return store.Event{}, s.classify(err)
-		case stopped:
-			if _, err := s.logged(ctx, c, now, true); err != nil {
-				return store.Event{}, s.classify(err)
-			}
-			if now.Gone {
-				return store.Event{}, store.ErrNotFound
-			}
-		case now.Gone, now.UserID != owner, version != store.AnyVersion && now.Version != version:
-			return store.Event{}, store.ErrNotFound
-		case now.Pending != nil:
-			select {
-			case <-ctx.Done():
-				return store.Event{}, s.classify(ctx.Err())
-			case <-time.After(wait/2 + rand.N(wait)):
-			}
-			wait = min(2*wait, 32*time.Millisecond)
+		if err := s.untilFree(ctx, c, oid, owner, version); err != nil {
+			return store.Event{}, err
 		}
 	}
 }
 
+// untilFree finds why a write of the post oid did not match: store.ErrNotFound for no such post,
+// another owner or another version; otherwise it returns once the post has no pending event.
+func (s *Store) untilFree(ctx context.Context, c *driver.Collection, oid bson.ObjectID, owner string, version int64) error {
+	wait := time.Millisecond
+	for {
+		var now post
+		if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&now); err != nil {
+			return s.classify(err)
+		}
+		stopped := now.Pending != nil && time.Since(now.Pending.At) >= helpAfter
+		switch {
+		case stopped:
+			if _, err := s.logged(ctx, c, now, true); err != nil {
+				return s.classify(err)
+			}
+			if now.Gone {
+				return store.ErrNotFound
+			}
+			return nil
+		case now.Gone, now.UserID != owner, version != store.AnyVersion && now.Version != version:
+			return store.ErrNotFound
+		case now.Pending == nil: // logged since the write was tried
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return s.classify(ctx.Err())
+		case <-time.After(wait/2 + rand.N(wait)):
+		}
+		wait = min(2*wait, 4*time.Millisecond)
+	}
+}
+
+// logPending logs the pending event of the post oid, if it has one, and clears it.
+func (s *Store) logPending(ctx context.Context, c *driver.Collection, oid bson.ObjectID) error {
+	var p post
+	err := c.FindOne(ctx, bson.D{{Key: "_id", Value: oid}, {Key: "ev", Value: bson.D{{Key: "$exists", Value: true}}}}).Decode(&p)
+	if errors.Is(err, driver.ErrNoDocuments) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = s.logged(ctx, c, p, true)
+	return err
+}
 // logged logs the pending event of p, the post as its write left it, then clears it: unsets ev,
 // or deletes the tombstone. found says that p was found pending, not written just now. A clear
 // that fails leaves the event pending, logged: the next write or RecoverEvents finds it logged,
@@ -293,18 +319,4 @@ func (s *Store) logged(ctx context.Context, c *driver.Collection, p post, found 
 			bson.D{{Key: "$unset", Value: bson.D{{Key: "ev", Value: ""}}}})
 	}
 	return e, nil
-}
-
-// logPending logs the pending event of the post oid, if it has one, and clears it.
-func (s *Store) logPending(ctx context.Context, c *driver.Collection, oid bson.ObjectID) error {
-	var p post
-	err := c.FindOne(ctx, bson.D{{Key: "_id", Value: oid}, {Key: "ev", Value: bson.D{{Key: "$exists", Value: true}}}}).Decode(&p)
-	if errors.Is(err, driver.ErrNoDocuments) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	_, err = s.logged(ctx, c, p, true)
-	return err
 }

@@ -32,6 +32,9 @@ type Options struct {
 	// Writers is how many goroutines the concurrent-writers behaviour runs at once; 0 means 32,
 	// the load at which the embedded store of earlier releases failed.
 	Writers int
+	// Updaters is how many goroutines update one post at once, and UpdateRounds how many times
+	// each does; 0 means 16 and 20.
+	Updaters, UpdateRounds int
 }
 
 // Run runs every behaviour against stores made by open, with the default Options.
@@ -50,7 +53,9 @@ func RunWith(t *testing.T, open Open, opts Options) {
 		{"lists come newest first", testList},
 		{"keyset pages have no gap or duplicate while others insert", testPagingWhileInserting},
 		{"updates are owner-checked", testUpdate},
-		{"concurrent updates of one post lose none", testConcurrentUpdates},
+		{"concurrent updates of one post lose none", func(t *testing.T, open Open) {
+			testConcurrentUpdates(t, open, cmp.Or(opts.Updaters, 16), cmp.Or(opts.UpdateRounds, 20))
+		}},
 		{"deletes are owner-checked", testDelete},
 		{fmt.Sprintf("%d concurrent writers all succeed", writers), func(t *testing.T, open Open) { testConcurrentWriters(t, open, writers) }},
 		{"versions start at 1 and grow by one with each update", testVersionsGrow},
@@ -379,12 +384,11 @@ func testUpdate(t *testing.T, open Open) {
 	}
 }
 
-func testConcurrentUpdates(t *testing.T, open Open) {
+func testConcurrentUpdates(t *testing.T, open Open, writers, rounds int) {
 	s := open(t)
 	insert(t, s, store.Post{ID: id(1), UserID: "alice", Title: "title 0", Body: ptr("body 0"), CreatedAt: base, UpdatedAt: base})
 	// Half the writers change only the title, half only the body: a write that read the post and
 	// wrote it back whole would undo the others' changes.
-	const writers, rounds = 16, 20
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*rounds)
 	for w := range writers {
