@@ -302,6 +302,7 @@ func (s *Store) logPending(ctx context.Context, c *driver.Collection, oid bson.O
 	_, err = s.logged(ctx, c, p, true)
 	return err
 }
+
 // logged logs the pending event of p, the post as its write left it, then clears it: unsets ev,
 // or deletes the tombstone. found says that p was found pending, not written just now. A clear
 // that fails leaves the event pending, logged: the next write or RecoverEvents finds it logged,
