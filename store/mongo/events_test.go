@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/mongo"
@@ -300,5 +302,98 @@ func TestAHoleIsFilledOnce(t *testing.T) {
 	again, upto, err := s.ReadEvents(t.Context(), first.Position, 10)
 	if err != nil || len(again) != 1 || upto != after.Position {
 		t.Errorf("read again: %d events up to %d, %v", len(again), upto, err)
+	}
+}
+
+// The log is read through indexes: MongoDB serves a range of _id sorted by _id from the _id
+// index, the search for pending events from the sparse index on ev.at, and the counter by its
+// _id. FerretDB v1 scans instead (it pushes down only a filter that is _id alone, and no range),
+// so what this checks is the shape of each query, as the driver sends it, and that the indexes
+// it needs exist.
+func TestTheLogIsReadThroughItsIndexes(t *testing.T) {
+	server := mongotest.FerretDB(t)
+	var (
+		mu   sync.Mutex
+		sent = map[string]bson.Raw{} // the last command of each name on each collection
+	)
+	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		var coll string
+		if v, err := e.Command.LookupErr(e.CommandName); err == nil {
+			coll, _ = v.StringValueOK()
+		}
+		mu.Lock()
+		sent[e.CommandName+" "+coll] = slices.Clone(e.Command)
+		mu.Unlock()
+	}}
+	name := fmt.Sprintf("shapes_%d", databases.Add(1))
+	s, err := mongo.Open(server.URI, name, options.Client().SetMonitor(monitor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	first, err := s.InsertPost(t.Context(), firstPost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ReadEvents(t.Context(), first.Position-1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecoverEvents(t.Context(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LastPosition(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	shape := func(command, coll, field string) string {
+		v, err := sent[command+" "+coll].LookupErr(field)
+		if err != nil {
+			return "none"
+		}
+		return v.String()
+	}
+	for _, c := range []struct{ command, coll, field, want string }{
+		{"find", mongo.EventsCollection, "filter", fmt.Sprintf(`{"_id": {"$gt": {"$numberLong":"%d"}}}`, first.Position-1)},
+		{"find", mongo.EventsCollection, "sort", `{"_id": {"$numberInt":"1"}}`},
+		{"find", mongo.PostsCollection, "filter", `{"ev.at": {"$lt": `},
+		{"find", mongo.CountersCollection, "filter", `{"_id": "events"}`},
+		{"findAndModify", mongo.CountersCollection, "query", `{"_id": "events"}`},
+	} {
+		if got := shape(c.command, c.coll, c.field); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s on %s: %s %s; want %s…", c.command, c.coll, c.field, got, c.want)
+		}
+	}
+	client, err := mongo.Connect(server.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mongo.Disconnect(client)
+	for coll, want := range map[string][]string{
+		mongo.PostsCollection:  {`{"ev.at": 1} sparse`},
+		mongo.EventsCollection: {`{"at": 1}`, `{"key": 1} unique`},
+	} {
+		specs, err := client.Database(name).Collection(coll).Indexes().ListSpecifications(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, spec := range specs {
+			d := spec.KeysDocument.String()
+			d = strings.NewReplacer(`{"$numberInt":"1"}`, "1", `{"$numberInt":"-1"}`, "-1").Replace(d)
+			if spec.Unique != nil && *spec.Unique {
+				d += " unique"
+			}
+			if spec.Sparse != nil && *spec.Sparse {
+				d += " sparse"
+			}
+			got = append(got, d)
+		}
+		for _, w := range want {
+			// FerretDB v1 keeps no sparse flag: the index is there, unflagged.
+			if !slices.Contains(got, w) && !slices.Contains(got, strings.TrimSuffix(w, " sparse")) {
+				t.Errorf("the indexes of %s are %v; want %s", coll, got, w)
+			}
+		}
 	}
 }
