@@ -17,9 +17,9 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/bench/bare"
 	"github.com/postsedge/caddy-posts/caddymodule"
-	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/handlers"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/posts/poststest"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/sqlite"
@@ -156,14 +156,18 @@ var module = caddymodule.Defaults()
 // API key, no JWKS), serving what it routes and 404 for the rest. Its resources are released
 // when b ends.
 func moduleHandler(b *testing.B, st store.Store) (http.Handler, error) {
-	broker := events.NewBroker[posts.Event](caddymodule.EventQueue)
-	b.Cleanup(broker.Close)
+	log, ok := st.(store.EventLog)
+	if !ok {
+		return nil, fmt.Errorf("%T keeps no event log", st)
+	}
+	broker, follower := poststest.Publishing(b, log, caddymodule.EventQueue)
 	svc := posts.NewService(posts.Config{
 		Store:    st,
 		Timeout:  time.Duration(module.Timeout),
 		MaxLimit: module.MaxLimit,
 		Logger:   zap.NewNop(),
 		Events:   broker,
+		Follower: follower,
 	})
 	graph, err := schema.New(svc, zap.NewNop(), module.GraphQLLimits())
 	if err != nil {
