@@ -37,9 +37,9 @@ test:
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run TestTheWriteAheadLogStaysBounded ./store/sqlite/
 	# The attacks of hostile_*_test.go measure time and memory, which the race detector multiplies.
-	$(GO) test -count=1 -run 'TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts' ./caddymodule/
+	$(GO) test -count=1 -run 'TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts' ./integration/
 	# The relay's multi-process tests (process_relay_load_test.go, process_relay_outage_test.go): 10,000 writes on FerretDB, and outages.
-	@out=$$($(GO) test -count=1 -v -run 'TestTwoCaddiesRelayAThousandWrites|TestTwoCaddiesOneKilledAndRestarted|TestTwoCaddiesWhileTheDatabaseIsDown' ./caddymodule/ 2>&1); status=$$?; \
+	@out=$$($(GO) test -count=1 -v -run 'TestTwoCaddiesRelayAThousandWrites|TestTwoCaddiesOneKilledAndRestarted|TestTwoCaddiesWhileTheDatabaseIsDown' ./integration/ 2>&1); status=$$?; \
 		if [ $$status -eq 0 ]; then echo "$$out" | grep -E '^(--- |ok )|process_relay'; else echo "$$out"; fi; exit $$status
 	$(MAKE) build
 	./caddy list-modules | grep -qx 'http.handlers.posts' || { echo "http.handlers.posts is not in ./caddy"; exit 1; }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,20 +57,11 @@ var (
 	idp      *identityProvider
 )
 
-// The tests of this package mostly wait: on a storage or a server timeout, on a process that
-// starts or is killed. So they run side by side where they share nothing:
-//   - a test that uses the in-process Caddy (its config, its sites, their stores, the stall
-//     proxy, the identity provider's outage switch) calls inProcess, and runs while no other such
-//     test does;
-//   - a test that runs `caddy` processes of its own, on a data_dir and ports of their own, calls
-//     ownProcesses, and runs beside those, a few at a time.
-//
-// A test that calls neither runs alone, before them: the ones of hostile_test.go, which measure
-// the time and memory of their process.
-var (
-	caddyInUse   sync.Mutex
-	processSlots = make(chan struct{}, 3)
-)
+// A test that uses the in-process Caddy (its config, its sites, their stores, the stall proxy,
+// the identity provider's outage switch) calls inProcess, and runs while no other such test
+// does, after the tests that do not. The tests that run `caddy` processes of their own are in
+// integration/.
+var caddyInUse sync.Mutex
 
 // inProcess makes t a parallel test that has the in-process Caddy to itself until it ends.
 func inProcess(t *testing.T) {
@@ -80,26 +70,8 @@ func inProcess(t *testing.T) {
 	t.Cleanup(caddyInUse.Unlock)
 }
 
-// ownProcesses makes t a parallel test that runs once one of processSlots is free.
-func ownProcesses(t *testing.T) {
-	t.Parallel()
-	processSlots <- struct{}{}
-	t.Cleanup(func() { <-processSlots })
-}
-
-// waitingTests is the -parallel of this package when none is given. A parallel test counts
-// against -parallel while it waits for its turn in inProcess or ownProcesses, which hold the
-// real limits, so the default of GOMAXPROCS (2 on the machines that run make test) would have
-// the in-process tests wait for one another in every slot.
-const waitingTests = 64
-
 func TestMain(m *testing.M) {
-	flag.Parse()
-	parallelGiven := false
-	flag.Visit(func(f *flag.Flag) { parallelGiven = parallelGiven || f.Name == "test.parallel" })
-	if !parallelGiven {
-		flag.Set("test.parallel", strconv.Itoa(waitingTests))
-	}
+	flag.Parse() // the test's flags, before startInProcessCaddy sets os.Args to Caddy's
 	dir, err := os.MkdirTemp("", "posts-e2e-")
 	if err != nil {
 		panic(err)

@@ -18,8 +18,9 @@ import (
 
 // Every answer of the REST API that these tests see is held against openapi/openapi.yaml, so
 // that the document cannot drift from the code: the in-process client reports to its test, and
-// every other request of the package (the processes' tests) goes through http.DefaultTransport,
-// which TestMain wraps and whose violations fail the run.
+// every other request of the package goes through http.DefaultTransport, which TestMain wraps and
+// whose violations fail the run. The tests that run Caddy as processes hold their answers to a
+// copy of this check (integration/openapi_check_test.go).
 
 // restDocument is openapi.yaml read once: its validator, and the methods of each path.
 var restDocument = sync.OnceValues(func() (checkedDocument, error) {

@@ -1,6 +1,6 @@
 // Persisted queries through Caddy run as a process: Apollo's automatic persisted queries, a
 // manifest's safelist, and the manifests that fail the config.
-package caddymodule
+package integration
 
 import (
 	"crypto/sha256"

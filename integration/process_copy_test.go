@@ -1,5 +1,5 @@
 // posts-copy between the embedded store and MongoDB (FerretDB), run as users run it.
-package caddymodule
+package integration
 
 import (
 	"bytes"

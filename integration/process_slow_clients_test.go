@@ -1,4 +1,4 @@
-package caddymodule
+package integration
 
 import (
 	"bufio"
@@ -164,6 +164,13 @@ func idleCloseAfter(addr string, limit time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("after %v idle: %v; want the server to close the connection", time.Since(answered).Round(time.Millisecond), err)
 	}
 	return time.Since(answered), nil
+}
+
+// wsMessage is a message of graphql-transport-ws.
+type wsMessage struct {
+	ID      string          `json:"id"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload"`
 }
 
 // patientSubscriber subscribes to postCreated on addr over graphql-transport-ws, sends nothing

@@ -1,5 +1,5 @@
 // posts-copy run again: after a part was copied, after Ctrl-C, onto a post that differs.
-package caddymodule
+package integration
 
 import (
 	"crypto/sha256"

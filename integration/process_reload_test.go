@@ -1,5 +1,5 @@
 // Reloads of a Caddy process: no request fails, nothing is left after the last unload.
-package caddymodule
+package integration
 
 import (
 	"fmt"

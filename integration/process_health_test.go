@@ -1,4 +1,4 @@
-package caddymodule
+package integration
 
 import (
 	"encoding/json"

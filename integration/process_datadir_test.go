@@ -1,5 +1,5 @@
 // A data_dir under stress: a second process, SIGKILL, a held write lock, 32 writers.
-package caddymodule
+package integration
 
 import (
 	"bytes"

@@ -3,7 +3,7 @@
 // The relay's multi-process tests that measure or take long: built without the race detector,
 // which multiplies FerretDB's work, and run on their own by `make test`, one after the other so
 // that their figures are their own.
-package caddymodule
+package integration
 
 import (
 	"fmt"

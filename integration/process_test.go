@@ -1,5 +1,5 @@
 // Harness of the tests that run Caddy as processes of their own (process_*_test.go).
-package caddymodule
+package integration
 
 import (
 	"bytes"
@@ -19,18 +19,21 @@ import (
 	"time"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	_ "modernc.org/sqlite"
 
+	_ "github.com/postsedge/caddy-posts" // the posts module, as xcaddy build --with registers it
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 // The tests of process_*_test.go run Caddy as processes of their own, as users run ./caddy: this test
-// binary, started again with childEnv set, is Caddy's main with the posts module in it. So a
-// process can be killed, a second one started on the same data_dir, and the commands run.
+// binary, started again with childEnv set, is Caddy's main with the posts module and Caddy's
+// standard modules in it (the blank imports above). So a process can be killed, a second one
+// started on the same data_dir, and the commands run.
 
 const childEnv = "CADDY_POSTS_TEST_CHILD"
 
-// testBinary is this binary's path, taken before caddytest (which sets os.Args) runs.
+// testBinary is this binary's path.
 var testBinary, _ = os.Executable()
 
 func init() {
@@ -232,4 +235,23 @@ func adminLoad(t *testing.T, admin, caddyfile string) {
 		body, _ := io.ReadAll(res.Body)
 		t.Fatalf("loading the config: %d %s", res.StatusCode, body)
 	}
+}
+
+// serveTCP listens on a free loopback port for as long as the tests run, hands each connection
+// to serve in its own goroutine, and returns the address.
+func serveTCP(serve func(net.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(conn)
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -2,7 +2,7 @@
 
 // Bounds on time: outside the race detector, in make test's step of such tests.
 
-package caddymodule
+package integration
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/postsedge/caddy-posts/caddymodule"
 	storemongo "github.com/postsedge/caddy-posts/store/mongo"
 )
 
@@ -228,7 +229,7 @@ func TestTheStoreDownUnderLoad(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	stored, err := client.Database(DefaultDatabase).Collection(storemongo.PostsCollection).CountDocuments(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	stored, err := client.Database(caddymodule.DefaultDatabase).Collection(storemongo.PostsCollection).CountDocuments(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

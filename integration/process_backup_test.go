@@ -1,5 +1,5 @@
 // Commands beside a Caddy process: backup while it serves, restore, FerretDB import.
-package caddymodule
+package integration
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postsedge/caddy-posts/caddymodule"
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/mongo"
 	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
@@ -111,7 +112,7 @@ func TestADataDirOfTheFerretDBStoreIsRefusedThenImported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := mongo.Open(server.URI, DefaultDatabase)
+	old, err := mongo.Open(server.URI, caddymodule.DefaultDatabase)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // A standalone FerretDB process for the tests that run several caddy processes on one database,
 // or stop the database under one: startFerretProcess.
-package caddymodule
+package integration
 
 import (
 	"encoding/binary"

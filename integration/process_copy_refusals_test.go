@@ -1,5 +1,5 @@
 // posts-copy refuses what it cannot copy, and changes nothing.
-package caddymodule
+package integration
 
 import (
 	"os"

@@ -1,6 +1,6 @@
 //go:build !race
 
-package caddymodule
+package integration
 
 import (
 	"fmt"

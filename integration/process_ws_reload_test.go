@@ -1,5 +1,5 @@
 // Reloads of a Caddy process under subscribers and requests: the measurement.
-package caddymodule
+package integration
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 //go:build linux
 
 // posts-copy's progress line, on a real terminal (a pseudo-terminal of Linux).
-package caddymodule
+package integration
 
 import (
 	"bytes"

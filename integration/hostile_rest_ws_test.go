@@ -1,7 +1,7 @@
 //go:build !race
 
 // Hostile clients: WebSocket shares taken, credentials and input bent, all refused.
-package caddymodule
+package integration
 
 import (
 	"bytes"

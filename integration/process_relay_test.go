@@ -1,6 +1,6 @@
 // Harness of the relay's multi-process tests (process_relay_*_test.go): two caddy processes on
 // one standalone FerretDB process, subscribers on each, and writers that go through both.
-package caddymodule
+package integration
 
 import (
 	"context"

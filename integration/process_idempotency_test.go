@@ -1,6 +1,6 @@
 // Idempotency keys across the life of a Caddy process: a kept answer after a restart, a key
 // after its TTL, and a SIGKILL between a post and its answer on MongoDB.
-package caddymodule
+package integration
 
 import (
 	"bytes"
@@ -17,9 +17,17 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/postsedge/caddy-posts/caddymodule"
 	storemongo "github.com/postsedge/caddy-posts/store/mongo"
 	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
 )
+
+// response is an answer of a process, read whole.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
 
 // keyedCreate POSTs body to the process's /posts with the API key of the process sites and the
 // Idempotency-Key key.
@@ -226,7 +234,7 @@ func TestASIGKILLBetweenAPostAndItsAnswerOnMongoDB(t *testing.T) {
 // ferretPosts lists the ids of the posts with title in the posts database of client.
 func ferretPosts(t *testing.T, client *mongo.Client, title string) []string {
 	t.Helper()
-	cursor, err := client.Database(DefaultDatabase).Collection("posts").Find(t.Context(), bson.D{{Key: "title", Value: title}})
+	cursor, err := client.Database(caddymodule.DefaultDatabase).Collection("posts").Find(t.Context(), bson.D{{Key: "title", Value: title}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +258,7 @@ func keyStatus(t *testing.T, client *mongo.Client, key string) int {
 	var doc struct {
 		Status int `bson:"status"`
 	}
-	err := client.Database(DefaultDatabase).Collection(storemongo.KeysCollection).
+	err := client.Database(caddymodule.DefaultDatabase).Collection(storemongo.KeysCollection).
 		FindOne(t.Context(), bson.D{{Key: "_id", Value: bson.D{{Key: "userId", Value: "alice"}, {Key: "key", Value: key}}}}).Decode(&doc)
 	if err != nil {
 		t.Fatalf("the record of %q: %v", key, err)

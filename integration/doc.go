@@ -1,0 +1,8 @@
+// Package integration tests the whole binary: Caddy with the posts module and Caddy's standard
+// modules run as processes of their own, as users run ./caddy (process_test.go; FerretDB as a
+// process of its own, process_ferretdb_test.go), and the hostile-client attacks on such a
+// process (hostile_test.go). As Caddy keeps caddytest/integration apart from its modules, these
+// tests are kept apart from caddymodule/'s, which test the module's code in one process.
+//
+// The package has no code but this comment and its tests.
+package integration
