@@ -162,6 +162,8 @@ func Of(err error) *Error {
 		return &Error{Code: Forbidden, Message: err.Error()}
 	case errors.Is(err, posts.ErrNotFound):
 		return &Error{Code: NotFound, Message: err.Error()}
+	case errors.Is(err, posts.ErrNotTried):
+		return &Error{Code: Unavailable, Message: posts.ErrNotTried.Error(), Cause: err}
 	case errors.Is(err, posts.ErrUnavailable):
 		return &Error{Code: Unavailable, Message: posts.ErrUnavailable.Error(), Cause: err}
 	case errors.Is(err, auth.ErrKeysUnavailable):

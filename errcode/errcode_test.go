@@ -60,6 +60,7 @@ func TestOfGivesEachErrorItsRow(t *testing.T) {
 		{"a missing post is NOT_FOUND", posts.ErrNotFound, errcode.NotFound, posts.ErrNotFound.Error(), ""},
 		{"a post at another version than expected is VERSION_CONFLICT", fmt.Errorf("update: %w", conflict), errcode.VersionConflict, conflict.Error(), ""},
 		{"a store that does not answer is UNAVAILABLE, its cause kept back", fmt.Errorf("%w: %w", posts.ErrUnavailable, cause), errcode.Unavailable, posts.ErrUnavailable.Error(), ""},
+		{"a store known down, not sent the request, is UNAVAILABLE saying so", fmt.Errorf("%w: %w", posts.ErrNotTried, cause), errcode.Unavailable, posts.ErrNotTried.Error(), ""},
 		{"key sets not fetched yet are UNAVAILABLE", auth.ErrKeysUnavailable, errcode.Unavailable, auth.ErrKeysUnavailable.Error(), ""},
 		{"a refused token is UNAUTHENTICATED", badToken, errcode.InvalidCredentials, "the token has expired", ""},
 		{"a malformed credential is a bad request", twice, errcode.MalformedCredentials, "the request has more than one bearer token", ""},

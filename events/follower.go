@@ -321,18 +321,20 @@ func (f *Follower) recoverLost(ctx context.Context) error {
 	return err
 }
 
-// every runs do every period, and RecoverAfter after each signal of soon, each under a timeout
-// (half the period, at least 1s), until ctx ends; a failure is counted at stage, and logged once
-// until do succeeds again.
+// every runs do every period, and RecoverAfter after each signal of soon (then also RecoverAfter
+// after a failure), each under a timeout (half the period, at least 1s), until ctx ends; a
+// failure is counted at stage, and logged once until do succeeds again.
 func (f *Follower) every(ctx context.Context, period time.Duration, soon <-chan struct{}, what, stage string, do func(context.Context) error) {
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
 	failing := false
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+		case <-retry:
 		case <-soon:
 			select {
 			case <-ctx.Done():
@@ -340,6 +342,7 @@ func (f *Follower) every(ctx context.Context, period time.Duration, soon <-chan 
 			case <-time.After(f.cfg.RecoverAfter):
 			}
 		}
+		retry = nil
 		call, cancel := context.WithTimeout(ctx, max(period/2, time.Second))
 		err := do(call)
 		cancel()
@@ -349,9 +352,12 @@ func (f *Follower) every(ctx context.Context, period time.Duration, soon <-chan 
 		case err != nil:
 			metrics.RelayError(stage)
 			if !failing {
-				f.cfg.Logger.Warn(what+" failed; trying again every "+period.String(), zap.Error(err))
+				f.cfg.Logger.Warn(what+" failed; trying again", zap.Error(err))
 			}
 			failing = true
+			if soon != nil { // again soon, rather than a period later
+				retry = time.After(f.cfg.RecoverAfter)
+			}
 		default:
 			failing = false
 		}

@@ -135,7 +135,7 @@ func TestHealthSaysWhenTheStoresBreakerIsOpen(t *testing.T) {
 	}
 	res, h := probe(t, http.MethodGet, url)
 	if res.StatusCode != http.StatusServiceUnavailable || h.Store.Status != "unavailable" || h.Store.Breaker != "open" ||
-		h.Store.Error != posts.ErrUnavailable.Error() || res.Header.Get("Retry-After") != "1" {
+		h.Store.Error != posts.ErrNotTried.Error() || res.Header.Get("Retry-After") != "1" {
 		t.Errorf("got %d %+v, Retry-After %q; want 503, the breaker open, Retry-After 1", res.StatusCode, h, res.Header.Get("Retry-After"))
 	}
 }

@@ -132,6 +132,15 @@ func (f *ferretProcess) stop() {
 	f.cmd = nil
 }
 
+// signal sends sig to the process: SIGSTOP and SIGCONT make a database that stalls, every
+// connection open and nothing answered, and goes on.
+func (f *ferretProcess) signal(sig syscall.Signal) {
+	f.t.Helper()
+	if err := f.cmd.Process.Signal(sig); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // hello is an OP_MSG of the command {hello: 1} to the admin database.
 var hello = func() []byte {
 	body, err := bson.Marshal(bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"}})

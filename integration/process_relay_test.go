@@ -29,11 +29,20 @@ type relayPair struct {
 func startRelayPair(t *testing.T, extra string) *relayPair {
 	t.Helper()
 	db := startFerretProcess(t)
-	config := func(port int) string {
-		return processConfig("off", port, "\t\tmongodb_uri "+db.URI+"\n\t\tdatabase relay\n\t\thealth_path /healthz"+extra)
+	return startRelayPairOn(t, db, db.URI, extra)
+}
+
+// startRelayPairOn starts two caddy processes on db: A reaches it through uriA (a proxy of the
+// test's, say), B directly.
+func startRelayPairOn(t *testing.T, db *ferretProcess, uriA, extra string) *relayPair {
+	t.Helper()
+	config := func(uri string) func(port int) string {
+		return func(port int) string {
+			return processConfig("off", port, "\t\tmongodb_uri "+uri+"\n\t\tdatabase relay\n\t\thealth_path /healthz"+extra)
+		}
 	}
 	portA, portB := freePort(t), freePort(t)
-	return &relayPair{db: db, a: startProcess(t, config(portA), portA), b: startProcess(t, config(portB), portB), config: config, portB: portB}
+	return &relayPair{db: db, a: startProcess(t, config(uriA)(portA), portA), b: startProcess(t, config(db.URI)(portB), portB), config: config(db.URI), portB: portB}
 }
 
 // relaySubscriber is a graphql-ws connection subscribed to every write, keeping, per post, what

@@ -22,6 +22,10 @@ var (
 	// ErrUnavailable: the database could not be reached or did not answer in time; nothing was
 	// reported as done.
 	ErrUnavailable = errors.New("the database is unavailable, try again shortly")
+	// ErrNotTried: the database is known to be down (its breaker is open), so the call was not
+	// sent to it: no post was written, and a write may be sent again as it is. It matches
+	// ErrUnavailable too.
+	ErrNotTried = fmt.Errorf("%w: it is down, and this request was not sent to it (no post was written)", ErrUnavailable)
 )
 
 // InvalidError is input that breaks a rule. It matches ErrInvalid with errors.Is.

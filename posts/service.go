@@ -135,6 +135,8 @@ func fromStore(err error) error {
 		return nil
 	case errors.Is(err, store.ErrNotFound):
 		return ErrNotFound
+	case errors.Is(err, store.ErrBreakerOpen):
+		return fmt.Errorf("%w: %w", ErrNotTried, err)
 	case errors.Is(err, store.ErrUnavailable):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

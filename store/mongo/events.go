@@ -1,6 +1,7 @@
 package mongo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -287,12 +288,16 @@ func (s *Store) RecoverEvents(ctx context.Context, before time.Time) (int, error
 	if err := cur.All(ctx, &pending); err != nil {
 		return 0, s.classify(err)
 	}
-	for i, p := range pending {
+	logged := 0
+	var first error
+	for _, p := range pending {
 		if _, err := s.logged(ctx, c, p, true); err != nil {
-			return i, s.classify(err)
+			first = cmp.Or(first, err)
+			continue
 		}
+		logged++
 	}
-	return len(pending), nil
+	return logged, s.classify(first)
 }
 
 var _ store.EventLog = (*Store)(nil)

@@ -17,6 +17,7 @@ import (
 	driver "go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	xdriver "go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"github.com/postsedge/caddy-posts/store"
@@ -181,7 +182,10 @@ func (s *Store) classify(err error) error {
 		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
 	case driver.IsTimeout(err), driver.IsNetworkError(err), s.closed.Load(),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, driver.ErrClientDisconnected), errors.As(err, &topology.ServerSelectionError{}):
+		errors.Is(err, driver.ErrClientDisconnected), errors.As(err, &topology.ServerSelectionError{}),
+		// A connection pool cleared by another operation's network error: this operation was
+		// not sent (it was a 500 until now: met when a connection drops under load).
+		errors.As(err, new(xdriver.RetryablePoolError)):
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err

@@ -88,6 +88,20 @@ func (p *FaultProxy) Arm(f Fault) {
 	p.faults = append(p.faults, f)
 }
 
+// Disarm drops the faults armed and not applied yet.
+func (p *FaultProxy) Disarm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults = nil
+}
+
+// Armed says how many faults wait for their command.
+func (p *FaultProxy) Armed() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.faults)
+}
+
 // Hits says how many times f was applied.
 func (p *FaultProxy) Hits(f Fault) int {
 	p.mu.Lock()
