@@ -7,10 +7,10 @@ package integration
 
 import (
 	"fmt"
-	"strings"
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
