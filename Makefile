@@ -29,18 +29,29 @@ caddy-ecosystem: $(SOURCES) xcaddy.ecosystem.json build/main.go build/go.mod
 run: caddy
 	./caddy run --config Caddyfile
 
+# The tests of integration/ that measure time or memory, or load the machine: each runs alone,
+# one after the other, after the others (the attacks of hostile_*_test.go, the relay's tests of
+# process_relay_*_test.go, the store down under load of process_breaker_test.go).
+TIMED := TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts|TestTwoCaddiesRelayAThousandWrites|TestTwoCaddiesOneKilledAndRestarted|TestTwoCaddiesWhileTheDatabaseIsDown|TestTwoCaddiesWithWritesCutAfterThePost|TestTwoCaddiesWhileTheDatabaseStalls|TestTheStoreDownUnderLoad
+
+# A step of make test prefixed with it says how long it took, once it ends.
+STEP = start=$$(date +%s); trap 'echo "[the step above took $$(( $$(date +%s) - start ))s]"' EXIT;
+
 test:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags integration ./integration/
 	$(GO) vet -tags ecosystem ./ecosystem/
 	cd build && $(GO) vet ./...
-	$(GO) test -race -count=1 ./...
-	$(GO) test -count=1 -run TestTheWriteAheadLogStaysBounded ./store/sqlite/
-	# The attacks of hostile_*_test.go measure time and memory, which the race detector multiplies.
-	$(GO) test -count=1 -run 'TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts' ./integration/
-	# The relay's multi-process tests (process_relay_load_test.go, process_relay_outage_test.go): 10,000 writes on FerretDB, and outages.
-	@out=$$($(GO) test -count=1 -v -run 'TestTwoCaddiesRelayAThousandWrites|TestTwoCaddiesOneKilledAndRestarted|TestTwoCaddiesWhileTheDatabaseIsDown' ./integration/ 2>&1); status=$$?; \
-		if [ $$status -eq 0 ]; then echo "$$out" | grep -E '^(--- |ok )|process_relay'; else echo "$$out"; fi; exit $$status
+	$(STEP) $(GO) test -race -count=1 ./...
+	# The packages' own tests built without the race detector (//go:build !race): bounds on time,
+	# and suites it would slow tenfold for no concurrency of ours (FerretDB's, SQLite's).
+	$(STEP) $(GO) test -count=1 -run '^(TestTheWriteAheadLogStaysBounded|TestTheRelayLagStaysWithinThreeIntervalsAtTenThousandEvents|TestConformanceOnFerretDB|TestCopy)$$' ./store/sqlite/ ./events/ ./store/mongo/ ./store/
+	# The whole binary, as processes (integration/): first all but the timed tests, then each of those alone.
+	$(STEP) $(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/
+	@echo "go test -tags integration -run TIMED ./integration/ (one after the other)"
+	@$(STEP) out=$$($(GO) test -count=1 -tags integration -parallel 1 -v -run '$(TIMED)' ./integration/ 2>&1); status=$$?; \
+		if [ $$status -eq 0 ]; then echo "$$out" | grep -E '^(--- |ok )|process_relay|process_breaker|hostile'; else echo "$$out"; fi; exit $$status
 	$(MAKE) build
 	./caddy list-modules | grep -qx 'http.handlers.posts' || { echo "http.handlers.posts is not in ./caddy"; exit 1; }
 	./caddy validate --config Caddyfile

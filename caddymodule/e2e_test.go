@@ -21,6 +21,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	_ "modernc.org/sqlite"
 
+	"github.com/postsedge/caddy-posts/openapi/openapitest"
 	"github.com/postsedge/caddy-posts/store"
 	storemongo "github.com/postsedge/caddy-posts/store/mongo"
 	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
@@ -96,9 +97,10 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	http.DefaultTransport = openAPIChecked{base: http.DefaultTransport, report: reportProcessViolation}
+	var violations openapitest.Violations
+	http.DefaultTransport = openapitest.Checked{Base: http.DefaultTransport, Report: violations.Report}
 	code := m.Run()
-	for _, v := range processViolations.found {
+	for _, v := range violations.Found() {
 		fmt.Fprintln(os.Stderr, "FAIL:", v)
 		code = 1
 	}
@@ -241,7 +243,7 @@ func startCaddy(t *testing.T) *client {
 	if t.Failed() {
 		t.FailNow()
 	}
-	tc.Client.Transport = openAPIChecked{base: tc.Client.Transport, report: t.Errorf}
+	tc.Client.Transport = openapitest.Checked{Base: tc.Client.Transport, Report: t.Errorf}
 	return &client{t: t, http: tc.Client}
 }
 

@@ -1,4 +1,4 @@
-//go:build !race
+//go:build integration
 
 // Hostile GraphQL: documents refused small and fast, huge responses cut off.
 package integration

@@ -1,4 +1,4 @@
-//go:build !race
+//go:build integration
 
 // Hostile clients: WebSocket shares taken, credentials and input bent, all refused.
 package integration

@@ -1,4 +1,4 @@
-//go:build !race
+//go:build integration
 
 // Harness of the hostile-client tests (hostile_*_test.go): a caddy run under attack.
 package integration
@@ -28,8 +28,7 @@ import (
 
 // The tests of hostile_*_test.go replay the attacks of issue 14 against a `caddy run` with the default
 // limits, and measure the process from outside: the time to the refusal, the size of the answer
-// and the growth of its resident memory. The race detector multiplies both time and memory, so
-// they build without it; `make test` runs them on their own.
+// and the growth of its resident memory: `make test` runs them on their own, one after the other.
 
 // hostile is a process under attack, with a client that keeps using it normally meanwhile.
 type hostile struct {

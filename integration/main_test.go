@@ -1,3 +1,5 @@
+//go:build integration
+
 // TestMain, and the schedule of the tests: a few processes' tests at a time.
 package integration
 
@@ -8,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/postsedge/caddy-posts/openapi/openapitest"
 )
 
 // The tests of this package mostly wait: on a process that starts or is killed, on a storage or
@@ -37,9 +41,10 @@ func TestMain(m *testing.M) {
 	if !parallelGiven {
 		flag.Set("test.parallel", strconv.Itoa(waitingTests))
 	}
-	http.DefaultTransport = openAPIChecked{base: http.DefaultTransport, report: reportProcessViolation}
+	var violations openapitest.Violations
+	http.DefaultTransport = openapitest.Checked{Base: http.DefaultTransport, Report: violations.Report}
 	code := m.Run()
-	for _, v := range processViolations.found {
+	for _, v := range violations.Found() {
 		fmt.Fprintln(os.Stderr, "FAIL:", v)
 		code = 1
 	}

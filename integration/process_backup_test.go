@@ -1,3 +1,5 @@
+//go:build integration
+
 // Commands beside a Caddy process: backup while it serves, restore, FerretDB import.
 package integration
 

@@ -1,6 +1,4 @@
-//go:build !race
-
-// Bounds on time: outside the race detector, in make test's step of such tests.
+//go:build integration
 
 package integration
 
@@ -18,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/postsedge/caddy-posts/caddymodule"
+	"github.com/postsedge/caddy-posts/openapi/openapitest"
 	storemongo "github.com/postsedge/caddy-posts/store/mongo"
 )
 
@@ -83,7 +82,7 @@ func TestTheStoreDownUnderLoad(t *testing.T) {
 	for w, worker := range outageWorkers {
 		wg.Go(func() {
 			transport := &timed{base: &http.Transport{}}
-			client := &http.Client{Timeout: 10 * time.Second, Transport: openAPIChecked{base: transport, report: t.Errorf}}
+			client := &http.Client{Timeout: 10 * time.Second, Transport: openapitest.Checked{Base: transport, Report: t.Errorf}}
 			for i := 0; ; i++ {
 				select {
 				case <-done:

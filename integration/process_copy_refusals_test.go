@@ -1,3 +1,5 @@
+//go:build integration
+
 // posts-copy refuses what it cannot copy, and changes nothing.
 package integration
 

@@ -1,3 +1,5 @@
+//go:build integration
+
 // posts-copy run again: after a part was copied, after Ctrl-C, onto a post that differs.
 package integration
 

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build integration && linux
 
 // posts-copy's progress line, on a real terminal (a pseudo-terminal of Linux).
 package integration

@@ -1,3 +1,5 @@
+//go:build integration
+
 // posts-copy between the embedded store and MongoDB (FerretDB), run as users run it.
 package integration
 

@@ -1,3 +1,5 @@
+//go:build integration
+
 // A data_dir under stress: a second process, SIGKILL, a held write lock, 32 writers.
 package integration
 
@@ -191,16 +193,6 @@ func TestAWriteBlockedPastTheTimeoutGets503(t *testing.T) {
 	if n := integrity(t, dir); n != 2 {
 		t.Errorf("%d posts stored; want 2 (the blocked one is not)", n)
 	}
-}
-
-// TestThirtyTwoWritersAtOnce has 32 users create, change and delete posts at once through Caddy,
-// on a store of 2,000 posts: no request fails. It is the race detector's run of
-// TestThirtyTwoWritersAtFortyThousandPosts (load_test.go): the same writers and requests, on a
-// store small enough to seed in a moment (the test takes about 2s under -race, against 12s at
-// 40,000 posts).
-func TestThirtyTwoWritersAtOnce(t *testing.T) {
-	ownProcesses(t)
-	writersAtOnce(t, 32, 2_000)
 }
 
 // writersAtOnce has users create, change and delete posts at once through a `caddy run` whose

@@ -1,3 +1,5 @@
+//go:build integration
+
 // A standalone FerretDB process for the tests that run several caddy processes on one database,
 // or stop the database under one: startFerretProcess.
 package integration

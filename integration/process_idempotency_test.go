@@ -1,3 +1,5 @@
+//go:build integration
+
 // Idempotency keys across the life of a Caddy process: a kept answer after a restart, a key
 // after its TTL, and a SIGKILL between a post and its answer on MongoDB.
 package integration

@@ -1,3 +1,5 @@
+//go:build integration
+
 // Persisted queries through Caddy run as a process: Apollo's automatic persisted queries, a
 // manifest's safelist, and the manifests that fail the config.
 package integration

@@ -1,7 +1,6 @@
-//go:build !race
+//go:build integration
 
-// The relay through faults: writes cut after the post, and a database that stalls. Bounds on
-// time (the waits for the recovery of pending events), so outside the race detector.
+// The relay through faults: writes cut after the post, and a database that stalls.
 
 package integration
 

@@ -1,8 +1,7 @@
-//go:build !race
+//go:build integration
 
-// The relay's multi-process tests that measure or take long: built without the race detector,
-// which multiplies FerretDB's work, and run on their own by `make test`, one after the other so
-// that their figures are their own.
+// The relay's multi-process tests that measure or take long: `make test` runs them on their own,
+// one after the other, so that their figures are their own.
 package integration
 
 import (

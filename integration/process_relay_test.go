@@ -1,3 +1,5 @@
+//go:build integration
+
 // Harness of the relay's multi-process tests (process_relay_*_test.go): two caddy processes on
 // one standalone FerretDB process, subscribers on each, and writers that go through both.
 package integration
@@ -382,10 +384,4 @@ func relayEveryWrite(t *testing.T, writes, writers, conns int, extra string) {
 	}
 	t.Logf("%d writes through two instances from %d writers in %v (%.0f/s); relay lag, from updatedAt to a subscriber of the other instance: %s",
 		writer.writes, writers, took.Round(time.Millisecond), float64(writer.writes)/took.Seconds(), percentiles(relayLags(writer, subs)))
-}
-
-// TestTwoCaddiesRelayEveryWrite is TestTwoCaddiesRelayAThousandWrites (process_relay_load_test.go)
-// on fewer writes and connections, with the defaults, under the race detector.
-func TestTwoCaddiesRelayEveryWrite(t *testing.T) {
-	relayEveryWrite(t, 400, 4, 1, "")
 }

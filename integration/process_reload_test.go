@@ -1,3 +1,5 @@
+//go:build integration
+
 // Reloads of a Caddy process: no request fails, nothing is left after the last unload.
 package integration
 

@@ -1,3 +1,5 @@
+//go:build integration
+
 // Harness of the tests that run Caddy as processes of their own (process_*_test.go).
 package integration
 

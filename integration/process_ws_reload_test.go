@@ -1,3 +1,5 @@
+//go:build integration
+
 // Reloads of a Caddy process under subscribers and requests: the measurement.
 package integration
 

@@ -52,21 +52,6 @@ func dropDatabase(t *testing.T, uri, name string) {
 	}
 }
 
-// TestConformanceOnFerretDB runs the suite on FerretDB, whose writes mongotest.FerretDB lets in
-// one at a time (see mongotest.OneWriteAtATime), with fewer concurrent writers: FerretDB pushes
-// down to SQLite only a filter on _id alone, so each owner-checked update and delete reads the
-// whole collection, and the concurrent writers' subtest costs about the square of their number
-// (under -race on 2 cores: 2.8s at 8 writers, 8.7s at 16, 28s at 32). What it checks of this
-// package, that calls sharing one client at once all succeed and none is lost, holds as well at
-// 8. The concurrent updates of one post wait for one another's events (a post takes its next
-// write once its last one's event is logged: four write commands, which FerretDB's one writer
-// at a time serializes with every other), so they are 8 updaters of 10 rounds here, and fewer
-// under the race detector. A real MongoDB (TestConformanceOnMongoDB) and the embedded store keep
-// 32 writers, and 16 updaters of 20 rounds.
-func TestConformanceOnFerretDB(t *testing.T) {
-	storetest.RunWith(t, opener(mongotest.FerretDB(t).URI), storetest.Options{Writers: 8 / raceSlowdown, Updaters: 8, UpdateRounds: 10 / raceSlowdown})
-}
-
 func TestConformanceOnMongoDB(t *testing.T) {
 	uri := mongotest.MongoDBURI()
 	if uri == "" {

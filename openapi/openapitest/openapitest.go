@@ -1,4 +1,8 @@
-package caddymodule
+// Package openapitest holds the answers of the REST API against openapi/openapi.yaml, for the
+// tests that send REST requests through Caddy (caddymodule's in-process ones, integration's to
+// processes), so that the document cannot drift from the code: a transport (Checked) that reports
+// each answer the document does not describe. Only tests import it.
+package openapitest
 
 import (
 	"bytes"
@@ -15,12 +19,6 @@ import (
 
 	"github.com/postsedge/caddy-posts/openapi"
 )
-
-// Every answer of the REST API that these tests see is held against openapi/openapi.yaml, so
-// that the document cannot drift from the code: the in-process client reports to its test, and
-// every other request of the package goes through http.DefaultTransport, which TestMain wraps and
-// whose violations fail the run. The tests that run Caddy as processes hold their answers to a
-// copy of this check (integration/openapi_check_test.go).
 
 // restDocument is openapi.yaml read once: its validator, and the methods of each path.
 var restDocument = sync.OnceValues(func() (checkedDocument, error) {
@@ -92,18 +90,19 @@ func sameSet(a, b []string) bool {
 	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
 }
 
-// openAPIChecked is base, telling report of each REST answer that breaks openapi.yaml.
-type openAPIChecked struct {
-	base   http.RoundTripper
-	report func(format string, args ...any)
+// Checked is Base, telling Report of each REST answer that breaks openapi.yaml.
+type Checked struct {
+	Base   http.RoundTripper
+	Report func(format string, args ...any)
 }
 
 // maxCheckedBody bounds the answers checked: the attacks' huge pages would only slow them down,
 // and their shape is that of the small ones.
 const maxCheckedBody = 1 << 20
 
-func (o openAPIChecked) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := o.base.RoundTrip(req)
+// RoundTrip sends req through Base, and checks the answer if it is the REST API's.
+func (o Checked) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := o.Base.RoundTrip(req)
 	if err != nil || !isREST(req.URL.Path) {
 		return res, err
 	}
@@ -115,11 +114,11 @@ func (o openAPIChecked) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	doc, derr := restDocument()
 	if derr != nil {
-		o.report("%v", derr)
+		o.Report("%v", derr)
 		return res, nil
 	}
 	if why := doc.check(req, res, body); len(why) > 0 {
-		o.report("%s %s answered %d, which openapi.yaml does not describe: %s\n%s", req.Method, req.URL, res.StatusCode, strings.Join(why, "; "), body)
+		o.Report("%s %s answered %d, which openapi.yaml does not describe: %s\n%s", req.Method, req.URL, res.StatusCode, strings.Join(why, "; "), body)
 	}
 	return res, nil
 }
@@ -137,14 +136,23 @@ type readCloser struct {
 	io.Closer
 }
 
-// processViolations are what the wrapped http.DefaultTransport found, for TestMain to report.
-var processViolations struct {
-	sync.Mutex
+// Violations gathers what a Checked transport shared by a whole test binary found
+// (http.DefaultTransport, wrapped in TestMain), for TestMain to report once the tests ran.
+type Violations struct {
+	mu    sync.Mutex
 	found []string
 }
 
-func reportProcessViolation(format string, args ...any) {
-	processViolations.Lock()
-	defer processViolations.Unlock()
-	processViolations.found = append(processViolations.found, fmt.Sprintf(format, args...))
+// Report keeps one violation; it is a Checked transport's Report.
+func (v *Violations) Report(format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.found = append(v.found, fmt.Sprintf(format, args...))
+}
+
+// Found returns the violations kept.
+func (v *Violations) Found() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.found)
 }

@@ -1,0 +1,28 @@
+//go:build !race
+
+// The conformance suite on FerretDB, outside the race detector: it would instrument FerretDB as
+// well (in-process), and take half a minute of make test's race step to check what the suite
+// on the embedded store checks there already; make test runs it in its step of such tests.
+
+package mongo_test
+
+import (
+	"testing"
+
+	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
+	"github.com/postsedge/caddy-posts/store/storetest"
+)
+
+// TestConformanceOnFerretDB runs the suite on FerretDB, whose writes mongotest.FerretDB lets in
+// one at a time (see mongotest.OneWriteAtATime), with fewer concurrent writers: FerretDB pushes
+// down to SQLite only a filter on _id alone, so each owner-checked update and delete reads the
+// whole collection, and the concurrent writers' subtest costs about the square of their number.
+// What it checks of this package, that calls sharing one client at once all succeed and none is
+// lost, holds as well at 8. The concurrent updates of one post wait for one another's events (a
+// post takes its next write once its last one's event is logged: four write commands, which
+// FerretDB's one writer at a time serializes with every other), so they are 8 updaters of 10
+// rounds here. A real MongoDB (TestConformanceOnMongoDB) and the embedded store keep 32 writers,
+// and 16 updaters of 20 rounds.
+func TestConformanceOnFerretDB(t *testing.T) {
+	storetest.RunWith(t, opener(mongotest.FerretDB(t).URI), storetest.Options{Writers: 8, Updaters: 8, UpdateRounds: 10})
+}
