@@ -44,9 +44,10 @@ test:
 	$(GO) vet -tags ecosystem ./ecosystem/
 	cd build && $(GO) vet ./...
 	$(STEP) $(GO) test -race -count=1 ./...
-	# The packages' own tests built without the race detector (//go:build !race): bounds on time,
-	# and suites it would slow tenfold for no concurrency of ours (FerretDB's, SQLite's).
-	$(STEP) $(GO) test -count=1 -run '^(TestTheWriteAheadLogStaysBounded|TestTheRelayLagStaysWithinThreeIntervalsAtTenThousandEvents|TestConformanceOnFerretDB|TestCopy)$$' ./store/sqlite/ ./events/ ./store/mongo/ ./store/
+	# The packages' tests again, without the race detector: what they check of time (only without
+	# it: internal/race), and the suites built without it only (//go:build !race), which it would
+	# slow tenfold for no concurrency of ours (FerretDB's, SQLite's).
+	$(STEP) $(GO) test -count=1 ./...
 	# The whole binary, as processes (integration/): first all but the timed tests, then each of those alone.
 	$(STEP) $(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/
 	@echo "go test -tags integration -run TIMED ./integration/ (one after the other)"

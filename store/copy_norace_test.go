@@ -2,7 +2,7 @@
 
 // TestCopy moves thousands of posts through the embedded store several times: a quarter of a
 // minute under the race detector, for a copy that runs on one goroutine. make test runs it in its
-// step of such tests.
+// step without the race detector.
 
 package store_test
 

@@ -2,7 +2,7 @@
 
 // The conformance suite on FerretDB, outside the race detector: it would instrument FerretDB as
 // well (in-process), and take half a minute of make test's race step to check what the suite
-// on the embedded store checks there already; make test runs it in its step of such tests.
+// on the embedded store checks there already; make test runs it in its step without it.
 
 package mongo_test
 
