@@ -224,6 +224,7 @@ type relayWriter struct {
 	want   map[string][]string
 	by     map[string]*caddyProcess // by post id and entry: "<id> u2"
 	writes int
+	on503  func(step int, id string, s chainStep, body []byte)
 }
 
 // newRelayWriter is a writer whose client waits long: a write that the client gave up on but
@@ -288,12 +289,21 @@ func (w *relayWriter) acknowledged(id string, s chainStep) {
 	w.writes++
 }
 
-// chain writes one post's chain, stopping at a write not answered as it should be.
+// chain writes one post's chain, stopping at a write not answered as it should be: a 503 is
+// told to on503 if set (the step, the post's id, the answer), else fails the test, as anything
+// else does.
 func (w *relayWriter) chain(first, second *caddyProcess, n int) {
 	var id string
 	for i := range 4 {
 		s := chainSteps(first, second, n, id)[i]
-		status, body, _ := w.write(s.on, s.method, s.path, s.body)
+		status, body, retryAfter := w.write(s.on, s.method, s.path, s.body)
+		if status == http.StatusServiceUnavailable && w.on503 != nil {
+			if retryAfter != "1" {
+				w.t.Errorf("%s %s: 503 with Retry-After %q; want 1", s.method, s.path, retryAfter)
+			}
+			w.on503(i, id, s, body)
+			return
+		}
 		if status != s.status {
 			w.t.Errorf("%s %s: %d %s", s.method, s.path, status, body)
 			return

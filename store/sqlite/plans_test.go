@@ -1,0 +1,73 @@
+//go:build !race
+
+// The query plans of lists: seeding the posts the planner needs costs seconds under the race
+// detector, for no concurrency; make test runs it in its step without it.
+
+package sqlite_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/sqlite"
+)
+
+func TestListsSearchAnIndexAndNeverSort(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, sqlite.Options{})
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 2000 { // enough rows for the planner to prefer an index to a scan on its own
+		p := store.Post{ID: store.NewID(base), UserID: fmt.Sprint("user", i%50), Title: "t", CreatedAt: base.Add(time.Duration(i) * time.Second), UpdatedAt: base}
+		if _, err := s.InsertPost(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := direct(t, dir)
+	tests := []struct {
+		name, query string
+		args        []any
+		index       string
+	}{
+		{"a post by id", sqlite.GetPostSQL, []any{"x"}, "PRIMARY KEY"},
+		{"an update, at any version or at one", sqlite.UpdatePostSQL, []any{"t", false, nil, 1, "x", "user1", 3}, "PRIMARY KEY (id=?)"},
+		{"a delete, at any version or at one", sqlite.DeletePostSQL, []any{"x", "user1", 3}, "PRIMARY KEY (id=?)"},
+		{"the first page and every later one", sqlite.ListSQL, []any{int64(1 << 62), "", 20}, "posts_newest"},
+		{"a user's pages", sqlite.ListByUserSQL, []any{"user1", int64(1 << 62), "", 20}, "posts_user_newest"},
+		{"a profile", sqlite.GetUserSQL, []any{"user1"}, "PRIMARY KEY"},
+		{"many profiles", sqlite.GetUsersSQL, []any{`["user1","user2"]`}, "PRIMARY KEY"},
+		{"a copy's pages of posts", sqlite.AllPostsSQL, []any{"", 1000}, "PRIMARY KEY (id>?)"},
+		{"a copy's pages of profiles", sqlite.AllUsersSQL, []any{"", 1000}, "PRIMARY KEY (id>?)"},
+		{"an idempotency key of a user", sqlite.GetKeySQL, []any{"user1", "k"}, "sqlite_autoindex_idempotency_keys_1"},
+		{"a sweep of expired idempotency keys", sqlite.DeleteExpiredKeysSQL, []any{int64(1 << 40), 1000}, "idempotency_keys_expiry"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, err := db.Query("EXPLAIN QUERY PLAN "+tc.query, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			text := strings.Join(plan, "; ")
+			for _, bad := range []string{"SCAN posts", "SCAN users", "SCAN idempotency_keys", "TEMP B-TREE"} {
+				if strings.Contains(text, bad) {
+					t.Errorf("plan %q has %q", text, bad)
+				}
+			}
+			if !strings.Contains(text, "SEARCH") || !strings.Contains(text, tc.index) {
+				t.Errorf("plan %q; want a SEARCH using %s", text, tc.index)
+			}
+		})
+	}
+}
