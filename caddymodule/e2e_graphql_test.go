@@ -29,7 +29,7 @@ import (
 //     commandLog, a proxy that records every command sent to the database, so that a test sees
 //     that a refused operation never reached it.
 //
-// On the main site (:9080) max_limit is 5.
+// On the main site max_limit is 5.
 const (
 	defaultsSite = "http://localhost:9085"
 	strictSite   = "http://localhost:9086"

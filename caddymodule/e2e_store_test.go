@@ -134,7 +134,7 @@ func TestTheStoreIsSharedAcrossReloads(t *testing.T) {
 
 	t.Run("the last config that uses a store releases it", func(t *testing.T) {
 		tc := caddytest.NewTester(t)
-		tc.InitServer("{\n\tadmin localhost:2999\n\thttp_port 9080\n\tgrace_period 1ns\n}\nhttp://localhost:9080 {\n\trespond \"no posts\"\n}\n", "caddyfile")
+		tc.InitServer(globalOptions()+"\n}\n"+site+" {\n\trespond \"no posts\"\n}\n", "caddyfile")
 		for _, key := range []string{embedded, stalled, dead} {
 			if _, ok := stores.References(key); ok {
 				t.Errorf("%s is still pooled", key)
@@ -193,51 +193,52 @@ func TestSynchronousFull(t *testing.T) {
 func TestBadConfigIsRefused(t *testing.T) {
 	inProcess(t)
 	startCaddy(t)
-	global := "{\n\tadmin localhost:2999\n\thttp_port 9080\n\tgrace_period 1ns\n}\n"
+	global := globalOptions() + "\n}\n"
+	// json is a config of one posts handler on site's port, with the fields given.
+	json := func(fields string) string {
+		return fmt.Sprintf(`{"admin": {"listen": "localhost:%d"}, "apps": {"http": {"servers": {"s": {"listen": [":%s"],
+			"routes": [{"handle": [{"handler": "posts", %s, "data_dir": %q}]}]}}}}}`, caddytest.Default.AdminPort, sitePort(site), fields, dataDir)
+	}
 	t.Run("an API key from an unset environment variable", func(t *testing.T) {
-		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tapi_key {env.POSTS_TEST_UNSET_KEY} alice\n\t}\n}\n",
+		caddytest.AssertLoadError(t, global+site+" {\n\tposts {\n\t\tapi_key {env.POSTS_TEST_UNSET_KEY} alice\n\t}\n}\n",
 			"caddyfile", "api_keys[0]: the key is empty (is its environment variable set?)")
 	})
 	t.Run("an API key whose user id holds a control character, in JSON", func(t *testing.T) {
-		caddytest.AssertLoadError(t, `{"admin": {"listen": "localhost:2999"}, "apps": {"http": {"servers": {"s": {"listen": [":9080"],
-			"routes": [{"handle": [{"handler": "posts", "api_keys": [{"key": "k", "user_id": "eve\u0001"}], "data_dir": "`+dataDir+`"}]}]}}}}}`,
+		caddytest.AssertLoadError(t, json(`"api_keys": [{"key": "k", "user_id": "eve\u0001"}]`),
 			"json", "api_keys[0]: the user id has a control character")
 	})
 	t.Run("a jwks_url that is not an http URL", func(t *testing.T) {
-		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tjwks_url ftp://keys.example.com/jwks.json\n\t}\n}\n",
+		caddytest.AssertLoadError(t, global+site+" {\n\tposts {\n\t\tjwks_url ftp://keys.example.com/jwks.json\n\t}\n}\n",
 			"caddyfile", `jwks_urls[0]: \"ftp://keys.example.com/jwks.json\" is not an http or https URL`)
 	})
 	t.Run("an issuer without a jwks_url", func(t *testing.T) {
-		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tissuer https://idp.example.com/\n\t}\n}\n",
+		caddytest.AssertLoadError(t, global+site+" {\n\tposts {\n\t\tissuer https://idp.example.com/\n\t}\n}\n",
 			"caddyfile", "issuers and audiences apply to bearer tokens, which need jwks_urls")
 	})
 	t.Run("an HMAC algorithm in JSON", func(t *testing.T) {
-		caddytest.AssertLoadError(t, `{"admin": {"listen": "localhost:2999"}, "apps": {"http": {"servers": {"s": {"listen": [":9080"],
-			"routes": [{"handle": [{"handler": "posts", "jwks_urls": ["https://idp.example.com/jwks.json"], "algorithms": ["HS256"], "data_dir": "`+dataDir+`"}]}]}}}}}`,
+		caddytest.AssertLoadError(t, json(`"jwks_urls": ["https://idp.example.com/jwks.json"], "algorithms": ["HS256"]`),
 			"json", `algorithms: \"HS256\" is not an accepted signing algorithm`)
 	})
 	t.Run("a negative max_limit in JSON", func(t *testing.T) {
-		caddytest.AssertLoadError(t, `{"admin": {"listen": "localhost:2999"}, "apps": {"http": {"servers": {"s": {"listen": [":9080"],
-			"routes": [{"handle": [{"handler": "posts", "max_limit": -1, "data_dir": "`+dataDir+`"}]}]}}}}}`,
+		caddytest.AssertLoadError(t, json(`"max_limit": -1`),
 			"json", "max_limit must be at least 1")
 	})
 	t.Run("a mongodb_uri from an unset environment variable", func(t *testing.T) {
-		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tmongodb_uri {env.POSTS_TEST_UNSET_URI}\n\t}\n}\n",
+		caddytest.AssertLoadError(t, global+site+" {\n\tposts {\n\t\tmongodb_uri {env.POSTS_TEST_UNSET_URI}\n\t}\n}\n",
 			"caddyfile", `mongodb_uri \"{env.POSTS_TEST_UNSET_URI}\" expands to nothing: is its environment variable set?`)
 	})
 	t.Run("synchronous with a mongodb_uri", func(t *testing.T) {
-		caddytest.AssertLoadError(t, global+"http://localhost:9080 {\n\tposts {\n\t\tmongodb_uri mongodb://127.0.0.1:1/\n\t\tsynchronous full\n\t}\n}\n",
+		caddytest.AssertLoadError(t, global+site+" {\n\tposts {\n\t\tmongodb_uri mongodb://127.0.0.1:1/\n\t\tsynchronous full\n\t}\n}\n",
 			"caddyfile", "synchronous applies to the embedded store")
 	})
 	t.Run("two sites on one data_dir with different synchronous", func(t *testing.T) {
 		// dataDir is the running config's: the refused config must leave its store as it is.
-		sites := fmt.Sprintf("http://localhost:9080 {\n\tposts {\n\t\tdata_dir %s\n\t\tsynchronous normal\n\t}\n}\n"+
-			"http://localhost:9083 {\n\tposts {\n\t\tdata_dir %s\n\t\tsynchronous full\n\t}\n}\n", dataDir, dataDir)
+		sites := fmt.Sprintf("%s {\n\tposts {\n\t\tdata_dir %s\n\t\tsynchronous normal\n\t}\n}\n"+
+			"%s {\n\tposts {\n\t\tdata_dir %s\n\t\tsynchronous full\n\t}\n}\n", site, dataDir, basicSite, dataDir)
 		caddytest.AssertLoadError(t, global+sites, "caddyfile", "data_dir "+dataDir+": the sites that use it set different synchronous values")
 	})
 	t.Run("a synchronous that is neither normal nor full in JSON", func(t *testing.T) {
-		caddytest.AssertLoadError(t, `{"admin": {"listen": "localhost:2999"}, "apps": {"http": {"servers": {"s": {"listen": [":9080"],
-			"routes": [{"handle": [{"handler": "posts", "synchronous": "fast", "data_dir": "`+dataDir+`"}]}]}}}}}`,
+		caddytest.AssertLoadError(t, json(`"synchronous": "fast"`),
 			"json", `synchronous must be normal or full, not \"fast\"`)
 	})
 	t.Run("the running config still serves", func(t *testing.T) {

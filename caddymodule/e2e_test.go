@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,29 +29,28 @@ import (
 )
 
 // The end-to-end tests run a real Caddy in this process (caddytest) with the posts module on
-// these sites:
-//   - :9080, the embedded store in dataDir, with API keys for alice (in clear, with a profile) and
+// these sites, each on a port free when the tests start (so that two runs of the tests can share a
+// machine), as is Caddy's admin endpoint (caddytest.Default.AdminPort):
+//   - site, the embedded store in dataDir, with API keys for alice (in clear, with a profile) and
 //     bob (as a digest), and bearer tokens signed by the keys of the test's JWKS server (idp);
-//   - :9081, a mongodb_uri that reaches the tests' FerretDB (ferret) through a TCP proxy the
+//   - stalledSite, a mongodb_uri that reaches the tests' FerretDB (ferret) through a TCP proxy the
 //     tests can stall, to push a storage operation past its timeout;
-//   - :9082, a mongodb_uri where no database listens;
-//   - :9083, basic_auth in front of the posts of dataDir.
+//   - deadSite, a mongodb_uri where no database listens;
+//   - basicSite, basic_auth in front of the posts of dataDir.
 //
 // So two stores hold posts: the SQLite file dataDir/posts.db, which every data_dir site shares,
 // and the FerretDB of the mongodb_uri sites. The tests read both straight from the outside, as a
 // user would with the sqlite3 shell or mongosh, never through the server.
 
 const (
-	site        = "http://localhost:9080"
-	stalledSite = "http://localhost:9081"
-	deadSite    = "http://localhost:9082"
-	basicSite   = "http://localhost:9083"
-
 	aliceKey = "alice-key"
 	bobKey   = "bob-key"
 )
 
 var (
+	site, stalledSite, deadSite, basicSite string // http://localhost:<port>
+	httpsPort                              int    // Caddy's https_port, where nothing listens
+
 	dataDir  string
 	ferret   *mongotest.Server // the MongoDB of the mongodb_uri sites
 	ferretDB *mongo.Client     // the tests' own connection to it
@@ -78,6 +78,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	dataDir = dir
+	caddytest.Default.AdminPort = freePort()
+	site, stalledSite, deadSite, basicSite = freeSite(), freeSite(), freeSite(), freeSite()
+	httpsPort = freePort()
 	ferretDir, err := os.MkdirTemp("", "posts-e2e-ferretdb-")
 	if err != nil {
 		panic(err)
@@ -168,11 +171,8 @@ func prepareFerretDB() error {
 
 func config() string {
 	bobDigest := sha256.Sum256([]byte(bobKey))
-	return fmt.Sprintf(`{
-	admin localhost:2999
-	http_port 9080
-	https_port 9443
-	grace_period 1ns
+	return fmt.Sprintf(`%s
+	https_port %d
 	skip_install_trust
 }
 
@@ -230,10 +230,31 @@ func config() string {
 		timeout 500ms
 	}
 }
-`, site, accessLog(), dataDir, idp.URL+"/jwks.json", issuer, audience, aliceKey, bobDigest,
+`, globalOptions(), httpsPort, site, accessLog(), dataDir, idp.URL+"/jwks.json", issuer, audience, aliceKey, bobDigest,
 		basicSite, daveHash, dataDir, idp.URL+"/jwks.json", aliceKey,
 		stalledSite, proxy.addr, aliceKey, deadSite, aliceKey)
 }
+
+// globalOptions are the first lines of the in-process Caddy's every config: its admin endpoint,
+// site's port as the HTTP port, no grace period; the global block is still open.
+func globalOptions() string {
+	return fmt.Sprintf("{\n\tadmin localhost:%d\n\thttp_port %s\n\tgrace_period 1ns", caddytest.Default.AdminPort, sitePort(site))
+}
+
+// freePort is a TCP port that was free on the loopback a moment ago.
+func freePort() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func freeSite() string { return fmt.Sprintf("http://localhost:%d", freePort()) }
+
+// sitePort is the port of a site's address.
+func sitePort(site string) string { return site[strings.LastIndex(site, ":")+1:] }
 
 // startCaddy loads the test config into the in-process Caddy (a no-op when it is running already).
 func startCaddy(t *testing.T) *client {

@@ -60,7 +60,7 @@ func closedAt(t *testing.T, ws *websocket.Conn, within time.Duration) (websocket
 // the status of the answer.
 func loadInProcess(t *testing.T, caddyfile string) int {
 	t.Helper()
-	req, _ := http.NewRequest("POST", "http://localhost:2999/load", strings.NewReader(caddyfile))
+	req, _ := http.NewRequest("POST", fmt.Sprintf("http://localhost:%d/load", caddytest.Default.AdminPort), strings.NewReader(caddyfile))
 	req.Header.Set("Content-Type", "text/caddyfile")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

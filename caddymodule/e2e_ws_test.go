@@ -13,8 +13,8 @@ import (
 // wsDial opens a graphql-transport-ws connection to the main site, through Caddy.
 func wsDial(t *testing.T, subprotocol string) *websocket.Conn {
 	t.Helper()
-	c, res, err := websocket.Dial(t.Context(), "ws://127.0.0.1:9080/graphql", &websocket.DialOptions{
-		Subprotocols: []string{subprotocol}, Host: "localhost:9080",
+	c, res, err := websocket.Dial(t.Context(), "ws://127.0.0.1:"+sitePort(site)+"/graphql", &websocket.DialOptions{
+		Subprotocols: []string{subprotocol}, Host: strings.TrimPrefix(site, "http://"),
 	})
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, res)
