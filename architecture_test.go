@@ -1,3 +1,9 @@
+//go:build !race
+
+// Checks of the documents against the code: nothing concurrent, and a test binary that links
+// the whole module and Caddy, which the race detector makes slow to link; make test runs them in
+// its step without it.
+
 package caddyposts
 
 import (

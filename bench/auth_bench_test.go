@@ -1,3 +1,8 @@
+//go:build !race
+
+// Benchmarks only, which go test -race does not run: left out of its build rather than linked
+// with the race detector for nothing.
+
 // Benchmarks of authenticated reads against anonymous ones: BenchmarkGetPost and BenchmarkVerify.
 
 package bench

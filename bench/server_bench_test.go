@@ -1,3 +1,8 @@
+//go:build !race
+
+// Benchmarks only, which go test -race does not run: left out of its build rather than linked
+// with the race detector for nothing.
+
 // The benchmarks' server: a real Caddy with the posts module, its identity provider, a seeded post.
 
 package bench

@@ -1,3 +1,8 @@
+//go:build !race
+
+// Benchmarks only, which go test -race does not run: left out of its build rather than linked
+// with the race detector for nothing.
+
 // BenchmarkSubscriptions' baselines: a handshake-only listener, a minimal coder/websocket server.
 
 package bench

@@ -1,3 +1,8 @@
+//go:build !race
+
+// Benchmarks only, which go test -race does not run: left out of its build rather than linked
+// with the race detector for nothing.
+
 // BenchmarkSubscriptions' measurements: memory snapshots, phases of idle connections, medians.
 
 package bench

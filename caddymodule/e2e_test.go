@@ -78,6 +78,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	dataDir = dir
+	reloadCloseSpread = time.Second // the reload tests wait for it twice
 	caddytest.Default.AdminPort = freePort()
 	site, stalledSite, deadSite, basicSite = freeSite(), freeSite(), freeSite(), freeSite()
 	httpsPort = freePort()

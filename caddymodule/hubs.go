@@ -21,7 +21,8 @@ var hubs = caddy.NewUsagePool()
 
 // reloadCloseSpread is how long the connections of a hub that no config keeps any more take to
 // close: each at its own moment within it, so that their clients do not all reconnect at once.
-const reloadCloseSpread = 5 * time.Second
+// (A variable for the tests, which wait it out.)
+var reloadCloseSpread = 5 * time.Second
 
 // pooledHub makes a hub a pool value.
 type pooledHub struct{ *handlers.Hub }

@@ -1,3 +1,8 @@
+//go:build !race
+
+// Benchmarks only, which go test -race does not run: left out of its build rather than linked
+// with the race detector for nothing.
+
 package metrics
 
 import (

@@ -1,3 +1,8 @@
+//go:build !race
+
+// A benchmark, measured without the race detector; left out of its build, the package's race
+// test binary links no FerretDB.
+
 package store_test
 
 import (

@@ -1,8 +1,8 @@
 //go:build !race
 
-// TestCopy moves thousands of posts through the embedded store several times: a quarter of a
-// minute under the race detector, for a copy that runs on one goroutine. make test runs it in its
-// step without the race detector.
+// TestCopy moves thousands of posts through the embedded store several times, and
+// TestCopyBatchesStayUnderMaxBatchBytes 10 MB: a quarter of a minute under the race detector, for
+// a copy that runs on one goroutine. make test runs them in its step without the race detector.
 
 package store_test
 
@@ -10,9 +10,11 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 func TestCopy(t *testing.T) {
@@ -150,4 +152,42 @@ func TestCopy(t *testing.T) {
 			t.Errorf("posts: %+v; want %s missing", got, late.ID)
 		}
 	})
+}
+
+func TestCopyBatchesStayUnderMaxBatchBytes(t *testing.T) {
+	source := open(t)
+	var big []store.Post
+	for i := 1; i <= 100; i++ {
+		p := post(i)
+		p.Body = ptr(strings.Repeat("é", 50_000)) // 100 KB each, 10 MB in all
+		big = append(big, p)
+	}
+	if _, err := source.InsertPosts(t.Context(), big); err != nil {
+		t.Fatal(err)
+	}
+	target := &recordingTarget{Store: open(t)}
+	copyOK(t, source, target, store.CopyOptions{Batch: 1000})
+	if len(target.batches) < 2 {
+		t.Errorf("%d batch(es) of 10 MB; want them cut at %d bytes", len(target.batches), store.MaxBatchBytes)
+	}
+	for _, size := range target.batches {
+		if size > store.MaxBatchBytes+big[0].Size() {
+			t.Errorf("a batch of %d bytes", size)
+		}
+	}
+}
+
+// recordingTarget records the size of each batch of posts inserted into a real store.
+type recordingTarget struct {
+	*sqlite.Store
+	batches []int
+}
+
+func (r *recordingTarget) InsertPosts(ctx context.Context, posts []store.Post) (int, error) {
+	size := 0
+	for _, p := range posts {
+		size += p.Size()
+	}
+	r.batches = append(r.batches, size)
+	return r.Store.InsertPosts(ctx, posts)
 }

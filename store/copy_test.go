@@ -80,44 +80,6 @@ func copyOK(t *testing.T, from store.CopySource, to store.CopyTarget, opts store
 	return done
 }
 
-func TestCopyBatchesStayUnderMaxBatchBytes(t *testing.T) {
-	source := open(t)
-	var big []store.Post
-	for i := 1; i <= 100; i++ {
-		p := post(i)
-		p.Body = ptr(strings.Repeat("é", 50_000)) // 100 KB each, 10 MB in all
-		big = append(big, p)
-	}
-	if _, err := source.InsertPosts(t.Context(), big); err != nil {
-		t.Fatal(err)
-	}
-	target := &recordingTarget{Store: open(t)}
-	copyOK(t, source, target, store.CopyOptions{Batch: 1000})
-	if len(target.batches) < 2 {
-		t.Errorf("%d batch(es) of 10 MB; want them cut at %d bytes", len(target.batches), store.MaxBatchBytes)
-	}
-	for _, size := range target.batches {
-		if size > store.MaxBatchBytes+big[0].Size() {
-			t.Errorf("a batch of %d bytes", size)
-		}
-	}
-}
-
-// recordingTarget records the size of each batch of posts inserted into a real store.
-type recordingTarget struct {
-	*sqlite.Store
-	batches []int
-}
-
-func (r *recordingTarget) InsertPosts(ctx context.Context, posts []store.Post) (int, error) {
-	size := 0
-	for _, p := range posts {
-		size += p.Size()
-	}
-	r.batches = append(r.batches, size)
-	return r.Store.InsertPosts(ctx, posts)
-}
-
 func TestCopyRefusesASourceOutOfOrder(t *testing.T) {
 	source := listedSource{post(2), post(1)}
 	_, err := store.Copy(t.Context(), source, open(t), store.CopyOptions{})
