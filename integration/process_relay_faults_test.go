@@ -51,37 +51,24 @@ func newTolerantWriter(t *testing.T) *tolerantWriter {
 // run writes chains from writers goroutines, alternating which instance creates, while during
 // runs beside them: at least n writes' worth, a chain every 10ms, and on until during returns.
 func (w *tolerantWriter) run(a, b *caddyProcess, n, writers int, during func()) {
-	var wg sync.WaitGroup
-	chains := make(chan int)
-	for range writers {
-		wg.Go(func() {
-			for i := range chains {
-				if i%2 == 0 {
-					w.chain(a, b, i)
-				} else {
-					w.chain(b, a, i)
-				}
-			}
-		})
-	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		during()
 	}()
-	for i := 0; ; i++ {
-		if i >= n/4 {
-			select {
-			case <-done:
-				close(chains)
-				wg.Wait()
-				return
-			default:
+	w.writeChains(a, b, writers, func(chains chan<- int) {
+		for i := 0; ; i++ {
+			if i >= n/4 {
+				select {
+				case <-done:
+					return
+				default:
+				}
 			}
+			chains <- i
+			time.Sleep(10 * time.Millisecond)
 		}
-		chains <- i
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
 }
 
 // checkNeverHalf waits until the subscribers agree, and past the recovery of pending events,

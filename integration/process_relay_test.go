@@ -321,6 +321,18 @@ func (w *relayWriter) chain(first, second *caddyProcess, n int) {
 // run writes chains from writers goroutines until n writes are done, alternating which
 // instance creates; it returns the per-post events expected, of these chains and earlier ones.
 func (w *relayWriter) run(a, b *caddyProcess, n, writers int) map[string][]string {
+	w.writeChains(a, b, writers, func(chains chan<- int) {
+		for i := range n / 4 {
+			chains <- i
+		}
+	})
+	return w.want
+}
+
+// writeChains writes the chains that feed sends from writers goroutines, the even ones created
+// through a and the odd ones through b, and returns once feed has returned and every chain is
+// written.
+func (w *relayWriter) writeChains(a, b *caddyProcess, writers int, feed func(chan<- int)) {
 	var wg sync.WaitGroup
 	chains := make(chan int)
 	for range writers {
@@ -334,12 +346,9 @@ func (w *relayWriter) run(a, b *caddyProcess, n, writers int) map[string][]strin
 			}
 		})
 	}
-	for i := range n / 4 {
-		chains <- i
-	}
+	feed(chains)
 	close(chains)
 	wg.Wait()
-	return w.want
 }
 
 // relayLags are the times from a post's updatedAt to a subscriber's receipt of its create or

@@ -43,7 +43,8 @@ func newStore(t testing.TB) store.Store {
 }
 
 // publishing returns a broker that gets the events of st's log through a follower, started, as
-// Provision runs one, and the follower to offer the service's writes to.
+// Provision runs one, and the follower to offer the service's writes to: poststest.Publishing,
+// which this package's own tests cannot import (it imports posts).
 func publishing(t testing.TB, st store.Store) (*events.Broker[Event], *events.Follower) {
 	t.Helper()
 	broker := events.NewBroker[Event](100)
