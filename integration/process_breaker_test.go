@@ -26,7 +26,7 @@ var outageWorkers = []string{"list", "list", "get", "get", "create", "create"}
 const (
 	outage     = 20 * time.Second        // the database is down this long, as in issue 18
 	outagePace = 40 * time.Millisecond   // between the requests of a worker
-	fastEnough = 50 * time.Millisecond   // an answer of an open breaker
+	fastEnough = 250 * time.Millisecond  // an answer of an open breaker (p99): 3 ms measured alone, 90 ms beside another make test; a closed breaker's call waits the 5s timeout
 	recovery   = 1250 * time.Millisecond // from the database answering to the first success: 1s and a margin
 	openWithin = 3 * time.Second         // from the database going down to the breaker open: StallAfter (1s), and a margin
 )
