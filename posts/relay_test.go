@@ -129,7 +129,7 @@ func TestTwoInstancesOnOneMongoDBSeeEachOthersWrites(t *testing.T) {
 			}
 			want = append(want, "created 1")
 		}
-		time.Sleep(time.Second) // five look-backs
+		time.Sleep(time.Second) // B tries its read every interval meanwhile
 		if stalled, _ := b.follower.Stalled(); stalled {
 			t.Error("B is stalled after 1s; the bound is 5s")
 		}
