@@ -378,7 +378,10 @@ func percentiles(d []time.Duration) string {
 
 // relayEveryWrite spreads writes over the two instances of a relay pair from writers goroutines,
 // with conns subscribers (connections of three subscriptions each) on each instance: each gets
-// every event once, each post's in the order written.
+// every event once, each post's in the order written. On a machine loaded enough that FerretDB
+// answers nothing for a second while calls wait (beside another make test), the breaker opens
+// and answers some writes 503: those are checked as the fault tests check them, reaching every
+// subscriber or none.
 func relayEveryWrite(t *testing.T, writes, writers, conns int, extra string) {
 	pair := startRelayPair(t, extra)
 	a, b := pair.a, pair.b
@@ -394,13 +397,17 @@ func relayEveryWrite(t *testing.T, writes, writers, conns int, extra string) {
 		subs[s], byName[name] = on, s
 		names = append(names, name)
 	}
-	writer := newRelayWriter(t)
+	writer := newTolerantWriter(t)
 	start := time.Now()
-	want := writer.run(a, b, writes, writers)
+	want := writer.relayWriter.run(a, b, writes, writers)
 	took := time.Since(start)
-	for _, name := range names {
-		byName[name].check(t, name, want, nil)
+	if writer.failures == 0 {
+		for _, name := range names {
+			byName[name].check(t, name, want, nil)
+		}
+	} else {
+		writer.checkNeverHalf(t, byName)
 	}
 	t.Logf("%d writes through two instances from %d writers in %v (%.0f/s); relay lag, from updatedAt to a subscriber of the other instance: %s",
-		writer.writes, writers, took.Round(time.Millisecond), float64(writer.writes)/took.Seconds(), percentiles(relayLags(writer, subs)))
+		writer.writes, writers, took.Round(time.Millisecond), float64(writer.writes)/took.Seconds(), percentiles(relayLags(writer.relayWriter, subs)))
 }
