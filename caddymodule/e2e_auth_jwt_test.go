@@ -15,15 +15,16 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/auth/authtest"
 )
 
 func TestBearerTokens(t *testing.T) {
 	inProcess(t)
 	c := startCaddy(t)
-	aliceToken := idp.token(claims("alice"), "RS256")
+	aliceToken := idp.Token(authtest.Claims("alice"), "RS256")
 
 	t.Run("a post created with a token belongs to the token's subject", func(t *testing.T) {
-		res := c.do("POST", site+"/posts", `{"title": "by token"}`, bearer(idp.token(claims("carol"), "ES256")), jsonBody)
+		res := c.do("POST", site+"/posts", `{"title": "by token"}`, bearer(idp.Token(authtest.Claims("carol"), "ES256")), jsonBody)
 		var p postOut
 		res.decode(t, &p)
 		if res.status != 201 || p.UserID != "carol" {
@@ -47,9 +48,9 @@ func TestBearerTokens(t *testing.T) {
 		{"a token not valid yet", func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Hour).Unix() }, "not valid yet"},
 	}
 	for _, tc := range refused {
-		c1 := claims("alice")
+		c1 := authtest.Claims("alice")
 		tc.mutate(c1)
-		token := idp.token(c1, "RS256")
+		token := idp.Token(c1, "RS256")
 		t.Run(tc.name+" gets 401 invalid_token on a write and changes nothing", func(t *testing.T) {
 			before := stored(t)
 			res := c.do("POST", site+"/posts", `{"title": "refused"}`, bearer(token), jsonBody)
@@ -97,7 +98,7 @@ func TestBearerTokens(t *testing.T) {
 
 	t.Run("the caller and the token's claims are in the placeholders", func(t *testing.T) {
 		res := c.do("GET", site+"/posts", "", bearer(aliceToken))
-		want := map[string]string{"X-Auth-User": "alice", "X-Auth-Name": "Name of alice", "X-Auth-Iss": issuer}
+		want := map[string]string{"X-Auth-User": "alice", "X-Auth-Name": "Name of alice", "X-Auth-Iss": authtest.Issuer}
 		for name, value := range want {
 			if got := res.header.Get(name); got != value {
 				t.Errorf("%s = %q; want %q", name, got, value)
@@ -118,9 +119,9 @@ func TestBearerTokens(t *testing.T) {
 	})
 
 	t.Run("a write saves the caller's profile from the token, or from the API key's config", func(t *testing.T) {
-		erin := claims("erin")
+		erin := authtest.Claims("erin")
 		erin["name"], erin["email"] = "Erin Example", "erin@example.com"
-		c.create(bearer(idp.token(erin, "RS256")), "erin writes")
+		c.create(bearer(idp.Token(erin, "RS256")), "erin writes")
 		c.create(asAlice, "alice writes")
 		c.create(asBob, "bob writes")
 		want := map[string]string{
@@ -212,8 +213,8 @@ func storedUser(t *testing.T, id string) string {
 func TestJWKSOutage(t *testing.T) {
 	inProcess(t)
 	startCaddy(t)
-	idp.failing.Store(true)
-	t.Cleanup(func() { idp.failing.Store(false) })
+	idp.Failing.Store(true)
+	t.Cleanup(func() { idp.Failing.Store(false) })
 	// A URL of its own, so a new key set is pooled; refreshed every second to see the outage.
 	outage := fmt.Sprintf("\nhttp://localhost:9084 {\n\tposts {\n\t\tdata_dir %s\n\t\tjwks_url %s/jwks.json?outage\n\t\tjwks_refresh 1s\n\t}\n}\n", dataDir, idp.URL)
 	tc := caddytest.NewTester(t)
@@ -222,7 +223,7 @@ func TestJWKSOutage(t *testing.T) {
 	const outageSite = "http://localhost:9084"
 
 	t.Run("a token before any key is fetched gets 503 with Retry-After", func(t *testing.T) {
-		res := c.do("POST", outageSite+"/posts", `{"title": "too early"}`, bearer(idp.token(claims("alice"), "RS256")), jsonBody)
+		res := c.do("POST", outageSite+"/posts", `{"title": "too early"}`, bearer(idp.Token(authtest.Claims("alice"), "RS256")), jsonBody)
 		res.wantError(t, 503, "keys have not been fetched")
 		if got := res.header.Get("Retry-After"); got == "" {
 			t.Error("no Retry-After")
@@ -234,8 +235,8 @@ func TestJWKSOutage(t *testing.T) {
 		}
 	})
 	t.Run("once the JWKS answers, tokens are accepted without a restart", func(t *testing.T) {
-		idp.failing.Store(false)
-		token := idp.token(claims("alice"), "RS256")
+		idp.Failing.Store(false)
+		token := idp.Token(authtest.Claims("alice"), "RS256")
 		var res response
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			if res = c.do("GET", outageSite+"/posts", "", bearer(token)); res.status == 200 {
@@ -245,19 +246,19 @@ func TestJWKSOutage(t *testing.T) {
 		t.Fatalf("status = %d (body %s) 10s after the JWKS came back; want 200", res.status, res.body)
 	})
 	t.Run("a JWKS that fails after the first fetch keeps valid tokens working", func(t *testing.T) {
-		refused := idp.refusals("outage")
-		idp.failing.Store(true)
+		refused := idp.Refusals("outage")
+		idp.Failing.Store(true)
 		// A refresh fails meanwhile: they come every second. The provider counts its answer
 		// before it sends it, so the wait goes on a little for the key set to take it in.
-		for deadline := time.Now().Add(10 * time.Second); idp.refusals("outage") == refused; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); idp.Refusals("outage") == refused; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("no refresh of the JWKS was refused in 10s")
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
-		fresh := claims("alice")
+		fresh := authtest.Claims("alice")
 		fresh["jti"] = "never seen before" // not in the token cache
-		res := c.do("GET", outageSite+"/posts", "", bearer(idp.token(fresh, "ES256")))
+		res := c.do("GET", outageSite+"/posts", "", bearer(idp.Token(fresh, "ES256")))
 		if res.status != 200 {
 			t.Errorf("status = %d (body %s); want 200", res.status, res.body)
 		}

@@ -1,33 +1,20 @@
-// The tests' identity provider; ownership and trust_caddy_auth end to end.
+// Ownership and trust_caddy_auth end to end; the identity provider is auth/authtest.
 package caddymodule
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/MicahParks/jwkset"
-	"github.com/golang-jwt/jwt/v5"
+	"github.com/postsedge/caddy-posts/auth/authtest"
 	"github.com/postsedge/caddy-posts/store"
 	"golang.org/x/crypto/bcrypt"
 )
 
-// The identity provider of the tests: it serves a JWKS at /jwks.json and mints tokens.
-const (
-	issuer       = "https://idp.example.test/"
-	audience     = "posts-e2e"
-	davePassword = "dave-password"
-)
+// davePassword is dave's basic_auth password.
+const davePassword = "dave-password"
 
 // daveHash is the bcrypt hash of dave's basic_auth password.
 var daveHash = func() string {
@@ -38,89 +25,6 @@ var daveHash = func() string {
 	return string(h)
 }()
 
-type identityProvider struct {
-	*httptest.Server
-	rsaKey   *rsa.PrivateKey
-	ecKey    *ecdsa.PrivateKey
-	failing  atomic.Bool // the JWKS answers 503 while set
-	mu       sync.Mutex
-	jwksJSON []byte
-	refused  map[string]int // the 503s answered, by the query of the URL
-}
-
-func newIdentityProvider() *identityProvider {
-	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		panic(err)
-	}
-	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	p := &identityProvider{rsaKey: rsaKey, ecKey: ecKey, refused: map[string]int{}}
-	var keys []jwkset.JWKMarshal
-	for kid, key := range map[string]any{"rsa-1": &rsaKey.PublicKey, "ec-1": &ecKey.PublicKey} {
-		jwk, err := jwkset.NewJWKFromKey(key, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: kid, USE: jwkset.UseSig}})
-		if err != nil {
-			panic(err)
-		}
-		keys = append(keys, jwk.Marshal())
-	}
-	p.jwksJSON, _ = json.Marshal(jwkset.JWKSMarshal{Keys: keys})
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.failing.Load() {
-			p.refused[r.URL.RawQuery]++
-			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(p.jwksJSON)
-	}))
-	return p
-}
-
-// claims are the claims of a token for user that the tests accept: right issuer and audience,
-// valid for an hour.
-func claims(user string) jwt.MapClaims {
-	now := time.Now()
-	return jwt.MapClaims{
-		"sub": user, "iss": issuer, "aud": audience, "name": "Name of " + user, "email": user + "@example.com",
-		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
-	}
-}
-
-// token signs c with the provider's RSA key (RS256), or its EC key when alg is ES256.
-func (p *identityProvider) token(c jwt.MapClaims, alg string) string {
-	var (
-		tok *jwt.Token
-		key any
-	)
-	switch alg {
-	case "RS256":
-		tok, key = jwt.NewWithClaims(jwt.SigningMethodRS256, c), p.rsaKey
-		tok.Header["kid"] = "rsa-1"
-	case "ES256":
-		tok, key = jwt.NewWithClaims(jwt.SigningMethodES256, c), p.ecKey
-		tok.Header["kid"] = "ec-1"
-	default:
-		panic(alg)
-	}
-	s, err := tok.SignedString(key)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
-
-// refusals is how many fetches of the JWKS URL with query the provider has answered 503.
-func (p *identityProvider) refusals(query string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.refused[query]
-}
-
 func bearer(token string) string { return "Authorization: Bearer " + token }
 
 func accessLog() string { return filepath.Join(dataDir, "access.log") }
@@ -130,11 +34,11 @@ func accessLog() string { return filepath.Join(dataDir, "access.log") }
 func TestOwnership(t *testing.T) {
 	inProcess(t)
 	c := startCaddy(t)
-	aliceToken := idp.token(claims("alice"), "RS256")
-	carolToken := idp.token(claims("carol"), "ES256")
-	expired := claims("alice")
+	aliceToken := idp.Token(authtest.Claims("alice"), "RS256")
+	carolToken := idp.Token(authtest.Claims("carol"), "ES256")
+	expired := authtest.Claims("alice")
 	expired["exp"] = time.Now().Add(-time.Hour).Unix()
-	expiredToken := idp.token(expired, "RS256")
+	expiredToken := idp.Token(expired, "RS256")
 
 	callers := []struct {
 		name       string
@@ -208,7 +112,7 @@ func TestTrustCaddyAuth(t *testing.T) {
 		unchanged(t, before)
 	})
 	t.Run("the basic_auth user and a token of another user get 400", func(t *testing.T) {
-		c.do("GET", basicSite+"/posts", "", dave, bearer(idp.token(claims("alice"), "RS256"))).wantError(t, 400, "different users")
+		c.do("GET", basicSite+"/posts", "", dave, bearer(idp.Token(authtest.Claims("alice"), "RS256"))).wantError(t, 400, "different users")
 	})
 	t.Run("without trust_caddy_auth a Basic header is no credential", func(t *testing.T) {
 		c.do("POST", site+"/posts", `{"title": "not dave"}`, dave, jsonBody).wantError(t, 401, "authentication required")

@@ -12,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/postsedge/caddy-posts/auth/authtest"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -45,7 +46,7 @@ func TestGraphQLMutations(t *testing.T) {
 		created(t, c.graphql(site, create, map[string]any{"in": map[string]any{"title": "  Hello  ", "body": "world"}}, asAlice), "alice", "Hello", body("world"))
 	})
 	t.Run("createPost stores a post by the subject of the bearer token", func(t *testing.T) {
-		created(t, c.graphql(site, create, map[string]any{"in": map[string]any{"title": "by token"}}, bearer(idp.token(claims("carol"), "ES256"))), "carol", "by token", nil)
+		created(t, c.graphql(site, create, map[string]any{"in": map[string]any{"title": "by token"}}, bearer(idp.Token(authtest.Claims("carol"), "ES256"))), "carol", "by token", nil)
 	})
 	t.Run("createPost with a null body stores none", func(t *testing.T) {
 		created(t, c.graphql(site, `mutation { createPost(input: {title: "no body", body: null}) { id userId title body createdAt updatedAt } }`, nil, asBob), "bob", "no body", nil)
@@ -79,7 +80,7 @@ func TestGraphQLMutations(t *testing.T) {
 	})
 	t.Run("deletePost by the owner returns the id, and the post is gone", func(t *testing.T) {
 		p := c.create(asAlice, "doomed")
-		check(t, c.graphql(site, `mutation($id: ID!) { deletePost(id: $id) }`, map[string]any{"id": p.ID}, bearer(idp.token(claims("alice"), "RS256"))),
+		check(t, c.graphql(site, `mutation($id: ID!) { deletePost(id: $id) }`, map[string]any{"id": p.ID}, bearer(idp.Token(authtest.Claims("alice"), "RS256"))),
 			dataOnly(`{"deletePost": %q}`, p.ID))
 		if _, ok := storedPost(t, p.ID); ok {
 			t.Error("the post is still stored")
@@ -111,7 +112,7 @@ func TestGraphQLMutations(t *testing.T) {
 			want: fieldError(`null`, "BAD_USER_INPUT", "body must be at most 50000 characters", "body", `["createPost"]`)},
 		{name: "updatePost of another user's post is FORBIDDEN and null", query: update(`{title: "bob was here"}`), vars: id, header: []string{asBob},
 			want: fieldError(`null`, "FORBIDDEN", "post belongs to another user", "", `["updatePost"]`)},
-		{name: "updatePost of another user's post with a bearer token is FORBIDDEN", query: update(`{title: "carol was here"}`), vars: id, header: []string{bearer(idp.token(claims("carol"), "ES256"))},
+		{name: "updatePost of another user's post with a bearer token is FORBIDDEN", query: update(`{title: "carol was here"}`), vars: id, header: []string{bearer(idp.Token(authtest.Claims("carol"), "ES256"))},
 			want: fieldError(`null`, "FORBIDDEN", "post belongs to another user", "", `["updatePost"]`)},
 		{name: "updatePost of a missing post is NOT_FOUND", query: update(`{title: "x"}`), vars: missing, header: []string{asAlice},
 			want: fieldError(`null`, "NOT_FOUND", "post not found", "", `["updatePost"]`)},
@@ -168,15 +169,15 @@ func TestGraphQLAuthentication(t *testing.T) {
 	)
 	runCases(t, c, cases)
 
-	expired := claims("alice")
+	expired := authtest.Claims("alice")
 	expired["exp"] = time.Now().Add(-time.Hour).Unix()
-	otherAudience := claims("alice")
+	otherAudience := authtest.Claims("alice")
 	otherAudience["aud"] = "another-api"
-	good := idp.token(claims("alice"), "RS256")
+	good := idp.Token(authtest.Claims("alice"), "RS256")
 	for _, tt := range []struct{ name, header string }{
 		{"a token that is not a JWT", bearer("abc.def.ghi")},
-		{"an expired token", bearer(idp.token(expired, "RS256"))},
-		{"a token for another audience", bearer(idp.token(otherAudience, "ES256"))},
+		{"an expired token", bearer(idp.Token(expired, "RS256"))},
+		{"a token for another audience", bearer(idp.Token(otherAudience, "ES256"))},
 		{"a token with a bad signature", bearer(good[:len(good)-10])},
 		{"an unknown API key", "X-API-Key: not-a-key"},
 		{"a Bearer header without a token", "Authorization: Bearer"},
@@ -302,13 +303,13 @@ func TestGraphQLServerFaults(t *testing.T) {
 	})
 
 	t.Run("a bearer token before the JWKS is first fetched gets 503 UNAVAILABLE with Retry-After", func(t *testing.T) {
-		idp.failing.Store(true)
-		t.Cleanup(func() { idp.failing.Store(false) })
+		idp.Failing.Store(true)
+		t.Cleanup(func() { idp.Failing.Store(false) })
 		const outageSite = "http://localhost:9084"
 		outage := fmt.Sprintf("\n%s {\n\tposts {\n\t\tdata_dir %s\n\t\tjwks_url %s/jwks.json?graphql-outage\n\t}\n}\n", outageSite, dataDir, idp.URL)
 		c := loadGraphQLConfig(t, config()+graphQLSites()+outage)
 		before := stored(t)
-		res := c.graphql(outageSite, `mutation { createPost(input: {title: "too early"}) { id } }`, nil, bearer(idp.token(claims("alice"), "RS256")))
+		res := c.graphql(outageSite, `mutation { createPost(input: {title: "too early"}) { id } }`, nil, bearer(idp.Token(authtest.Claims("alice"), "RS256")))
 		check(t, res, gqlWant{status: 503, errors: []wantError{{code: "UNAVAILABLE", message: "keys"}}})
 		if res.header.Get("Retry-After") == "" {
 			t.Error("no Retry-After")

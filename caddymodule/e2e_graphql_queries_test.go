@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postsedge/caddy-posts/auth/authtest"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -146,17 +147,17 @@ func TestGraphQLUsers(t *testing.T) {
 	inProcess(t)
 	c := startGraphQLCaddy(t)
 	clearPosts(t)
-	frankToken := idp.token(claims("frank"), "RS256")
+	frankToken := idp.Token(authtest.Claims("frank"), "RS256")
 	var franks []string // newest first
 	for i := range 12 {
 		franks = append([]string{c.create(bearer(frankToken), fmt.Sprint("frank ", i)).ID}, franks...)
 	}
 	alices := c.create(asAlice, "by alice")
-	aliceToken := idp.token(claims("alice"), "RS256")
-	carolToken := idp.token(claims("carol"), "ES256")
+	aliceToken := idp.Token(authtest.Claims("alice"), "RS256")
+	carolToken := idp.Token(authtest.Claims("carol"), "ES256")
 	carols := c.create(bearer(carolToken), "by carol")
 	// grace has a post but no saved profile, as after a profile write that failed.
-	graces := c.create(bearer(idp.token(claims("grace"), "RS256")), "by grace")
+	graces := c.create(bearer(idp.Token(authtest.Claims("grace"), "RS256")), "by grace")
 	deleteUser(t, "grace")
 
 	userPosts := `query($id: ID!) { user(id: $id) { posts { id } } }`

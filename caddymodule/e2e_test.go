@@ -22,6 +22,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	_ "modernc.org/sqlite"
 
+	"github.com/postsedge/caddy-posts/auth/authtest"
 	"github.com/postsedge/caddy-posts/openapi/openapitest"
 	"github.com/postsedge/caddy-posts/store"
 	storemongo "github.com/postsedge/caddy-posts/store/mongo"
@@ -55,7 +56,7 @@ var (
 	ferret   *mongotest.Server // the MongoDB of the mongodb_uri sites
 	ferretDB *mongo.Client     // the tests' own connection to it
 	proxy    *stallProxy
-	idp      *identityProvider
+	idp      *authtest.Provider
 )
 
 // A test that uses the in-process Caddy (its config, its sites, their stores, the stall proxy,
@@ -96,7 +97,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	proxy = startStallProxy(ferret.Socket)
-	idp = newIdentityProvider()
+	idp = authtest.NewProvider()
 	initConfig, err := startInProcessCaddy()
 	if err != nil {
 		panic(err)
@@ -231,7 +232,7 @@ func config() string {
 		timeout 500ms
 	}
 }
-`, globalOptions(), httpsPort, site, accessLog(), dataDir, idp.URL+"/jwks.json", issuer, audience, aliceKey, bobDigest,
+`, globalOptions(), httpsPort, site, accessLog(), dataDir, idp.URL+"/jwks.json", authtest.Issuer, authtest.Audience, aliceKey, bobDigest,
 		basicSite, daveHash, dataDir, idp.URL+"/jwks.json", aliceKey,
 		stalledSite, proxy.addr, aliceKey, deadSite, aliceKey)
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/postsedge/caddy-posts/auth/authtest"
 )
 
 // TestHostileGraphQLDocumentsAreRefusedSmallAndFast replays the documents of issue 14 that made
@@ -66,7 +68,7 @@ func TestHostileGraphQLDocumentsAreRefusedSmallAndFast(t *testing.T) {
 
 	t.Run("a token whose subject holds a control character is refused", func(t *testing.T) {
 		a := h.send("POST", "/posts", "198.51.100.1", []byte(`{"title":"from eve"}`), "Content-Type", "application/json",
-			"Authorization", "Bearer "+idp().token(claims("eve\u0001"), "RS256"))
+			"Authorization", "Bearer "+idp().Token(authtest.Claims("eve\u0001"), "RS256"))
 		if a.status != http.StatusUnauthorized || !strings.Contains(a.header.Get("WWW-Authenticate"), `error="invalid_token"`) {
 			t.Errorf("got %d %q %s; want 401 invalid_token", a.status, a.header.Get("WWW-Authenticate"), a.body)
 		}

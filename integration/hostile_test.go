@@ -5,15 +5,10 @@ package integration
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -22,8 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/MicahParks/jwkset"
-	"github.com/golang-jwt/jwt/v5"
+	"github.com/postsedge/caddy-posts/auth/authtest"
 )
 
 // The tests of hostile_*_test.go replay the attacks of issue 14 against a `caddy run` with the default
@@ -234,76 +228,4 @@ func (h *hostile) checkNormalClient() {
 
 // idp is the identity provider whose key set the hostile tests' caddy reads, started on first
 // use and serving until the tests end.
-var idp = sync.OnceValue(newIdentityProvider)
-
-// The identity provider of the tests: it serves a JWKS at /jwks.json and mints tokens (that of
-// caddymodule's end-to-end tests, without their switch for an outage).
-const (
-	issuer   = "https://idp.example.test/"
-	audience = "posts-e2e"
-)
-
-type identityProvider struct {
-	*httptest.Server
-	rsaKey *rsa.PrivateKey
-	ecKey  *ecdsa.PrivateKey
-}
-
-func newIdentityProvider() *identityProvider {
-	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		panic(err)
-	}
-	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	p := &identityProvider{rsaKey: rsaKey, ecKey: ecKey}
-	var keys []jwkset.JWKMarshal
-	for kid, key := range map[string]any{"rsa-1": &rsaKey.PublicKey, "ec-1": &ecKey.PublicKey} {
-		jwk, err := jwkset.NewJWKFromKey(key, jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: kid, USE: jwkset.UseSig}})
-		if err != nil {
-			panic(err)
-		}
-		keys = append(keys, jwk.Marshal())
-	}
-	jwksJSON, _ := json.Marshal(jwkset.JWKSMarshal{Keys: keys})
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(jwksJSON)
-	}))
-	return p
-}
-
-// claims are the claims of a token for user that the tests accept: right issuer and audience,
-// valid for an hour.
-func claims(user string) jwt.MapClaims {
-	now := time.Now()
-	return jwt.MapClaims{
-		"sub": user, "iss": issuer, "aud": audience, "name": "Name of " + user, "email": user + "@example.com",
-		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
-	}
-}
-
-// token signs c with the provider's RSA key (RS256), or its EC key when alg is ES256.
-func (p *identityProvider) token(c jwt.MapClaims, alg string) string {
-	var (
-		tok *jwt.Token
-		key any
-	)
-	switch alg {
-	case "RS256":
-		tok, key = jwt.NewWithClaims(jwt.SigningMethodRS256, c), p.rsaKey
-		tok.Header["kid"] = "rsa-1"
-	case "ES256":
-		tok, key = jwt.NewWithClaims(jwt.SigningMethodES256, c), p.ecKey
-		tok.Header["kid"] = "ec-1"
-	default:
-		panic(alg)
-	}
-	s, err := tok.SignedString(key)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
+var idp = sync.OnceValue(authtest.NewProvider)
