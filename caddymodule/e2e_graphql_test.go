@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -291,35 +290,22 @@ type commandLog struct {
 
 var commands = sync.OnceValue(func() *commandLog {
 	p := &commandLog{}
-	p.addr = serveTCP(p.serve)
+	p.addr = mongotest.ServeTCP(ferret.Socket, p.pass)
 	return p
 })
 
 // monitoring are the commands the driver sends on its own, for no operation.
 var monitoring = map[string]bool{"hello": true, "isMaster": true, "ismaster": true, "ping": true, "buildInfo": true, "endSessions": true}
 
-func (p *commandLog) serve(client net.Conn) {
-	defer client.Close()
-	server, err := net.Dial("unix", ferret.Socket)
-	if err != nil {
-		return
+// pass records the command of msg, unless the driver sent it on its own or it is the log's
+// search for pending events, and lets it through.
+func (p *commandLog) pass(_ net.Conn, msg []byte) bool {
+	if name := mongotest.CommandName(msg); name != "" && !monitoring[name] && !bytes.Contains(msg, []byte("ev.at")) {
+		p.mu.Lock()
+		p.seen = append(p.seen, name)
+		p.mu.Unlock()
 	}
-	defer server.Close()
-	go io.Copy(client, server)
-	for {
-		msg, err := mongotest.ReadMessage(client)
-		if err != nil {
-			return
-		}
-		if name := mongotest.CommandName(msg); name != "" && !monitoring[name] && !bytes.Contains(msg, []byte("ev.at")) {
-			p.mu.Lock()
-			p.seen = append(p.seen, name)
-			p.mu.Unlock()
-		}
-		if _, err := server.Write(msg); err != nil {
-			return
-		}
-	}
+	return true
 }
 
 // count is how many commands have been recorded.

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -270,25 +269,6 @@ func startCaddy(t *testing.T) *client {
 	return &client{t: t, http: tc.Client}
 }
 
-// serveTCP listens on a free loopback port for as long as the tests run, hands each connection
-// to serve in its own goroutine, and returns the address.
-func serveTCP(serve func(net.Conn)) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serve(conn)
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // stallProxy forwards TCP connections to the FerretDB's unix socket. While stalled it
 // swallows what clients send, so their operations run past their deadline; connections that
 // saw a stall are closed when it ends.
@@ -301,34 +281,16 @@ type stallProxy struct {
 
 func startStallProxy(socket string) *stallProxy {
 	p := &stallProxy{}
-	p.addr = serveTCP(func(conn net.Conn) { p.serve(conn, socket) })
+	p.addr = mongotest.ServeTCP(socket, func(client net.Conn, _ []byte) bool {
+		if !p.stalled.Load() {
+			return true
+		}
+		p.mu.Lock()
+		p.broken = append(p.broken, client)
+		p.mu.Unlock()
+		return false
+	})
 	return p
-}
-
-func (p *stallProxy) serve(client net.Conn, socket string) {
-	defer client.Close()
-	server, err := net.Dial("unix", socket)
-	if err != nil {
-		return
-	}
-	defer server.Close()
-	go io.Copy(client, server)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := client.Read(buf)
-		if err != nil {
-			return
-		}
-		if p.stalled.Load() {
-			p.mu.Lock()
-			p.broken = append(p.broken, client)
-			p.mu.Unlock()
-			continue
-		}
-		if _, err := server.Write(buf[:n]); err != nil {
-			return
-		}
-	}
 }
 
 func (p *stallProxy) stall(on bool) {

@@ -119,28 +119,13 @@ type holdProxy struct {
 
 func startHoldProxy(socket string) *holdProxy {
 	p := &holdProxy{held: make(chan struct{}, 100)}
-	p.addr = serveTCP(func(client net.Conn) {
-		defer client.Close()
-		server, err := net.Dial("unix", socket)
-		if err != nil {
-			return
+	p.addr = mongotest.ServeTCP(socket, func(_ net.Conn, msg []byte) bool {
+		if p.armed.Load() && mongotest.CommandName(msg) == "update" && bytes.Contains(msg, []byte(storemongo.KeysCollection+"\x00")) &&
+			!bytes.Contains(msg, []byte("\x08upsert\x00\x01")) {
+			p.held <- struct{}{}
+			return false
 		}
-		defer server.Close()
-		go io.Copy(client, server)
-		for {
-			msg, err := mongotest.ReadMessage(client)
-			if err != nil {
-				return
-			}
-			if p.armed.Load() && mongotest.CommandName(msg) == "update" && bytes.Contains(msg, []byte(storemongo.KeysCollection+"\x00")) &&
-				!bytes.Contains(msg, []byte("\x08upsert\x00\x01")) {
-				p.held <- struct{}{}
-				continue
-			}
-			if _, err := server.Write(msg); err != nil {
-				return
-			}
-		}
+		return true
 	})
 	return p
 }

@@ -238,22 +238,3 @@ func adminLoad(t *testing.T, admin, caddyfile string) {
 		t.Fatalf("loading the config: %d %s", res.StatusCode, body)
 	}
 }
-
-// serveTCP listens on a free loopback port for as long as the tests run, hands each connection
-// to serve in its own goroutine, and returns the address.
-func serveTCP(serve func(net.Conn)) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serve(conn)
-		}
-	}()
-	return ln.Addr().String()
-}

@@ -274,6 +274,47 @@ func ReadMessage(r io.Reader) ([]byte, error) {
 	return msg, err
 }
 
+// ServeTCP serves, for as long as the process runs, a proxy on a free loopback port to the
+// server's socket, and returns its address (host:port). Each message a client sends is handed to
+// pass with the client's connection, and goes on to the server only if pass returns true; the
+// server's answers go back as they are.
+func ServeTCP(socket string, pass func(client net.Conn, msg []byte) bool) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer client.Close()
+				server, err := net.Dial("unix", socket)
+				if err != nil {
+					return
+				}
+				defer server.Close()
+				go io.Copy(client, server)
+				for {
+					msg, err := ReadMessage(client)
+					if err != nil {
+						return
+					}
+					if !pass(client, msg) {
+						continue
+					}
+					if _, err := server.Write(msg); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
 const opMsg = 2013
 
 // CommandName is the command of an OP_MSG, or "" for another message: the first key of its body
