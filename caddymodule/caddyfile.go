@@ -47,6 +47,7 @@ var subdirectives = map[string]arity{
 	"max_connections": {1, 1}, "document_cache_entries": {1, 1}, "document_cache_size": {1, 1},
 	"persisted_queries": {1, 1}, "persisted_queries_only": {0, 0}, "health_path": {1, 1}, "openapi_path": {1, 1},
 	"idempotency_ttl": {1, 1}, "events": {1, 1}, "events_poll_interval": {1, 1}, "events_ttl": {1, 1},
+	"events_max": {1, 1}, "max_resume_events": {1, 1},
 }
 
 // repeatable are the subdirectives that may be given more than once; their arguments add up.
@@ -117,6 +118,8 @@ func (a arity) String() string {
 //	    events           local|relay
 //	    events_poll_interval <duration>
 //	    events_ttl       <duration>
+//	    events_max       <n>
+//	    max_resume_events <n>
 //	}
 //
 // Every subdirective is optional. jwks_url, issuer, audience, api_key and allowed_origins may be
@@ -208,7 +211,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.MaxResponseSize = size
 		case "max_limit", "max_depth", "max_cost", "max_aliases", "max_root_fields", "max_fields",
 			"max_subscriptions", "max_connections_per_user", "max_connections",
-			"max_distinct_subscriptions", "max_distinct_subscriptions_per_client", "document_cache_entries":
+			"max_distinct_subscriptions", "max_distinct_subscriptions_per_client", "document_cache_entries",
+			"events_max", "max_resume_events":
 			n, err := strconv.Atoi(arg)
 			if err != nil {
 				return d.Errf("%s: %q is not a whole number", name, arg)
@@ -220,6 +224,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				"max_connections": &h.MaxConnections, "max_distinct_subscriptions": &h.MaxDistinctSubscriptions,
 				"max_distinct_subscriptions_per_client": &h.MaxDistinctSubscriptionsPerClient,
 				"document_cache_entries":                &h.DocumentCacheEntries,
+				"events_max":                            &h.EventsMax, "max_resume_events": &h.MaxResumeEvents,
 			}[name] = n
 		case "document_cache_size":
 			size, ok := parseSize(arg)

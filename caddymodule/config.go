@@ -211,6 +211,16 @@ type Handler struct {
 	// the database for longer misses what was written meanwhile. Default: 1h.
 	EventsTTL caddy.Duration `json:"events_ttl,omitempty"`
 
+	// How many events the store's log keeps at most, whatever their age: the oldest go first,
+	// at the next expiry (every minute). A subscriber resumes from a cursor only while the log
+	// keeps the events after it (events_ttl and this). From 1000 to 1000000000. Default: 1000000.
+	EventsMax int `json:"events_max,omitempty"`
+
+	// How many events of the log one subscription started with extensions.resumeFrom may
+	// replay, counted in positions of the log whatever the subscription matches of them: a
+	// cursor further behind is refused with RESUME_TOO_LONG. Default: 100000.
+	MaxResumeEvents int `json:"max_resume_events,omitempty"`
+
 	logger    *zap.Logger
 	storeKey  string
 	eventsKey string
@@ -338,6 +348,15 @@ var configFields = []configField{
 		}},
 	{"events_ttl", func(h *Handler) { orDefault(&h.EventsTTL, caddy.Duration(events.DefaultTTL)) },
 		func(h *Handler) error { return durationIn("events_ttl", h.EventsTTL, time.Minute, 720*time.Hour) }},
+	{"events_max", func(h *Handler) { orDefault(&h.EventsMax, events.DefaultKeep) },
+		func(h *Handler) error {
+			if h.EventsMax < 1000 || h.EventsMax > 1_000_000_000 {
+				return fmt.Errorf("events_max must be from 1000 to 1000000000, not %d", h.EventsMax)
+			}
+			return nil
+		}},
+	{"max_resume_events", func(h *Handler) { orDefault(&h.MaxResumeEvents, 100_000) },
+		func(h *Handler) error { return atLeastOne("max_resume_events", h.MaxResumeEvents) }},
 }
 
 // fillDefaults gives every unset field that has a default its default.

@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +53,33 @@ func wsRecv(t *testing.T, c *websocket.Conn) wsMessage {
 	return m
 }
 
+// cursorPattern is a cursor as a client sees it: 23 base64url characters.
+var cursorPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{23}$`)
+
+// wsEvent splits the payload of a subscription event (next, or the legacy data) into its data
+// and its cursor: the payload is exactly {"data":<data>,"extensions":{"cursor":"<cursor>"}},
+// with a cursor of 23 base64url characters, or t fails.
+func wsEvent(t *testing.T, payload json.RawMessage) (data, cursor string) {
+	t.Helper()
+	var event struct {
+		Data       json.RawMessage `json:"data"`
+		Extensions struct {
+			Cursor string `json:"cursor"`
+		} `json:"extensions"`
+	}
+	if err := json.Unmarshal(payload, &event); err != nil {
+		t.Fatalf("an event that is not JSON: %s (%v)", payload, err)
+	}
+	data, cursor = string(event.Data), event.Extensions.Cursor
+	if !cursorPattern.MatchString(cursor) {
+		t.Errorf("an event whose cursor %q is not 23 base64url characters: %s", cursor, payload)
+	}
+	if want := fmt.Sprintf(`{"data":%s,"extensions":{"cursor":%q}}`, data, cursor); string(payload) != want {
+		t.Errorf("an event %s; want its data and cursor alone: %s", payload, want)
+	}
+	return data, cursor
+}
+
 func TestSubscriptionsThroughCaddy(t *testing.T) {
 	inProcess(t)
 	caddy := startCaddy(t)
@@ -75,18 +104,28 @@ func TestSubscriptionsThroughCaddy(t *testing.T) {
 			c.do("PATCH", site+"/posts/"+p.ID, `{"title": "live, edited"}`, asAlice, "Content-Type: application/merge-patch+json")
 			c.do("DELETE", site+"/posts/"+p.ID, "", asAlice)
 			want := map[string]string{
-				"c": `{"data":{"postCreated":{"title":"live","userId":"alice"}}}`,
-				"u": `{"data":{"postUpdated":{"title":"live, edited"}}}`,
-				"d": `{"data":{"postDeleted":"` + p.ID + `"}}`,
+				"c": `{"postCreated":{"title":"live","userId":"alice"}}`,
+				"u": `{"postUpdated":{"title":"live, edited"}}`,
+				"d": `{"postDeleted":"` + p.ID + `"}`,
 			}
+			cursors := map[string]string{} // of each event, by the cursor
 			for range 3 {
 				m := wsRecv(t, ws)
 				for m.Type == "ka" {
 					m = wsRecv(t, ws)
 				}
-				if m.Type != next || string(m.Payload) != want[m.ID] {
-					t.Errorf("got %s %s %s; want %s", m.ID, m.Type, m.Payload, want[m.ID])
+				if m.Type != next {
+					t.Errorf("got %s %s %s; want the data %s", m.ID, m.Type, m.Payload, want[m.ID])
+					continue
 				}
+				data, cursor := wsEvent(t, m.Payload)
+				if data != want[m.ID] {
+					t.Errorf("got %s %s %s; want the data %s", m.ID, m.Type, m.Payload, want[m.ID])
+				}
+				if other, seen := cursors[cursor]; seen {
+					t.Errorf("the events %s and %s with one cursor %s", other, m.ID, cursor)
+				}
+				cursors[cursor] = m.ID
 			}
 		})
 	}

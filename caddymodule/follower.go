@@ -55,9 +55,6 @@ func (h *Handler) loadFollower(app *App, st store.Store, broker *events.Broker[p
 	}
 	key := "follower " + h.storeKey
 	val, _, err := followers.LoadOrNew(key, func() (caddy.Destructor, error) {
-		if ttl, ok := st.(interface{ SetEventTTL(time.Duration) }); ok {
-			ttl.SetEventTTL(time.Duration(h.EventsTTL))
-		}
 		interval := time.Duration(h.EventsPollInterval)
 		f := events.NewFollower(events.FollowerConfig{
 			Log:          log,
@@ -66,6 +63,7 @@ func (h *Handler) loadFollower(app *App, st store.Store, broker *events.Broker[p
 			Interval:     interval,
 			Timeout:      min(max(10*interval, time.Second), time.Duration(h.Timeout)),
 			TTL:          time.Duration(h.EventsTTL),
+			Keep:         int64(h.EventsMax),
 			RecoverAfter: time.Duration(h.Timeout),
 			Logger:       h.logger.Named("events"),
 		})

@@ -147,6 +147,7 @@ func (h *Handler) GraphQLLimits() schema.Limits {
 		MaxResponseSize:      h.MaxResponseSize,
 		MaxFeeds:             h.MaxDistinctSubscriptions,
 		MaxFeedsPerClient:    h.MaxDistinctSubscriptionsPerClient,
+		MaxResume:            int64(h.MaxResumeEvents),
 		DocumentCacheEntries: h.DocumentCacheEntries,
 		DocumentCacheSize:    h.DocumentCacheSize,
 		PersistedOnly:        h.PersistedQueriesOnly,

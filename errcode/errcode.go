@@ -71,6 +71,8 @@ var (
 	TooManySubscriptions = Code{"TOO_MANY_SUBSCRIPTIONS", 0, 0, "a client past max_distinct_subscriptions_per_client"}
 	ServerFull           = Code{"UNAVAILABLE", 503, 0, "a server at max_connections or max_distinct_subscriptions, or closing"}
 	Unavailable          = Code{"UNAVAILABLE", 503, 1013, "a store that does not answer within timeout, or key sets not fetched yet; Retry-After says when to retry"}
+	CursorExpired        = Code{"CURSOR_EXPIRED", 0, 0, "a subscription's resumeFrom whose next events the log no longer keeps (events_ttl, events_max): nothing is replayed; fetch again, then subscribe without it"}
+	ResumeTooLong        = Code{"RESUME_TOO_LONG", 0, 0, "a subscription's resumeFrom more than max_resume_events events of the log behind: nothing is replayed; fetch again, then subscribe without it"}
 	TooSlow              = Code{"", 0, 1013, "a client that reads its WebSocket too slowly, or a feed that fell behind the events"}
 	NotAcknowledged      = Code{"", 0, 4401, "a subscribe before connection_ack"}
 	InitTimeout          = Code{"", 0, 4408, "no connection_init within ws_init_timeout"}
@@ -97,7 +99,7 @@ var Table = []Code{
 	ParseFailed, ValidationFailed, MaxAliases, MaxRootFields, MaxFields,
 	PersistedQueryNotFound, PersistedQueryHashMismatch, PersistedQueryNotInList, QueryNotInSafelist,
 	BadUserInput, Unauthenticated, InvalidCredentials, MalformedCredentials, Forbidden, NotFound, VersionConflict, TooManyConnections, TooManyInitialisations,
-	ResponseTooLarge, TooManyErrors, TooManyOperations, TooManySubscriptions, ServerFull, Unavailable, TooSlow,
+	ResponseTooLarge, TooManyErrors, TooManyOperations, TooManySubscriptions, ServerFull, Unavailable, CursorExpired, ResumeTooLong, TooSlow,
 	NotAcknowledged, InitTimeout, SubscriberExists, GoingAway, Terminated, Internal, ServiceRestart,
 	BadIdempotencyKey, IdempotencyKeyInUse, IdempotencyKeyReused,
 }
@@ -168,6 +170,8 @@ func Of(err error) *Error {
 		return &Error{Code: Unavailable, Message: posts.ErrUnavailable.Error(), Cause: err}
 	case errors.Is(err, auth.ErrKeysUnavailable):
 		return &Error{Code: Unavailable, Message: auth.ErrKeysUnavailable.Error(), Cause: err}
+	case errors.Is(err, posts.ErrCursorExpired):
+		return &Error{Code: CursorExpired, Message: err.Error()}
 	case errors.Is(err, posts.ErrKeyReused):
 		return &Error{Code: IdempotencyKeyReused, Message: err.Error()}
 	}

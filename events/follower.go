@@ -21,6 +21,8 @@ const (
 	DefaultRecoverEvery = time.Minute
 	DefaultRecoverAfter = 5 * time.Second
 	DefaultPage         = 1000
+	// DefaultKeep is how many events the log keeps at most, whatever their age.
+	DefaultKeep = 1_000_000
 	// MinStall is the least time without a successful read that makes a follower stalled.
 	MinStall = 5 * time.Second
 	// maxOffered bounds the events offered ahead of a position not read yet: past it, offers are
@@ -49,6 +51,9 @@ type FollowerConfig struct {
 	// TTL is how long events are kept: every ExpireEvery, the older ones are deleted. Default:
 	// DefaultTTL.
 	TTL time.Duration
+	// Keep is how many events the log keeps at most: the older ones go at the next expiry,
+	// whatever their age. Default: DefaultKeep.
+	Keep int64
 	// ExpireEvery is the time between two deletes of expired events. Default: DefaultExpireEvery.
 	ExpireEvery time.Duration
 	// RecoverEvery is the time between two calls of the log's RecoverEvents, which logs the
@@ -79,7 +84,9 @@ type Follower struct {
 	offered map[int64]store.Event // events of this instance's writes, ahead of next
 	failing bool                  // the last read failed (logged once)
 
-	kick    chan struct{} // asks for a read now
+	cursors Cursors        // of the log's key, read at the start
+	stats   store.LogStats // as the last expiry left the log
+	kick    chan struct{}  // asks for a read now
 	recover chan struct{} // asks for a recovery soon
 	started chan struct{} // closed once the start is read
 	last    atomic.Int64  // unix nanoseconds of the last successful read, or of the start
@@ -91,6 +98,7 @@ func NewFollower(cfg FollowerConfig) *Follower {
 	cfg.Timeout = cmp.Or(cfg.Timeout, max(10*cfg.Interval, time.Second))
 	cfg.Page = cmp.Or(cfg.Page, DefaultPage)
 	cfg.TTL = cmp.Or(cfg.TTL, DefaultTTL)
+	cfg.Keep = cmp.Or(cfg.Keep, DefaultKeep)
 	cfg.ExpireEvery = cmp.Or(cfg.ExpireEvery, DefaultExpireEvery)
 	cfg.RecoverEvery = cmp.Or(cfg.RecoverEvery, DefaultRecoverEvery)
 	cfg.RecoverAfter = cmp.Or(cfg.RecoverAfter, DefaultRecoverAfter)
@@ -168,6 +176,32 @@ func (f *Follower) Recover() {
 // on, an offered event that is next is handed before Offer returns.
 func (f *Follower) Started() <-chan struct{} { return f.started }
 
+// Handed returns the position of the last event the follower has handed to the subscribers or
+// passed over: every later event it hands comes after this call. False before it has read where
+// the log starts (Started).
+func (f *Follower) Handed() (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.next - 1, f.next != 0
+}
+
+// Log is the log the follower reads.
+func (f *Follower) Log() store.EventLog { return f.cfg.Log }
+
+// Cursors are the cursors of the log's positions; valid once Started is closed.
+func (f *Follower) Cursors() Cursors {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cursors
+}
+
+// Stats is what the log held at the start or the last expiry since, and whether it was read.
+func (f *Follower) Stats() (store.LogStats, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats, f.next != 0
+}
+
 // Stalled says whether no read has succeeded for max(10 intervals, MinStall), and how long ago
 // the last one did. Only a follower with Relay reads on its own.
 func (f *Follower) Stalled() (bool, time.Duration) {
@@ -182,6 +216,16 @@ func (f *Follower) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
+		select { // once at the start too: a restart after a long stop has much to expire
+		case <-f.started:
+			call, cancel := context.WithTimeout(ctx, max(f.cfg.ExpireEvery/2, time.Second))
+			if err := f.expire(call); err != nil && ctx.Err() == nil {
+				metrics.RelayError(metrics.RelayExpire)
+			}
+			cancel()
+		case <-ctx.Done():
+			return
+		}
 		f.every(ctx, f.cfg.ExpireEvery, nil, "deleting the expired events", metrics.RelayExpire, f.expire)
 	})
 	wg.Go(func() {
@@ -215,13 +259,18 @@ func (f *Follower) waiting() bool {
 	return len(f.offered) > 0
 }
 
-// start reads where the log ends, until it can, and hands from after it: what was written
-// before, no subscriber here was there for. An event offered meanwhile is handed from its own
-// position.
+// start reads where the log ends, and its key and size, until it can, and hands from after the
+// end: what was written before, no subscriber here was there for (a client that was resumes
+// from its cursor). An event offered meanwhile is handed from its own position.
 func (f *Follower) start(ctx context.Context) bool {
 	for {
 		query, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
-		last, err := f.cfg.Log.LastPosition(query)
+		key, err := f.cfg.Log.Key(query)
+		var stats store.LogStats
+		if err == nil {
+			stats, err = f.cfg.Log.Stats(query)
+		}
+		last := stats.Last
 		cancel()
 		if ctx.Err() != nil {
 			return false
@@ -230,7 +279,8 @@ func (f *Follower) start(ctx context.Context) bool {
 		if err == nil {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			f.next = last + 1
+			f.next, f.cursors, f.stats = last+1, NewCursors(key), stats
+			metrics.EventLogStats(stats.Events, stats.Oldest, stats.Last)
 			for p := range f.offered {
 				f.next = min(f.next, p)
 			}
@@ -303,10 +353,20 @@ func (f *Follower) readDone(err error) {
 	f.failing = false
 }
 
-// expire deletes the events older than the TTL.
+// expire deletes the events older than the TTL, and those past Keep, and notes what is left.
 func (f *Follower) expire(ctx context.Context) error {
-	_, err := f.cfg.Log.ExpireEvents(ctx, time.Now().Add(-f.cfg.TTL))
-	return err
+	if _, err := f.cfg.Log.ExpireEvents(ctx, time.Now().Add(-f.cfg.TTL), f.cfg.Keep); err != nil {
+		return err
+	}
+	stats, err := f.cfg.Log.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.stats = stats
+	f.mu.Unlock()
+	metrics.EventLogStats(stats.Events, stats.Oldest, stats.Last)
+	return nil
 }
 
 // recoverLost logs the events of writes whose writer stopped before it logged them.

@@ -80,13 +80,76 @@ func (l *memLog) ReadEvents(ctx context.Context, after int64, limit int) ([]stor
 	var out []store.Event
 	upto := after
 	for p := after + 1; p <= l.decided && len(out) < limit; p++ {
-		out = append(out, l.events[p])
+		if e, kept := l.events[p]; kept { // an expired position will never hold an event
+			out = append(out, e)
+		}
 		upto = p
 	}
 	return out, upto, nil
 }
 
-func (l *memLog) ExpireEvents(context.Context, time.Time) (int, error)  { return 0, nil }
+// ExpireEvents deletes the oldest events, a prefix of the log: those logged before before, and
+// all but the newest keep when keep > 0.
+func (l *memLog) ExpireEvents(_ context.Context, before time.Time, keep int64) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return 0, l.fail
+	}
+	deleted := 0
+	for p := l.oldest(); p != 0 && p <= l.decided; p++ {
+		e, kept := l.events[p]
+		if !kept {
+			continue
+		}
+		if !e.At.Before(before) && (keep <= 0 || int64(len(l.events)) <= keep) {
+			break
+		}
+		delete(l.events, p)
+		deleted++
+	}
+	return deleted, nil
+}
+
+func (l *memLog) Kept(_ context.Context, position int64) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, kept := l.events[position]
+	return kept, l.fail
+}
+
+// memLogKey is the key of every memLog.
+var memLogKey = []byte("memLog's own key") // 16 bytes
+
+func (l *memLog) Key(context.Context) ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return nil, l.fail
+	}
+	return slices.Clone(memLogKey), nil
+}
+
+func (l *memLog) Stats(context.Context) (store.LogStats, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return store.LogStats{}, l.fail
+	}
+	return store.LogStats{Events: int64(len(l.events)), Oldest: l.oldest(), Last: l.decided}, nil
+}
+
+// oldest is the position of the oldest event kept, 0 when there is none; l.mu is held.
+func (l *memLog) oldest() int64 {
+	var oldest int64
+	for p := range l.events {
+		if oldest == 0 || p < oldest {
+			oldest = p
+		}
+	}
+	return oldest
+}
+
 func (l *memLog) RecoverEvents(context.Context, time.Time) (int, error) { return 0, nil }
 
 // handed records what a follower hands, in order.

@@ -236,10 +236,21 @@ func graphQLRequest(param func(name string) (json.RawMessage, error), inQuery bo
 	if req.PersistedHash, err = persistedHash(raw["extensions"]); err != nil {
 		return req, err
 	}
+	req.ResumeFrom = extension(raw["extensions"], "resumeFrom")
 	if raw["query"] == nil && req.PersistedHash == "" {
 		return req, badRequest("the %s query is required: it holds the GraphQL document", where)
 	}
 	return req, nil
+}
+
+// extension is the member name of extensions, a JSON object (or nil), as sent: nil when absent
+// or null. The schema reads it (resumeFrom: schema.Request.ResumeFrom).
+func extension(extensions json.RawMessage, name string) json.RawMessage {
+	var ext map[string]json.RawMessage
+	if json.Unmarshal(extensions, &ext) != nil || string(ext[name]) == "null" {
+		return nil
+	}
+	return ext[name]
 }
 
 // acceptance is what an Accept header says of the media types /graphql answers with, read once

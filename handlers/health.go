@@ -18,6 +18,19 @@ type health struct {
 	Store   healthCheck  `json:"store"`
 	KeySets *keySetCheck `json:"key_sets,omitempty"`
 	Relay   *relayCheck  `json:"relay,omitempty"`
+	// EventLog is what the store's event log holds, once it has been read: subscribers resume
+	// from a cursor after oldest_position. It does not change the status.
+	EventLog *eventLogCheck `json:"event_log,omitempty"`
+}
+
+type eventLogCheck struct {
+	// Events is how many events the log held at the start or the last expiry (every minute).
+	Events int64 `json:"events"`
+	// OldestPosition is the oldest position it kept then, LastPosition the last it had given.
+	OldestPosition int64 `json:"oldest_position"`
+	LastPosition   int64 `json:"last_position"`
+	// HandedPosition is the last position this instance's subscribers have been handed.
+	HandedPosition int64 `json:"handed_position"`
 }
 
 type healthCheck struct {
@@ -99,6 +112,10 @@ func (a *API) checkHealth() health {
 		if fetched < total {
 			h.Status, h.KeySets.Status = healthUnavailable, healthUnavailable
 		}
+	}
+	if stats, read := a.cfg.Posts.LogStats(); read {
+		handed, _ := a.cfg.Posts.Handed()
+		h.EventLog = &eventLogCheck{Events: stats.Events, OldestPosition: stats.Oldest, LastPosition: stats.Last, HandedPosition: handed}
 	}
 	if a.cfg.Relay != nil {
 		stalled, ago := a.cfg.Relay.Stalled()

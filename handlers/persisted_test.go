@@ -215,13 +215,19 @@ func TestAutomaticPersistedQueriesOverWebSocket(t *testing.T) {
 	send(t, c, `{"id": "3", "type": "subscribe", "payload": {"extensions": `+persistedQuery(subscription)+`}}`)
 	waitFor(t, "the second subscriber of the feed", func() bool { return s.api.cfg.GraphQL.FeedClients() == 1 && s.serverConns()[0].running() == 2 })
 	s.createPost(t, "to both")
-	got := map[string]string{}
+	got, cursors := map[string]string{}, map[string]string{}
 	for range 2 {
 		m := recv(t, c)
-		got[m.ID] = string(m.Payload)
+		if m.Type != "next" {
+			t.Fatalf("got %+v %s; want an event", m, m.Payload)
+		}
+		got[m.ID], cursors[m.ID] = splitEvent(t, m.Payload)
 	}
-	if want := `{"data":{"postCreated":{"title":"to both"}}}`; got["2"] != want || got["3"] != want {
+	if want := `{"postCreated":{"title":"to both"}}`; got["2"] != want || got["3"] != want {
 		t.Errorf("events %v; want %s to 2 and 3", got, want)
+	}
+	if cursors["2"] != cursors["3"] {
+		t.Errorf("the one event with cursors %v; want one", cursors)
 	}
 	send(t, c, `{"id": "4", "type": "subscribe", "payload": {"query": "`+subscription+`", "extensions": `+persistedQuery("{ other }")+`}}`)
 	if m := recv(t, c); m.ID != "4" || m.Type != "error" || !strings.Contains(string(m.Payload), errcode.PersistedQueryHashMismatch.GraphQL) {

@@ -113,6 +113,7 @@ type wsConn struct {
 	queueMu sync.Mutex
 	queue   []message     // to the writer, at most SendQueue; nil when empty, so idle costs nothing
 	room    chan struct{} // signalled when the writer takes a message, for a reply waiting for room
+	drained chan struct{} // closed once the queue is less than half full, for replays waiting (roomForEvents)
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed by fail, after closeErr is set

@@ -36,6 +36,30 @@ func (c *wsConn) push(m message) {
 	}
 }
 
+// roomForEvents waits until the queue is less than half full, for a replay, which has its events
+// at hand and would otherwise fill the queue at once; it fails once ctx or the connection ends.
+func (c *wsConn) roomForEvents(ctx context.Context) error {
+	for {
+		c.queueMu.Lock()
+		if len(c.queue) < c.api().cfg.Subscriptions.SendQueue/2 {
+			c.queueMu.Unlock()
+			return nil
+		}
+		if c.drained == nil {
+			c.drained = make(chan struct{})
+		}
+		drained := c.drained
+		c.queueMu.Unlock()
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+}
+
 // enqueue queues m for the writer and makes sure one runs, unless the queue is full.
 func (c *wsConn) enqueue(m message) bool {
 	c.queueMu.Lock()
@@ -64,6 +88,10 @@ func (c *wsConn) dequeue() (message, bool) {
 		select {
 		case c.room <- struct{}{}:
 		default:
+		}
+		if c.drained != nil && len(c.queue) < c.api().cfg.Subscriptions.SendQueue/2 {
+			close(c.drained)
+			c.drained = nil
 		}
 		if m.op == nil || !m.op.completed.Load() {
 			return m, true

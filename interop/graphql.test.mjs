@@ -95,6 +95,22 @@ async function postsOfAlice() {
   return res.body;
 }
 
+/** A cursor as a client sees it: 23 base64url characters. */
+const CURSOR = /^[A-Za-z0-9_-]{23}$/;
+
+/**
+ * Splits an event (a subscription's result) into the rest of it, as before events carried a
+ * cursor, and its cursor: extensions holds the cursor alone, 23 base64url characters.
+ */
+function splitEvent(event) {
+  const { extensions, ...rest } = event;
+  const shown = JSON.stringify(event);
+  assert.deepEqual(Object.keys(extensions ?? {}), ['cursor'], `an event's extensions are its cursor alone: ${shown}`);
+  assert.equal(typeof extensions.cursor, 'string', `an event's cursor is a string: ${shown}`);
+  assert.match(extensions.cursor, CURSOR, `an event's cursor is 23 base64url characters: ${shown}`);
+  return { rest, cursor: extensions.cursor };
+}
+
 /** A title no other test uses. */
 const uniqueTitle = (what) => `${what} ${Math.random().toString(36).slice(2, 10)}`;
 
@@ -520,7 +536,8 @@ test('GraphiQL runs a subscription over a WebSocket and shows a post created mea
   assert.ok(shown, `no created post reached the result pane within 10s; it shows:\n${await resultText()}\nproblems:\n  ${problems}`);
   t.diagnostic(`posts created until the subscription was live: ${shown.writes}`);
   const { id, title, userId } = shown.post;
-  assert.deepEqual(JSON.parse(await resultText()), { data: { postCreated: { id, title, userId } } });
+  // The pane shows the event as it came: its data, and its cursor.
+  assert.deepEqual(splitEvent(JSON.parse(await resultText())).rest, { data: { postCreated: { id, title, userId } } });
 
   await page.page.click('.graphiql-execute-button'); // now the stop button
   await page.page.screenshot({ path: path.join(RESULTS, 'graphiql-subscription.png') });

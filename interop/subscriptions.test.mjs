@@ -154,6 +154,22 @@ async function nextEvent(inbox, isProbe, what, ms = 3000) {
   }
 }
 
+/** A cursor as a client sees it: 23 base64url characters. */
+const CURSOR = /^[A-Za-z0-9_-]{23}$/;
+
+/**
+ * Splits an event (a subscription's result) into the rest of it, as before events carried a
+ * cursor, and its cursor: extensions holds the cursor alone, 23 base64url characters.
+ */
+function splitEvent(event) {
+  const { extensions, ...rest } = event;
+  const shown = JSON.stringify(event);
+  assert.deepEqual(Object.keys(extensions ?? {}), ['cursor'], `an event's extensions are its cursor alone: ${shown}`);
+  assert.equal(typeof extensions.cursor, 'string', `an event's cursor is a string: ${shown}`);
+  assert.match(extensions.cursor, CURSOR, `an event's cursor is 23 base64url characters: ${shown}`);
+  return { rest, cursor: extensions.cursor };
+}
+
 /** A graphql-ws client (protocol graphql-transport-ws) on /graphql, without retries. */
 function transportClient(connectionParams, on = {}) {
   return createClient({
@@ -241,8 +257,8 @@ test('graphql-ws: postCreated, postUpdated and postDeleted carry the REST writes
     const probes = { postCreated: await untilLive(created, () => createPost(uniqueTitle(PROBE)), 'postCreated') };
     const post = await createPost(uniqueTitle('Pushed over graphql-ws'));
     assert.equal(post.userId, 'alice');
-    const event = await nextEvent(created, isProbeCreated, 'postCreated');
-    assert.deepEqual(event, { data: { postCreated: pick(post, ['id', 'title', 'userId', 'createdAt']) } });
+    const event = splitEvent(await nextEvent(created, isProbeCreated, 'postCreated'));
+    assert.deepEqual(event.rest, { data: { postCreated: pick(post, ['id', 'title', 'userId', 'createdAt']) } });
     stopCreated();
 
     // postUpdated of this one post, after a merge-patch through REST.
@@ -261,11 +277,11 @@ test('graphql-ws: postCreated, postUpdated and postDeleted carry the REST writes
     const patched = await patch(uniqueTitle('Edited over REST'));
     assert.equal(patched.status, 200, `PATCH: ${patched.text}`);
     assert.equal(patched.body.body, 'written through REST', 'the merge-patch kept the body');
-    const updateEvent = await nextEvent(updated, isProbeUpdated, 'postUpdated');
-    assert.deepEqual(updateEvent, {
+    const updateEvent = splitEvent(await nextEvent(updated, isProbeUpdated, 'postUpdated'));
+    assert.deepEqual(updateEvent.rest, {
       data: { postUpdated: pick(patched.body, ['id', 'title', 'body', 'userId', 'createdAt', 'updatedAt']) },
     });
-    assert.equal(updateEvent.data.postUpdated.createdAt, post.createdAt);
+    assert.equal(updateEvent.rest.data.postUpdated.createdAt, post.createdAt);
     stopUpdated();
 
     // postDeleted of alice's posts: the id REST deleted.
@@ -283,9 +299,11 @@ test('graphql-ws: postCreated, postUpdated and postDeleted carry the REST writes
     );
     const gone = await rest('DELETE', `/posts/${post.id}`);
     assert.equal(gone.status, 204, `DELETE: ${gone.text}`);
-    const deleteEvent = await nextEvent(deleted, (r) => probeIds.has(r.data?.postDeleted), 'postDeleted');
-    assert.deepEqual(deleteEvent, { data: { postDeleted: post.id } });
+    const deleteEvent = splitEvent(await nextEvent(deleted, (r) => probeIds.has(r.data?.postDeleted), 'postDeleted'));
+    assert.deepEqual(deleteEvent.rest, { data: { postDeleted: post.id } });
     stopDeleted();
+    const cursors = [event.cursor, updateEvent.cursor, deleteEvent.cursor];
+    assert.equal(new Set(cursors).size, 3, `three events, three cursors: ${cursors}`);
     t.diagnostic(`probing writes until each subscription was live: ${JSON.stringify(probes)}`);
   } finally {
     await client.dispose();
@@ -315,8 +333,8 @@ test('subscriptions-transport-ws (legacy graphql-ws protocol): postCreated carri
     assert.equal(client.client.protocol, 'graphql-ws', 'the subprotocol the server chose');
 
     const post = await createPost(uniqueTitle('Pushed over subscriptions-transport-ws'));
-    const event = await nextEvent(created, (r) => r.data?.postCreated?.title?.startsWith(PROBE), 'postCreated (legacy)');
-    assert.deepEqual(event, { data: { postCreated: pick(post, ['id', 'title', 'userId', 'createdAt']) } });
+    const event = splitEvent(await nextEvent(created, (r) => r.data?.postCreated?.title?.startsWith(PROBE), 'postCreated (legacy)'));
+    assert.deepEqual(event.rest, { data: { postCreated: pick(post, ['id', 'title', 'userId', 'createdAt']) } });
     subscription.unsubscribe();
   } finally {
     client.close();

@@ -105,6 +105,30 @@ var (
 	}, []string{"stage"})
 )
 
+// The event log and resuming from it.
+var (
+	eventLogEvents = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "event_log_events",
+		Help: "Events the store's event log holds (on MongoDB, with the markers of holes, an estimate), as of the start or the last expiry.",
+	})
+	eventLogOldest = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "event_log_oldest_position",
+		Help: "The position of the oldest event the log keeps (0: none): a cursor before it is expired.",
+	})
+	eventLogLast = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "event_log_last_position",
+		Help: "The last position the log gave, as of the start or the last expiry.",
+	})
+	resumes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "resumes_total",
+		Help: "Subscriptions started with resumeFrom, by outcome: ok (replayed, then live), expired (a cursor older than the log keeps: CURSOR_EXPIRED), refused (a cursor not of this log, or past max_resume_events).",
+	}, []string{"outcome"})
+	eventsReplayed = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "events_replayed_total",
+		Help: "Responses that resumed subscriptions received from the log, before their live events.",
+	})
+)
+
 // The store's circuit breaker (store.Breaker).
 var (
 	storeBreakerOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -122,6 +146,7 @@ var all = []prometheus.Collector{
 	wsConnections, feeds, subscribers, eventsPublished, eventsDelivered, eventsDropped, documentCache, limitRefusals,
 	storeBreakerOpen, storeBreakerOpened,
 	relayEvents, relayLag, relayErrors,
+	eventLogEvents, eventLogOldest, eventLogLast, resumes, eventsReplayed,
 }
 
 // Register adds the metrics to reg, a config's registry. Every site of a config registers them;
@@ -256,3 +281,23 @@ const (
 
 // RelayError counts a failure of the follower of the event log at stage.
 func RelayError(stage string) { relayErrors.WithLabelValues(stage).Inc() }
+
+// EventLogStats records what the event log holds.
+func EventLogStats(events, oldest, last int64) {
+	eventLogEvents.Set(float64(events))
+	eventLogOldest.Set(float64(oldest))
+	eventLogLast.Set(float64(last))
+}
+
+// The outcomes of caddy_posts_resumes_total.
+const (
+	ResumeOK      = "ok"
+	ResumeExpired = "expired"
+	ResumeRefused = "refused"
+)
+
+// Resumed counts a subscription started with resumeFrom, by outcome.
+func Resumed(outcome string) { resumes.WithLabelValues(outcome).Inc() }
+
+// EventReplayed counts a response a resumed subscription received from the log.
+func EventReplayed() { eventsReplayed.Inc() }

@@ -34,6 +34,7 @@ var DefaultLimits = Limits{
 	MaxRootFields:        10,
 	MaxFields:            500,
 	MaxResponseSize:      8 << 20,
+	MaxResume:            100_000,
 	DocumentCacheEntries: 1000,
 	DocumentCacheSize:    32 << 20,
 }

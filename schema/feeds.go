@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"sync"
+
+	"github.com/graph-gophers/graphql-go"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
@@ -48,7 +51,8 @@ type feed struct {
 	key       string
 	cancel    context.CancelFunc
 	listeners map[*Listener]struct{}
-	pending   pending // the events matched and not answered yet (order.go)
+	pending   pending       // the events matched and not answered yet (order.go)
+	ready     chan struct{} // closed once the feed's subscription to the events is made
 }
 
 // Listener is one subscriber of a feed.
@@ -60,6 +64,12 @@ type Listener struct {
 	deliver func(json.RawMessage)
 	ended   func(error)
 	done    bool
+	// after is the position up to which the listener has its events from elsewhere (a replay
+	// from the log, replay.go): the feed's responses to events up to it are not delivered.
+	after int64
+	// replay is what the listener's replay has still to answer, nil when it has none.
+	replay     *pending
+	stopReplay context.CancelFunc
 }
 
 // Close leaves the feed; the last listener to leave stops it. ended is not called.
@@ -82,6 +92,10 @@ func (l *Listener) Close() {
 // response, and drops a subscriber that lets its queue fill. ended is called once if the feed
 // ends before the listener is closed, with no lock held: with nil when the subscription
 // completed, ErrFeedFellBehind, or a *RefusedError when the operation could not run.
+//
+// An operation with extensions.resumeFrom first gets every event after that cursor from the
+// event log, then its feed's (replay.go); its refusal (a cursor the log did not make, or no
+// longer keeps, or too far behind) ends it with a *RefusedError.
 //
 // Delivering through a callback rather than a channel leaves an idle subscription with no
 // goroutine and no queue of its own.
@@ -114,7 +128,7 @@ func (s *Schema) listen(client string, op *Operation, caller posts.Caller, deliv
 	}
 	if f == nil {
 		ctx, cancel := context.WithCancel(base)
-		f = &feed{key: key, cancel: cancel, listeners: map[*Listener]struct{}{}}
+		f = &feed{key: key, cancel: cancel, listeners: map[*Listener]struct{}{}, ready: make(chan struct{})}
 		if s.feeds.all == nil {
 			s.feeds.all = map[string]*feed{}
 		}
@@ -122,6 +136,7 @@ func (s *Schema) listen(client string, op *Operation, caller posts.Caller, deliv
 		metrics.FeedStarted()
 		ctx = withOverflow(ctx, func() { s.endFeed(f, ErrFeedFellBehind) })
 		ctx = withPending(ctx, &f.pending)
+		ctx = withSubscribed(ctx, sync.OnceFunc(func() { close(f.ready) }))
 		go s.run(ctx, f, op)
 	}
 	if mine == nil {
@@ -134,6 +149,13 @@ func (s *Schema) listen(client string, op *Operation, caller posts.Caller, deliv
 	mine[f]++
 	l.f = f
 	f.listeners[l] = struct{}{}
+	if op.resumeFrom != "" {
+		if seq == nil { // of no connection: nothing else to keep in order
+			seq = NewSequence(math.MaxInt, func() {}, nil)
+		}
+		l.seq = seq
+		s.startReplay(base, l, op)
+	}
 	if seq != nil {
 		seq.join(l)
 	}
@@ -164,13 +186,13 @@ func (s *Schema) run(ctx context.Context, f *feed, op *Operation) {
 			s.endFeed(f, &RefusedError{res.Errors})
 			return
 		}
-		payload, err := json.Marshal(res)
-		if err != nil {
-			payload = json.RawMessage(`{"errors":[{"message":"` + errcode.InternalMessage + `","extensions":{"code":"` + errcode.Internal.GraphQL + `"}}]}`)
-		}
+		payload := s.encode(res, f.pending.oldest())
 		s.feeds.mu.Lock()
 		position := f.pending.resolved()
 		for l := range f.listeners {
+			if position != 0 && position <= l.after {
+				continue // replayed
+			}
 			if l.seq != nil {
 				l.seq.arrive(l, position, payload)
 			} else {
@@ -181,6 +203,29 @@ func (s *Schema) run(ctx context.Context, f *feed, op *Operation) {
 		s.feeds.mu.Unlock()
 	}
 	s.endFeed(f, nil) // the stream completed
+}
+
+// encode is the JSON of res, the response to the event at position (0: none), with the
+// event's cursor in its extensions.
+func (s *Schema) encode(res *graphql.Response, position int64) json.RawMessage {
+	if cursor := s.svc.Cursor(position); cursor != "" {
+		res.Extensions = map[string]any{"cursor": cursor}
+	}
+	payload, err := json.Marshal(res)
+	if err != nil {
+		payload = json.RawMessage(`{"errors":[{"message":"` + errcode.InternalMessage + `","extensions":{"code":"` + errcode.Internal.GraphQL + `"}}]}`)
+	}
+	return payload
+}
+
+// endListener ends l alone, telling it why.
+func (s *Schema) endListener(l *Listener, why error) {
+	s.feeds.mu.Lock()
+	left := s.leave(l)
+	s.feeds.mu.Unlock()
+	if left {
+		l.ended(why)
+	}
 }
 
 // endFeed stops f and tells each of its listeners why it ended.
@@ -207,6 +252,9 @@ func (s *Schema) leave(l *Listener) bool {
 	}
 	l.done = true
 	delete(l.f.listeners, l)
+	if l.stopReplay != nil {
+		l.stopReplay()
+	}
 	if l.seq != nil {
 		l.seq.leave(l)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -72,6 +73,33 @@ func next(t *testing.T, l *listener) string {
 	return ""
 }
 
+// cursorPattern is a cursor as a client sees it: 23 base64url characters.
+var cursorPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{23}$`)
+
+// splitEvent splits the payload of a subscription event into its data and its cursor: the
+// payload is exactly {"data":<data>,"extensions":{"cursor":"<cursor>"}}, with a cursor of 23
+// base64url characters, or t fails.
+func splitEvent(t *testing.T, payload string) (data, cursor string) {
+	t.Helper()
+	var event struct {
+		Data       json.RawMessage `json:"data"`
+		Extensions struct {
+			Cursor string `json:"cursor"`
+		} `json:"extensions"`
+	}
+	if err := json.Unmarshal([]byte(payload), &event); err != nil {
+		t.Fatalf("an event that is not JSON: %s (%v)", payload, err)
+	}
+	data, cursor = string(event.Data), event.Extensions.Cursor
+	if !cursorPattern.MatchString(cursor) {
+		t.Errorf("an event whose cursor %q is not 23 base64url characters: %s", cursor, payload)
+	}
+	if want := fmt.Sprintf(`{"data":%s,"extensions":{"cursor":%q}}`, data, cursor); payload != want {
+		t.Errorf("an event %s; want its data and cursor alone: %s", payload, want)
+	}
+	return data, cursor
+}
+
 func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 	s, svc, broker := subscribed(t, 16)
 	ctx := t.Context()
@@ -93,12 +121,17 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 	if _, err := svc.Create(ctx, alice, posts.NewPost{Title: "shared"}); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"data":{"postCreated":{"title":"shared","author":{"id":"alice","name":"Alice"}}}}`
-	if got := next(t, a); got != want {
+	want := `{"postCreated":{"title":"shared","author":{"id":"alice","name":"Alice"}}}`
+	got, cursor := splitEvent(t, next(t, a))
+	if got != want {
 		t.Errorf("alice got %s; want %s", got, want)
 	}
-	if got := next(t, b); got != want {
+	got, bobs := splitEvent(t, next(t, b))
+	if got != want {
 		t.Errorf("bob got %s; want %s", got, want)
+	}
+	if bobs != cursor {
+		t.Errorf("the one event with cursor %s for alice and %s for bob", cursor, bobs)
 	}
 	select {
 	case p := <-other.c:
@@ -119,16 +152,26 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 		if _, err := svc.Create(ctx, alice, posts.NewPost{Title: "mine"}); err != nil {
 			t.Fatal(err)
 		}
+		cursors := map[string]bool{}
 		for l, want := range map[*listener]string{
-			mine:   `{"data":{"postCreated":{"author":{"email":"alice@example.com"}}}}`,
-			theirs: `{"data":{"postCreated":{"author":{"email":null}}}}`,
+			mine:   `{"postCreated":{"author":{"email":"alice@example.com"}}}`,
+			theirs: `{"postCreated":{"author":{"email":null}}}`,
 		} {
-			if got := next(t, l); got != want {
+			got, c := splitEvent(t, next(t, l))
+			if got != want {
 				t.Errorf("got %s; want %s", got, want)
 			}
+			cursors[c] = true
 		}
-		next(t, a)
-		next(t, b)
+		_, ofA := splitEvent(t, next(t, a))
+		_, ofB := splitEvent(t, next(t, b))
+		cursors[ofA], cursors[ofB] = true, true
+		if len(cursors) != 1 {
+			t.Errorf("the one event with cursors %v across its feeds; want one", cursors)
+		}
+		if cursors[cursor] {
+			t.Errorf("a second event with the first one's cursor %s", cursor)
+		}
 	})
 
 	t.Run("a listener that leaves stops only its own deliveries", func(t *testing.T) {

@@ -1,9 +1,11 @@
 package schema
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/postsedge/caddy-posts/posts"
 )
@@ -22,9 +24,13 @@ import (
 // already, or will never be.
 
 // pending are the positions of the events a feed has matched and not answered yet, oldest first.
+// A replay (replay.go) reads the log as it goes, so it also notes how far it has read: it may
+// still match an event from position open on (0: a feed, whose events the broker matches as it
+// publishes them, never has one it has not noted).
 type pending struct {
 	mu        sync.Mutex
 	positions []int64
+	open      int64
 }
 
 // reserve notes the event at position p, matched by the feed's subscription.
@@ -47,18 +53,39 @@ func (q *pending) resolved() int64 {
 	return p
 }
 
-// before says whether an event before position p is still to be answered.
+// oldest is the position of the oldest event noted, the one the next response answers: 0 when
+// none is noted.
+func (q *pending) oldest() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.positions) == 0 {
+		return 0
+	}
+	return q.positions[0]
+}
+
+// readTo notes that a replay has read the log up to position p: what it matches from now on is
+// after p.
+func (q *pending) readTo(p int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.open = p + 1
+}
+
+// before says whether an event before position p is still to be answered, or may still be
+// matched by a replay.
 func (q *pending) before(p int64) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.positions) > 0 && q.positions[0] < p
+	return len(q.positions) > 0 && q.positions[0] < p || q.open != 0 && q.open < p
 }
 
 // Sequence hands the responses of the subscriptions of one connection in the order of the
 // events they answer. Its methods are safe for concurrent use.
 type Sequence struct {
-	limit    int    // of the responses held back
-	overflow func() // called, once, when more would be held
+	limit    int                             // of the responses held back
+	overflow func()                          // called, once, when more would be held
+	room     func(ctx context.Context) error // waits until the connection can take more (NewSequence)
 
 	mu        sync.Mutex
 	listeners map[*Listener]struct{}
@@ -76,10 +103,51 @@ type held struct {
 // NewSequence returns the sequence of one connection, which holds back limit responses at most:
 // past them, overflow is called (the connection should end, as one whose client reads too
 // slowly) and nothing is delivered any more. overflow is called with locks held: it must not
-// block, nor close a listener. Its listeners may be of several schemas (a connection that
-// outlives a reload subscribes through the new config's).
-func NewSequence(limit int, overflow func()) *Sequence {
-	return &Sequence{limit: max(limit, 1), overflow: overflow}
+// block, nor close a listener. room, if not nil, waits until the connection can take more
+// responses (its send queue is not too full), or fails when ctx ends: a replay, which has
+// every event at hand, goes at the client's pace rather than overflow it. Its listeners may be
+// of several schemas (a connection that outlives a reload subscribes through the new config's).
+func NewSequence(limit int, overflow func(), room func(ctx context.Context) error) *Sequence {
+	return &Sequence{limit: max(limit, 1), overflow: overflow, room: room}
+}
+
+// pace waits until l may be given another replayed response: while a quarter of the responses
+// held are l's (they wait for an earlier event of another subscription of the connection),
+// and until the connection has room. The listener whose replay is furthest behind is never
+// held, so some replay always goes on.
+func (q *Sequence) pace(ctx context.Context, l *Listener) error {
+	for {
+		q.mu.Lock()
+		mine := 0
+		for _, h := range q.held {
+			if h.l == l {
+				mine++
+			}
+		}
+		q.mu.Unlock()
+		if mine < max(q.limit/4, 1) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(paceWait):
+		}
+	}
+	if q.room == nil {
+		return nil
+	}
+	return q.room(ctx)
+}
+
+// paceWait is how often a replay held back looks again.
+const paceWait = 5 * time.Millisecond
+
+// recheck hands what may go since a listener's replay read further; feeds.mu is held.
+func (q *Sequence) recheck() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.release()
 }
 
 // ListenIn is Listen, with deliver called in the order of the events of every listener of q.
@@ -144,7 +212,7 @@ func (q *Sequence) release() {
 // waits says whether a feed of a listener has an event before position to answer.
 func (q *Sequence) waits(position int64) bool {
 	for l := range q.listeners {
-		if l.f.pending.before(position) {
+		if l.f.pending.before(position) || l.replay != nil && l.replay.before(position) {
 			return true
 		}
 	}

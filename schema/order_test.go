@@ -24,7 +24,7 @@ func TestASequenceKeepsEachPostsOrderAcrossSubscriptions(t *testing.T) {
 		got []string // "<kind> <id> <version>", in the order delivered
 	)
 	overflowed := make(chan struct{})
-	seq := schema.NewSequence(10_000, func() { close(overflowed) })
+	seq := schema.NewSequence(10_000, func() { close(overflowed) }, nil)
 	for _, query := range []string{
 		// The slowest to resolve: a list of the store per event.
 		`subscription { postCreated { id version author { posts { id } } } }`,

@@ -26,6 +26,7 @@
 package schema
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -51,6 +52,9 @@ type Request struct {
 	// the request runs the document the schema holds under that hash; with one, it must be the
 	// SHA-256 of Query.
 	PersistedHash string
+	// ResumeFrom is extensions.resumeFrom as sent, nil when absent: the cursor of the last event
+	// a subscriber received, after which its subscription resumes (replay.go).
+	ResumeFrom json.RawMessage
 }
 
 // Operation is a request that passed the limits, ready to execute.
@@ -71,6 +75,8 @@ type Operation struct {
 	shape *shape
 	// root is the root selection of the operation, which idempotency.go reads.
 	root ast.SelectionSet
+	// resumeFrom is the cursor a subscription resumes after, "" for none.
+	resumeFrom string
 }
 
 // Prepare finds the document of req (in the cache, or parsed), picks its operation and checks
@@ -93,6 +99,10 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 	if refusal != nil {
 		return nil, refusal
 	}
+	resume, refusal := resumeFrom(req.ResumeFrom, op)
+	if refusal != nil {
+		return nil, refusal
+	}
 	if fresh {
 		if d.tallies, refusal = s.admit(d.tree); refusal != nil {
 			return nil, refusal
@@ -112,7 +122,23 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 		s.print(d)
 		s.documents.add(d)
 	}
-	return &Operation{Type: string(op.Operation), Name: op.Name, request: req, personal: cost.personal, document: d.printed, shape: d.shape, root: op.SelectionSet}, nil
+	return &Operation{Type: string(op.Operation), Name: op.Name, request: req, personal: cost.personal, document: d.printed, shape: d.shape, root: op.SelectionSet, resumeFrom: resume}, nil
+}
+
+// resumeFrom reads extensions.resumeFrom of a request that runs op: a string, of a
+// subscription. Whether the log made the cursor is known once the subscription starts.
+func resumeFrom(raw json.RawMessage, op *ast.OperationDefinition) (string, *gqlerrors.QueryError) {
+	if raw == nil {
+		return "", nil
+	}
+	var cursor string
+	switch {
+	case op.Operation != ast.Subscription:
+		return "", refused(errcode.BadUserInput, nil, "extensions.resumeFrom resumes a subscription, and this is a %s: send it without", op.Operation)
+	case json.Unmarshal(raw, &cursor) != nil || cursor == "":
+		return "", refused(errcode.BadUserInput, nil, "extensions.resumeFrom must be the string of a cursor: the extensions.cursor of the last event received")
+	}
+	return cursor, nil
 }
 
 // parse checks the text of d, whose length find has checked, and parses it.

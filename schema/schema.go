@@ -74,6 +74,9 @@ type Limits struct {
 	// the fragment spreads and inline fragments of the document, counted the same way, may not
 	// exceed it either: graphql-go's validation repeats them for each operation too.
 	MaxFields int
+	// MaxResume is the most positions of the event log one resumed subscription may replay,
+	// whatever it matches of them (max_resume_events).
+	MaxResume int64
 	// MaxResponseSize is the largest result an operation may produce, in bytes of JSON; past it
 	// the operation stops and answers RESPONSE_TOO_LARGE.
 	MaxResponseSize int64
@@ -106,6 +109,7 @@ const overlapValidationLimit = 10_000
 // Schema is the executable schema with its limits.
 type Schema struct {
 	exec         *graphql.Schema
+	svc          *posts.Service
 	limits       Limits
 	types        map[string]*ast.Definition // the types of the SDL, for the limits and variables
 	feeds        feeds                      // the running subscriptions, shared by their subscribers
@@ -145,7 +149,7 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits, persisted ...Per
 	if err != nil {
 		return nil, err
 	}
-	s := &Schema{exec: exec, limits: limits, types: types, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit()),
+	s := &Schema{exec: exec, svc: svc, limits: limits, types: types, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit()),
 		documents: newDocuments(limits.DocumentCacheEntries, limits.DocumentCacheSize)}
 	if err := s.persist(persisted); err != nil {
 		return nil, err

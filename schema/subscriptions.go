@@ -96,6 +96,14 @@ func withPending(ctx context.Context, q *pending) context.Context {
 	return context.WithValue(ctx, pendingKey{}, q)
 }
 
+type subscribedKey struct{}
+
+// withSubscribed returns a context whose subscription calls subscribed once it has subscribed
+// to the events: every event handed to the broker from then on reaches it.
+func withSubscribed(ctx context.Context, subscribed func()) context.Context {
+	return context.WithValue(ctx, subscribedKey{}, subscribed)
+}
+
 type overflowKey struct{}
 
 // withOverflow returns a context whose subscriptions call fellBehind when they read events more
@@ -144,6 +152,9 @@ func ofUser(e posts.Event, userID *graphql.ID) bool {
 // stream subscribes to the events that match and sends each, as item makes it, until ctx ends
 // or the subscription does.
 func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) bool, item func(posts.Post) T) (<-chan T, error) {
+	if src, _ := ctx.Value(replayKey{}).(*replaySource); src != nil {
+		return replayStream(ctx, src, match, item), nil
+	}
 	if q, _ := ctx.Value(pendingKey{}).(*pending); q != nil {
 		// The broker matches in the order of the log, and queues what matches: the feed
 		// knows the events it will answer, in order, before it answers any.
@@ -159,6 +170,9 @@ func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) boo
 	sub, err := r.svc.Subscribe(match)
 	if err != nil {
 		return nil, r.fail(ctx, err)
+	}
+	if subscribed, _ := ctx.Value(subscribedKey{}).(func()); subscribed != nil {
+		subscribed()
 	}
 	out := make(chan T)
 	go func() {

@@ -43,10 +43,34 @@ type EventLog interface {
 	// the position the log is decided to: each position from after+1 to upto holds one of the
 	// events returned, or will never hold an event. The next read starts after upto.
 	ReadEvents(ctx context.Context, after int64, limit int) (events []Event, upto int64, err error)
-	// ExpireEvents deletes the events logged before before, and returns how many it deleted.
-	ExpireEvents(ctx context.Context, before time.Time) (int, error)
+	// ExpireEvents deletes the events logged before before, and all but the newest keep (0: no
+	// cap), oldest first, and returns how many it deleted. What it keeps is every position
+	// after one: an event goes only with every event before it, so a reader that finds the
+	// event of a position kept (Kept) finds every later one. It deletes in batches, so that
+	// writes go on meanwhile.
+	ExpireEvents(ctx context.Context, before time.Time, keep int64) (int, error)
+	// Kept says whether the log still holds the event at position, which it logged: false once
+	// it has expired.
+	Kept(ctx context.Context, position int64) (bool, error)
+	// Key returns the log's key: random bytes, made once with the log and the same for every
+	// store instance that shares it, which signs the cursors of its positions, so that a cursor
+	// of another log, or one altered, is told apart from the log's own.
+	Key(ctx context.Context) ([]byte, error)
+	// Stats returns what the log holds, for monitoring.
+	Stats(ctx context.Context) (LogStats, error)
 	// RecoverEvents logs the events of the writes made before before whose writer stopped
 	// before it had logged them, and returns how many. A store whose writes log their events in
 	// their transaction has none.
 	RecoverEvents(ctx context.Context, before time.Time) (int, error)
+}
+
+// LogStats is what an event log holds.
+type LogStats struct {
+	// Events is how many events (and, on MongoDB, markers of holes) the log holds; an
+	// estimate where counting exactly would scan.
+	Events int64
+	// Oldest is the position of the oldest event kept, 0 when the log is empty.
+	Oldest int64
+	// Last is the last position given, as LastPosition.
+	Last int64
 }

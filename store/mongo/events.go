@@ -1,11 +1,14 @@
 package mongo
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -40,6 +43,17 @@ import (
 // after it is older than holeWait: then it fills the hole with a marker that every reader skips.
 // The insert that comes later finds its position taken and logs at a new one. A hole is decided
 // once, in the database, so every reader reads the same events in the same order.
+//
+// Expiry deletes the oldest positions, every one up to a cut and in their order, so that a
+// position still kept has every later one kept too (store.EventLog.Kept). Nothing may land
+// below the cut afterwards, in front of positions already gone. So the counter records the cut
+// (expired) before the events go, and a reader that meets a gap at or below it skips it, where
+// it would fill a hole: expired positions are decided. And expiry cuts past a gap only once the
+// event after it is older than settleWait, a minute: the gap's writer took its position before
+// that event's, and a write runs under the request's deadline (timeout, 5 s by default), so it
+// will never insert there. A younger gap is a hole still to be decided, and holds the cut back
+// until a reader decides it (holeWait, 2 s). However small the cap, then, expiry takes no
+// position that a writer or a reader may still fill.
 
 // The collections of the event log.
 const (
@@ -88,26 +102,22 @@ func changeKey(kind string, p store.Post) string {
 	return p.ID + "/" + strconv.FormatInt(p.Version, 10) + "/" + kind
 }
 
-// SetEventTTL makes the index on at of the events collection, when this store first ensures it,
-// a TTL index that lets MongoDB delete an event ttl after its at. Servers without TTL indexes
-// (FerretDB v1) get an ordinary index; ExpireEvents deletes there, which the follower of the log
-// calls every minute on any server. An index made earlier with another TTL is kept as it is.
-// Zero: no TTL.
-func (s *Store) SetEventTTL(ttl time.Duration) { s.eventTTL.Store(int64(ttl)) }
+// eventIndexes are the indexes of the events collection: at, which the cut of expiry by time
+// is found through, and the unique key of a change.
+var eventIndexes = []driver.IndexModel{
+	{Keys: bson.D{{Key: "at", Value: 1}}},
+	{Keys: bson.D{{Key: "key", Value: 1}}, Options: options.Index().SetUnique(true)},
+}
 
 // events returns the events collection, ensuring its indexes on first use.
 func (s *Store) events(ctx context.Context) (*driver.Collection, error) {
 	return s.ensured(ctx, &s.eventRecords, EventsCollection, func(ctx context.Context, coll *driver.Collection) error {
-		index := driver.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}}
-		if ttl := time.Duration(s.eventTTL.Load()); ttl > 0 {
-			index.Options = options.Index().SetExpireAfterSeconds(int32(max(ttl/time.Second, 1)))
-		}
-		err := createExpiryIndex(ctx, coll, index)
-		if cmdErr, ok := errors.AsType[driver.CommandError](err); ok && cmdErr.Code == errIndexOptionsConflict {
-			err = nil // an index of another TTL: ExpireEvents deletes what the TTL should
-		}
-		if err == nil {
-			_, err = coll.Indexes().CreateOne(ctx, driver.IndexModel{Keys: bson.D{{Key: "key", Value: 1}}, Options: options.Index().SetUnique(true)})
+		err := dropTTLIndex(ctx, coll)
+		// One index per command, as for the posts (mongo.go).
+		for _, index := range eventIndexes {
+			if err == nil {
+				_, err = coll.Indexes().CreateOne(ctx, index)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("ensuring the indexes of %s: %w", EventsCollection, err)
@@ -116,24 +126,88 @@ func (s *Store) events(ctx context.Context) (*driver.Collection, error) {
 	})
 }
 
-// errIndexOptionsConflict is the code of createIndexes for an index that exists with other options.
-const errIndexOptionsConflict = 85
+// dropTTLIndex drops the TTL index on at that earlier releases made: MongoDB's TTL monitor
+// deletes by time, one document at a time, and a position's time does not follow its order
+// exactly (a hole's marker is younger than the events after it), so it would leave a position
+// kept after one deleted. An instance of an earlier release makes it again on its first use
+// only: once they are all upgraded, the next first use drops it for good.
+func dropTTLIndex(ctx context.Context, coll *driver.Collection) error {
+	specs, err := coll.Indexes().ListSpecifications(ctx)
+	if err != nil {
+		return err
+	}
+	for _, spec := range specs {
+		if spec.ExpireAfterSeconds == nil || spec.KeysDocument.Lookup("at").IsZero() {
+			continue
+		}
+		// Another instance may drop it first.
+		if err := coll.Indexes().DropOne(ctx, spec.Name); err != nil && !hasCode(err, errNamespaceNotFound, errIndexNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// The codes of command errors for a collection, or an index, that does not exist.
+const (
+	errNamespaceNotFound = 26
+	errIndexNotFound     = 27
+)
+
+// hasCode says whether err is a server's error of one of codes.
+func hasCode(err error, codes ...int) bool {
+	serverErr, ok := errors.AsType[driver.ServerError](err)
+	return ok && slices.ContainsFunc(codes, serverErr.HasErrorCode)
+}
 
 // Origin names this store in the events it logs: random, made when it was opened.
 func (s *Store) Origin() string { return s.origin }
 
-// counter is the document of CountersCollection that gives the log's positions.
+// counter is the document of CountersCollection that gives the log's positions. It also holds
+// the log's key (see Key), and the cut of its expiry (see ExpireEvents): every position up to
+// Expired is gone, or going.
 type counter struct {
-	Last int64 `bson:"last"`
+	Last    int64  `bson:"last"`
+	Expired int64  `bson:"expired"`
+	Key     []byte `bson:"key,omitempty"`
 }
 
 // eventsCounter selects the counter of the event log.
 var eventsCounter = bson.D{{Key: "_id", Value: EventsCollection}}
 
+// counters returns the collection of the log's counter.
+func (s *Store) counters() *driver.Collection {
+	return s.client.Database(s.database).Collection(CountersCollection)
+}
+
+// counter returns the log's counter, the zero counter before the log's first use, and notes
+// the cut of expiry it holds.
+func (s *Store) counter(ctx context.Context) (counter, error) {
+	var c counter
+	err := s.counters().FindOne(ctx, eventsCounter).Decode(&c)
+	if errors.Is(err, driver.ErrNoDocuments) {
+		return counter{}, nil
+	}
+	if err == nil {
+		s.expiredUpTo(c.Expired)
+	}
+	return c, err
+}
+
+// expiredUpTo notes that every position up to position has expired.
+func (s *Store) expiredUpTo(position int64) {
+	for {
+		known := s.expired.Load()
+		if position <= known || s.expired.CompareAndSwap(known, position) {
+			return
+		}
+	}
+}
+
 // nextPosition takes the next position of the log.
 func (s *Store) nextPosition(ctx context.Context) (int64, error) {
 	var c counter
-	err := s.client.Database(s.database).Collection(CountersCollection).FindOneAndUpdate(ctx, eventsCounter,
+	err := s.counters().FindOneAndUpdate(ctx, eventsCounter,
 		bson.D{{Key: "$inc", Value: bson.D{{Key: "last", Value: int64(1)}}}},
 		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&c)
 	return c.Last, err
@@ -141,11 +215,7 @@ func (s *Store) nextPosition(ctx context.Context) (int64, error) {
 
 // LastPosition returns the last position the counter gave, 0 before the first.
 func (s *Store) LastPosition(ctx context.Context) (int64, error) {
-	var c counter
-	err := s.client.Database(s.database).Collection(CountersCollection).FindOne(ctx, eventsCounter).Decode(&c)
-	if errors.Is(err, driver.ErrNoDocuments) {
-		return 0, nil
-	}
+	c, err := s.counter(ctx)
 	return c.Last, s.classify(err)
 }
 
@@ -211,16 +281,16 @@ func (s *Store) fillHoles(ctx context.Context, c *driver.Collection, first, last
 	return err == nil
 }
 
-// maxHoles bounds the markers one read puts: a reader far behind (after an outage longer than
-// the events' TTL) fills the expired positions a page at a time.
+// maxHoles bounds the markers one read puts.
 const maxHoles = 1000
 
 // oldestFirst is the order of the log.
 var oldestFirst = bson.D{{Key: "_id", Value: 1}}
 
 // ReadEvents returns at most limit events after position after, in order: one query on the _id
-// index (FerretDB v1 scans the collection instead: it pushes down no range), and for a hole
-// older than holeWait, one insert of its markers.
+// index (FerretDB v1 scans the collection instead: it pushes down no range), and for a gap
+// older than holeWait, a read of the counter, to skip what expired, and one insert of the
+// markers of the holes left.
 func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store.Event, int64, error) {
 	c, err := s.events(ctx)
 	if err != nil {
@@ -240,12 +310,15 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store
 	var out []store.Event
 	upto := after
 	for _, d := range docs {
-		if d.Position > upto+1 { // upto+1 up to here are holes
-			last := min(d.Position-1, upto+maxHoles)
-			if time.Since(d.At) < holeWait || !s.fillHoles(ctx, c, upto+1, last) {
+		if expired := s.expired.Load(); d.Position > upto+1 && expired > upto { // expired, as far as known
+			upto = min(expired, d.Position-1)
+		}
+		if d.Position > upto+1 { // upto+1 up to here expired, or are holes
+			if time.Since(d.At) < holeWait {
 				break
 			}
-			if upto = last; last < d.Position-1 {
+			var decided bool
+			if upto, decided = s.decideGap(ctx, c, upto, d.Position); !decided {
 				break
 			}
 		}
@@ -257,17 +330,181 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store
 	return out, upto, nil
 }
 
-// ExpireEvents deletes the events and markers logged before before.
-func (s *Store) ExpireEvents(ctx context.Context, before time.Time) (int, error) {
+// decideGap decides the positions after upto and before next, a gap older than holeWait: it
+// skips those that expired and fills the rest with markers, maxHoles at most. It returns the
+// position decided up to, and whether that is next-1.
+func (s *Store) decideGap(ctx context.Context, c *driver.Collection, upto, next int64) (int64, bool) {
+	ctr, err := s.counter(ctx)
+	if err != nil {
+		return upto, false
+	}
+	if upto = max(upto, min(ctr.Expired, next-1)); upto == next-1 {
+		return upto, true
+	}
+	last := min(next-1, upto+maxHoles)
+	if !s.fillHoles(ctx, c, upto+1, last) {
+		return upto, false
+	}
+	// An expiry that moved its cut past these positions since the counter was read would leave
+	// the markers below it: the counter, read again, tells, and they go. An expiry that moves
+	// it later deletes them itself.
+	if ctr, err = s.counter(ctx); err != nil {
+		return upto, false
+	}
+	if ctr.Expired > upto {
+		gone := bson.D{{Key: "$gt", Value: upto}, {Key: "$lte", Value: min(ctr.Expired, last)}}
+		if _, err := c.DeleteMany(ctx, bson.D{{Key: "_id", Value: gone}}); err != nil {
+			return upto, false
+		}
+	}
+	return last, last == next-1
+}
+
+// The batches and the pace of expiry (see the opening comment); variables for the tests.
+var (
+	expireBatch int64 = 1000
+	settleWait        = time.Minute
+)
+
+// ExpireEvents deletes the events and markers up to a cut, oldest first: the newest logged
+// before before, found at the end of the index on at, or the last position less keep,
+// whichever is later. It stops short of a gap younger than settleWait. Each batch of
+// expireBatch positions is a query and a delete of a range of _id (MongoDB deletes it in the
+// order of the index), after the counter has the batch's end as its cut.
+func (s *Store) ExpireEvents(ctx context.Context, before time.Time, keep int64) (int, error) {
 	c, err := s.events(ctx)
 	if err != nil {
 		return 0, s.classify(err)
 	}
-	res, err := c.DeleteMany(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: before}}}})
+	ctr, err := s.counter(ctx)
 	if err != nil {
 		return 0, s.classify(err)
 	}
-	return int(res.DeletedCount), nil
+	var cut int64
+	if keep > 0 {
+		cut = ctr.Last - keep
+	}
+	var newest event
+	switch err := c.FindOne(ctx, bson.D{{Key: "at", Value: bson.D{{Key: "$lt", Value: before}}}},
+		options.FindOne().SetSort(bson.D{{Key: "at", Value: -1}}).SetProjection(bson.D{{Key: "_id", Value: 1}})).Decode(&newest); {
+	case err == nil:
+		cut = max(cut, newest.Position)
+	case !errors.Is(err, driver.ErrNoDocuments):
+		return 0, s.classify(err)
+	}
+	deleted := 0
+	for from := ctr.Expired; from < cut; {
+		end, err := s.settledUpTo(ctx, c, from, cut)
+		if err != nil || end == from {
+			return deleted, s.classify(err)
+		}
+		if _, err := s.counters().UpdateOne(ctx, eventsCounter, bson.D{{Key: "$max", Value: bson.D{{Key: "expired", Value: end}}}}); err != nil {
+			return deleted, s.classify(err)
+		}
+		s.expiredUpTo(end)
+		// Up to end, not from from: what a reader put below an earlier cut goes too.
+		res, err := c.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$lte", Value: end}}}})
+		if err != nil {
+			return deleted, s.classify(err)
+		}
+		deleted += int(res.DeletedCount)
+		from = end
+	}
+	return deleted, nil
+}
+
+// settledUpTo returns the end of the batch of expiry after position from, up to cut: the last
+// of at most expireBatch positions the log holds, short of a gap whose next event is younger
+// than settleWait. Positions after the last one held, up to cut, wait for the next expiry.
+func (s *Store) settledUpTo(ctx context.Context, c *driver.Collection, from, cut int64) (int64, error) {
+	cur, err := c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: from}, {Key: "$lte", Value: cut}}}},
+		options.Find().SetSort(oldestFirst).SetLimit(expireBatch).SetBatchSize(int32(expireBatch)).SetProjection(bson.D{{Key: "at", Value: 1}}))
+	if err != nil {
+		return from, err
+	}
+	var docs []event
+	if err := cur.All(ctx, &docs); err != nil {
+		return from, err
+	}
+	end := from
+	for _, d := range docs {
+		if d.Position > end+1 && time.Since(d.At) < settleWait {
+			break
+		}
+		end = d.Position
+	}
+	return end, nil
+}
+
+// Kept says whether the log holds position, an event or a hole's marker: one lookup of _id.
+func (s *Store) Kept(ctx context.Context, position int64) (bool, error) {
+	c, err := s.events(ctx)
+	if err != nil {
+		return false, s.classify(err)
+	}
+	err = c.FindOne(ctx, bson.D{{Key: "_id", Value: position}}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+	if errors.Is(err, driver.ErrNoDocuments) {
+		return false, nil
+	}
+	return err == nil, s.classify(err)
+}
+
+// Key returns the log's key, in the counter's document, which every instance reads and the
+// first to find none makes: an update whose filter asks for a counter without a key sets one,
+// and, where there is no counter yet, inserts it with one. Of instances that race, the first
+// update sets its key; each later one matches no counter without a key, so it tries to insert
+// one, which the unique _id refuses (a duplicate key, not an error here). Each then reads the
+// key that won. $setOnInsert alone would not do: the counter of an earlier release exists,
+// without a key. The key never changes, so it is read once.
+func (s *Store) Key(ctx context.Context) ([]byte, error) {
+	if key := s.logKey.Load(); key != nil {
+		return bytes.Clone(*key), nil
+	}
+	ctr, err := s.counter(ctx)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	if len(ctr.Key) == 0 {
+		key := make([]byte, 16)
+		_, _ = rand.Read(key) // crypto/rand.Read never fails
+		noKey := append(slices.Clone(eventsCounter), bson.E{Key: "key", Value: bson.D{{Key: "$exists", Value: false}}})
+		_, err := s.counters().UpdateOne(ctx, noKey, bson.D{{Key: "$set", Value: bson.D{{Key: "key", Value: key}}}}, options.UpdateOne().SetUpsert(true))
+		if err != nil && !driver.IsDuplicateKeyError(err) {
+			return nil, s.classify(err)
+		}
+		if ctr, err = s.counter(ctx); err != nil {
+			return nil, s.classify(err)
+		}
+		if len(ctr.Key) == 0 {
+			return nil, fmt.Errorf("%w: the event log's counter has no key after it was given one", store.ErrUnavailable)
+		}
+	}
+	s.logKey.Store(&ctr.Key)
+	return bytes.Clone(ctr.Key), nil
+}
+
+// Stats returns what the log holds: its documents as the collection's metadata counts them,
+// markers included, and its oldest by the _id index.
+func (s *Store) Stats(ctx context.Context) (store.LogStats, error) {
+	c, err := s.events(ctx)
+	if err != nil {
+		return store.LogStats{}, s.classify(err)
+	}
+	var st store.LogStats
+	if st.Events, err = c.EstimatedDocumentCount(ctx); err != nil {
+		return store.LogStats{}, s.classify(err)
+	}
+	var oldest event
+	switch err := c.FindOne(ctx, bson.D{}, options.FindOne().SetSort(oldestFirst).SetProjection(bson.D{{Key: "_id", Value: 1}})).Decode(&oldest); {
+	case err == nil:
+		st.Oldest = oldest.Position
+	case !errors.Is(err, driver.ErrNoDocuments):
+		return store.LogStats{}, s.classify(err)
+	}
+	if st.Last, err = s.LastPosition(ctx); err != nil {
+		return store.LogStats{}, err
+	}
+	return st, nil
 }
 
 // recoverBatch bounds the posts one RecoverEvents call logs the pending events of.

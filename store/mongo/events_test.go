@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/postsedge/caddy-posts/store"
@@ -403,5 +404,219 @@ func TestTheLogIsReadThroughItsIndexes(t *testing.T) {
 				t.Errorf("the indexes of %s are %v; want %s", coll, got, w)
 			}
 		}
+	}
+}
+
+// Expiry cuts past a gap only once the event after it is older than settleWait: until then the
+// gap's position may still take its writer's event, which would land below the cut.
+func TestExpiryStopsShortOfAYoungHole(t *testing.T) {
+	mongo.SetExpiry(t, 300*time.Millisecond, 2)
+	s := opener(mongotest.FerretDB(t).URI)(t).(*mongo.Store)
+	post := func(n int) store.Post {
+		p := firstPost
+		p.ID = fmt.Sprintf("67d4460000000000000000%02d", n)
+		return p
+	}
+	insert := func(n int) store.Event {
+		e, err := s.InsertPost(t.Context(), post(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	kept := func(want map[int64]bool) {
+		t.Helper()
+		for p, w := range want {
+			if got, err := s.Kept(t.Context(), p); err != nil || got != w {
+				t.Errorf("Kept(%d) = %v, %v; want %v", p, got, err, w)
+			}
+		}
+	}
+	first := insert(1)
+	hole := s.TakePosition(t)
+	for n := 2; n <= 4; n++ {
+		insert(n)
+	}
+	if first.Position != 1 || hole != 2 {
+		t.Fatalf("the first event is at %d and the hole at %d; want 1 and 2", first.Position, hole)
+	}
+	if n, err := s.ExpireEvents(t.Context(), time.Time{}, 1); err != nil || n != 1 {
+		t.Fatalf("ExpireEvents with a young hole at 2 = %d, %v; want 1, the event before it", n, err)
+	}
+	kept(map[int64]bool{1: false, 3: true, 4: true, 5: true})
+	time.Sleep(350 * time.Millisecond)
+	if n, err := s.ExpireEvents(t.Context(), time.Time{}, 1); err != nil || n != 2 {
+		t.Fatalf("ExpireEvents once the hole is settled = %d, %v; want 2, all but the last", n, err)
+	}
+	kept(map[int64]bool{2: false, 3: false, 4: false, 5: true})
+	for n := 5; n <= 8; n++ {
+		insert(n)
+	}
+	if n, err := s.ExpireEvents(t.Context(), time.Now().Add(time.Second), 0); err != nil || n != 5 {
+		t.Fatalf("ExpireEvents of the rest, in batches of 2 = %d, %v; want 5", n, err)
+	}
+	if st, err := s.Stats(t.Context()); err != nil || st != (store.LogStats{Last: 9}) {
+		t.Errorf("Stats = %+v, %v; want an empty log that gave 9 positions", st, err)
+	}
+}
+
+// A reader behind the cut of expiry skips the positions that expired, and fills no marker in
+// them: a marker below the cut would be a position kept in front of positions gone.
+func TestAReaderBehindTheCutSkipsWhatExpired(t *testing.T) {
+	f := newFaulty(t)
+	var events []store.Event
+	for n := range 5 {
+		p := firstPost
+		p.ID = fmt.Sprintf("67d4460000000000000000%02d", n+1)
+		e, err := f.direct.InsertPost(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+	if n, err := f.direct.ExpireEvents(t.Context(), time.Time{}, 2); err != nil || n != 3 {
+		t.Fatalf("ExpireEvents = %d, %v; want 3", n, err)
+	}
+	time.Sleep(60 * time.Millisecond) // past holeWait: the gap in front of the events kept is old
+	marker := mongotest.Fault{Command: "insert", Collection: mongo.EventsCollection, Delay: time.Millisecond}
+	f.proxy.Arm(marker) // to count the inserts of markers: none
+	defer f.proxy.Disarm()
+	got, upto, err := f.through.ReadEvents(t.Context(), 0, 10)
+	if err != nil || len(got) != 2 || got[0].Position != events[3].Position || upto != events[4].Position {
+		t.Fatalf("the other instance reads %d events up to %d, %v; want the two kept, up to %d", len(got), upto, err, events[4].Position)
+	}
+	if f.proxy.Hits(marker) != 0 {
+		t.Error("the reader put markers in the expired positions")
+	}
+	if st, err := f.direct.Stats(t.Context()); err != nil || st.Events != 2 {
+		t.Errorf("the log holds %d documents, %v; want the two events, and no marker", st.Events, err)
+	}
+	for _, e := range events[:3] {
+		if kept, err := f.direct.Kept(t.Context(), e.Position); err != nil || kept {
+			t.Errorf("Kept(%d) = %v, %v; want false", e.Position, kept, err)
+		}
+	}
+}
+
+// A reader that fills a hole while an expiry cuts past it (it read the cut before the expiry
+// moved it) deletes its marker again: no position below the cut stays kept.
+func TestAMarkerPutBelowANewCutGoesAgain(t *testing.T) {
+	f := newFaulty(t)
+	mongo.SetExpiry(t, 100*time.Millisecond, 1000)
+	insert := func(n int) {
+		p := firstPost
+		p.ID = fmt.Sprintf("67d4460000000000000000%02d", n)
+		if _, err := f.direct.InsertPost(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(1)
+	hole := f.direct.TakePosition(t)
+	insert(2)
+	insert(3)
+	time.Sleep(150 * time.Millisecond) // the events after the hole are older than holeWait and settleWait
+	held := mongotest.Fault{Command: "insert", Collection: mongo.EventsCollection, Delay: 2 * time.Second}
+	f.proxy.Arm(held)
+	read := make(chan error, 1)
+	go func() {
+		_, _, err := f.through.ReadEvents(t.Context(), hole-1, 10)
+		read <- err
+	}()
+	for f.proxy.Hits(held) == 0 { // the reader has read the cut, and its marker is on its way
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n, err := f.direct.ExpireEvents(t.Context(), time.Time{}, 1); err != nil || n != 2 {
+		t.Fatalf("ExpireEvents past the hole = %d, %v; want 2, the events at %d and %d", n, err, hole-1, hole+1)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := f.direct.Kept(t.Context(), hole); err != nil || kept {
+		t.Errorf("Kept(%d), the hole's, = %v, %v; want false: it is below the cut", hole, kept, err)
+	}
+	if st, err := f.direct.Stats(t.Context()); err != nil || st.Events != 1 || st.Oldest != hole+2 {
+		t.Errorf("Stats = %+v, %v; want the last event alone, at %d", st, err, hole+2)
+	}
+}
+
+// Instances that ask for the log's key at once agree on one, on a new log and on one whose
+// counter an earlier release made, without a key.
+func TestInstancesRacingForTheKeyAgree(t *testing.T) {
+	uri := mongotest.FerretDB(t).URI
+	for _, tc := range []struct {
+		name    string
+		written bool
+	}{
+		{"a new log", false},
+		{"the log of an earlier release", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := opener(uri)(t).(*mongo.Store)
+			if tc.written {
+				if _, err := first.InsertPost(t.Context(), firstPost); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stores := []*mongo.Store{first}
+			for range 5 {
+				stores = append(stores, reopener(uri)(t, first).(*mongo.Store))
+			}
+			keys := make([][]byte, len(stores))
+			var wg sync.WaitGroup
+			for i, s := range stores {
+				wg.Go(func() {
+					var err error
+					if keys[i], err = s.Key(t.Context()); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			for i, k := range keys {
+				if len(k) != 16 || !slices.Equal(k, keys[0]) {
+					t.Errorf("instance %d has the key %x; instance 0 %x", i, k, keys[0])
+				}
+			}
+		})
+	}
+}
+
+// The TTL index on at that earlier releases made is dropped: MongoDB's TTL monitor deletes by
+// time, not the oldest positions first. FerretDB v1 has no TTL indexes: a real MongoDB only.
+func TestATTLIndexOfAnEarlierReleaseIsDropped(t *testing.T) {
+	uri := mongotest.MongoDBURI()
+	if uri == "" {
+		t.Skip("needs a real mongod: set MONGODB_URI (for instance mongodb://localhost:27017)")
+	}
+	s := opener(uri)(t).(*mongo.Store)
+	client, err := mongo.Connect(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mongo.Disconnect(client)
+	coll := client.Database(s.Database()).Collection(mongo.EventsCollection)
+	if _, err := coll.Indexes().CreateOne(t.Context(), driver.IndexModel{Keys: bson.D{{Key: "at", Value: 1}},
+		Options: options.Index().SetExpireAfterSeconds(3600)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ReadEvents(t.Context(), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := coll.Indexes().ListSpecifications(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at bool
+	for _, spec := range specs {
+		if spec.KeysDocument.Lookup("at").IsZero() {
+			continue
+		}
+		at = true
+		if spec.ExpireAfterSeconds != nil {
+			t.Errorf("the index on at %s still expires after %d s", spec.Name, *spec.ExpireAfterSeconds)
+		}
+	}
+	if !at {
+		t.Error("no index on at")
 	}
 }

@@ -22,3 +22,13 @@ func (s *Store) TakePosition(t *testing.T) int64 {
 	}
 	return p
 }
+
+// Database is the name of the store's database.
+func (s *Store) Database() string { return s.database }
+
+// SetExpiry sets settleWait and expireBatch until the test ends.
+func SetExpiry(t *testing.T, settle time.Duration, batch int64) {
+	savedSettle, savedBatch := settleWait, expireBatch
+	settleWait, expireBatch = settle, batch
+	t.Cleanup(func() { settleWait, expireBatch = savedSettle, savedBatch })
+}

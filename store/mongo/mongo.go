@@ -52,10 +52,12 @@ type Store struct {
 	// ensured.
 	keyRecords atomic.Pointer[driver.Collection]
 
-	// eventRecords is the events collection (events.go), set once its index is ensured with
-	// eventTTL (nanoseconds).
+	// eventRecords is the events collection (events.go), set once its indexes are ensured.
 	eventRecords atomic.Pointer[driver.Collection]
-	eventTTL     atomic.Int64
+	// logKey is the event log's key once read (events.go, Key), and expired the latest cut of
+	// its expiry this store knows of.
+	logKey  atomic.Pointer[[]byte]
+	expired atomic.Int64
 	// origin names this store in the events it logs (events.go).
 	origin string
 }

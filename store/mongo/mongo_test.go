@@ -39,6 +39,20 @@ func opener(uri string) storetest.Open {
 	}
 }
 
+// reopener returns another store on the database of a store that opener(uri) made, as a
+// second instance would have.
+func reopener(uri string) func(*testing.T, store.Store) store.Store {
+	return func(t *testing.T, s store.Store) store.Store {
+		t.Helper()
+		again, err := mongo.Open(uri, s.(*mongo.Store).Database())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { again.Close() })
+		return again
+	}
+}
+
 func dropDatabase(t *testing.T, uri, name string) {
 	client, err := mongo.Connect(uri)
 	if err != nil {
@@ -58,7 +72,7 @@ func TestConformanceOnMongoDB(t *testing.T) {
 	if uri == "" {
 		t.Skip("needs a real mongod: set MONGODB_URI (for instance mongodb://localhost:27017) to run the suite against it")
 	}
-	storetest.Run(t, opener(uri))
+	storetest.RunWith(t, opener(uri), storetest.Options{Reopen: reopener(uri)})
 }
 
 func TestIndexesExistAfterFirstUse(t *testing.T) {

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"time"
@@ -13,12 +14,29 @@ import (
 // commits. A reader sees whole transactions, so the log holds no position still to be decided:
 // every position up to the last one read is decided.
 const (
-	eventColumns    = `position, at, kind, post_id, user_id, title, body, created_at, updated_at, version`
-	logEventSQL     = `INSERT INTO events (at, kind, post_id, user_id, title, body, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING position`
-	lastPositionSQL = `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`
+	eventColumns = `position, at, kind, post_id, user_id, title, body, created_at, updated_at, version`
+	logEventSQL  = `INSERT INTO events (at, kind, post_id, user_id, title, body, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING position`
+	// lastPosition is the last position given, which AUTOINCREMENT keeps in sqlite_sequence.
+	lastPosition    = `coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`
+	lastPositionSQL = `SELECT ` + lastPosition
 	readEventsSQL   = `SELECT ` + eventColumns + ` FROM events WHERE position > ? ORDER BY position LIMIT ?`
-	expireEventsSQL = `DELETE FROM events WHERE at < ?`
+	// The position up to which ExpireEvents deletes: the newest event logged before ?1, found
+	// at the end of the range of the index on at, or the last position less the ?2 kept (0: no
+	// cap), whichever is later.
+	expiryCutSQL = `SELECT max(
+		coalesce((SELECT position FROM events WHERE at < ?1 ORDER BY at DESC, position DESC LIMIT 1), 0),
+		iif(?2 > 0, ` + lastPosition + ` - ?2, 0))`
+	// A batch of expiry: the oldest events up to a position, a range of the primary key.
+	expireEventsSQL = `DELETE FROM events WHERE position IN
+		(SELECT position FROM events WHERE position <= ? ORDER BY position LIMIT ?)`
+	keptSQL     = `SELECT EXISTS (SELECT 1 FROM events WHERE position = ?)`
+	logStatsSQL = `SELECT coalesce(min(position), 0), ` + lastPosition + ` FROM events`
+	logKeySQL   = `SELECT key FROM event_log`
 )
+
+// expireBatch is how many events one statement of ExpireEvents deletes: each takes the one
+// writer for a few milliseconds, and the writes waiting for it go in between.
+const expireBatch = 1000
 
 // now is the clock of the events' times, replaceable in tests.
 var now = time.Now
@@ -86,21 +104,90 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store
 	return events, after, nil
 }
 
-// ExpireEvents deletes the events logged before before.
-func (s *Store) ExpireEvents(ctx context.Context, before time.Time) (int, error) {
+// ExpireEvents deletes the events up to a cut, oldest first, expireBatch at a time: the log
+// has no hole to wait for (every position up to the last is decided once it is read), so the
+// cut is exactly the newest event logged before before or the last position less keep. A batch
+// is one statement, so readers see the log lose its oldest events and never one from the middle.
+func (s *Store) ExpireEvents(ctx context.Context, before time.Time, keep int64) (int, error) {
+	cut, err := s.expiryCut(ctx, before, keep)
+	if err != nil || cut == 0 {
+		return 0, err
+	}
 	c, err := s.conns()
 	if err != nil {
 		return 0, err
 	}
-	res, err := c.stmt.expireEvents.ExecContext(ctx, millis(before))
+	deleted := 0
+	for {
+		res, err := c.stmt.expireEvents.ExecContext(ctx, cut, expireBatch)
+		if err != nil {
+			return deleted, s.classify(err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return deleted, s.classify(err)
+		}
+		deleted += int(n)
+		if n > 0 {
+			s.wrote(c)
+		}
+		if n < expireBatch {
+			return deleted, nil
+		}
+	}
+}
+
+// expiryCut returns the position up to which ExpireEvents deletes, 0 for none.
+func (s *Store) expiryCut(ctx context.Context, before time.Time, keep int64) (int64, error) {
+	c, done, err := s.reading()
 	if err != nil {
-		return 0, s.classify(err)
+		return 0, err
 	}
-	n, err := res.RowsAffected()
-	if n > 0 {
-		s.wrote(c)
+	defer done()
+	var cut int64
+	err = c.stmt.expiryCut.QueryRowContext(ctx, millis(before), max(keep, 0)).Scan(&cut)
+	return max(cut, 0), s.classify(err)
+}
+
+// Kept says whether the log holds position: one lookup of the primary key.
+func (s *Store) Kept(ctx context.Context, position int64) (bool, error) {
+	c, done, err := s.reading()
+	if err != nil {
+		return false, err
 	}
-	return int(n), s.classify(err)
+	defer done()
+	var kept bool
+	err = c.stmt.kept.QueryRowContext(ctx, position).Scan(&kept)
+	return kept, s.classify(err)
+}
+
+// Key returns the log's key, made by the migration that made its table and read when the store
+// opened.
+func (s *Store) Key(context.Context) ([]byte, error) {
+	c, err := s.conns()
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(c.logKey), nil
+}
+
+// Stats counts the events without a scan: the log is one run of positions, as a position is
+// never skipped (a transaction rolled back gives its position back) and expiry deletes the
+// oldest first, so it holds every position from its oldest to the last.
+func (s *Store) Stats(ctx context.Context) (store.LogStats, error) {
+	c, done, err := s.reading()
+	if err != nil {
+		return store.LogStats{}, err
+	}
+	defer done()
+	var st store.LogStats
+	if err := c.stmt.logStats.QueryRowContext(ctx).Scan(&st.Oldest, &st.Last); err != nil {
+		return store.LogStats{}, s.classify(err)
+	}
+	if st.Oldest > 0 {
+		st.Events = st.Last - st.Oldest + 1
+	}
+	return st, nil
 }
 
 // RecoverEvents has nothing to do: every event is logged in its write's transaction.

@@ -19,3 +19,12 @@ const (
 
 // Migrations are the schema's migrations, for the test that starts from an earlier version.
 var Migrations = migrations
+
+// The statements of the event log's expiry, for the test of their plans, and its batch.
+const (
+	ExpiryCutSQL    = expiryCutSQL
+	ExpireEventsSQL = expireEventsSQL
+	KeptSQL         = keptSQL
+	LogStatsSQL     = logStatsSQL
+	ExpireBatch     = expireBatch
+)

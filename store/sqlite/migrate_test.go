@@ -64,6 +64,11 @@ func TestAFileOfSchemaVersion1GetsVersions(t *testing.T) {
 			t.Errorf("a second update at version 1: %v; want ErrNotFound", err)
 		}
 	})
+	t.Run("the event log has a key", func(t *testing.T) {
+		if key, err := s.Key(t.Context()); err != nil || len(key) != 16 {
+			t.Errorf("Key = %x, %v; want 16 bytes", key, err)
+		}
+	})
 	t.Run("a delete at version 1 succeeds", func(t *testing.T) {
 		if _, err := s.DeletePost(t.Context(), ids[1], "alice", 1); err != nil {
 			t.Fatal(err)

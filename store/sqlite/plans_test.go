@@ -42,6 +42,10 @@ func TestListsSearchAnIndexAndNeverSort(t *testing.T) {
 		{"a copy's pages of profiles", sqlite.AllUsersSQL, []any{"", 1000}, "PRIMARY KEY (id>?)"},
 		{"an idempotency key of a user", sqlite.GetKeySQL, []any{"user1", "k"}, "sqlite_autoindex_idempotency_keys_1"},
 		{"a sweep of expired idempotency keys", sqlite.DeleteExpiredKeysSQL, []any{int64(1 << 40), 1000}, "idempotency_keys_expiry"},
+		{"the cut of expiry by time and cap", sqlite.ExpiryCutSQL, []any{int64(1 << 40), 100}, "events_at (at<?)"},
+		{"a batch of expiry", sqlite.ExpireEventsSQL, []any{1500, sqlite.ExpireBatch}, "PRIMARY KEY (rowid<?)"},
+		{"whether a position is kept", sqlite.KeptSQL, []any{1500}, "PRIMARY KEY (rowid=?)"},
+		{"the log's oldest position", sqlite.LogStatsSQL, nil, "SEARCH events"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,7 +64,7 @@ func TestListsSearchAnIndexAndNeverSort(t *testing.T) {
 				plan = append(plan, detail)
 			}
 			text := strings.Join(plan, "; ")
-			for _, bad := range []string{"SCAN posts", "SCAN users", "SCAN idempotency_keys", "TEMP B-TREE"} {
+			for _, bad := range []string{"SCAN posts", "SCAN users", "SCAN idempotency_keys", "SCAN events", "TEMP B-TREE"} {
 				if strings.Contains(text, bad) {
 					t.Errorf("plan %q has %q", text, bad)
 				}

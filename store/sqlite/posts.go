@@ -43,7 +43,7 @@ type statements struct {
 	getPost, list, listByUser, getUser, getUsers *sql.Stmt // on the readers
 	insertPost, updatePost, deletePost, saveUser *sql.Stmt // on the writer
 	logEvent, lastPosition, readEvents           *sql.Stmt // of the event log (events.go)
-	expireEvents                                 *sql.Stmt
+	expiryCut, expireEvents, kept, logStats      *sql.Stmt
 	prepared                                     []*sql.Stmt
 }
 
@@ -65,7 +65,10 @@ func (st *statements) prepare(read, write *sql.DB) error {
 		{write, &st.logEvent, logEventSQL},
 		{read, &st.lastPosition, lastPositionSQL},
 		{read, &st.readEvents, readEventsSQL},
+		{read, &st.expiryCut, expiryCutSQL},
 		{write, &st.expireEvents, expireEventsSQL},
+		{read, &st.kept, keptSQL},
+		{read, &st.logStats, logStatsSQL},
 	} {
 		stmt, err := s.db.Prepare(s.query)
 		if err != nil {

@@ -68,6 +68,11 @@ var migrations = []string{
 		version    INTEGER NOT NULL
 	) STRICT;
 	CREATE INDEX events_at ON events (at);`,
+	// 5: the event log's key (events.go, Key): 16 random bytes made once with the log, which
+	// sign the cursors of its positions. A file restored from a backup keeps its log, and so its
+	// key.
+	`CREATE TABLE event_log (key BLOB NOT NULL) STRICT;
+	INSERT INTO event_log (key) VALUES (randomblob(16));`,
 }
 
 // SchemaVersion is the schema version this build writes.

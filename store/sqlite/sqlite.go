@@ -68,6 +68,7 @@ type conns struct {
 	read    *sql.DB // query_only connections, as many as can usefully run at once
 	stmt    statements
 	keys    keyStatements // of idempotency keys (idempotency.go)
+	logKey  []byte        // the event log's key (events.go), which never changes
 }
 
 // New returns the store of dir, not yet open: it does no I/O, so a config can be provisioned
@@ -145,6 +146,9 @@ func openConns(dir string, opts Options) (_ *conns, err error) {
 	c.write.SetMaxIdleConns(1)
 	if err := migrate(context.Background(), c.write); err != nil {
 		return nil, err
+	}
+	if err := c.write.QueryRow(logKeySQL).Scan(&c.logKey); err != nil {
+		return nil, fmt.Errorf("reading the event log's key: %w", err)
 	}
 	if c.read, err = sql.Open("sqlite", dsn(path, "deferred", "query_only(1)")); err != nil {
 		return nil, err

@@ -30,7 +30,15 @@ func open(t *testing.T, dir string, opts sqlite.Options) *sqlite.Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return open(t, t.TempDir(), sqlite.Options{}) })
+	storetest.RunWith(t, func(t *testing.T) store.Store { return open(t, t.TempDir(), sqlite.Options{}) }, storetest.Options{
+		// A restart: one store at a time has the directory.
+		Reopen: func(t *testing.T, s store.Store) store.Store {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return open(t, s.(*sqlite.Store).Dir(), sqlite.Options{})
+		},
+	})
 }
 
 // direct opens the database file as another program would, read-only, closed when the test ends.

@@ -11,17 +11,26 @@ import (
 	"github.com/postsedge/caddy-posts/store"
 )
 
-// The behaviours of the event log (store.EventLog) that every backend shares.
-var eventTests = []struct {
+// eventTests are the behaviours of the event log (store.EventLog) that every backend shares.
+func eventTests(opts Options) []struct {
 	name string
 	test func(*testing.T, Open)
-}{
-	{"every write logs its event, with the post as the write left it", testWritesLogTheirEvents},
-	{"a write that fails logs nothing", testFailedWritesLogNothing},
-	{"the log reads back in pages, from any position", testReadEventsInPages},
-	{"expiry deletes old events and keeps the last position", testExpireEvents},
-	{"concurrent writers' events are each logged once, a post's in version order", testConcurrentEvents},
-	{"the log of a closed store is unavailable", testEventsUnavailable},
+} {
+	return []struct {
+		name string
+		test func(*testing.T, Open)
+	}{
+		{"every write logs its event, with the post as the write left it", testWritesLogTheirEvents},
+		{"a write that fails logs nothing", testFailedWritesLogNothing},
+		{"the log reads back in pages, from any position", testReadEventsInPages},
+		{"expiry deletes old events and keeps the last position", testExpireEvents},
+		{"expiry deletes the oldest events, up to the later of its two cuts", testExpiryCuts},
+		{"expiry beside writers deletes only the oldest events", testExpireWhileWriting},
+		{"the stats count what the log holds, before and after writes and expiry", testLogStats},
+		{"the log's key is 16 bytes, its own, and outlives the store", func(t *testing.T, open Open) { testLogKey(t, open, opts.Reopen) }},
+		{"concurrent writers' events are each logged once, a post's in version order", testConcurrentEvents},
+		{"the log of a closed store is unavailable", testEventsUnavailable},
+	}
 }
 
 // eventLog is s's event log; every backend's store is one.
@@ -226,16 +235,14 @@ func testExpireEvents(t *testing.T, open Open) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := log.ExpireEvents(t.Context(), cut); err != nil || n != 1 {
+	if n, err := log.ExpireEvents(t.Context(), cut, 0); err != nil || n != 1 {
 		t.Fatalf("ExpireEvents = %d, %v; want 1", n, err)
 	}
-	// Read from the expired event on: a reader of the log is never behind its expiry by less
-	// than the TTL (a minute at least), and MongoDB's log may wait for a position it cannot
-	// tell from one still to be filled until the event after it is some seconds old.
+	// Read from the expired event on, as a follower that had read it would.
 	if got := readAll(t, log, first.Position); len(got) != 1 || got[0].Position != e.Position {
 		t.Errorf("left\n%s\nwant only the event of the second post", lines(describeAll(got)))
 	}
-	if n, err := log.ExpireEvents(t.Context(), time.Now().Add(time.Second)); err != nil || n != 1 {
+	if n, err := log.ExpireEvents(t.Context(), time.Now().Add(time.Second), 0); err != nil || n != 1 {
 		t.Fatalf("ExpireEvents of the rest = %d, %v; want 1", n, err)
 	}
 	if last, err := log.LastPosition(t.Context()); err != nil || last != e.Position {
@@ -244,6 +251,206 @@ func testExpireEvents(t *testing.T, open Open) {
 	next, err := s.InsertPost(t.Context(), newPost(3, "alice", base))
 	if err != nil || next.Position <= e.Position {
 		t.Errorf("the next write is at %d, %v; want after %d: a position is never given twice", next.Position, err, e.Position)
+	}
+}
+
+// writeEvents inserts n posts from post number from on, and returns their events.
+func writeEvents(t *testing.T, s store.Store, from, n int) []store.Event {
+	t.Helper()
+	events := make([]store.Event, n)
+	for i := range events {
+		e, err := s.InsertPost(t.Context(), newPost(from+i, "alice", base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		events[i] = e
+	}
+	return events
+}
+
+// positions lists the positions of events, in order.
+func positions(events []store.Event) []int64 {
+	out := make([]int64, len(events))
+	for i, e := range events {
+		out[i] = e.Position
+	}
+	return out
+}
+
+// checkKept checks that of the positions from first to last, the log holds those from kept on
+// and none before: what expiry leaves is always every position after one.
+func checkKept(t *testing.T, log store.EventLog, first, kept, last int64) {
+	t.Helper()
+	for p := first; p <= last; p++ {
+		got, err := log.Kept(t.Context(), p)
+		if err != nil {
+			t.Fatalf("Kept(%d): %v", p, err)
+		}
+		if want := p >= kept; got != want {
+			t.Errorf("Kept(%d) = %v; want %v: the log keeps every position from %d to %d", p, got, want, kept, last)
+		}
+	}
+}
+
+func testExpiryCuts(t *testing.T, open Open) {
+	for _, tc := range []struct {
+		name     string
+		old, new int   // the events logged before the time given, and after it
+		keep     int64 // the cap
+		wantKept int   // how many of the newest are kept
+	}{
+		{"the time alone deletes the events logged before it", 2, 3, 0, 3},
+		{"the cap alone keeps the newest keep", 0, 5, 2, 2},
+		{"a cap that cuts further than the time wins", 2, 4, 1, 1},
+		{"a time that cuts further than the cap wins", 4, 2, 3, 2},
+		{"a cap larger than the log keeps it all", 0, 3, 10, 3},
+		{"a cap of exactly the log keeps it all", 0, 3, 3, 3},
+		{"a time before every event and no cap keep it all", 0, 3, 0, 3},
+		{"a time after every event deletes them all, whatever the cap", 3, 0, 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			log := eventLog(t, s)
+			events := writeEvents(t, s, 1, tc.old)
+			before := time.Now().Add(time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the next events are logged after before, to the millisecond
+			events = append(events, writeEvents(t, s, 1+tc.old, tc.new)...)
+			first, last := events[0].Position, events[len(events)-1].Position
+			want := events[len(events)-tc.wantKept:]
+			n, err := log.ExpireEvents(t.Context(), before, tc.keep)
+			if err != nil || n != len(events)-tc.wantKept {
+				t.Fatalf("ExpireEvents(%d old, %d new, keep %d) = %d, %v; want %d", tc.old, tc.new, tc.keep, n, err, len(events)-tc.wantKept)
+			}
+			if got := readAll(t, log, 0); !slices.Equal(positions(got), positions(want)) {
+				t.Errorf("the log holds the events at %v; want those at %v", positions(got), positions(want))
+			}
+			checkKept(t, log, first, last+1-int64(tc.wantKept), last)
+			if kept, err := log.Kept(t.Context(), last+1); err != nil || kept {
+				t.Errorf("Kept of a position not given yet = %v, %v; want false", kept, err)
+			}
+			if n, err := log.ExpireEvents(t.Context(), before, tc.keep); err != nil || n != 0 {
+				t.Errorf("the same expiry again deleted %d, %v; want none", n, err)
+			}
+			if got, err := log.LastPosition(t.Context()); err != nil || got != last {
+				t.Errorf("LastPosition after expiry = %d, %v; want %d, unchanged", got, err, last)
+			}
+			next := writeEvents(t, s, 100, 1)[0]
+			if next.Position != last+1 {
+				t.Errorf("the write after expiry is at %d; want %d, the next position", next.Position, last+1)
+			}
+			if got := readAll(t, log, last); !slices.Equal(positions(got), []int64{next.Position}) {
+				t.Errorf("after the last position the log holds %v; want the new event's", positions(got))
+			}
+		})
+	}
+}
+
+func testExpireWhileWriting(t *testing.T, open Open) {
+	s := open(t)
+	log := eventLog(t, s)
+	const writers, each, keep = 4, 8, 5
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := s.InsertPost(t.Context(), newPost(1+w*each+i, "alice", base)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	expired := make(chan int)
+	go func() {
+		total := 0
+		defer func() { expired <- total }()
+		for {
+			n, err := log.ExpireEvents(t.Context(), time.Time{}, keep)
+			if err != nil {
+				t.Error(err)
+			}
+			total += n
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond): // the writers have the store most of the time
+			}
+		}
+	}()
+	wg.Wait()
+	close(done)
+	total := <-expired
+	last, err := log.LastPosition(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// While writers write, expiry may stop short of a position still to be filled; once they
+	// are done, nothing holds it back.
+	n, err := log.ExpireEvents(t.Context(), time.Time{}, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total+n != writers*each-keep {
+		t.Errorf("expiry deleted %d, then %d; want %d in all, all but the newest %d", total, n, writers*each-keep, keep)
+	}
+	checkKept(t, log, 1, last-keep+1, last)
+	if got := readAll(t, log, 0); len(got) != keep || got[0].Position != last-keep+1 {
+		t.Errorf("the log holds the events at %v; want the newest %d, up to %d", positions(got), keep, last)
+	}
+}
+
+func testLogStats(t *testing.T, open Open) {
+	s := open(t)
+	log := eventLog(t, s)
+	stats := func(when string, want store.LogStats) {
+		t.Helper()
+		if got, err := log.Stats(t.Context()); err != nil || got != want {
+			t.Errorf("Stats %s = %+v, %v; want %+v", when, got, err, want)
+		}
+	}
+	stats("of a new log", store.LogStats{})
+	events := writeEvents(t, s, 1, 4)
+	first, last := events[0].Position, events[3].Position
+	stats("after four writes", store.LogStats{Events: 4, Oldest: first, Last: last})
+	if _, err := log.ExpireEvents(t.Context(), time.Time{}, 3); err != nil {
+		t.Fatal(err)
+	}
+	stats("after the oldest expired", store.LogStats{Events: 3, Oldest: events[1].Position, Last: last})
+	if _, err := log.ExpireEvents(t.Context(), time.Now().Add(time.Second), 0); err != nil {
+		t.Fatal(err)
+	}
+	stats("after every event expired", store.LogStats{Events: 0, Oldest: 0, Last: last})
+	next := writeEvents(t, s, 10, 1)[0]
+	stats("after a write to an emptied log", store.LogStats{Events: 1, Oldest: next.Position, Last: next.Position})
+}
+
+func testLogKey(t *testing.T, open Open, reopen func(*testing.T, store.Store) store.Store) {
+	s := open(t)
+	log := eventLog(t, s)
+	key, err := log.Key(t.Context())
+	if err != nil || len(key) != 16 {
+		t.Fatalf("Key of a new log = %x, %v; want 16 bytes", key, err)
+	}
+	kept := slices.Clone(key)
+	key[0] ^= 0xff // the caller's copy
+	writeEvents(t, s, 1, 2)
+	if again, err := log.Key(t.Context()); err != nil || !slices.Equal(again, kept) {
+		t.Errorf("Key after writes = %x, %v; want %x, as before", again, err, kept)
+	}
+	// A log that has events before its key is first asked for, as one of an earlier release.
+	other := open(t)
+	writeEvents(t, other, 1, 1)
+	otherKey, err := eventLog(t, other).Key(t.Context())
+	if err != nil || len(otherKey) != 16 || slices.Equal(otherKey, kept) {
+		t.Errorf("Key of another log = %x, %v; want 16 bytes of its own, not %x", otherKey, err, kept)
+	}
+	if reopen == nil {
+		t.Log("the backend cannot reopen a store: the key's surviving it is not checked")
+		return
+	}
+	again, err := eventLog(t, reopen(t, s)).Key(t.Context())
+	if err != nil || !slices.Equal(again, kept) {
+		t.Errorf("Key of the store reopened = %x, %v; want %x, the same", again, err, kept)
 	}
 }
 
@@ -311,5 +518,17 @@ func testEventsUnavailable(t *testing.T, open Open) {
 	}
 	if _, err := log.LastPosition(t.Context()); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("LastPosition after Close: %v; want ErrUnavailable", err)
+	}
+	if _, err := log.ExpireEvents(t.Context(), time.Now(), 1); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("ExpireEvents after Close: %v; want ErrUnavailable", err)
+	}
+	if _, err := log.Kept(t.Context(), 1); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Kept after Close: %v; want ErrUnavailable", err)
+	}
+	if _, err := log.Stats(t.Context()); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Stats after Close: %v; want ErrUnavailable", err)
+	}
+	if _, err := log.Key(t.Context()); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Key after Close, never read before: %v; want ErrUnavailable", err)
 	}
 }

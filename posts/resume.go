@@ -1,0 +1,89 @@
+package posts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/postsedge/caddy-posts/store"
+)
+
+// Resuming a subscription from a cursor: the position of the last event a client received, in
+// the store's event log, which every instance on the store shares and a restart keeps.
+
+// ErrCursorExpired: the log no longer keeps the events after the cursor (events_ttl, or the cap
+// on its size), so a client resuming from it would miss some without knowing.
+var ErrCursorExpired = errors.New("the events after this cursor are no longer kept: fetch what you show again, then subscribe without resumeFrom")
+
+// Cursor is the cursor of the event at position, which a client resumes after. "" while the
+// log has not been read (no event is handed before it is).
+func (s *Service) Cursor(position int64) string {
+	if s.follower == nil || position < 1 {
+		return ""
+	}
+	return s.follower.Cursors().Make(position)
+}
+
+// ResumeAfter returns the position that cursor names, once the log is read: a cursor this log
+// did not make (malformed, altered, another store's) is an *InvalidError of field resumeFrom,
+// with no store read; one whose event the log no longer keeps is ErrCursorExpired.
+func (s *Service) ResumeAfter(ctx context.Context, cursor string) (int64, error) {
+	if s.follower == nil {
+		return 0, fmt.Errorf("%w: this service publishes no events", ErrUnavailable)
+	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	select {
+	case <-s.follower.Started():
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%w: the event log is not read yet", ErrUnavailable)
+	}
+	position, err := s.follower.Cursors().Read(cursor)
+	if err != nil {
+		return 0, invalid("resumeFrom", "resumeFrom is not a cursor of this server's event log: send the extensions.cursor of the last event received, as it came")
+	}
+	kept, err := s.follower.Log().Kept(ctx, position)
+	switch {
+	case err != nil:
+		return 0, fromStore(err)
+	case !kept:
+		return 0, ErrCursorExpired
+	}
+	return position, nil
+}
+
+// Handed is the position of the last event handed to this instance's subscribers (or passed
+// over): a subscription open now gets every later one it matches. False before the log is read.
+func (s *Service) Handed() (int64, bool) {
+	if s.follower == nil {
+		return 0, false
+	}
+	return s.follower.Handed()
+}
+
+// ReadEvents returns at most limit events of the log after position after, in order, and the
+// position it read up to (store.EventLog.ReadEvents), for a subscription that replays them.
+func (s *Service) ReadEvents(ctx context.Context, after int64, limit int) ([]Event, int64, error) {
+	if s.follower == nil {
+		return nil, after, fmt.Errorf("%w: this service publishes no events", ErrUnavailable)
+	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	logged, upto, err := s.follower.Log().ReadEvents(ctx, after, limit)
+	if err != nil {
+		return nil, after, fromStore(err)
+	}
+	out := make([]Event, len(logged))
+	for i, e := range logged {
+		out[i] = EventOf(e)
+	}
+	return out, upto, nil
+}
+
+// LogStats is what the event log held at the start or its last expiry, and whether it was read.
+func (s *Service) LogStats() (store.LogStats, bool) {
+	if s.follower == nil {
+		return store.LogStats{}, false
+	}
+	return s.follower.Stats()
+}
