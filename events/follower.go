@@ -87,9 +87,9 @@ type Follower struct {
 	cursors Cursors        // of the log's key, read at the start
 	stats   store.LogStats // as the last expiry left the log
 	kick    chan struct{}  // asks for a read now
-	recover chan struct{} // asks for a recovery soon
-	started chan struct{} // closed once the start is read
-	last    atomic.Int64  // unix nanoseconds of the last successful read, or of the start
+	recover chan struct{}  // asks for a recovery soon
+	started chan struct{}  // closed once the start is read
+	last    atomic.Int64   // unix nanoseconds of the last successful read, or of the start
 }
 
 // NewFollower returns a follower of cfg.Log; Run starts it.
