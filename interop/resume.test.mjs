@@ -2,9 +2,10 @@
 // disconnect" (graphql-ws, and Apollo Client with GraphQLWsLink), read from README.md and run as
 // a reader runs them, against the real ./caddy serving the README's site (localhost and
 // 127.0.0.1, the key dev-key of alice), through a TCP proxy of this test that cuts their
-// connection (both sockets destroyed, new connections refused) for 1 to 2 s while posts are
-// written over REST every ~60 ms: each snippet must print every post once, in order. Only the
-// port differs from what the README shows. Then the refusals, through graphql-ws: a forged cursor
+// connection (both sockets destroyed, new connections refused) for 1 to 2 s, once until the
+// client's next attempt to connect has been refused, while posts are written over REST every
+// ~60 ms: each snippet must print every post once, in order. Only the port differs from what the
+// README shows. Then the refusals, through graphql-ws: a forged cursor
 // and a resumeFrom that is not a string (BAD_USER_INPUT), a cursor too far behind
 // (RESUME_TOO_LONG), one whose events expired (CURSOR_EXPIRED, after a restart with events_max),
 // and the snippet's own way out of a refusal: it says "refetch" and subscribes afresh.
@@ -60,10 +61,17 @@ function resumeSnippet(which) {
   return found[0];
 }
 
-/** Polls cond every 20ms until it is true; fails after ms, saying what, and what detail() says. */
+/**
+ * Polls cond every 20ms until it is true; fails after ms, saying what, and what detail() says,
+ * or at once if a Caddy of this file exited.
+ */
 async function until(cond, ms, what, detail = () => '') {
   const deadline = Date.now() + ms;
   while (!cond()) {
+    for (const c of [caddy, strict]) {
+      const exit = c?.child.exitCode ?? c?.child.signalCode;
+      if (exit != null && !c.stopping) assert.fail(`${what}: caddy exited (${exit}); its log:\n${c.log()}`);
+    }
     if (Date.now() > deadline) assert.fail(`${what}: not within ${ms}ms${detail() ? `\n${detail()}` : ''}`);
     await sleep(20);
   }
@@ -71,13 +79,14 @@ async function until(cond, ms, what, detail = () => '') {
 
 /**
  * A TCP proxy on 127.0.0.1 to target (a port) that can cut: cut(ms) destroys both sockets of
- * every connection and destroys every connection made for ms, then lets them through again.
- * accepted counts the connections let through, refused those destroyed at once.
+ * every connection and destroys every connection made for ms (and, with untilRefused, until one
+ * has been), then lets them through again; it resolves with how long it was down. accepted counts
+ * the connections let through, refused those destroyed at once.
  */
 async function cuttingProxy(target) {
   const pairs = new Set();
   let down = false;
-  const proxy = { accepted: 0, refused: 0, downMs: 0 };
+  const proxy = { accepted: 0, refused: 0 };
   const server = net.createServer((client) => {
     if (down) {
       proxy.refused++;
@@ -99,13 +108,17 @@ async function cuttingProxy(target) {
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   proxy.port = server.address().port;
-  proxy.cut = async (ms) => {
+  // untilRefused waits 10s at most.
+  proxy.cut = async (ms, { untilRefused = false } = {}) => {
     down = true;
+    const refused = proxy.refused;
     for (const pair of pairs) for (const s of pair) s.destroy();
     pairs.clear();
+    const start = Date.now();
     await sleep(ms);
-    proxy.downMs += ms;
+    while (untilRefused && proxy.refused === refused && Date.now() - start < 10_000) await sleep(10);
     down = false;
+    return Date.now() - start;
   };
   proxy.close = () => {
     for (const pair of pairs) for (const s of pair) s.destroy();
@@ -182,6 +195,7 @@ function startWriter(base) {
       await sleep(WRITE_EVERY_MS);
     }
   })();
+  done.catch(() => {}); // stop() rethrows it
   return {
     posts,
     stop: async () => {
@@ -195,48 +209,52 @@ function startWriter(base) {
 /** Describes a run for an assertion message. */
 const report = (run) => `exit: ${JSON.stringify(run.exit())}\nstdout:\n${run.stdout()}\nstderr:\n${run.stderr()}`;
 
+/** Whether run printed a post of posts written at index from or later. */
+function printedFrom(run, posts, from) {
+  const later = new Set(posts.slice(from).map((p) => p.id));
+  return printed(run.stdout()).some((id) => later.has(id));
+}
+
 /**
  * Runs source (a README snippet, its URL on the proxy) while a writer writes to base, cutting the
  * connection `cuts` times once the snippet has printed a post, each time until the snippet prints
  * a post written after the connection came back; then stops writing and waits for the last post.
- * Returns { posts, got, run, proxy, missedWhileDown }: got is printed(stdout).
+ * Returns { posts, got, run, proxy, whileDown }: got is printed(stdout), whileDown the number of
+ * posts written while the proxy was down.
  */
 async function underCuts(t, { name, source, base, target, cuts, nodeArgs, env }) {
   const proxy = await cuttingProxy(target);
   const run = runSnippet(name, source.replace('localhost:8080', `localhost:${proxy.port}`), nodeArgs, env);
   const writer = startWriter(base);
-  const seen = (id) => id !== undefined && printed(run.stdout()).includes(id);
-  let posts;
-  let whileDown = 0; // posts written while the proxy was down
+  let whileDown = 0;
   try {
     await until(() => printed(run.stdout()).length > 0 || run.exit(), 15_000, 'the first post printed', () => report(run));
     assert.equal(run.exit(), null, `the snippet exited\n${report(run)}`);
     for (let i = 1; i <= cuts; i++) {
       await sleep(300 + Math.random() * 400);
-      const ms = 1000 + Math.round(Math.random() * 1000);
+      // The second cut lasts until the snippet has tried to connect once, and was refused.
+      const untilRefused = i === 2;
       const from = writer.posts.length;
-      await proxy.cut(ms);
+      const ms = await proxy.cut(1000 + Math.round(Math.random() * 1000), { untilRefused });
       const back = writer.posts.length;
       whileDown += back - from;
-      t.diagnostic(`cut ${i}: ${ms}ms, ${back - from} posts written meanwhile`);
+      t.diagnostic(`cut ${i}: ${ms}ms${untilRefused ? ', until a connection was refused' : ''}, ${back - from} posts written meanwhile`);
       // Live again once it prints a post written after the proxy let connections through.
-      await until(() => seen(writer.posts[back]?.id) || run.exit(), 30_000, `the snippet back after cut ${i}`, () => report(run));
+      await until(() => printedFrom(run, writer.posts, back) || run.exit(), 30_000, `the snippet back after cut ${i}`, () => report(run));
       assert.equal(run.exit(), null, `the snippet exited\n${report(run)}`);
     }
     await sleep(300);
-  } finally {
-    posts = await writer.stop();
-  }
-  try {
-    await until(() => seen(posts.at(-1).id) || run.exit(), 30_000, 'the last post printed', () => report(run));
+    const posts = await writer.stop();
+    await until(() => printedFrom(run, posts, posts.length - 1) || run.exit(), 30_000, 'the last post printed', () => report(run));
     await sleep(300); // anything printed twice at the end shows too
     assert.equal(run.exit(), null, `the snippet exited\n${report(run)}`);
+    t.diagnostic(`${posts.length} posts; connections through the proxy: ${proxy.accepted}, refused while down: ${proxy.refused}`);
+    return { posts, got: printed(run.stdout()), run, proxy, whileDown };
   } finally {
+    await writer.stop().catch(() => {});
     await run.stop();
     await proxy.close();
   }
-  t.diagnostic(`${posts.length} posts; connections through the proxy: ${proxy.accepted}, refused while down: ${proxy.refused}`);
-  return { posts, got: printed(run.stdout()), run, proxy, whileDown };
 }
 
 /** Asserts that got is every post of posts from the first one got, once, in order. */
@@ -341,6 +359,7 @@ before(async () => {
 });
 
 after(async () => {
+  for (const c of [caddy, strict]) if (c) c.stopping = true;
   for (const proxy of proxies) await proxy.close();
   await stopCaddy(caddy);
   await stopCaddy(strict);
@@ -367,6 +386,7 @@ test("the README's graphql-ws resume snippet, as pasted, prints every post once 
   assertEveryPostOnce(got, posts);
   assert.ok(whileDown > 0, 'posts were written while the connection was down');
   assert.ok(proxy.accepted >= 4, `the snippet connected ${proxy.accepted} times, want one and one after each cut`);
+  assert.ok(proxy.refused >= 1, 'the snippet tried to connect while the proxy was down, and went on after it was refused');
   assert.equal(run.stderr(), '', 'the snippet wrote to stderr');
   t.diagnostic(`printed ${got.length} of ${posts.length} posts (${whileDown} written while cut off)`);
 });
@@ -446,6 +466,7 @@ test('graphql-ws: forged, too old and expired cursors are refused (BAD_USER_INPU
   await resumesRecent('before the restart');
 
   // A restart expires the events past events_max (at the start, then each minute): old's are gone.
+  strict.stopping = true;
   await stopCaddy(strict);
   strict = await startSite(path.join(tmp, 'strict-2'), path.join(tmp, 'strict-data'), strictSettings);
   client = directClient(strict.base);
@@ -469,23 +490,17 @@ test("the README's graphql-ws resume snippet, refused RESUME_TOO_LONG after a lo
     await until(() => printed(run.stdout()).length > 0 || run.exit(), 15_000, 'the first post printed', () => report(run));
     await sleep(300);
     // Cut for longer than MAX_RESUME posts take to write, so that the resume is refused.
-    const ms = Math.ceil(MAX_RESUME * WRITE_EVERY_MS * 1.5);
-    await proxy.cut(ms);
+    const ms = await proxy.cut(Math.ceil(MAX_RESUME * WRITE_EVERY_MS * 1.5));
     const back = writer.posts.length;
-    await until(
-      () => printed(run.stdout()).includes(writer.posts[back + 5]?.id) || run.exit(),
-      30_000,
-      'the snippet back after the cut',
-      () => report(run),
-    );
-  } finally {
+    t.diagnostic(`cut: ${ms}ms`);
+    await until(() => printedFrom(run, writer.posts, back) || run.exit(), 30_000, 'the snippet back after the cut', () => report(run));
+    await sleep(500);
     posts = await writer.stop();
-  }
-  try {
-    await until(() => printed(run.stdout()).includes(posts.at(-1).id) || run.exit(), 10_000, 'the last post printed', () => report(run));
+    await until(() => printedFrom(run, posts, posts.length - 1) || run.exit(), 10_000, 'the last post printed', () => report(run));
     await sleep(300);
     assert.equal(run.exit(), null, `the snippet exited\n${report(run)}`);
   } finally {
+    await writer.stop().catch(() => {});
     await run.stop();
     await proxy.close();
   }
