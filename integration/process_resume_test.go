@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,129 @@ func TestResumingThroughCutConnections(t *testing.T) {
 	})
 }
 
+// TestResumingAcrossTwoCaddies runs the load of TestResumingThroughCutConnections on the relay:
+// two instances on one FerretDB process, the writes spread over both, each subscriber's
+// connections cut as there and resumed on the other instance half of the time, with the
+// cursors the first made; then the same with one instance killed (SIGKILL) under it.
+//
+// Scaled down from 5,000 writes to 200 a run: the relay on FerretDB makes about 11 writes a
+// second on 2 cores, however many writers (TestTwoCaddiesRelayAThousandWrites measured 1,000 in
+// 87s, before this feature as after it), so 200 take about 18s.
+func TestResumingAcrossTwoCaddies(t *testing.T) {
+	const writes, writers, subscribers = 200, 8, 20
+	t.Run("every subscriber gets every write once and in order, though cut every 0.5 to 3s and resumed on the other instance half of the time", func(t *testing.T) {
+		pair := startRelayPair(t, "")
+		proxies := [2]*cutProxy{startCutProxy(t, pair.a.url, 500*time.Millisecond, 3*time.Second), startCutProxy(t, pair.b.url, 500*time.Millisecond, 3*time.Second)}
+		var switched atomic.Int64
+		clients := make([]*resumingClient, subscribers)
+		for i := range clients {
+			clients[i] = startResumingClient(t, fmt.Sprint("S", i+1), eitherInstance(i%2, proxies, nil, &switched), everyWrite, nil)
+		}
+		w := newResumeWriter(t, true)
+		ignore := warmUp(t, w, pair.a.url, clients)
+		proxies[0].startCutting()
+		proxies[1].startCutting()
+		start := time.Now()
+		w.writeChains(writers, bothInstances(pair, nil), chainsUpTo(0, writes/4))
+		took := time.Since(start)
+		proxies[0].stopCutting()
+		proxies[1].stopCutting()
+		want, decided := w.settle(pair.b.url)
+		checkResumed(t, w, pair.b.url, clients, want, ignore, decided)
+		t.Logf("%d writes acknowledged in %v (%.0f/s), %d of unknown outcome (%d made); %d cuts; %s, %d of them on the other instance than the one before",
+			w.writes, took.Round(time.Millisecond), float64(w.writes)/took.Seconds(), len(w.failures), made(decided), proxies[0].cuts.Load()+proxies[1].cuts.Load(), connectionStats(clients), switched.Load())
+	})
+	t.Run("the subscribers of an instance killed with SIGKILL resume on the other, and lose and repeat nothing", func(t *testing.T) {
+		pair := startRelayPair(t, "")
+		proxies := [2]*cutProxy{startCutProxy(t, pair.a.url, 500*time.Millisecond, 3*time.Second), startCutProxy(t, pair.b.url, 500*time.Millisecond, 3*time.Second)}
+		var killed atomic.Bool
+		var switched atomic.Int64
+		clients := make([]*resumingClient, subscribers)
+		for i := range clients {
+			clients[i] = startResumingClient(t, fmt.Sprint("S", i+1), eitherInstance(i%2, proxies, &killed, &switched), everyWrite, nil)
+		}
+		w := newResumeWriter(t, true)
+		ignore := warmUp(t, w, pair.a.url, clients)
+		proxies[0].startCutting()
+		proxies[1].startCutting()
+		var onA int
+		var kill sync.WaitGroup
+		start := time.Now()
+		w.writeChains(writers, bothInstances(pair, &killed), func(chains chan<- int) {
+			for n := range writes / 4 {
+				if n == writes/4/3 { // a third in: A dies under the load
+					kill.Go(func() {
+						onA = connectedTo(clients, proxies[0])
+						killed.Store(true) // no more writes nor connections to A from now on
+						pair.a.kill()
+					})
+				}
+				chains <- n
+			}
+		})
+		took := time.Since(start)
+		kill.Wait()
+		proxies[0].stopCutting()
+		proxies[1].stopCutting()
+		// A's writes cut by its death may be stored with their events pending, which an instance
+		// logs when it looks for such writes: RecoverAfter (the timeout, 5s) after it starts,
+		// then every minute. A restarted, as a supervisor would, logs them 5s after its start,
+		// where B alone would take up to a minute (43s in a run). Nothing connects to it.
+		portA, _ := strconv.Atoi(pair.a.url[strings.LastIndex(pair.a.url, ":")+1:])
+		startProcess(t, pair.config(portA), portA)
+		want, decided := w.settle(pair.b.url)
+		checkResumed(t, w, pair.b.url, clients, want, ignore, decided)
+		t.Logf("A killed with %d of %d subscribers connected to it; %d writes acknowledged in %v (%.0f/s), %d got no answer or a 5xx, of which the store holds %d; %d cuts; %s",
+			onA, subscribers, w.writes, took.Round(time.Millisecond), float64(w.writes)/took.Seconds(), len(w.failures), made(decided),
+			proxies[0].cuts.Load()+proxies[1].cuts.Load(), connectionStats(clients))
+		if len(w.failures) > 0 {
+			t.Logf("for instance: %s", w.failures[0])
+		}
+	})
+}
+
+// eitherInstance is the URL of a subscriber's connections: first through proxies[home], then
+// through the other proxy half of the time (counted in switched); only through the second's
+// (B's) once killed is set.
+func eitherInstance(home int, proxies [2]*cutProxy, killed *atomic.Bool, switched *atomic.Int64) func() string {
+	on, first := home, true
+	return func() string {
+		if !first && rand.N(2) == 0 {
+			on = 1 - on
+			switched.Add(1)
+		}
+		first = false
+		if killed != nil && killed.Load() {
+			on = 1
+		}
+		return proxies[on].wsURL()
+	}
+}
+
+// bothInstances spreads each chain's writes over the pair's two instances, in turn; only
+// through B once killed is set.
+func bothInstances(pair *relayPair, killed *atomic.Bool) func(n, step int) string {
+	return func(n, step int) string {
+		if (n+step)%2 == 1 || killed != nil && killed.Load() {
+			return pair.b.url
+		}
+		return pair.a.url
+	}
+}
+
+// connectedTo is how many clients have a connection open through proxy now.
+func connectedTo(clients []*resumingClient, proxy *cutProxy) int {
+	n := 0
+	for _, c := range clients {
+		c.mu.Lock()
+		if c.ws != nil && c.lastURL == proxy.wsURL() {
+			n++
+		}
+		c.mu.Unlock()
+	}
+	return n
+}
+
 // resumeQueries are the subscriptions of a resumingClient, by their operation id.
 var resumeQueries = map[string]string{
 	"c": "subscription { postCreated { id version } }",
@@ -87,6 +211,7 @@ type resumingClient struct {
 	ends        map[string]int // why connections ended
 	trouble     []string       // anything but events, pings and pongs
 	ws          *websocket.Conn
+	lastURL     string // of the last connection
 
 	stopping chan struct{}
 	done     chan struct{}
@@ -147,7 +272,7 @@ func (c *resumingClient) session(url string) string {
 		return "stopped"
 	default:
 	}
-	c.ws = ws
+	c.ws, c.lastURL = ws, url
 	c.connections++
 	c.mu.Unlock()
 	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"connection_init","payload":{}}`)); err != nil {
@@ -165,7 +290,7 @@ func (c *resumingClient) session(url string) string {
 	var subscribes [][]byte
 	for _, id := range c.subs {
 		payload := map[string]any{"query": resumeQueries[id]}
-		if cursor := c.cursors[id]; cursor != "" && false {
+		if cursor := c.cursors[id]; cursor != "" {
 			payload["extensions"] = map[string]any{"resumeFrom": cursor}
 		}
 		msg, _ := json.Marshal(map[string]any{"id": id, "type": "subscribe", "payload": payload})
@@ -639,7 +764,8 @@ func chainsUpTo(first, n int) func(chan<- int) {
 
 // settle decides the writes of unknown outcome from what the store at base holds now (an update
 // was made if the post is at its version, a delete if the post is gone, a create if a post has
-// its title) and returns the events expected of every post, and the posts of those writes.
+// its title) and returns the events expected of every post, and the posts of those writes (the
+// creates' that the store holds), each with whether it was made.
 func (w *resumeWriter) settle(base string) (map[string][]string, map[string]bool) {
 	w.t.Helper()
 	w.mu.Lock()
@@ -650,7 +776,6 @@ func (w *resumeWriter) settle(base string) (map[string][]string, map[string]bool
 	}
 	decided := map[string]bool{}
 	for id, entry := range w.uncertain {
-		decided[id] = true
 		res, err := w.client.Get(base + "/posts/" + id)
 		if err != nil {
 			w.t.Fatalf("reading post %s to decide its write of unknown outcome: %v", id, err)
@@ -670,6 +795,7 @@ func (w *resumeWriter) settle(base string) (map[string][]string, map[string]bool
 		if made {
 			want[id] = append(want[id], entry)
 		}
+		decided[id] = made
 	}
 	if len(w.lost) > 0 {
 		for next := base + "/posts?limit=100"; next != ""; {
@@ -700,10 +826,10 @@ func (w *resumeWriter) settle(base string) (map[string][]string, map[string]bool
 func warmUp(t *testing.T, w *resumeWriter, base string, clients []*resumingClient) map[string]bool {
 	t.Helper()
 	posts := map[string]bool{}
-	for attempt := range 20 {
+	for attempt := range 10 {
 		id := w.sentinel(base, fmt.Sprintf("warm-up %d", attempt))
 		posts[id] = true
-		if awaitClients(time.Second, func() bool {
+		if awaitClients(5*time.Second, func() bool {
 			for _, c := range clients {
 				for _, sub := range c.subs {
 					if !c.has(id, map[string]string{"c": "c1", "u": "u2", "d": "d"}[sub]) {
@@ -716,7 +842,7 @@ func warmUp(t *testing.T, w *resumeWriter, base string, clients []*resumingClien
 			return posts
 		}
 	}
-	t.Fatal("the clients did not all receive a warm-up chain in 20 tries")
+	t.Fatal("the clients did not all receive a warm-up chain in 10 tries")
 	return nil
 }
 
@@ -755,6 +881,7 @@ func checkResumed(t *testing.T, w *resumeWriter, base string, clients []*resumin
 		}
 		return true
 	}
+	waited := time.Now()
 	all := awaitClients(60*time.Second, func() bool {
 		for _, c := range clients {
 			if !complete(c) {
@@ -766,6 +893,7 @@ func checkResumed(t *testing.T, w *resumeWriter, base string, clients []*resumin
 	if !all {
 		t.Errorf("not every client had every expected event 60s after the last write")
 	}
+	t.Logf("every client had every expected event %v after the last write", time.Since(waited).Round(time.Millisecond))
 	ignore = clone(ignore)
 	sentinel := w.sentinel(base, "sentinel")
 	ignore[sentinel] = true
@@ -803,7 +931,7 @@ func checkResumed(t *testing.T, w *resumeWriter, base string, clients []*resumin
 			}
 			if len(examples) < 5 {
 				note := ""
-				if decided[id] {
+				if _, ok := decided[id]; ok {
 					note = " (its last write got no answer; want decided from the store)"
 				}
 				examples = append(examples, fmt.Sprintf("%s: got %v, want %v%s", id, g, w, note))
@@ -840,6 +968,17 @@ func checkResumed(t *testing.T, w *resumeWriter, base string, clients []*resumin
 				id, len(had), len(clients), clients[0].name, received[clients[0].name][id])
 		}
 	}
+}
+
+// made counts the writes of unknown outcome that the store holds.
+func made(decided map[string]bool) int {
+	n := 0
+	for _, m := range decided {
+		if m {
+			n++
+		}
+	}
+	return n
 }
 
 func clone(m map[string]bool) map[string]bool {
