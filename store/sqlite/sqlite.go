@@ -1,7 +1,8 @@
 // Package sqlite is the embedded store of caddy-posts: one SQLite file, <dir>/posts.db, through
 // modernc.org/sqlite (pure Go, no cgo). The file is in WAL mode with one writer connection and a
 // pool of read-only connections, so reads never wait for writes and writes never fail on a busy
-// database; both list orders have an index, so every query is O(log n) at any size.
+// database, and the writes waiting for the writer share a transaction (commit.go); both list
+// orders have an index, so every query is O(log n) at any size.
 //
 // One process owns a data directory at a time: Open takes an exclusive lock on <dir>/posts.lock
 // and fails when another process holds it.
@@ -69,6 +70,8 @@ type conns struct {
 	stmt    statements
 	keys    keyStatements // of idempotency keys (idempotency.go)
 	logKey  []byte        // the event log's key (events.go), which never changes
+	// committer runs the write transactions (commit.go); nil until the store is open.
+	committer *committer
 }
 
 // New returns the store of dir, not yet open: it does no I/O, so a config can be provisioned
@@ -112,6 +115,7 @@ func (s *Store) open() (*conns, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded store: %w", err)
 	}
+	s.startCommitter(c)
 	s.db.Store(c)
 	s.opts.Logger.Info("embedded store opened", zap.String("file", filepath.Join(s.dir, DatabaseFile)),
 		zap.Int("schema_version", SchemaVersion), zap.Bool("full_sync", s.opts.FullSync))
@@ -219,6 +223,9 @@ func dsn(path, txlock string, pragmas ...string) string {
 
 func (c *conns) close() error {
 	var errs []error
+	if c.committer != nil {
+		c.committer.close() // after the transaction under way
+	}
 	c.stmt.close()
 	c.keys.close()
 	// Readers first: the writer's close then checkpoints the log into the file and removes it.
@@ -314,28 +321,6 @@ func (s *Store) classify(err error) error {
 		}
 	}
 	return err
-}
-
-// inTransaction runs do in a transaction of the writer of the open store, committed if do
-// succeeds.
-func (s *Store) inTransaction(ctx context.Context, do func(*sql.Tx, *conns) error) error {
-	c, err := s.conns()
-	if err != nil {
-		return err
-	}
-	tx, err := c.write.BeginTx(ctx, nil)
-	if err != nil {
-		return s.classify(err)
-	}
-	defer tx.Rollback()
-	if err := do(tx, c); err != nil {
-		return s.classify(err)
-	}
-	if err := tx.Commit(); err != nil {
-		return s.classify(err)
-	}
-	s.wrote(c)
-	return nil
 }
 
 // Ping checks that the database answers a query.

@@ -1,0 +1,183 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/postsedge/caddy-posts/store"
+)
+
+// Group commit: the store's write transactions (a post and its event, an update and its event,
+// a deletion and its event, an idempotency key's) go to one goroutine, the committer, which runs
+// the writes waiting together in one SQLite transaction. The writer is one connection, so the
+// writes are serial anyway, and what the profile of POST /posts shows in an insert with its
+// event is mostly what a transaction pays once: the pages of the write-ahead log written at its
+// commit (one pwrite each, 6.4 pages for a post and its event), BEGIN and COMMIT, and the
+// goroutines that take turns while the writer is held (under load, a turn waits for a core).
+// Writes that arrive while a transaction commits share the next one; a write alone is a
+// transaction of its own, as before, so a lone client waits no longer. Each write still commits
+// with its event or not at all, and the writes of a transaction are run in the order they came.
+const (
+	// maxBatch bounds the writes of one transaction: its time, and the work run again when
+	// one of them fails.
+	maxBatch = 64
+	// queued is how many writes may wait for the committer; past it, a write waits to be
+	// queued (within its context).
+	queued = 1024
+)
+
+// A write is one transaction's work, waiting for the committer.
+type write struct {
+	ctx   context.Context
+	do    func(*sql.Tx, *conns) error
+	state atomic.Int32 // waiting, then taken by the committer or abandoned by its caller
+	err   error        // set before done is closed
+	done  chan struct{}
+}
+
+// The states of a write.
+const (
+	waiting int32 = iota
+	taken
+	abandoned
+)
+
+// committer is the goroutine that runs the writes, and its queue.
+type committer struct {
+	queue   chan *write
+	stop    chan struct{} // closed to end the committer
+	stopped chan struct{} // closed once it has ended; every write it took is done by then
+}
+
+// errClosed fails the writes of a store closed while they waited.
+var errClosed = fmt.Errorf("%w: the store is closed", store.ErrUnavailable)
+
+// startCommitter starts the committer of c, which close stops.
+func (s *Store) startCommitter(c *conns) {
+	c.committer = &committer{queue: make(chan *write, queued), stop: make(chan struct{}), stopped: make(chan struct{})}
+	go s.commitLoop(c)
+}
+
+// close ends the committer after the transaction under way, and waits for it.
+func (cm *committer) close() {
+	close(cm.stop)
+	<-cm.stopped
+}
+
+// commitLoop takes the writes waiting, up to maxBatch, and commits them, until stopped.
+func (s *Store) commitLoop(c *conns) {
+	cm := c.committer
+	defer close(cm.stopped)
+	batch := make([]*write, 0, maxBatch)
+	for {
+		select {
+		case w := <-cm.queue:
+			batch = append(batch[:0], w)
+		case <-cm.stop:
+			return
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case w := <-cm.queue:
+				batch = append(batch, w)
+			default:
+				break more
+			}
+		}
+		s.commit(c, batch)
+		clear(batch) // no write is kept alive by the slice
+	}
+}
+
+// commit runs the writes whose callers still wait: together in one transaction, or, if that
+// fails and they were more than one, each in its own, as the error may be one write's (its
+// post's id taken, no post to update, its context ended, which rolls back the whole
+// transaction) and each write must have its own outcome.
+func (s *Store) commit(c *conns, batch []*write) {
+	ws := batch[:0:0]
+	for _, w := range batch {
+		if w.state.CompareAndSwap(waiting, taken) {
+			ws = append(ws, w)
+		}
+	}
+	err := s.together(c, ws)
+	for i, w := range ws {
+		switch {
+		case err == nil:
+			s.wrote(c)
+		case len(ws) == 1:
+			w.err = err
+		default:
+			if w.err = s.together(c, ws[i:i+1]); w.err == nil {
+				s.wrote(c)
+			}
+		}
+		close(w.done)
+	}
+}
+
+// together runs ws in one transaction, committed if every one succeeds. Its context is none of
+// the writes': each write's statements run in its own, and one caller giving up must not end the
+// others' transaction (it ends its own statements, which fails the transaction, and it runs
+// again alone). BEGIN waits for SQLite's lock only if another process holds it (a backup, the
+// sqlite3 tool): busy_timeout bounds that wait.
+func (s *Store) together(c *conns, ws []*write) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	tx, err := c.write.BeginTx(context.Background(), nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, w := range ws {
+		if err := w.do(tx, c); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// inTransaction runs do in a transaction of the writer of the open store, committed if do
+// succeeds, possibly with other writes (see above): do must read and write through tx only,
+// and set its results anew each time it runs (it runs again if the transaction it shared
+// failed).
+func (s *Store) inTransaction(ctx context.Context, do func(*sql.Tx, *conns) error) error {
+	c, err := s.conns()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return s.classify(err)
+	}
+	cm := c.committer
+	w := &write{ctx: ctx, do: do, done: make(chan struct{})}
+	select {
+	case cm.queue <- w:
+	case <-ctx.Done():
+		return s.classify(ctx.Err())
+	case <-cm.stopped:
+		return errClosed
+	}
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		if w.state.CompareAndSwap(waiting, abandoned) {
+			return s.classify(ctx.Err())
+		}
+		// Taken: it may commit yet, so its outcome is awaited. Its statements run in ctx, and
+		// fail at once.
+		<-w.done
+	case <-cm.stopped:
+		// The committer closes done of every write it took before it stops.
+		select {
+		case <-w.done:
+		default:
+			return errClosed
+		}
+	}
+	return s.classify(w.err)
+}
