@@ -42,14 +42,28 @@ func (s *Service) ResumeAfter(ctx context.Context, cursor string) (int64, error)
 	if err != nil {
 		return 0, invalid("resumeFrom", "resumeFrom is not a cursor of this server's event log: send the extensions.cursor of the last event received, as it came")
 	}
+	if err := s.StillKept(ctx, position); err != nil {
+		return 0, err
+	}
+	return position, nil
+}
+
+// StillKept checks that the log still keeps position, which a replay has read from: once it
+// does not, the expiry may have taken what followed it (ErrCursorExpired).
+func (s *Service) StillKept(ctx context.Context, position int64) error {
+	if s.follower == nil {
+		return fmt.Errorf("%w: this service publishes no events", ErrUnavailable)
+	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	kept, err := s.follower.Log().Kept(ctx, position)
 	switch {
 	case err != nil:
-		return 0, fromStore(err)
+		return fromStore(err)
 	case !kept:
-		return 0, ErrCursorExpired
+		return ErrCursorExpired
 	}
-	return position, nil
+	return nil
 }
 
 // Handed is the position of the last event handed to this instance's subscribers (or passed

@@ -98,6 +98,7 @@ type held struct {
 	l        *Listener
 	position int64
 	payload  json.RawMessage
+	replayed bool // from the log, by a replay (replay.go)
 }
 
 // NewSequence returns the sequence of one connection, which holds back limit responses at most:
@@ -112,15 +113,15 @@ func NewSequence(limit int, overflow func(), room func(ctx context.Context) erro
 }
 
 // pace waits until l may be given another replayed response: while a quarter of the responses
-// held are l's (they wait for an earlier event of another subscription of the connection),
-// and until the connection has room. The listener whose replay is furthest behind is never
+// held are l's replayed ones (they wait for an earlier event of another subscription of the
+// connection), and until the connection has room. The replay furthest behind never has one
 // held, so some replay always goes on.
 func (q *Sequence) pace(ctx context.Context, l *Listener) error {
 	for {
 		q.mu.Lock()
 		mine := 0
 		for _, h := range q.held {
-			if h.l == l {
+			if h.l == l && h.replayed {
 				mine++
 			}
 		}
@@ -177,6 +178,16 @@ func (q *Sequence) leave(l *Listener) {
 // arrive takes the response of l to the event at position, and hands what may go; feeds.mu is
 // held.
 func (q *Sequence) arrive(l *Listener, position int64, payload json.RawMessage) {
+	q.take(held{l, position, payload, false})
+}
+
+// arriveReplayed is arrive, for a response of l's replay.
+func (q *Sequence) arriveReplayed(l *Listener, position int64, payload json.RawMessage) {
+	q.take(held{l, position, payload, true})
+}
+
+// take is arrive's.
+func (q *Sequence) take(h held) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.overflown {
@@ -188,10 +199,10 @@ func (q *Sequence) arrive(l *Listener, position int64, payload json.RawMessage) 
 		return
 	}
 	i := len(q.held) // after those of the same position: most come in order
-	for i > 0 && q.held[i-1].position > position {
+	for i > 0 && q.held[i-1].position > h.position {
 		i--
 	}
-	q.held = slices.Insert(q.held, i, held{l, position, payload})
+	q.held = slices.Insert(q.held, i, h)
 	q.release()
 }
 

@@ -19,19 +19,25 @@ import (
 // its feed's, with none missed and none twice at the seam:
 //
 //  1. The listener joins its feed at once, but takes none of its responses (after is the
-//     largest position) and holds back those of the connection's other subscriptions (its
-//     replay may still match any event).
+//     largest position), and holds back those of the connection's other subscriptions (its
+//     replay may still match any event: its pending's open).
 //  2. The cursor is read (posts.Service.ResumeAfter): one the log did not make is refused, one
-//     whose event the log no longer keeps is CURSOR_EXPIRED.
-//  3. Once the feed's subscription to the events is made, the seam is fixed under the feeds'
-//     lock: upto is the last position handed to the broker, so every later event reaches the
-//     feed, and the listener takes the feed's responses after upto from then on. It would
-//     replay more than max_resume_events positions: RESUME_TOO_LONG.
-//  4. The replay runs the operation again, for this listener alone, over the events of the log
-//     from the cursor to upto, read a page at a time, at the client's pace (Sequence.pace). Its
-//     responses, and the feed's held meanwhile, are released in the order of positions.
+//     whose event the log no longer keeps is CURSOR_EXPIRED. Once the feed's subscription to
+//     the events is made, the replay reads up to the last position handed to the broker; a
+//     cursor more than max_resume_events behind it is RESUME_TOO_LONG.
+//  3. The replay runs the operation again, for this listener alone, over the events of the log
+//     after the cursor, read a page at a time, at the client's pace (Sequence.pace), and checks
+//     after each page that the log still keeps where it read from (else CURSOR_EXPIRED: the
+//     expiry cut in). The feed's responses go on being dropped meanwhile: they are in the log,
+//     and the replay reads them in turn, however long it takes, with nothing held.
+//  4. Whenever it has read as far as it meant to, it looks again, under the feeds' lock, at the
+//     last position handed: far ahead, it reads on to there; within a page, that position is the
+//     seam: the listener takes the feed's responses after it from then on (held, in order, until
+//     the replay has answered the rest), and the replay reads up to it and ends.
 //
-// Nothing of a refused resume is delivered: the client refetches, and subscribes without it.
+// Nothing of a resume refused at the start is delivered: the client refetches, and subscribes
+// without it. An expiry that cuts into a replay under way ends it with CURSOR_EXPIRED after the
+// events it had read.
 
 // replayPage is how many events a replay reads at a time: a page of the largest posts stays a
 // few megabytes.
@@ -57,31 +63,39 @@ func (s *Schema) replay(ctx context.Context, l *Listener, op *Operation) {
 	case <-ctx.Done():
 		return
 	}
-	s.feeds.mu.Lock()
 	handed, _ := s.svc.Handed() // read: ResumeAfter waited for it
-	upto := max(handed, from)   // a cursor of another instance may be ahead of this one
-	if upto-from > s.limits.MaxResume {
-		s.feeds.mu.Unlock()
-		s.refuseResume(ctx, l, &errcode.Error{Code: errcode.ResumeTooLong, Message: resumeTooLong(upto-from, s.limits.MaxResume)})
+	if handed-from > s.limits.MaxResume {
+		s.refuseResume(ctx, l, &errcode.Error{Code: errcode.ResumeTooLong, Message: resumeTooLong(handed-from, s.limits.MaxResume)})
 		return
 	}
-	l.after = upto
+	s.feeds.mu.Lock()
 	l.replay.readTo(from)
 	l.seq.recheck()
 	s.feeds.mu.Unlock()
 
-	src := &replaySource{svc: s.svc, q: l.replay, from: from, upto: upto,
+	src := &replaySource{svc: s.svc, q: l.replay, from: from, upto: max(handed, from),
 		pace: func(ctx context.Context) error { return l.seq.pace(ctx, l) },
 		read: func() {
 			s.feeds.mu.Lock()
 			l.seq.recheck()
 			s.feeds.mu.Unlock()
+		},
+		seam: func(read int64) (upto int64, last bool) {
+			s.feeds.mu.Lock()
+			defer s.feeds.mu.Unlock()
+			handed, _ := s.svc.Handed()
+			upto = max(handed, read) // a cursor of another instance may be ahead of this one
+			if upto-read > replayPage {
+				return upto, false
+			}
+			l.after = upto
+			return upto, true
 		}}
 	for res := range s.subscribe(withReplay(ctx, src), op) {
 		payload := s.encode(res, l.replay.oldest())
 		s.feeds.mu.Lock()
 		if position := l.replay.resolved(); !l.done {
-			l.seq.arrive(l, position, payload)
+			l.seq.arriveReplayed(l, position, payload)
 			metrics.EventReplayed()
 		}
 		s.feeds.mu.Unlock()
@@ -123,15 +137,18 @@ func resumeTooLong(behind, limit int64) string {
 		"fetch what you show again, then subscribe without resumeFrom", behind, limit)
 }
 
-// replaySource is where a replay's subscription reads its events: the log, after from up to
-// upto, rather than the broker.
+// replaySource is where a replay's subscription reads its events: the log, after from, rather
+// than the broker.
 type replaySource struct {
 	svc        *posts.Service
 	q          *pending // the replay's, whose open it moves on as it reads
-	from, upto int64
+	from, upto int64    // the cursor's position, and how far to read before the seam is looked at
 	pace       func(context.Context) error // waits until the client can take a response
 	read       func()                      // called after each page
-	err        error                       // why it stopped early; read once the stream closed
+	// seam is called once the log is read up to read: it says how far to read next, and
+	// whether that is the last read (the listener then takes the feed's responses after it).
+	seam func(read int64) (upto int64, last bool)
+	err  error // why it stopped early; read once the stream closed
 }
 
 type replayKey struct{}
@@ -145,15 +162,31 @@ func withReplay(ctx context.Context, src *replaySource) context.Context {
 var errNoProgress = errors.New("the event log did not read past a position in time")
 
 // replayStream sends, as item makes it, each event of src that matches, in the order of the
-// log, then closes. A position the log has not decided yet (a hole on MongoDB, decided within
-// seconds) is waited for.
+// log, up to the seam, then closes. A position the log has not decided yet (a hole on MongoDB,
+// decided within seconds) is waited for.
+//
+// A replay has its events at hand, and would take the machine's every core from the live
+// subscribers while it resolves them: after each replayBurst events it rests as long as they
+// took, so that it takes half of a core at most, in bursts short enough that a live event
+// waits for none of them long.
 func replayStream[T any](ctx context.Context, src *replaySource, match func(posts.Event) bool, item func(posts.Post) T) <-chan T {
 	out := make(chan T)
 	go func() {
 		defer close(out)
-		after, stuck := src.from, time.Time{}
-		for after < src.upto {
+		after, stuck, last, sent := src.from, time.Time{}, false, 0
+		for {
+			if after >= src.upto {
+				if last {
+					return
+				}
+				src.upto, last = src.seam(after)
+				continue
+			}
+			began := time.Now()
 			page, read, err := src.svc.ReadEvents(ctx, after, replayPage)
+			if err == nil {
+				err = src.svc.StillKept(ctx, after) // what the page began after: nothing expired since
+			}
 			if err != nil {
 				src.err = err
 				return
@@ -163,16 +196,23 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 					break
 				}
 				src.q.readTo(e.Position - 1)
-				if match(e) {
-					src.q.reserve(e.Position)
-					if src.pace(ctx) != nil {
+				if !match(e) {
+					continue
+				}
+				src.q.reserve(e.Position)
+				if src.pace(ctx) != nil {
+					return
+				}
+				select {
+				case out <- item(e.Post):
+				case <-ctx.Done():
+					return
+				}
+				if sent++; sent%replayBurst == 0 {
+					if !rest(ctx, time.Since(began)) {
 						return
 					}
-					select {
-					case out <- item(e.Post):
-					case <-ctx.Done():
-						return
-					}
+					began = time.Now()
 				}
 			}
 			switch {
@@ -186,16 +226,30 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 				src.err = errNoProgress
 				return
 			default:
-				select {
-				case <-ctx.Done():
+				if !rest(ctx, 100*time.Millisecond) {
 					return
-				case <-time.After(100 * time.Millisecond):
 				}
 			}
 		}
 	}()
 	return out
 }
+
+// rest waits d, or until ctx ends: false then.
+func rest(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// replayBurst is how many events a replay sends between two rests: some 10 µs each to read,
+// resolve and encode on the embedded store.
+const replayBurst = 16
 
 // replayStuck is how long a replay waits for the log to decide a position: longer than a hole
 // takes on MongoDB.
