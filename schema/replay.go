@@ -141,8 +141,8 @@ func resumeTooLong(behind, limit int64) string {
 // than the broker.
 type replaySource struct {
 	svc        *posts.Service
-	q          *pending // the replay's, whose open it moves on as it reads
-	from, upto int64    // the cursor's position, and how far to read before the seam is looked at
+	q          *pending                    // the replay's, whose open it moves on as it reads
+	from, upto int64                       // the cursor's position, and how far to read before the seam is looked at
 	pace       func(context.Context) error // waits until the client can take a response
 	read       func()                      // called after each page
 	// seam is called once the log is read up to read: it says how far to read next, and

@@ -4,7 +4,9 @@
 // connection and a pool of read-only ones, prepared statements, the keyset list query), answering
 // the same JSON as the posts API with the same validators (ETag, Last-Modified), and nothing else
 // (no GraphQL, no events, no profile writes, no bearer tokens). bench/run serves it in a process of its own next to Caddy, on the file of one
-// of Caddy's sites (WAL lets a second process open it).
+// of Caddy's sites (WAL lets a second process open it). OpenWithEvents makes the one exception:
+// its POST /posts logs the post's event in the module's events table, in the post's transaction,
+// as the module's store does, so that the two sides of a comparison of writes do the same work.
 package bare
 
 import (
@@ -48,6 +50,9 @@ const (
 	listSQL       = `SELECT ` + columns + ` FROM posts WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	listByUserSQL = `SELECT ` + columns + ` FROM posts WHERE user_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	insertSQL     = `INSERT INTO posts (` + columns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	// The event of a created post, in the module's log: its position comes back.
+	logEventSQL = `INSERT INTO events (at, kind, post_id, user_id, title, body, created_at, updated_at, version)
+		VALUES (?, 'created', ?, ?, ?, ?, ?, ?, ?) RETURNING position`
 )
 
 // Post is a post as stored.
@@ -81,13 +86,23 @@ func toJSON(p Post) postJSON {
 type Server struct {
 	read, write                *sql.DB
 	get, list, listByUser, ins *sql.Stmt
+	logEvent                   *sql.Stmt         // OpenWithEvents only
 	keys                       map[string]string // API key → user id
 	mux                        *http.ServeMux
 }
 
 // Open returns a Server on the SQLite file at path, whose schema the module made, that accepts
 // the API keys (key → user id) for POST.
-func Open(path string, keys map[string]string) (s *Server, err error) {
+func Open(path string, keys map[string]string) (*Server, error) { return open(path, keys, false) }
+
+// OpenWithEvents is Open whose POST /posts inserts the post and its event in one transaction:
+// BEGIN, INSERT the post, INSERT its event RETURNING its position, COMMIT, one request at a time
+// on the writer, as a user who logs events would write it.
+func OpenWithEvents(path string, keys map[string]string) (*Server, error) {
+	return open(path, keys, true)
+}
+
+func open(path string, keys map[string]string, events bool) (s *Server, err error) {
 	s = &Server{keys: keys, mux: http.NewServeMux()}
 	defer func() {
 		if err != nil {
@@ -118,6 +133,11 @@ func Open(path string, keys map[string]string) (s *Server, err error) {
 			return s, fmt.Errorf("preparing %q: %w", p.query, err)
 		}
 	}
+	if events {
+		if s.logEvent, err = s.write.Prepare(logEventSQL); err != nil {
+			return s, fmt.Errorf("preparing %q: %w", logEventSQL, err)
+		}
+	}
 	s.mux.HandleFunc("GET /posts/{id}", s.getPost)
 	s.mux.HandleFunc("GET /posts", s.listPosts)
 	s.mux.HandleFunc("POST /posts", s.create)
@@ -136,7 +156,7 @@ func dsn(path, txlock string, pragmas ...string) string {
 // Close closes the statements and the connections.
 func (s *Server) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.get, s.list, s.listByUser, s.ins} {
+	for _, st := range []*sql.Stmt{s.get, s.list, s.listByUser, s.ins, s.logEvent} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -285,13 +305,36 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	p := Post{ID: store.NewID(now), UserID: user, Title: in.Title, Body: in.Body, CreatedAt: now, UpdatedAt: now, Version: 1}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	if _, err := s.ins.ExecContext(ctx, p.ID, p.UserID, p.Title, p.Body, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli(), p.Version); err != nil {
+	if err := s.insert(ctx, p); err != nil {
 		storeError(w, err)
 		return
 	}
 	w.Header().Set("Location", "/posts/"+p.ID)
 	setValidators(w.Header(), p)
 	writeJSON(w, http.StatusCreated, toJSON(p))
+}
+
+// insert stores p, with its event if the server logs events.
+func (s *Server) insert(ctx context.Context, p Post) error {
+	args := []any{p.ID, p.UserID, p.Title, p.Body, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli(), p.Version}
+	if s.logEvent == nil {
+		_, err := s.ins.ExecContext(ctx, args...)
+		return err
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.StmtContext(ctx, s.ins).ExecContext(ctx, args...); err != nil {
+		return err
+	}
+	var position int64
+	if err := tx.StmtContext(ctx, s.logEvent).QueryRowContext(ctx, time.Now().UnixMilli(), p.ID, p.UserID, p.Title, p.Body,
+		p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli(), p.Version).Scan(&position); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // setValidators sets the ETag and Last-Modified the module sends with a post: its version in

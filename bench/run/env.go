@@ -83,7 +83,8 @@ type env struct {
 	uncached                    string // the large store's site that keeps no prepared document
 	caddyProfile                string // Caddy's /debug/pprof
 	bareRead, bareWrite         baseline
-	pb, pbProfile               string // PocketBase's records of posts, and its /debug/pprof; "" unless a pair needs it
+	bareWriteEvents             baseline // bench/bare logging each post's event, on the file of the writes
+	pb, pbProfile               string   // PocketBase's records of posts, and its /debug/pprof; "" unless a pair needs it
 
 	large, smallStore, pbStore seeded
 	// pages are the URLs of GET /posts?limit=20, first page and page 50, of the small and the
@@ -131,10 +132,13 @@ func start(ctx context.Context, cfg config, dir string, withPeer bool) (e *env, 
 	e.uncached = e.caddy.sites["UNCACHED"]
 	e.caddyProfile = e.caddy.sites["ADMIN"] + "/debug/pprof"
 	// The baselines open the files of the read and the write site, which Caddy has made.
-	if e.bareRead, err = e.startBare(ctx, "read"); err != nil {
+	if e.bareRead, err = e.startBare(ctx, bareArg, "read"); err != nil {
 		return e, err
 	}
-	if e.bareWrite, err = e.startBare(ctx, "write"); err != nil {
+	if e.bareWrite, err = e.startBare(ctx, bareArg, "write"); err != nil {
+		return e, err
+	}
+	if e.bareWriteEvents, err = e.startBare(ctx, bareEventsArg, "write"); err != nil {
 		return e, err
 	}
 
@@ -289,14 +293,14 @@ func (p *caddyProcess) waitForWrite(ctx context.Context, token string) error {
 }
 
 // startBare serves bench/bare in a process of its own on the file of Caddy's site (its
-// data_dir is named as the site in Caddyfile.bench).
-func (e *env) startBare(ctx context.Context, site string) (baseline, error) {
+// data_dir is named as the site in Caddyfile.bench), as mode says (bareArg, bareEventsArg).
+func (e *env) startBare(ctx context.Context, mode, site string) (baseline, error) {
 	addrs, err := freeAddrs(2)
 	if err != nil {
 		return baseline{}, err
 	}
 	file := filepath.Join(e.caddy.dir, site, sqlite.DatabaseFile)
-	p, err := serveChild(ctx, addrs[0], []string{"BENCH_API_KEY=" + e.apiKey}, bareArg, file, addrs[0], addrs[1])
+	p, err := serveChild(ctx, addrs[0], []string{"BENCH_API_KEY=" + e.apiKey}, mode, file, addrs[0], addrs[1])
 	if err != nil {
 		return baseline{}, err
 	}
@@ -476,7 +480,7 @@ func (e *env) check(ctx context.Context) error {
 			}
 		}
 	}
-	for _, base := range []string{e.write, e.bareWrite.url} {
+	for _, base := range []string{e.write, e.bareWrite.url, e.bareWriteEvents.url} {
 		status, body, err := do(ctx, "POST", base+"/posts", `{"title": "check"}`, "X-API-Key: "+e.apiKey)
 		if err != nil || status != http.StatusCreated {
 			return fmt.Errorf("POST %s/posts: %d %s, %v; want 201", base, status, body, err)

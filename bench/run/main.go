@@ -107,7 +107,10 @@ func run(ctx context.Context, cfg config) error {
 		}
 		notes = e.notes
 	}
-	table := render(done)
+	table := ""
+	if len(done) > 0 {
+		table = render(done)
+	}
 	if cfg.only.MatchString("18a") || cfg.only.MatchString("18b") {
 		log.Printf("the relay's figures: two instances on one FerretDB")
 		fig, err := measureRelay(ctx, cfg, filepath.Join(dir, "relay"))
@@ -115,6 +118,14 @@ func run(ctx context.Context, cfg config) error {
 			return fmt.Errorf("the relay's figures: %w", err)
 		}
 		table += renderRelay(fig)
+	}
+	if slices.ContainsFunc(resumeRows, cfg.only.MatchString) {
+		log.Printf("the resume figures: a subscriber resumes %s events behind", thousands(resumeBehind))
+		fig, err := measureResume(ctx, cfg, filepath.Join(dir, "resume"))
+		if err != nil {
+			return fmt.Errorf("the resume figures: %w", err)
+		}
+		table += renderResume(fig, cfg)
 	}
 	fmt.Print("\n" + table)
 	log.Printf("the run took %s", time.Since(began).Round(time.Second))

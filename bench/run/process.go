@@ -22,18 +22,24 @@ import (
 // a baseline, like Caddy and PocketBase, has a process of its own and the load generator's
 // work is never counted against it:
 //
-//	run -bare <posts.db> <addr> <pprof addr>   bench/bare on the file; the API key in $BENCH_API_KEY
-//	run -ws-bare <addr>                        bench/wsbare
+//	run -bare <posts.db> <addr> <pprof addr>          bench/bare on the file; the API key in $BENCH_API_KEY
+//	run -bare-events <posts.db> <addr> <pprof addr>   the same, logging each post's event (bare.OpenWithEvents)
+//	run -ws-bare <addr>                               bench/wsbare
 const (
-	bareArg   = "-bare"
-	wsBareArg = "-ws-bare"
+	bareArg       = "-bare"
+	bareEventsArg = "-bare-events"
+	wsBareArg     = "-ws-bare"
 )
 
 // child serves the baseline that args name (as above) and says whether they named one.
 func child(args []string) (bool, error) {
 	switch {
-	case len(args) == 4 && args[0] == bareArg:
-		s, err := bare.Open(args[1], map[string]string{os.Getenv("BENCH_API_KEY"): author})
+	case len(args) == 4 && (args[0] == bareArg || args[0] == bareEventsArg):
+		open := bare.Open
+		if args[0] == bareEventsArg {
+			open = bare.OpenWithEvents
+		}
+		s, err := open(args[1], map[string]string{os.Getenv("BENCH_API_KEY"): author})
 		if err != nil {
 			return true, err
 		}
