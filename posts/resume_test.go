@@ -67,7 +67,8 @@ func TestResumeAfter(t *testing.T) {
 		}
 	})
 	t.Run("a cursor whose event expired is ErrCursorExpired", func(t *testing.T) {
-		if _, err := st.ExpireEvents(t.Context(), time.Now().Add(-time.Hour), 1) // the newest alone is kept; err != nil {
+		// The newest alone is kept.
+		if _, err := st.ExpireEvents(t.Context(), time.Now().Add(-time.Hour), 1); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range cursors[:2] {
