@@ -25,7 +25,7 @@ import {
 } from 'graphql';
 import { serverAudits } from 'graphql-http';
 import puppeteer from 'puppeteer-core';
-import { countingTest, postsCaddyfile, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, postsCaddyfile, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
 
 const SCHEMA_FILE = fileURLToPath(new URL('../schema/schema.graphql', import.meta.url));
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
@@ -93,22 +93,6 @@ async function postsOfAlice() {
   const res = await read(await fetch(`${caddy.base}/posts?userId=alice&limit=100`));
   assert.equal(res.status, 200, show(res));
   return res.body;
-}
-
-/** A cursor as a client sees it: 23 base64url characters. */
-const CURSOR = /^[A-Za-z0-9_-]{23}$/;
-
-/**
- * Splits an event (a subscription's result) into the rest of it, as before events carried a
- * cursor, and its cursor: extensions holds the cursor alone, 23 base64url characters.
- */
-function splitEvent(event) {
-  const { extensions, ...rest } = event;
-  const shown = JSON.stringify(event);
-  assert.deepEqual(Object.keys(extensions ?? {}), ['cursor'], `an event's extensions are its cursor alone: ${shown}`);
-  assert.equal(typeof extensions.cursor, 'string', `an event's cursor is a string: ${shown}`);
-  assert.match(extensions.cursor, CURSOR, `an event's cursor is 23 base64url characters: ${shown}`);
-  return { rest, cursor: extensions.cursor };
 }
 
 /** A title no other test uses. */

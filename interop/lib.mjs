@@ -1,7 +1,9 @@
 // Helpers the interop tests share: a free port, ./caddy started on a Caddyfile of its own and
-// stopped again, and a test() that counts failures so that Caddy's log is shown when one failed.
+// stopped again, a test() that counts failures so that Caddy's log is shown when one failed, the
+// fenced blocks of README.md, and an event split from its cursor.
 // Nothing here holds state across test files: each file starts its own Caddy in its own directory.
 import { test as nodeTest } from 'node:test';
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import fs from 'node:fs';
@@ -10,6 +12,9 @@ import { fileURLToPath } from 'node:url';
 
 /** The binary `make caddy` builds. */
 export const CADDY = fileURLToPath(new URL('../caddy', import.meta.url));
+
+/** The repository's README, whose fenced blocks readmeBlocks reads. */
+const README = fileURLToPath(new URL('../README.md', import.meta.url));
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -156,4 +161,34 @@ export function readyForTokens(probe) {
     await signed.arrayBuffer();
     return signed.status !== 503 || `GET /posts with a token: ${signed.status}`;
   };
+}
+
+/** The text of each fenced block of README.md in language lang. */
+export function readmeBlocks(lang) {
+  const blocks = [];
+  let open = null;
+  for (const line of fs.readFileSync(README, 'utf8').split('\n')) {
+    if (open === null && line.startsWith('```')) open = { lang: line.slice(3).trim().split(/\s+/)[0], text: '' };
+    else if (open !== null && line.trim() === '```') {
+      if (open.lang === lang) blocks.push(open.text);
+      open = null;
+    } else if (open !== null) open.text += `${line}\n`;
+  }
+  return blocks;
+}
+
+/** A cursor as a client sees it: 23 base64url characters. */
+const CURSOR = /^[A-Za-z0-9_-]{23}$/;
+
+/**
+ * Splits an event (a subscription's result) into the rest of it, as before events carried a
+ * cursor, and its cursor: extensions holds the cursor alone, 23 base64url characters.
+ */
+export function splitEvent(event) {
+  const { extensions, ...rest } = event;
+  const shown = JSON.stringify(event);
+  assert.deepEqual(Object.keys(extensions ?? {}), ['cursor'], `an event's extensions are its cursor alone: ${shown}`);
+  assert.equal(typeof extensions.cursor, 'string', `an event's cursor is a string: ${shown}`);
+  assert.match(extensions.cursor, CURSOR, `an event's cursor is 23 base64url characters: ${shown}`);
+  return { rest, cursor: extensions.cursor };
 }

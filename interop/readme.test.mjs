@@ -11,29 +11,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { inspect } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { countingTest, postsCaddyfile, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, postsCaddyfile, readmeBlocks, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
-const README = fileURLToPath(new URL('../README.md', import.meta.url));
 const NODE_MODULES = fileURLToPath(new URL('./node_modules', import.meta.url));
 
 let tmp; // the scratch directory: Caddyfile, data, Caddy's home, the snippet's directory
 let caddy; // { child, exited, log(), base }
 
 const { test, failures } = countingTest();
-
-/** The text of each fenced block of README.md in language lang. */
-function readmeBlocks(lang) {
-  const blocks = [];
-  let open = null;
-  for (const line of fs.readFileSync(README, 'utf8').split('\n')) {
-    if (open === null && line.startsWith('```')) open = { lang: line.slice(3).trim().split(/\s+/)[0], text: '' };
-    else if (open !== null && line.trim() === '```') {
-      if (open.lang === lang) blocks.push(open.text);
-      open = null;
-    } else if (open !== null) open.text += `${line}\n`;
-  }
-  return blocks;
-}
 
 before(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-posts-readme-'));

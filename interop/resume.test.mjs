@@ -19,9 +19,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { countingTest, postsCaddyfile, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, postsCaddyfile, readmeBlocks, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
-const README = fileURLToPath(new URL('../README.md', import.meta.url));
 const NODE_MODULES = fileURLToPath(new URL('./node_modules', import.meta.url));
 const WRITE_EVERY_MS = 60; // the pause between two posts of a writer
 const MAX_RESUME = 20; // max_resume_events of the second Caddy
@@ -35,20 +34,6 @@ const proxies = []; // every cutting proxy, closed after the tests
 const { test, failures } = countingTest();
 
 // --- helpers ------------------------------------------------------------------------------------
-
-/** The text of each fenced block of README.md in language lang (as readme.test.mjs reads them). */
-function readmeBlocks(lang) {
-  const blocks = [];
-  let open = null;
-  for (const line of fs.readFileSync(README, 'utf8').split('\n')) {
-    if (open === null && line.startsWith('```')) open = { lang: line.slice(3).trim().split(/\s+/)[0], text: '' };
-    else if (open !== null && line.trim() === '```') {
-      if (open.lang === lang) blocks.push(open.text);
-      open = null;
-    } else if (open !== null) open.text += `${line}\n`;
-  }
-  return blocks;
-}
 
 /** The README's one js block that resumes and matches which ('graphql-ws' or 'apollo'). */
 function resumeSnippet(which) {

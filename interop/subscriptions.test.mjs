@@ -12,7 +12,7 @@ import { createClient } from 'graphql-ws';
 import { SubscriptionClient } from 'subscriptions-transport-ws';
 import WebSocket from 'ws';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import { countingTest, postsCaddyfile, readyForTokens, serveJWKS, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, postsCaddyfile, readyForTokens, serveJWKS, sleep, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
 
 const ISSUER = 'https://issuer.example.test/';
 const AUDIENCE = 'posts-interop-subscriptions';
@@ -152,22 +152,6 @@ async function nextEvent(inbox, isProbe, what, ms = 3000) {
     assert.ok(item.result, `${what}: want an event, got ${describe(item)}`);
     if (!isProbe(item.result)) return item.result;
   }
-}
-
-/** A cursor as a client sees it: 23 base64url characters. */
-const CURSOR = /^[A-Za-z0-9_-]{23}$/;
-
-/**
- * Splits an event (a subscription's result) into the rest of it, as before events carried a
- * cursor, and its cursor: extensions holds the cursor alone, 23 base64url characters.
- */
-function splitEvent(event) {
-  const { extensions, ...rest } = event;
-  const shown = JSON.stringify(event);
-  assert.deepEqual(Object.keys(extensions ?? {}), ['cursor'], `an event's extensions are its cursor alone: ${shown}`);
-  assert.equal(typeof extensions.cursor, 'string', `an event's cursor is a string: ${shown}`);
-  assert.match(extensions.cursor, CURSOR, `an event's cursor is 23 base64url characters: ${shown}`);
-  return { rest, cursor: extensions.cursor };
 }
 
 /** A graphql-ws client (protocol graphql-transport-ws) on /graphql, without retries. */
