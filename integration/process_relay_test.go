@@ -177,15 +177,29 @@ func (s *relaySubscriber) check(t *testing.T, name string, want map[string][]str
 	time.Sleep(300 * time.Millisecond) // and nothing more comes
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lost, extra, disordered := 0, 0, 0
-	var examples []string
+	// The connection's three subscriptions are three feeds, yet one order: a post's create,
+	// updates and delete come in the order written.
+	lost, extra, disordered, examples := compareEvents(s.got, want, ignore, nil)
+	if lost+extra+disordered > 0 {
+		t.Errorf("%s: %d events lost, %d duplicated or not wanted, %d posts out of order, of %d; for instance %v",
+			name, lost, extra, disordered, total, examples)
+	}
+	if len(s.trouble) > 0 {
+		t.Errorf("%s: besides events, %d messages or a close, the first: %s", name, len(s.trouble), s.trouble[0])
+	}
+}
+
+// compareEvents compares the events a subscriber got with want, both by post id, each post's
+// in the order written: it counts the events lost, the events repeated or of a post not wanted,
+// and the posts whose events came out of order, and gives up to 5 of the posts that differ as
+// examples. The posts of ignore are left out. note, when not nil, adds its text to the example
+// of a wanted post (say, why that post's events are what they are).
+func compareEvents(got, want map[string][]string, ignore map[string]bool, note func(id string) string) (lost, extra, disordered int, examples []string) {
 	for id, w := range want {
 		if ignore[id] {
 			continue
 		}
-		g := s.got[id]
-		// The connection's three subscriptions are three feeds, yet one order: a post's
-		// create, updates and delete come in the order written.
+		g := got[id]
 		switch {
 		case slices.Equal(g, w):
 			continue
@@ -197,22 +211,22 @@ func (s *relaySubscriber) check(t *testing.T, name string, want map[string][]str
 			disordered++
 		}
 		if len(examples) < 5 {
-			examples = append(examples, fmt.Sprintf("%s: got %v, want %v", id, g, w))
+			more := ""
+			if note != nil {
+				more = note(id)
+			}
+			examples = append(examples, fmt.Sprintf("%s: got %v, want %v%s", id, g, w, more))
 		}
 	}
-	for id, g := range s.got {
+	for id, g := range got {
 		if _, ok := want[id]; !ok && !ignore[id] {
 			extra += len(g)
-			examples = append(examples, fmt.Sprintf("%s: got %v, want none", id, g))
+			if len(examples) < 5 {
+				examples = append(examples, fmt.Sprintf("%s: got %v, want none", id, g))
+			}
 		}
 	}
-	if lost+extra+disordered > 0 {
-		t.Errorf("%s: %d events lost, %d duplicated or not wanted, %d posts out of order, of %d; for instance %v",
-			name, lost, extra, disordered, total, examples[:min(len(examples), 5)])
-	}
-	if len(s.trouble) > 0 {
-		t.Errorf("%s: besides events, %d messages or a close, the first: %s", name, len(s.trouble), s.trouble[0])
-	}
+	return lost, extra, disordered, examples
 }
 
 // relayWriter writes chains of create, updates and delete, each post through both instances,

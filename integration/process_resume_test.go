@@ -915,40 +915,19 @@ func checkResumed(t *testing.T, w *resumeWriter, base string, clients []*resumin
 	for _, entries := range want {
 		total += len(entries)
 	}
+	unanswered := func(id string) string {
+		if _, ok := decided[id]; ok {
+			return " (its last write got no answer; want decided from the store)"
+		}
+		return ""
+	}
 	received := map[string]map[string][]string{}
 	for _, c := range clients {
 		got := c.received()
 		received[c.name] = got
-		lost, extra, disordered := 0, 0, 0
-		var examples []string
-		for id, w := range want {
-			g := got[id]
-			switch {
-			case slices.Equal(g, w):
-				continue
-			case len(g) < len(w):
-				lost += len(w) - len(g)
-			case len(g) > len(w):
-				extra += len(g) - len(w)
-			default:
-				disordered++
-			}
-			if len(examples) < 5 {
-				note := ""
-				if _, ok := decided[id]; ok {
-					note = " (its last write got no answer; want decided from the store)"
-				}
-				examples = append(examples, fmt.Sprintf("%s: got %v, want %v%s", id, g, w, note))
-			}
-		}
-		for id, g := range got {
-			if _, ok := want[id]; !ok && !ignore[id] {
-				extra += len(g)
-				if len(examples) < 5 {
-					examples = append(examples, fmt.Sprintf("%s: got %v, want none", id, g))
-				}
-			}
-		}
+		// ignore's posts (the warm-ups and the sentinel) are none of want's: leaving them out
+		// leaves out only their events.
+		lost, extra, disordered, examples := compareEvents(got, want, ignore, unanswered)
 		if lost+extra+disordered > 0 {
 			t.Errorf("%s: %d events lost, %d repeated or not wanted, %d posts out of order, of %d; for instance %v",
 				c.name, lost, extra, disordered, total, examples)
