@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/coder/websocket"
 
+	"github.com/postsedge/caddy-posts/events/eventstest"
 	"github.com/postsedge/caddy-posts/internal/race"
 )
 
@@ -97,7 +98,7 @@ func TestAReloadKeepsTheWebSocketSubscribers(t *testing.T) {
 		c.create(asAlice, title)
 		if m := wsRecv(t, ws); m.ID != "a" || m.Type != "next" {
 			t.Errorf("after the reload: %s %s %s; want the post %q", m.ID, m.Type, m.Payload, title)
-		} else if data, _ := wsEvent(t, m.Payload); data != `{"postCreated":{"title":"`+title+`"}}` {
+		} else if data, _ := eventstest.SplitEvent(t, m.Payload); data != `{"postCreated":{"title":"`+title+`"}}` {
 			t.Errorf("after the reload: %s %s %s; want the post %q", m.ID, m.Type, m.Payload, title)
 		}
 	}

@@ -3,13 +3,13 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/postsedge/caddy-posts/events/eventstest"
 )
 
 // wsDial opens a graphql-transport-ws connection to the main site, through Caddy.
@@ -53,33 +53,6 @@ func wsRecv(t *testing.T, c *websocket.Conn) wsMessage {
 	return m
 }
 
-// cursorPattern is a cursor as a client sees it: 23 base64url characters.
-var cursorPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{23}$`)
-
-// wsEvent splits the payload of a subscription event (next, or the legacy data) into its data
-// and its cursor: the payload is exactly {"data":<data>,"extensions":{"cursor":"<cursor>"}},
-// with a cursor of 23 base64url characters, or t fails.
-func wsEvent(t *testing.T, payload json.RawMessage) (data, cursor string) {
-	t.Helper()
-	var event struct {
-		Data       json.RawMessage `json:"data"`
-		Extensions struct {
-			Cursor string `json:"cursor"`
-		} `json:"extensions"`
-	}
-	if err := json.Unmarshal(payload, &event); err != nil {
-		t.Fatalf("an event that is not JSON: %s (%v)", payload, err)
-	}
-	data, cursor = string(event.Data), event.Extensions.Cursor
-	if !cursorPattern.MatchString(cursor) {
-		t.Errorf("an event whose cursor %q is not 23 base64url characters: %s", cursor, payload)
-	}
-	if want := fmt.Sprintf(`{"data":%s,"extensions":{"cursor":%q}}`, data, cursor); string(payload) != want {
-		t.Errorf("an event %s; want its data and cursor alone: %s", payload, want)
-	}
-	return data, cursor
-}
-
 func TestSubscriptionsThroughCaddy(t *testing.T) {
 	inProcess(t)
 	caddy := startCaddy(t)
@@ -118,7 +91,7 @@ func TestSubscriptionsThroughCaddy(t *testing.T) {
 					t.Errorf("got %s %s %s; want the data %s", m.ID, m.Type, m.Payload, want[m.ID])
 					continue
 				}
-				data, cursor := wsEvent(t, m.Payload)
+				data, cursor := eventstest.SplitEvent(t, m.Payload)
 				if data != want[m.ID] {
 					t.Errorf("got %s %s %s; want the data %s", m.ID, m.Type, m.Payload, want[m.ID])
 				}

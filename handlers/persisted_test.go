@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/events/eventstest"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -221,7 +222,7 @@ func TestAutomaticPersistedQueriesOverWebSocket(t *testing.T) {
 		if m.Type != "next" {
 			t.Fatalf("got %+v %s; want an event", m, m.Payload)
 		}
-		got[m.ID], cursors[m.ID] = splitEvent(t, m.Payload)
+		got[m.ID], cursors[m.ID] = eventstest.SplitEvent(t, m.Payload)
 	}
 	if want := `{"postCreated":{"title":"to both"}}`; got["2"] != want || got["3"] != want {
 		t.Errorf("events %v; want %s to 2 and 3", got, want)

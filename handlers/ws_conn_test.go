@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/events/eventstest"
 	"github.com/postsedge/caddy-posts/internal/race"
 	"github.com/postsedge/caddy-posts/posts"
 )
@@ -28,7 +29,7 @@ func TestGraphQLTransportWS(t *testing.T) {
 	var first string // the cursor of the first event
 	if m := recv(t, c); m.ID != "1" || m.Type != "next" {
 		t.Errorf("after a REST POST: %+v %s", m, m.Payload)
-	} else if data, cursor := splitEvent(t, m.Payload); data != `{"postCreated":{"title":"over REST","userId":"alice"}}` {
+	} else if data, cursor := eventstest.SplitEvent(t, m.Payload); data != `{"postCreated":{"title":"over REST","userId":"alice"}}` {
 		t.Errorf("after a REST POST: %s", m.Payload)
 	} else {
 		first = cursor
@@ -48,7 +49,7 @@ func TestGraphQLTransportWS(t *testing.T) {
 	}
 	if m, ok := got["1 next"]; !ok || !strings.Contains(string(m.Payload), "over the socket") {
 		t.Errorf("no event for the mutation: %v", got)
-	} else if _, cursor := splitEvent(t, m.Payload); cursor == first {
+	} else if _, cursor := eventstest.SplitEvent(t, m.Payload); cursor == first {
 		t.Errorf("the mutation's event with the cursor %s of the event before it", cursor)
 	}
 
@@ -240,7 +241,7 @@ func TestLegacyGraphQLWS(t *testing.T) {
 	s.createPost(t, "legacy")
 	if m := recv(t, c); m.ID != "a" || m.Type != "data" {
 		t.Errorf("got %+v %s", m, m.Payload)
-	} else if data, _ := splitEvent(t, m.Payload); data != `{"postCreated":{"title":"legacy"}}` {
+	} else if data, _ := eventstest.SplitEvent(t, m.Payload); data != `{"postCreated":{"title":"legacy"}}` {
 		t.Errorf("got %s", m.Payload)
 	}
 	send(t, c, `{"id": "a", "type": "stop"}`)

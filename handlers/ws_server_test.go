@@ -7,10 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -123,33 +121,6 @@ func recv(t *testing.T, c *websocket.Conn) message {
 		t.Fatalf("%s: %v", data, err)
 	}
 	return m
-}
-
-// cursorPattern is a cursor as a client sees it: 23 base64url characters.
-var cursorPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{23}$`)
-
-// splitEvent splits the payload of a subscription event (next, or the legacy data) into its
-// data and its cursor: the payload is exactly {"data":<data>,"extensions":{"cursor":"<cursor>"}},
-// with a cursor of 23 base64url characters, or t fails.
-func splitEvent(t *testing.T, payload json.RawMessage) (data, cursor string) {
-	t.Helper()
-	var event struct {
-		Data       json.RawMessage `json:"data"`
-		Extensions struct {
-			Cursor string `json:"cursor"`
-		} `json:"extensions"`
-	}
-	if err := json.Unmarshal(payload, &event); err != nil {
-		t.Fatalf("an event that is not JSON: %s (%v)", payload, err)
-	}
-	data, cursor = string(event.Data), event.Extensions.Cursor
-	if !cursorPattern.MatchString(cursor) {
-		t.Errorf("an event whose cursor %q is not 23 base64url characters: %s", cursor, payload)
-	}
-	if want := fmt.Sprintf(`{"data":%s,"extensions":{"cursor":%q}}`, data, cursor); string(payload) != want {
-		t.Errorf("an event %s; want its data and cursor alone: %s", payload, want)
-	}
-	return data, cursor
 }
 
 // closedWith reads until the server closes the connection and returns its code and reason.

@@ -12,13 +12,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/postsedge/caddy-posts/events/eventstest"
 )
 
 // The server timeouts of the test below: the README's production values, shortened. As there,
@@ -176,32 +177,6 @@ type wsMessage struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-// cursorPattern is a cursor as a client sees it: 23 base64url characters.
-var cursorPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{23}$`)
-
-// splitEvent splits the payload of a subscription event into its data and its cursor: the
-// payload is exactly {"data":<data>,"extensions":{"cursor":"<cursor>"}}, with a cursor of 23
-// base64url characters, or it returns an error.
-func splitEvent(payload json.RawMessage) (data, cursor string, err error) {
-	var event struct {
-		Data       json.RawMessage `json:"data"`
-		Extensions struct {
-			Cursor string `json:"cursor"`
-		} `json:"extensions"`
-	}
-	if err := json.Unmarshal(payload, &event); err != nil {
-		return "", "", fmt.Errorf("an event that is not JSON: %s (%w)", payload, err)
-	}
-	data, cursor = string(event.Data), event.Extensions.Cursor
-	if !cursorPattern.MatchString(cursor) {
-		return "", "", fmt.Errorf("an event whose cursor %q is not 23 base64url characters: %s", cursor, payload)
-	}
-	if want := fmt.Sprintf(`{"data":%s,"extensions":{"cursor":%q}}`, data, cursor); string(payload) != want {
-		return "", "", fmt.Errorf("an event %s; want its data and cursor alone: %s", payload, want)
-	}
-	return data, cursor, nil
-}
-
 // patientSubscriber subscribes to postCreated on addr over graphql-transport-ws, sends nothing
 // for quiet (the server pings it meanwhile), then has create make a post and waits for its
 // event, and checks that the server still reads what it sends. It returns how long the
@@ -281,7 +256,7 @@ func patientSubscriber(addr string, quiet time.Duration, create func(title strin
 		if m.Type != "next" {
 			return 0, fmt.Errorf("got %+v; want next with the data %s", m, want)
 		}
-		data, _, err := splitEvent(m.Payload)
+		data, _, err := eventstest.ParseEvent(m.Payload)
 		if err != nil {
 			return 0, err
 		}

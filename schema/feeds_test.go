@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/graph-gophers/graphql-go"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/events/eventstest"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -73,33 +73,6 @@ func next(t *testing.T, l *listener) string {
 	return ""
 }
 
-// cursorPattern is a cursor as a client sees it: 23 base64url characters.
-var cursorPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{23}$`)
-
-// splitEvent splits the payload of a subscription event into its data and its cursor: the
-// payload is exactly {"data":<data>,"extensions":{"cursor":"<cursor>"}}, with a cursor of 23
-// base64url characters, or t fails.
-func splitEvent(t *testing.T, payload string) (data, cursor string) {
-	t.Helper()
-	var event struct {
-		Data       json.RawMessage `json:"data"`
-		Extensions struct {
-			Cursor string `json:"cursor"`
-		} `json:"extensions"`
-	}
-	if err := json.Unmarshal([]byte(payload), &event); err != nil {
-		t.Fatalf("an event that is not JSON: %s (%v)", payload, err)
-	}
-	data, cursor = string(event.Data), event.Extensions.Cursor
-	if !cursorPattern.MatchString(cursor) {
-		t.Errorf("an event whose cursor %q is not 23 base64url characters: %s", cursor, payload)
-	}
-	if want := fmt.Sprintf(`{"data":%s,"extensions":{"cursor":%q}}`, data, cursor); payload != want {
-		t.Errorf("an event %s; want its data and cursor alone: %s", payload, want)
-	}
-	return data, cursor
-}
-
 func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 	s, svc, broker := subscribed(t, 16)
 	ctx := t.Context()
@@ -122,11 +95,11 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"postCreated":{"title":"shared","author":{"id":"alice","name":"Alice"}}}`
-	got, cursor := splitEvent(t, next(t, a))
+	got, cursor := eventstest.SplitEvent(t, []byte(next(t, a)))
 	if got != want {
 		t.Errorf("alice got %s; want %s", got, want)
 	}
-	got, bobs := splitEvent(t, next(t, b))
+	got, bobs := eventstest.SplitEvent(t, []byte(next(t, b)))
 	if got != want {
 		t.Errorf("bob got %s; want %s", got, want)
 	}
@@ -157,14 +130,14 @@ func TestSubscribersShareOneFeedPerOperation(t *testing.T) {
 			mine:   `{"postCreated":{"author":{"email":"alice@example.com"}}}`,
 			theirs: `{"postCreated":{"author":{"email":null}}}`,
 		} {
-			got, c := splitEvent(t, next(t, l))
+			got, c := eventstest.SplitEvent(t, []byte(next(t, l)))
 			if got != want {
 				t.Errorf("got %s; want %s", got, want)
 			}
 			cursors[c] = true
 		}
-		_, ofA := splitEvent(t, next(t, a))
-		_, ofB := splitEvent(t, next(t, b))
+		_, ofA := eventstest.SplitEvent(t, []byte(next(t, a)))
+		_, ofB := eventstest.SplitEvent(t, []byte(next(t, b)))
 		cursors[ofA], cursors[ofB] = true, true
 		if len(cursors) != 1 {
 			t.Errorf("the one event with cursors %v across its feeds; want one", cursors)
