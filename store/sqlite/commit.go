@@ -31,7 +31,7 @@ const (
 // A write is one transaction's work, waiting for the committer.
 type write struct {
 	ctx   context.Context
-	do    func(*sql.Tx, *conns) error
+	do    func(context.Context, *sql.Tx, *conns) error
 	state atomic.Int32 // waiting, then taken by the committer or abandoned by its caller
 	err   error        // set before done is closed
 	done  chan struct{}
@@ -94,8 +94,7 @@ func (s *Store) commitLoop(c *conns) {
 
 // commit runs the writes whose callers still wait: together in one transaction, or, if that
 // fails and they were more than one, each in its own, as the error may be one write's (its
-// post's id taken, no post to update, its context ended, which rolls back the whole
-// transaction) and each write must have its own outcome.
+// post's id taken, no post to update) and each write must have its own outcome.
 func (s *Store) commit(c *conns, batch []*write) {
 	ws := batch[:0:0]
 	for _, w := range batch {
@@ -119,11 +118,12 @@ func (s *Store) commit(c *conns, batch []*write) {
 	}
 }
 
-// together runs ws in one transaction, committed if every one succeeds. Its context is none of
-// the writes': each write's statements run in its own, and one caller giving up must not end the
-// others' transaction (it ends its own statements, which fails the transaction, and it runs
-// again alone). BEGIN waits for SQLite's lock only if another process holds it (a backup, the
-// sqlite3 tool): busy_timeout bounds that wait.
+// together runs ws in one transaction, committed if every one succeeds. A write's caller that
+// gives up once the committer has taken it ends neither the transaction nor the write's
+// statements (their contexts keep its values, not its end): the others' work is not undone for
+// it, and the statements of a write take microseconds, with no context for the driver to watch
+// (a goroutine a statement). BEGIN waits for SQLite's lock only if another process holds it (a
+// backup, the sqlite3 tool): busy_timeout bounds that wait.
 func (s *Store) together(c *conns, ws []*write) error {
 	if len(ws) == 0 {
 		return nil
@@ -134,7 +134,7 @@ func (s *Store) together(c *conns, ws []*write) error {
 	}
 	defer tx.Rollback()
 	for _, w := range ws {
-		if err := w.do(tx, c); err != nil {
+		if err := w.do(context.WithoutCancel(w.ctx), tx, c); err != nil {
 			return err
 		}
 	}
@@ -142,10 +142,11 @@ func (s *Store) together(c *conns, ws []*write) error {
 }
 
 // inTransaction runs do in a transaction of the writer of the open store, committed if do
-// succeeds, possibly with other writes (see above): do must read and write through tx only,
-// and set its results anew each time it runs (it runs again if the transaction it shared
-// failed).
-func (s *Store) inTransaction(ctx context.Context, do func(*sql.Tx, *conns) error) error {
+// succeeds, possibly with other writes (see above): do must read and write through tx only, in
+// the context it is given, and set its results anew each time it runs (it runs again if the
+// transaction it shared failed). ctx bounds the wait for the committer; once the committer has
+// taken the write, it runs to its end.
+func (s *Store) inTransaction(ctx context.Context, do func(context.Context, *sql.Tx, *conns) error) error {
 	c, err := s.conns()
 	if err != nil {
 		return err
@@ -168,8 +169,7 @@ func (s *Store) inTransaction(ctx context.Context, do func(*sql.Tx, *conns) erro
 		if w.state.CompareAndSwap(waiting, abandoned) {
 			return s.classify(ctx.Err())
 		}
-		// Taken: it may commit yet, so its outcome is awaited. Its statements run in ctx, and
-		// fail at once.
+		// Taken: it runs to its end, a moment away, and its outcome is the caller's.
 		<-w.done
 	case <-cm.stopped:
 		// The committer closes done of every write it took before it stops.

@@ -138,7 +138,7 @@ func holdWriter(t *testing.T, s *Store) (*conns, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := &write{ctx: t.Context(), do: func(*sql.Tx, *conns) error { return nil }, done: make(chan struct{})}
+	first := &write{ctx: t.Context(), do: func(context.Context, *sql.Tx, *conns) error { return nil }, done: make(chan struct{})}
 	release := sync.OnceFunc(func() {
 		held.Close()
 		<-first.done

@@ -93,7 +93,7 @@ func scanKey(row scanner) (r store.IdempotencyRecord, err error) {
 func (s *Store) ReserveKey(ctx context.Context, r store.IdempotencyRecord, now time.Time) (store.IdempotencyRecord, bool, error) {
 	var stored store.IdempotencyRecord
 	reserved := false
-	err := s.inTransaction(ctx, func(tx *sql.Tx, c *conns) (err error) {
+	err := s.inTransaction(ctx, func(ctx context.Context, tx *sql.Tx, c *conns) (err error) {
 		stored, err = scanKey(tx.StmtContext(ctx, c.keys.reserve).QueryRowContext(ctx, r.UserID, r.Key, r.Fingerprint, r.PostID, r.Attempt,
 			millis(r.LockedUntil), millis(r.CreatedAt), millis(r.ExpiresAt), millis(now)))
 		if !errors.Is(err, sql.ErrNoRows) { // written, or failed
@@ -129,7 +129,7 @@ func (s *Store) InsertPostCompletingKey(ctx context.Context, p store.Post, key s
 	if err != nil {
 		return store.Event{}, false, err
 	}
-	err = s.inTransaction(ctx, func(tx *sql.Tx, c *conns) error {
+	err = s.inTransaction(ctx, func(ctx context.Context, tx *sql.Tx, c *conns) error {
 		if _, err := tx.StmtContext(ctx, c.stmt.insertPost).ExecContext(ctx, postArgs(p)...); err != nil {
 			return err
 		}

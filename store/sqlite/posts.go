@@ -159,7 +159,7 @@ func collect[T any](rows *sql.Rows, err error, into []T, scan func(scanner) (T, 
 
 // InsertPost stores a new post and its event, in one transaction.
 func (s *Store) InsertPost(ctx context.Context, p store.Post) (e store.Event, err error) {
-	err = s.inTransaction(ctx, func(tx *sql.Tx, c *conns) error {
+	err = s.inTransaction(ctx, func(ctx context.Context, tx *sql.Tx, c *conns) error {
 		if _, err := tx.StmtContext(ctx, c.stmt.insertPost).ExecContext(ctx, postArgs(p)...); err != nil {
 			return err
 		}
@@ -184,7 +184,7 @@ func postArgs(p store.Post) []any {
 // UpdatePost applies u to the post with the id if it belongs to owner and is at version (any,
 // for store.AnyVersion), in one statement, and logs its event in the same transaction.
 func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64, u store.Update) (e store.Event, err error) {
-	err = s.inTransaction(ctx, func(tx *sql.Tx, c *conns) error {
+	err = s.inTransaction(ctx, func(ctx context.Context, tx *sql.Tx, c *conns) error {
 		rows, err := tx.StmtContext(ctx, c.stmt.updatePost).QueryContext(ctx, orNil(u.Title), u.UnsetBody, orNil(u.Body), millis(u.UpdatedAt), id, owner, version)
 		updated, err := collect(rows, err, nil, scanPost)
 		switch {
@@ -202,7 +202,7 @@ func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64,
 // DeletePost deletes the post with the id if it belongs to owner and is at version (any, for
 // store.AnyVersion), and logs its event in the same transaction.
 func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64) (e store.Event, err error) {
-	err = s.inTransaction(ctx, func(tx *sql.Tx, c *conns) error {
+	err = s.inTransaction(ctx, func(ctx context.Context, tx *sql.Tx, c *conns) error {
 		var deleted int64
 		if err := tx.StmtContext(ctx, c.stmt.deletePost).QueryRowContext(ctx, id, owner, version).Scan(&deleted); err != nil {
 			return err // sql.ErrNoRows: store.ErrNotFound
