@@ -50,9 +50,11 @@ const (
 	listSQL       = `SELECT ` + columns + ` FROM posts WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	listByUserSQL = `SELECT ` + columns + ` FROM posts WHERE user_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	insertSQL     = `INSERT INTO posts (` + columns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
-	// The event of a created post, in the module's log: its position comes back.
-	logEventSQL = `INSERT INTO events (at, kind, post_id, user_id, title, body, created_at, updated_at, version)
-		VALUES (?, 'created', ?, ?, ?, ?, ?, ?, ?) RETURNING position`
+	// The event of a created post, in the module's log, at the position after the last the log
+	// gave (the module's rule, store/sqlite/events.go): its position comes back.
+	logEventSQL = `INSERT INTO events (position, at, kind, post_id, user_id, title, body, created_at, updated_at, version)
+		VALUES ((SELECT max(coalesce((SELECT max(position) FROM events), 0), event_log.floor) FROM event_log) + 1,
+		?, 'created', ?, ?, ?, ?, ?, ?, ?) RETURNING position`
 )
 
 // Post is a post as stored.

@@ -13,19 +13,32 @@ import (
 // so the two commit together or not at all, and the one writer gives positions in the order of
 // commits. A reader sees whole transactions, so the log holds no position still to be decided:
 // every position up to the last one read is decided.
+//
+// A position is the one after the last given (lastPosition): after the newest event kept, and
+// after event_log.floor, which expiry raises to its cut before it deletes (migration 6), so a
+// position is never given twice, even once every event has expired. A write's transaction
+// rolled back gives its position back, unseen.
 const (
 	eventColumns = `position, at, kind, post_id, user_id, title, body, created_at, updated_at, version`
-	logEventSQL  = `INSERT INTO events (at, kind, post_id, user_id, title, body, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING position`
-	// lastPosition is the last position given, which AUTOINCREMENT keeps in sqlite_sequence.
-	lastPosition    = `coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`
+	// lastPosition reads the last position of the primary key (no scan) and the one row of
+	// event_log.
+	lastPosition = `(SELECT max(coalesce((SELECT max(position) FROM events), 0), event_log.floor) FROM event_log)`
+	logEventSQL  = `INSERT INTO events (position, at, kind, post_id, user_id, title, body, created_at, updated_at, version)
+		VALUES (` + lastPosition + ` + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING position`
 	lastPositionSQL = `SELECT ` + lastPosition
 	readEventsSQL   = `SELECT ` + eventColumns + ` FROM events WHERE position > ? ORDER BY position LIMIT ?`
-	// The position up to which ExpireEvents deletes: the newest event logged before ?1, found
-	// at the end of the range of the index on at, or the last position less the ?2 kept (0: no
-	// cap), whichever is later.
+	// The position up to which ExpireEvents deletes: the one before the oldest event logged at
+	// ?1 or later (all of them, if none is), or the last position less the ?2 kept (0: no cap),
+	// whichever is later. The oldest at ?1 or later is found in the order of positions, from the
+	// oldest: the events logged before ?1 are read once more, and every one of them goes. Times
+	// are in the order of positions, as the one writer takes each event's time in its
+	// transaction; a clock set back would only keep some events longer.
 	expiryCutSQL = `SELECT max(
-		coalesce((SELECT position FROM events WHERE at < ?1 ORDER BY at DESC, position DESC LIMIT 1), 0),
+		coalesce((SELECT position FROM events WHERE at >= ?1 ORDER BY position LIMIT 1) - 1, ` + lastPosition + `),
 		iif(?2 > 0, ` + lastPosition + ` - ?2, 0))`
+	// Before expiry deletes up to a cut, the floor of positions is raised to it (a write only
+	// when it rises).
+	raiseFloorSQL = `UPDATE event_log SET floor = ?1 WHERE floor < ?1`
 	// A batch of expiry: the oldest events up to a position, a range of the primary key.
 	expireEventsSQL = `DELETE FROM events WHERE position IN
 		(SELECT position FROM events WHERE position <= ? ORDER BY position LIMIT ?)`
@@ -108,6 +121,8 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store
 // has no hole to wait for (every position up to the last is decided once it is read), so the
 // cut is exactly the newest event logged before before or the last position less keep. A batch
 // is one statement, so readers see the log lose its oldest events and never one from the middle.
+// The floor of positions is raised to the cut first, so the next position comes after it even if
+// no event is left.
 func (s *Store) ExpireEvents(ctx context.Context, before time.Time, keep int64) (int, error) {
 	cut, err := s.expiryCut(ctx, before, keep)
 	if err != nil || cut == 0 {
@@ -116,6 +131,9 @@ func (s *Store) ExpireEvents(ctx context.Context, before time.Time, keep int64) 
 	c, err := s.conns()
 	if err != nil {
 		return 0, err
+	}
+	if _, err := c.stmt.raiseFloor.ExecContext(ctx, cut); err != nil {
+		return 0, s.classify(err)
 	}
 	deleted := 0
 	for {

@@ -20,8 +20,10 @@ const (
 // Migrations are the schema's migrations, for the test that starts from an earlier version.
 var Migrations = migrations
 
-// The statements of the event log's expiry, for the test of their plans, and its batch.
+// The statements of the event log, for the test of their plans, and expiry's batch.
 const (
+	LastPositionSQL = lastPositionSQL
+	LogEventSQL     = logEventSQL
 	ExpiryCutSQL    = expiryCutSQL
 	ExpireEventsSQL = expireEventsSQL
 	KeptSQL         = keptSQL

@@ -75,3 +75,65 @@ func TestAFileOfSchemaVersion1GetsVersions(t *testing.T) {
 		}
 	})
 }
+
+// A log of schema version 5 (AUTOINCREMENT, its last position in sqlite_sequence) keeps its
+// events at their positions, and goes on after the last position it gave, even when expiry has
+// deleted that position's event: a position is never given twice.
+func TestALogOfSchemaVersion5GoesOnAfterItsLastPosition(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kept int // of the five events logged, the newest kept
+	}{
+		{"with its newest events kept", 2},
+		{"emptied by expiry", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			old, err := sql.Open("sqlite", "file:"+filepath.Join(dir, sqlite.DatabaseFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stmts := append(append([]string{}, sqlite.Migrations[:5]...), "PRAGMA user_version = 5")
+			for i := range 5 {
+				stmts = append(stmts, fmt.Sprintf(`INSERT INTO events (at, kind, post_id, user_id, title, version) VALUES (%d, 'created', 'p%d', 'alice', 't', 1)`, 1000+i, i))
+			}
+			stmts = append(stmts, fmt.Sprintf(`DELETE FROM events WHERE position <= %d`, 5-tc.kept))
+			for _, stmt := range stmts {
+				if _, err := old.Exec(stmt); err != nil {
+					t.Fatalf("%s: %v", stmt, err)
+				}
+			}
+			if err := old.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			s := open(t, dir, sqlite.Options{})
+			if last, err := s.LastPosition(t.Context()); err != nil || last != 5 {
+				t.Errorf("LastPosition = %d, %v; want 5, the last given", last, err)
+			}
+			events, _, err := s.ReadEvents(t.Context(), 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kept []int64
+			for _, e := range events {
+				kept = append(kept, e.Position)
+			}
+			if want := []int64{3, 4, 5}[3-tc.kept:]; fmt.Sprint(kept) != fmt.Sprint(want) {
+				t.Errorf("the log holds the positions %v; want %v", kept, want)
+			}
+			now := time.Now()
+			e, err := s.InsertPost(t.Context(), store.Post{ID: store.NewID(now), UserID: "alice", Title: "after", CreatedAt: now, UpdatedAt: now})
+			if err != nil || e.Position != 6 {
+				t.Fatalf("the next write's event is at %d, %v; want 6", e.Position, err)
+			}
+			if _, err := s.ExpireEvents(t.Context(), time.Now().Add(time.Hour), 0); err != nil {
+				t.Fatal(err)
+			}
+			e, err = s.InsertPost(t.Context(), store.Post{ID: store.NewID(now), UserID: "alice", Title: "after expiry", CreatedAt: now, UpdatedAt: now})
+			if err != nil || e.Position != 7 {
+				t.Errorf("the write after every event expired is at %d, %v; want 7", e.Position, err)
+			}
+		})
+	}
+}

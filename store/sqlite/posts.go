@@ -43,7 +43,8 @@ type statements struct {
 	getPost, list, listByUser, getUser, getUsers *sql.Stmt // on the readers
 	insertPost, updatePost, deletePost, saveUser *sql.Stmt // on the writer
 	logEvent, lastPosition, readEvents           *sql.Stmt // of the event log (events.go)
-	expiryCut, expireEvents, kept, logStats      *sql.Stmt
+	expiryCut, raiseFloor, expireEvents          *sql.Stmt
+	kept, logStats                               *sql.Stmt
 	prepared                                     []*sql.Stmt
 }
 
@@ -66,6 +67,7 @@ func (st *statements) prepare(read, write *sql.DB) error {
 		{read, &st.lastPosition, lastPositionSQL},
 		{read, &st.readEvents, readEventsSQL},
 		{read, &st.expiryCut, expiryCutSQL},
+		{write, &st.raiseFloor, raiseFloorSQL},
 		{write, &st.expireEvents, expireEventsSQL},
 		{read, &st.kept, keptSQL},
 		{read, &st.logStats, logStatsSQL},
