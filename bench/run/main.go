@@ -4,8 +4,10 @@
 // seeds the PocketBase peer (bench/pocketbase) the same way, and runs each pair of pairs.go with
 // its closed-loop load generator (load.go), the two sides alternating (A B, B A, …) for a number
 // of rounds after a warm-up. It prints one table, each pair's median comparison over the rounds
-// with its range and the medians behind it, and writes it to bench/RESULTS.md with the machine,
-// the Go version, the commit, and notes on the seeding.
+// with its range and the medians behind it, then the figures that are not pairs (the relay's,
+// relay.go; resuming a subscription, resume.go), and writes them to bench/RESULTS.md with the
+// machine, the Go version, the commit, and notes on the seeding. With -only, it runs only the
+// rows it names, and writes only those (an empty -results writes nothing).
 //
 // Ratios, not absolute numbers, are the result: the machines are shared and noisy, and runs
 // side by side drift alike.

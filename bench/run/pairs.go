@@ -192,12 +192,12 @@ func pairs(e *env) []*pair {
 		// Row 4 with the same work on both sides: bare writes the event too, one transaction a
 		// request as a user would write it (the module's store shares a transaction among the
 		// writes that wait for the writer, store/sqlite/commit.go).
-		{id: "4e", what: "`POST /posts` throughput, module ÷ bare inserting the post and its event in one transaction, as the store (row 4 with the event on both sides)",
+		{id: "4e", what: "`POST /posts` throughput, module ÷ bare inserting the post and its event in one transaction a request (row 4 with the event on both sides; the module's writes that wait for the writer share a transaction)",
 			a: caddy("module", post(e.write)), b: bareWriteEvents,
 			metric: throughput},
 		// What the log costs a server that writes it the plain way: the same bare, with and
 		// without the event row. The module cannot run without its log.
-		{id: "4l", what: "`POST /posts` throughput with the event log ÷ without it: bench/bare inserting the post and its event in one transaction ÷ the post alone",
+		{id: "4l", what: "`POST /posts` throughput with the event log ÷ without it: bench/bare inserting the post and its event in one transaction a request ÷ the post alone (the module cannot run without its log)",
 			a: bareWriteEvents, b: bareWrite,
 			metric: throughput},
 		{id: "5", what: "`post(id)` throughput, GraphQL (the query's text, its document prepared once and cached) ÷ REST `GET /posts/{id}`",
