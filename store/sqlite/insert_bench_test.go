@@ -14,10 +14,10 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"fmt"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,23 +26,16 @@ import (
 	"github.com/postsedge/caddy-posts/store"
 )
 
-// The event log's table as variants of the schema: with AUTOINCREMENT (migration 4) or a plain
-// rowid alias (migration 6, whose store gives the position itself, after event_log.floor, where
-// the variants leave it to SQLite), with the index on at (migration 4) or without it.
+// The event log's table as variants of the schema: migration 4's, with AUTOINCREMENT and the
+// index on at, and without either (a plain rowid alias, as migration 6's, whose store gives the
+// position itself, after event_log.floor, where the variants leave it to SQLite).
 const (
-	eventsTable = `CREATE TABLE events (
-		position   INTEGER NOT NULL PRIMARY KEY%s,
-		at         INTEGER NOT NULL,
-		kind       TEXT    NOT NULL,
-		post_id    TEXT    NOT NULL,
-		user_id    TEXT    NOT NULL,
-		title      TEXT,
-		body       TEXT,
-		created_at INTEGER,
-		updated_at INTEGER,
-		version    INTEGER NOT NULL
-	) STRICT;`
-	eventsAtIndex = `CREATE INDEX events_at ON events (at);`
+	autoincrement = " AUTOINCREMENT"
+	eventsAtIndex = "CREATE INDEX events_at ON events (at);"
+	// The event's INSERT of the variants: its position is SQLite's, AUTOINCREMENT's or the one
+	// after the largest (the store's logEventSQL, migration 4's before migration 6).
+	variantEventSQL = `INSERT INTO events (at, kind, post_id, user_id, title, body, created_at, updated_at, version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING position`
 	// A trigger that logs a created post's event in the INSERT of the post itself.
 	eventsTrigger = `CREATE TRIGGER posts_log AFTER INSERT ON posts BEGIN
 		INSERT INTO events (at, kind, post_id, user_id, title, body, created_at, updated_at, version)
@@ -53,16 +46,17 @@ const (
 	insertLoggedSQL = insertPostSQL + ` RETURNING coalesce((SELECT max(position) FROM events), 0) + 1`
 )
 
-// insertSchema is the schema of a variant: the posts of migrations 1 and 2, and the events'.
-func insertSchema(autoincrement, atIndex, trigger bool) string {
-	auto := ""
-	if autoincrement {
-		auto = " AUTOINCREMENT"
+// insertSchema is the schema of a variant: the posts of migrations 1 and 2, and the events of
+// migration 4 with or without its AUTOINCREMENT and its index.
+func insertSchema(withAutoincrement, withAtIndex, trigger bool) string {
+	events := migrations[3]
+	if !withAutoincrement {
+		events = strings.Replace(events, autoincrement, "", 1)
 	}
-	s := migrations[0] + migrations[1] + fmt.Sprintf(eventsTable, auto)
-	if atIndex {
-		s += eventsAtIndex
+	if !withAtIndex {
+		events = strings.Replace(events, eventsAtIndex, "", 1)
 	}
+	s := migrations[0] + migrations[1] + events
 	if trigger {
 		s += eventsTrigger
 	}
@@ -105,7 +99,7 @@ func benchPost() store.Post {
 	return store.Post{ID: store.NewID(t), UserID: "bench", Title: "a post", Body: &benchBody, CreatedAt: t, UpdatedAt: t, Version: 1}
 }
 
-// eventArgs are the values of logEventSQL for a post's creation.
+// eventArgs are the values of variantEventSQL for a post's creation.
 func eventArgs(p store.Post) []any {
 	return []any{millis(time.Now()), store.EventCreated, p.ID, p.UserID, p.Title, orNil(p.Body), millis(p.CreatedAt), millis(p.UpdatedAt), p.Version}
 }
@@ -272,7 +266,7 @@ func insertVariants() []insertVariant {
 	txEvent := func(name string, autoincrement, atIndex bool, txlock string, background bool) insertVariant {
 		return insertVariant{name, func(b *testing.B, ctx context.Context) (pragmaRunner, func() error) {
 			db := benchFile(b, insertSchema(autoincrement, atIndex, false), txlock)
-			ins, logged := prepared(b, db, insertPostSQL), prepared(b, db, logEventSQL)
+			ins, logged := prepared(b, db, insertPostSQL), prepared(b, db, variantEventSQL)
 			if background {
 				ctx = context.Background()
 			}
@@ -314,7 +308,7 @@ func insertVariants() []insertVariant {
 				if ins, err = c.PrepareContext(ctx, insertPostSQL); err != nil {
 					return err
 				}
-				logged, err = c.PrepareContext(ctx, logEventSQL)
+				logged, err = c.PrepareContext(ctx, variantEventSQL)
 				return err
 			})
 			if err != nil {
