@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/postsedge/caddy-posts/store"
 )
@@ -123,12 +124,15 @@ func (s *Store) commit(c *conns, batch []*write) {
 // statements (their contexts keep its values, not its end): the others' work is not undone for
 // it, and the statements of a write take microseconds, with no context for the driver to watch
 // (a goroutine a statement). BEGIN waits for SQLite's lock only if another process holds it (a
-// backup, the sqlite3 tool): busy_timeout bounds that wait.
+// backup, the sqlite3 tool): that wait, and the transaction, end when the last of ws gives up,
+// so that its callers get their 503 at their deadline rather than busy_timeout's.
 func (s *Store) together(c *conns, ws []*write) error {
 	if len(ws) == 0 {
 		return nil
 	}
-	tx, err := c.write.BeginTx(context.Background(), nil)
+	ctx, cancel := lastDeadline(ws)
+	defer cancel()
+	tx, err := c.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -139,6 +143,21 @@ func (s *Store) together(c *conns, ws []*write) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// lastDeadline is a context that ends at the latest deadline of ws, or never if one has none.
+func lastDeadline(ws []*write) (context.Context, context.CancelFunc) {
+	var last time.Time
+	for _, w := range ws {
+		d, ok := w.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(context.Background(), last)
 }
 
 // inTransaction runs do in a transaction of the writer of the open store, committed if do
