@@ -61,7 +61,7 @@ var (
 	Forbidden              = Code{"FORBIDDEN", 403, 0, "a write to another user's post"}
 	NotFound               = Code{"NOT_FOUND", 404, 0, "no post has the id"}
 	VersionConflict        = Code{"VERSION_CONFLICT", 412, 0, "a write whose If-Match (or other precondition) or expectedVersion the post does not meet: it changed since; nothing was written"}
-	TooManyConnections     = Code{"", 429, 4429, "a client that holds max_connections_per_user WebSocket connections"}
+	TooManyConnections     = Code{"", 429, 4429, "a client that holds max_connections_per_user WebSockets and HTTP streams"}
 	TooManyInitialisations = Code{"", 0, 4429, "a second connection_init"}
 
 	// Limits of one answer and of shared resources.
@@ -73,13 +73,13 @@ var (
 	Unavailable          = Code{"UNAVAILABLE", 503, 1013, "a store that does not answer within timeout, or key sets not fetched yet; Retry-After says when to retry"}
 	CursorExpired        = Code{"CURSOR_EXPIRED", 0, 0, "a subscription's resumeFrom whose next events the log no longer keeps (events_ttl, events_max): nothing is replayed; fetch again, then subscribe without it"}
 	ResumeTooLong        = Code{"RESUME_TOO_LONG", 0, 0, "a subscription's resumeFrom more than max_resume_events events of the log behind: nothing is replayed; fetch again, then subscribe without it"}
-	TooSlow              = Code{"", 0, 1013, "a client that reads its WebSocket too slowly, or a feed that fell behind the events"}
+	TooSlow              = Code{"TOO_SLOW", 0, 1013, "a client that reads its WebSocket or HTTP stream too slowly, or a feed that fell behind the events (over SSE, the stream ends with no word, and EventSource resumes)"}
 	NotAcknowledged      = Code{"", 0, 4401, "a subscribe before connection_ack"}
 	InitTimeout          = Code{"", 0, 4408, "no connection_init within ws_init_timeout"}
 	SubscriberExists     = Code{"", 0, 4409, "a subscribe with the id of an operation that runs"}
-	GoingAway            = Code{"", 0, 1001, "a shutdown, or a client that did not answer the keep-alive ping"}
+	GoingAway            = Code{"SHUTTING_DOWN", 0, 1001, "a shutdown, or a client that did not answer the keep-alive ping"}
 	Terminated           = Code{"", 0, 1000, "connection_terminate from the client (subscriptions-transport-ws)"}
-	ServiceRestart       = Code{"", 0, 1012, "a reload that removes the site or changes how its clients authenticate: each connection at its own moment within a few seconds"}
+	ServiceRestart       = Code{"SERVICE_RESTART", 0, 1012, "a reload that removes the site or changes how its clients authenticate: each connection at its own moment within a few seconds"}
 	Internal             = Code{"INTERNAL_SERVER_ERROR", 500, 4500, "a fault of the server; the cause is logged, never sent"}
 )
 

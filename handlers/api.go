@@ -54,7 +54,10 @@ type Config struct {
 	Relay RelayHealth
 	// OpenAPIPath, if set, is the path that serves the OpenAPI description of the REST API.
 	OpenAPIPath string
-	// Hub, if set, holds the API's WebSocket connections, and the caller registers the API with
+	// Exiting, if set, says whether the process is exiting: the streams served over HTTP end at
+	// once then, rather than hold the exit (Hub.closeOnExit).
+	Exiting func() bool
+	// Hub, if set, holds the API's WebSocket connections and HTTP streams, and the caller registers the API with
 	// it (a server that reloads shares one hub between its configs); without it, the API makes
 	// a hub of its own and registers with it.
 	Hub *Hub

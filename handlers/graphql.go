@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"mime"
@@ -51,13 +52,17 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	media := accept.responseType()
-	if media == "" {
-		a.failGraphQL(w, r, applicationJSON, errcode.New(errcode.NotAcceptable, "the response can only be "+graphQLResponseJSON+" or "+applicationJSON))
+	stream := streamRequested(r.Header.Get("Accept"))
+	if media == "" && stream == nil {
+		a.failGraphQL(w, r, applicationJSON, errcode.New(errcode.NotAcceptable, "the response can only be "+graphQLResponseJSON+", "+applicationJSON+
+			", text/event-stream or (for a subscription) multipart/mixed;subscriptionSpec=1.0"))
 		return
 	}
+	// What is answered before the operation is known, to a client that takes only a stream: JSON.
+	plain := cmp.Or(media, applicationJSON)
 	caller, err := a.cfg.Auth.Authenticate(r)
 	if err != nil {
-		a.failGraphQL(w, r, media, err)
+		a.failGraphQL(w, r, plain, err)
 		return
 	}
 	if !caller.Anonymous() && a.cfg.Identified != nil {
@@ -71,27 +76,51 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		req, err = a.graphQLBody(w, r)
 	}
 	if err != nil {
-		a.failGraphQL(w, r, media, err)
+		a.failGraphQL(w, r, plain, err)
 		return
+	}
+	if _, ok := stream.(sse); ok && r.Header.Get("Last-Event-ID") != "" {
+		// EventSource sends the id of the last event it received when it reconnects: resume.
+		req.ResumeFrom = mustJSON(r.Header.Get("Last-Event-ID"))
 	}
 	op, refusal := a.cfg.GraphQL.Prepare(req)
 	if op != nil {
 		a.operationKnown(w, r, op)
 	}
+	// A stream carries subscriptions, and the other operations of a client that takes nothing else.
+	streamed := stream != nil && (media == "" || op != nil && op.Type == "subscription")
 	switch {
+	case refusal != nil && streamed && media == "":
+		// As graphql-sse's reference server does: the errors as the stream's one result.
+		a.serveStreamed(w, stream, &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
+		return
 	case refusal != nil:
-		writeGraphQL(w, media, refusalStatus(media, refusal), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
+		writeGraphQL(w, plain, refusalStatus(plain, refusal), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
 		return
-	case get && op.Type != "query":
+	case get && op.Type == "mutation":
 		w.Header().Set("Allow", http.MethodPost)
-		a.failGraphQL(w, r, media, errcode.New(errcode.MethodNotAllowed, "a "+op.Type+" cannot be sent with GET; use POST"))
+		a.failGraphQL(w, r, plain, errcode.New(errcode.MethodNotAllowed, "a "+op.Type+" cannot be sent with GET; use POST"))
 		return
-	case op.Type == "subscription":
-		a.failGraphQL(w, r, media, badRequest("a subscription runs over a WebSocket to this URL (subprotocol graphql-transport-ws), not over HTTP"))
+	case get && op.Type != "query" && !streamed:
+		w.Header().Set("Allow", http.MethodPost)
+		a.failGraphQL(w, r, plain, errcode.New(errcode.MethodNotAllowed, "a "+op.Type+" cannot be sent with GET; use POST"))
+		return
+	case op.Type == "subscription" && !streamed:
+		a.failGraphQL(w, r, plain, badRequest("a subscription is served over a WebSocket to this URL (subprotocol graphql-transport-ws), or streamed over HTTP to a request that accepts text/event-stream or multipart/mixed;subscriptionSpec=1.0"))
+		return
+	case streamed && !originAllowed(r, a.cfg.Subscriptions.OriginPatterns):
+		a.failGraphQL(w, r, plain, errcode.New(errcode.Forbidden, "the Origin of this request is not allowed to subscribe (allowed_origins)"))
+		return
+	case streamed && op.Type == "mutation" && r.Header[idempotencyKeyHeader] != nil:
+		a.failGraphQL(w, r, plain, badRequest("a mutation with an Idempotency-Key is answered in JSON: accept %s", graphQLResponseJSON))
 		return
 	}
 	if err := a.cfg.Posts.Allow(caller, actionOf(op.Type)); err != nil {
-		a.failGraphQL(w, r, media, err)
+		a.failGraphQL(w, r, plain, err)
+		return
+	}
+	if streamed {
+		a.serveStream(w, r, stream, caller, op)
 		return
 	}
 	// The id made now, on the request's goroutine: resolvers that log run on others.

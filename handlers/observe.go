@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"time"
@@ -22,6 +23,16 @@ type exchange struct {
 	status    int
 	operation string // REST: the method and route; GraphQL: the operation's type
 	code      string // GraphQL: the code of the first error, or OK; REST: "", the status says
+	// A subscription streamed over HTTP is counted under its own interface (sse, multipart),
+	// and timed to its start: its length is the client's to choose.
+	iface   string
+	start   time.Time
+	started time.Duration
+}
+
+// streaming labels the exchange of a subscription that now streams over iface.
+func (x *exchange) streaming(iface string) {
+	x.iface, x.started = iface, max(time.Since(x.start), 1)
 }
 
 func (x *exchange) WriteHeader(status int) {
@@ -46,13 +57,17 @@ func (x *exchange) Unwrap() http.ResponseWriter { return x.ResponseWriter }
 func observed(iface, operation string, serve http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		x := &exchange{ResponseWriter: w, operation: operation}
+		x := &exchange{ResponseWriter: w, operation: operation, start: start}
 		serve(x, r)
 		code := x.code
 		if code == "" {
 			code = statusLabel(x.status)
 		}
-		metrics.Request(iface, x.operation, code, time.Since(start))
+		took := x.started
+		if took == 0 {
+			took = time.Since(start)
+		}
+		metrics.Request(cmp.Or(x.iface, iface), x.operation, code, took)
 	}
 }
 

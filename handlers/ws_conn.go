@@ -67,6 +67,7 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close(websocket.StatusGoingAway, "the server is shutting down")
 		return
 	}
+	metrics.WebSocketOpened()
 	c.serve()
 }
 
@@ -204,6 +205,7 @@ func (c *wsConn) end() {
 	c.wg.Wait()
 	_ = c.ws.CloseNow() // if the writer has not closed it with a code
 	c.hub.conns.remove(c)
+	metrics.WebSocketClosed()
 	c.closed()
 	c.hub.conns.release(c.client) // by then, maybe the user's rather than the address's
 }

@@ -5,6 +5,7 @@ package handlers
 
 import (
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,36 @@ type Hub struct {
 	current atomic.Pointer[API] // the last of apis; when none is left, the last one that was
 	conns   conns
 	closing atomic.Bool // Close was called
+
+	// hooked are the servers whose shutdown this hub watches (closeOnExit), until it begins.
+	hooked sync.Map // *http.Server → struct{}
+}
+
+// closeOnExit makes sure that when the server of r begins to shut down while the process exits,
+// the hub's connections end at once: an HTTP stream is a request its server's Shutdown waits
+// for, which would otherwise hold the exit for as long as the stream (Caddy cleans up modules,
+// and closes the hub, only after). A reload's shutdown of the old server leaves them running.
+// The keep-alive of a stream also looks at exiting, for servers with no such hook (HTTP/3's).
+func (h *Hub) closeOnExit(r *http.Request, exiting func() bool) {
+	srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if !ok || exiting == nil {
+		return
+	}
+	if _, loaded := h.hooked.LoadOrStore(srv, struct{}{}); loaded {
+		return
+	}
+	srv.RegisterOnShutdown(func() {
+		h.hooked.Delete(srv)
+		if exiting() {
+			h.Close(errcode.New(errcode.GoingAway, "the server is shutting down"), 0)
+		}
+	})
+}
+
+// exiting says whether the process is exiting, as the current API's config tells.
+func (h *Hub) exiting() bool {
+	a := h.api()
+	return a != nil && a.cfg.Exiting != nil && a.cfg.Exiting()
 }
 
 // NewHub returns a hub with no API; register one before it serves.

@@ -43,12 +43,17 @@ func (a *API) clientAddress(r *http.Request) string {
 	return host
 }
 
-// conns tracks the open connections, so that the hub's Close can end them, and counts them
+// connection is an open WebSocket or HTTP stream: what the hub ends when it closes.
+type connection interface {
+	fail(why *errcode.Error) // ends it with why; never blocks
+}
+
+// conns tracks the open connections (WebSockets and subscriptions streamed over HTTP, one pool), so that the hub's Close can end them, and counts them
 // against MaxConnections and, by client, MaxConnectionsPerUser.
 type conns struct {
 	mu       sync.Mutex
 	open     sync.WaitGroup // the connections added and not yet removed
-	all      map[*wsConn]struct{}
+	all      map[connection]struct{}
 	clients  map[string]int // upgrades under way and connections open, by client; none at zero
 	reserved int            // upgrades under way and connections open, against MaxConnections
 	closed   bool
@@ -64,7 +69,7 @@ func (t *conns) reserve(client string, max, perClient int) *errcode.Error {
 		return errcode.New(errcode.ServerFull, "the server is closing; try again later")
 	case t.reserved >= max:
 		metrics.LimitRefused("max_connections")
-		return errcode.New(errcode.ServerFull, "the server holds as many WebSocket connections as it may; try again later")
+		return errcode.New(errcode.ServerFull, "the server holds as many WebSockets and subscription streams as it may; try again later")
 	case t.clients[client] >= perClient:
 		metrics.LimitRefused("max_connections_per_user")
 		return errcode.New(errcode.TooManyConnections, tooManyConnections(perClient))
@@ -78,7 +83,7 @@ func (t *conns) reserve(client string, max, perClient int) *errcode.Error {
 }
 
 func tooManyConnections(perClient int) string {
-	return fmt.Sprintf("this client holds %d WebSocket connections, as many as max_connections_per_user allows; close one first", perClient)
+	return fmt.Sprintf("this client holds %d WebSockets and subscription streams, as many as max_connections_per_user allows; close one first", perClient)
 }
 
 // release gives back what reserve held, for the client the connection counts against by then.
@@ -106,35 +111,33 @@ func (t *conns) move(from, to string, perClient int) bool {
 }
 
 // add registers c, unless the hub is closed.
-func (t *conns) add(c *wsConn) bool {
+func (t *conns) add(c connection) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return false
 	}
 	if t.all == nil {
-		t.all = map[*wsConn]struct{}{}
+		t.all = map[connection]struct{}{}
 	}
 	t.all[c] = struct{}{}
 	t.open.Add(1)
-	metrics.WebSocketOpened()
 	return true
 }
 
-func (t *conns) remove(c *wsConn) {
+func (t *conns) remove(c connection) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.all, c)
 	t.open.Done()
-	metrics.WebSocketClosed()
 }
 
 // closeAll refuses new connections, and returns the open ones for the hub to end.
-func (t *conns) closeAll() []*wsConn {
+func (t *conns) closeAll() []connection {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.closed = true
-	all := make([]*wsConn, 0, len(t.all))
+	all := make([]connection, 0, len(t.all))
 	for c := range t.all {
 		all = append(all, c)
 	}

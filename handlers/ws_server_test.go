@@ -154,7 +154,9 @@ func (s *wsServer) serverConns() []*wsConn {
 	defer s.api.hub.conns.mu.Unlock()
 	var all []*wsConn
 	for c := range s.api.hub.conns.all {
-		all = append(all, c)
+		if ws, ok := c.(*wsConn); ok {
+			all = append(all, ws)
+		}
 	}
 	return all
 }

@@ -26,7 +26,7 @@ var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 var (
 	requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "requests_total",
-		Help: "Requests answered, by interface (rest, graphql, ws), operation (a REST method and route, a GraphQL operation type, or a WebSocket connection) and code (the HTTP status of REST; the extensions.code of GraphQL's first error, or OK; the close code of a WebSocket).",
+		Help: "Requests answered, by interface (rest, graphql, ws, sse, multipart), operation (a REST method and route, a GraphQL operation type, or a WebSocket connection) and code (the HTTP status of REST; the extensions.code of GraphQL's first error, or OK; the close code of a WebSocket).",
 	}, []string{"interface", "operation", "code"})
 	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "request_duration_seconds",
@@ -61,13 +61,17 @@ var (
 		Namespace: namespace, Name: "websocket_connections",
 		Help: "WebSocket connections open.",
 	})
+	streams = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "streams",
+		Help: "Subscriptions streamed over HTTP, open, by interface (sse, multipart).",
+	}, []string{"interface"})
 	feeds = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "subscription_executions",
 		Help: "Distinct subscription operations running; subscribers of the same document, operation name and variables share one.",
 	})
 	subscribers = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "subscribers",
-		Help: "Subscriptions open on WebSocket connections.",
+		Help: "Subscriptions open, on WebSockets and HTTP streams.",
 	})
 	eventsPublished = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: namespace, Name: "events_published_total",
@@ -75,7 +79,7 @@ var (
 	})
 	eventsDelivered = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: namespace, Name: "events_delivered_total",
-		Help: "Subscription events queued to a WebSocket subscriber.",
+		Help: "Subscription events queued to a subscriber (WebSocket or HTTP stream).",
 	})
 	eventsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "events_dropped_total",
@@ -143,7 +147,7 @@ var (
 
 var all = []prometheus.Collector{
 	requests, requestDuration, storeDuration, storeErrors, authOutcomes, jwksFetches, jwksKeys,
-	wsConnections, feeds, subscribers, eventsPublished, eventsDelivered, eventsDropped, documentCache, limitRefusals,
+	wsConnections, streams, feeds, subscribers, eventsPublished, eventsDelivered, eventsDropped, documentCache, limitRefusals,
 	storeBreakerOpen, storeBreakerOpened,
 	relayEvents, relayLag, relayErrors,
 	eventLogEvents, eventLogOldest, eventLogLast, resumes, eventsReplayed,
@@ -165,6 +169,8 @@ const (
 	REST      = "rest"
 	GraphQL   = "graphql"
 	WebSocket = "ws"
+	SSE       = "sse"
+	Multipart = "multipart"
 )
 
 // Request records a request answered (or a WebSocket operation started or connection closed).
@@ -218,6 +224,12 @@ func WebSocketOpened() { wsConnections.Inc() }
 
 // WebSocketClosed: see WebSocketOpened.
 func WebSocketClosed() { wsConnections.Dec() }
+
+// StreamOpened and StreamClosed count the subscriptions streamed over HTTP, by interface.
+func StreamOpened(iface string) { streams.WithLabelValues(iface).Inc() }
+
+// StreamClosed: see StreamOpened.
+func StreamClosed(iface string) { streams.WithLabelValues(iface).Dec() }
 
 // FeedStarted and FeedStopped count the distinct subscription executions.
 func FeedStarted() { feeds.Inc() }

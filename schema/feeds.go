@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -216,6 +217,23 @@ func (s *Schema) encode(res *graphql.Response, position int64) json.RawMessage {
 		payload = json.RawMessage(`{"errors":[{"message":"` + errcode.InternalMessage + `","extensions":{"code":"` + errcode.Internal.GraphQL + `"}}]}`)
 	}
 	return payload
+}
+
+// cursorMember is how an encoded response holds its event's cursor: last, as encode writes it.
+const cursorMember = `"extensions":{"cursor":"`
+
+// CursorOf is the cursor of the event a subscription's response answers, "" for none: for a
+// transport that also writes it beside the response (SSE's id).
+func CursorOf(payload json.RawMessage) string {
+	i := bytes.LastIndex(payload, []byte(cursorMember))
+	if i < 0 {
+		return ""
+	}
+	cursor, _, ok := bytes.Cut(payload[i+len(cursorMember):], []byte{'"'})
+	if !ok {
+		return ""
+	}
+	return string(cursor)
 }
 
 // endListener ends l alone, telling it why.

@@ -1,0 +1,342 @@
+// GraphQL subscriptions over plain HTTP: one operation's results in one long response, framed
+// as server-sent events (graphql-sse's distinct connections mode, stream_sse.go) or as Apollo's
+// multipart subscriptions (stream_multipart.go). Whatever the framing, a stream is let in, counted
+// and fed as a WebSocket is: the same credentials, origins, per-client shares (one pool with the
+// WebSockets), feeds and response budget, and it outlives a reload in the same hub.
+
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/graph-gophers/graphql-go"
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/metrics"
+	"github.com/postsedge/caddy-posts/requestid"
+	"github.com/postsedge/caddy-posts/schema"
+)
+
+// framing writes the bytes of one streaming transport; each method appends to b.
+type framing interface {
+	name() string        // the interface label of the metrics: metrics.SSE or metrics.Multipart
+	contentType() string // of the response
+	keepAliveEvery(cfg Subscriptions) time.Duration
+	open(b []byte) []byte                            // what the stream begins with, at once
+	keepAlive(b []byte) []byte                       // what keeps an idle stream open through proxies
+	result(b []byte, payload json.RawMessage) []byte // one execution result (an event's, with its cursor)
+	complete(b []byte) []byte                        // the end of the operation
+	// failed ends the stream with errs. reconnect says that they are the transport's, not the
+	// operation's (the client was too slow, the server is going): a framing whose clients
+	// reconnect and resume by themselves (SSE) ends without a word, so that they do.
+	failed(b []byte, errs []*gqlerrors.QueryError, reconnect bool) []byte
+}
+
+// streamRequested is the framing the Accept header of r asks for, or nil for none.
+func streamRequested(accept string) framing {
+	for item := range strings.SplitSeq(accept, ",") {
+		media, params, _ := strings.Cut(strings.TrimSpace(item), ";")
+		switch {
+		case strings.EqualFold(strings.TrimSpace(media), "text/event-stream") && !zeroQuality(params):
+			return sse{}
+		case strings.EqualFold(strings.TrimSpace(media), "multipart/mixed") && strings.Contains(params, "subscriptionSpec") && !zeroQuality(params):
+			return multipart{}
+		}
+	}
+	return nil
+}
+
+// zeroQuality says whether the parameters of a media range hold q=0 (not acceptable).
+func zeroQuality(params string) bool {
+	for p := range strings.SplitSeq(params, ";") {
+		if name, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(name, "q") {
+			v = strings.TrimRight(strings.TrimSpace(v), "0")
+			return v == "0" || v == "0."
+		}
+	}
+	return false
+}
+
+// originAllowed says whether a browser on the Origin of r may subscribe: one of the request's
+// own host or of patterns (as coder/websocket holds a WebSocket's upgrade to them), or a request
+// with no Origin, which is not a browser's.
+func originAllowed(r *http.Request, patterns []string) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(r.Host, u.Host) {
+		return true
+	}
+	for _, p := range patterns {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// stream is one operation served over a long response. Its request's goroutine writes it (a
+// ResponseWriter is its handler's alone); events and the end reach it through the queue.
+type stream struct {
+	frame framing
+	wake  chan struct{} // signalled when something is queued or the stream ends
+
+	mu     sync.Mutex
+	queue  []json.RawMessage // results to write, at most Subscriptions.SendQueue
+	done   bool              // the stream is ending: end is set
+	end    streamEnd
+	room   chan struct{} // closed when the queue is less than half full, for a replay waiting
+	client string
+}
+
+// streamEnd is how a stream ends: with errs or not, and whether the client should reconnect.
+type streamEnd struct {
+	errs      []*gqlerrors.QueryError
+	reconnect bool
+}
+
+// push queues a result; a client that lets the queue fill is too slow, and its stream ends
+// (for SSE, so that it reconnects and resumes), never waited for.
+func (s *stream) push(payload json.RawMessage, limit int) {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return
+	}
+	if len(s.queue) >= limit {
+		s.mu.Unlock()
+		metrics.EventsDropped(metrics.StageConnection, limit+1)
+		s.fail(errcode.New(errcode.TooSlow, "the client reads the stream too slowly; reconnect"))
+		return
+	}
+	s.queue = append(s.queue, payload)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// finish ends the stream with how, unless it is ending already (the first reason wins).
+func (s *stream) finish(how streamEnd) {
+	s.mu.Lock()
+	if !s.done {
+		s.done, s.end = true, how
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// fail ends the stream for a reason of the transport's or the server's: the hub's close on a
+// reload or a shutdown, or a client too slow. It never blocks.
+func (s *stream) fail(why *errcode.Error) {
+	s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(why)}, reconnect: true})
+}
+
+func (s *stream) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take is what is queued, and whether the stream is ending.
+func (s *stream) take() ([]json.RawMessage, bool, streamEnd) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queue
+	s.queue = nil
+	if s.room != nil {
+		close(s.room)
+		s.room = nil
+	}
+	return q, s.done, s.end
+}
+
+// serveStream serves op, a prepared operation its caller may run, as a stream in the framing f.
+// Subscriptions stream their events; a query or mutation (to a client that takes only a stream)
+// is one result.
+func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, caller auth.Identity, op *schema.Operation) {
+	if op.Type != "subscription" {
+		ctx := requestid.With(auth.NewContext(r.Context(), caller), a.requestID(r))
+		a.serveStreamed(w, f, a.cfg.GraphQL.Execute(ctx, op))
+		return
+	}
+	if x := exchangeOf(w); x != nil {
+		x.iface = f.name()
+	}
+	cfg := a.cfg.Subscriptions
+	client := clientKey(caller, a.clientAddress(r))
+	if err := a.hub.conns.reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
+		w.Header().Set("Retry-After", retryAfter)
+		a.failGraphQL(w, r, applicationJSON, err)
+		return
+	}
+	defer a.hub.conns.release(client)
+	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client}
+	if !a.hub.conns.add(s) {
+		w.Header().Set("Retry-After", retryAfter)
+		a.failGraphQL(w, r, applicationJSON, errcode.New(errcode.ServerFull, "the server is closing; try again later"))
+		return
+	}
+	defer a.hub.conns.remove(s)
+	a.hub.closeOnExit(r, a.cfg.Exiting)
+	seq := schema.NewSequence(cfg.SendQueue, func() {
+		s.fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
+	}, func(ctx context.Context) error { return s.roomForEvents(ctx, a.hub.api().cfg.Subscriptions.SendQueue) })
+	l, err := a.cfg.GraphQL.ListenIn(seq, client, op, caller,
+		func(payload json.RawMessage) { s.push(payload, a.hub.api().cfg.Subscriptions.SendQueue) },
+		s.feedEnded)
+	if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
+		a.failGraphQL(w, r, applicationJSON, err)
+		return
+	}
+	defer l.Close()
+	if !caller.Expires.IsZero() { // ended when HTTP would refuse the token, as a WebSocket is
+		expiry := time.AfterFunc(time.Until(caller.Expires), func() {
+			s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(errcode.New(errcode.InvalidCredentials, "Forbidden: the token has expired"))}})
+		})
+		defer expiry.Stop()
+	}
+	metrics.StreamOpened(f.name())
+	defer metrics.StreamClosed(f.name())
+	s.serve(w, r, a.hub)
+}
+
+// serveStreamed answers res as a stream of one result in the framing f.
+func (a *API) serveStreamed(w http.ResponseWriter, f framing, res *graphql.Response) {
+	if x := exchangeOf(w); x != nil {
+		x.code = responseCode(res)
+	}
+	startStream(w, f)
+	_, _ = w.Write(f.complete(f.result(f.open(nil), mustJSON(res))))
+}
+
+// startStream writes the headers of a stream in the framing f. Incremental tells Caddy's encode
+// and reverse_proxy (and other proxies that know RFC 10036's field) to pass each part on at once.
+func startStream(w http.ResponseWriter, f framing) {
+	h := w.Header()
+	h.Set("Content-Type", f.contentType())
+	h["Cache-Control"] = cacheNever
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Incremental", "?1")
+	h.Set("X-Accel-Buffering", "no") // nginx in front: do not buffer
+	w.WriteHeader(http.StatusOK)
+}
+
+// serve writes the stream until it ends: its results as they come, a keep-alive when it is idle.
+// Caddy's read and write timeouts are lifted: a stream is as long as its subscription. A write
+// the client does not take within the keep-alive interval ends it.
+func (s *stream) serve(w http.ResponseWriter, r *http.Request, hub *Hub) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	startStream(w, s.frame)
+	ctx := r.Context()
+	keepAlive := time.NewTicker(s.frame.keepAliveEvery(hub.api().cfg.Subscriptions))
+	defer keepAlive.Stop()
+	write := func(b []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(hub.api().cfg.Subscriptions.KeepAlive))
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !write(s.frame.open(nil)) {
+		return
+	}
+	if x := exchangeOf(w); x != nil {
+		x.code = "OK"
+		x.streaming(s.frame.name())
+	}
+	var b []byte
+	for {
+		select {
+		case <-ctx.Done():
+			return // the client left
+		case <-keepAlive.C:
+			if hub.exiting() {
+				s.fail(errcode.New(errcode.GoingAway, "the server is shutting down"))
+				continue
+			}
+			if !write(s.frame.keepAlive(b[:0])) {
+				return
+			}
+		case <-s.wake:
+			results, done, end := s.take()
+			b = b[:0]
+			for _, p := range results {
+				b = s.frame.result(b, p)
+			}
+			if done {
+				if end.errs == nil {
+					b = s.frame.complete(b)
+				} else {
+					b = s.frame.failed(b, end.errs, end.reconnect)
+				}
+			}
+			if len(b) > 0 && !write(b) || done {
+				return
+			}
+			if cap(b) > 64<<10 {
+				b = nil // a burst's buffer is not kept for the stream's life
+			}
+		}
+	}
+}
+
+// feedEnded ends the stream as its subscription's feed ended: complete, or with the errors of an
+// operation that could not run or of a resume refused; a feed that fell behind the events ends
+// it as a client too slow does, so that it reconnects (and resumes) rather than miss events.
+func (s *stream) feedEnded(err error) {
+	var refused *schema.RefusedError
+	switch {
+	case errors.Is(err, schema.ErrFeedFellBehind):
+		s.fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
+	case errors.As(err, &refused):
+		s.finish(streamEnd{errs: refused.Errors})
+	default:
+		s.finish(streamEnd{})
+	}
+}
+
+// roomForEvents waits until the queue is less than half full, for a replay, which has its events
+// at hand and would otherwise fill it at once; it fails once ctx or the stream ends.
+func (s *stream) roomForEvents(ctx context.Context, limit int) error {
+	for {
+		s.mu.Lock()
+		if s.done {
+			s.mu.Unlock()
+			return context.Canceled
+		}
+		if len(s.queue) < limit/2 {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.room == nil {
+			s.room = make(chan struct{})
+		}
+		room := s.room
+		s.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
