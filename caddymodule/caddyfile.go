@@ -47,7 +47,7 @@ var subdirectives = map[string]arity{
 	"max_connections": {1, 1}, "document_cache_entries": {1, 1}, "document_cache_size": {1, 1},
 	"persisted_queries": {1, 1}, "persisted_queries_only": {0, 0}, "health_path": {1, 1}, "openapi_path": {1, 1},
 	"idempotency_ttl": {1, 1}, "events": {1, 1}, "events_poll_interval": {1, 1}, "events_ttl": {1, 1},
-	"events_max": {1, 1}, "max_resume_events": {1, 1},
+	"events_max": {1, 1}, "max_resume_events": {1, 1}, "sse_max_duration": {1, 1},
 }
 
 // repeatable are the subdirectives that may be given more than once; their arguments add up.
@@ -112,6 +112,7 @@ func (a arity) String() string {
 //	    max_connections_per_user <n>
 //	    max_distinct_subscriptions <n>
 //	    max_distinct_subscriptions_per_client <n>
+//	    sse_max_duration <duration>
 //	    health_path      <path>
 //	    openapi_path     <path>
 //	    idempotency_ttl  <duration>
@@ -247,7 +248,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.WSReadLimit = size
 		case "jwks_refresh", "timeout", "ws_init_timeout", "ws_keepalive", "idempotency_ttl",
-			"events_poll_interval", "events_ttl":
+			"events_poll_interval", "events_ttl", "sse_max_duration":
 			field := map[string]struct {
 				value   *caddy.Duration
 				example string
@@ -255,6 +256,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				"jwks_refresh": {&h.JWKSRefresh, "1h"}, "timeout": {&h.Timeout, "5s"}, "ws_init_timeout": {&h.WSInitTimeout, "3s"},
 				"ws_keepalive": {&h.WSKeepAlive, "3s"}, "idempotency_ttl": {&h.IdempotencyTTL, "24h"},
 				"events_poll_interval": {&h.EventsPollInterval, "100ms"}, "events_ttl": {&h.EventsTTL, "1h"},
+				"sse_max_duration": {&h.SSEMaxDuration, "10m"},
 			}[name]
 			t, err := caddy.ParseDuration(arg)
 			if err != nil {

@@ -182,6 +182,12 @@ type Handler struct {
 	// once; more get TOO_MANY_SUBSCRIPTIONS. Default: a tenth of max_distinct_subscriptions.
 	MaxDistinctSubscriptionsPerClient int `json:"max_distinct_subscriptions_per_client,omitempty"`
 
+	// How long a subscription streamed as server-sent events may last before the server ends it:
+	// EventSource reconnects by itself, with the last event's cursor as Last-Event-ID, and misses
+	// nothing. Behind a load balancer this spreads the streams again over the instances it has
+	// now. Default: none (a stream lasts as long as its client stays).
+	SSEMaxDuration caddy.Duration `json:"sse_max_duration,omitempty"`
+
 	// The path, such as /healthz, that answers health probes (GET or HEAD, no credentials): 200
 	// with {"status":"ok", ...} when the store answers a ping within timeout and every key set of
 	// jwks_urls has been fetched once, 503 naming the part that failed otherwise. It writes
@@ -329,6 +335,12 @@ var configFields = []configField{
 		orDefault(&h.MaxDistinctSubscriptionsPerClient, max(1, h.MaxDistinctSubscriptions/10))
 	}, func(h *Handler) error {
 		return atLeastOne("max_distinct_subscriptions_per_client", h.MaxDistinctSubscriptionsPerClient)
+	}},
+	{"sse_max_duration", nil, func(h *Handler) error {
+		if h.SSEMaxDuration < 0 {
+			return fmt.Errorf("sse_max_duration must be 0 (none) or positive, not %s", time.Duration(h.SSEMaxDuration))
+		}
+		return nil
 	}},
 	{"health_path", nil, func(h *Handler) error { return servedPath("health_path", h.HealthPath, "/healthz") }},
 	{"openapi_path", nil, func(h *Handler) error {

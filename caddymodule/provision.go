@@ -190,6 +190,7 @@ func (h *Handler) WebSocketConfig() handlers.Subscriptions {
 		SendQueue:             EventQueue,
 		MaxConnectionsPerUser: h.MaxConnectionsPerUser,
 		MaxConnections:        h.MaxConnections,
+		SSEMaxDuration:        time.Duration(h.SSEMaxDuration),
 	}
 }
 

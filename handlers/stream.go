@@ -214,6 +214,12 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, cal
 		})
 		defer expiry.Stop()
 	}
+	if _, ok := f.(sse); ok && cfg.SSEMaxDuration > 0 {
+		cut := time.AfterFunc(cfg.SSEMaxDuration, func() {
+			s.fail(errcode.New(errcode.ServiceRestart, "the stream lasted sse_max_duration; reconnect"))
+		})
+		defer cut.Stop()
+	}
 	metrics.StreamOpened(f.name())
 	defer metrics.StreamClosed(f.name())
 	s.serve(w, r, a.hub)

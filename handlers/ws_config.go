@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Subscriptions configures GraphQL over WebSocket.
+// Subscriptions configures GraphQL subscriptions: over WebSocket, and streamed over HTTP.
 type Subscriptions struct {
 	// OriginPatterns are the origins besides the request's host that browsers may connect from
 	// (path.Match patterns of hosts, or of scheme://host). A request without Origin is not a
@@ -30,6 +30,9 @@ type Subscriptions struct {
 	// SendQueue is how many messages may wait for a slow client before it is closed with 1013;
 	// at least MaxSubscriptions, the default.
 	SendQueue int
+	// SSEMaxDuration, if not 0, is how long a subscription streamed as server-sent events lasts
+	// before the server ends it, for EventSource to reconnect and resume.
+	SSEMaxDuration time.Duration
 }
 
 // withSendQueueFloor raises SendQueue to MaxSubscriptions if it is less. One event may match every
