@@ -181,6 +181,10 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, cal
 	if x := exchangeOf(w); x != nil {
 		x.iface = f.name()
 	}
+	if r.Method == http.MethodHead { // the headers a GET would have, and no stream to feed
+		startStream(w, f)
+		return
+	}
 	cfg := a.cfg.Subscriptions
 	client := clientKey(caller, a.clientAddress(r))
 	if err := a.hub.conns.reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
@@ -248,16 +252,19 @@ func startStream(w http.ResponseWriter, f framing) {
 
 // serve writes the stream until it ends: its results as they come, a keep-alive when it is idle.
 // Caddy's read and write timeouts are lifted: a stream is as long as its subscription. A write
-// the client does not take within the keep-alive interval ends it.
+// the client does not take within the keep-alive interval (ws_keepalive) ends it.
 func (s *stream) serve(w http.ResponseWriter, r *http.Request, hub *Hub) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	startStream(w, s.frame)
 	ctx := r.Context()
-	keepAlive := time.NewTicker(s.frame.keepAliveEvery(hub.api().cfg.Subscriptions))
+	every := s.frame.keepAliveEvery(hub.api().cfg.Subscriptions)
+	keepAlive := time.NewTicker(every)
 	defer keepAlive.Stop()
 	write := func(b []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(hub.api().cfg.Subscriptions.KeepAlive))
+		// Past the next keep-alive: over HTTP/2 the deadline is a timer that resets the stream,
+		// idle or not.
+		_ = rc.SetWriteDeadline(time.Now().Add(hub.api().cfg.Subscriptions.KeepAlive + every))
 		if _, err := w.Write(b); err != nil {
 			return false
 		}
