@@ -1,0 +1,163 @@
+// Helpers of the tests of subscriptions streamed over plain HTTP (sse.test.mjs,
+// multipart.test.mjs, eventsource.test.mjs): a Caddyfile whose site also serves Caddy's metrics
+// (and pages of a test's own), a reader of one series, a condition awaited, and an inbox of what
+// a subscription received.
+import assert from 'node:assert/strict';
+import { sleep } from './lib.mjs';
+
+/**
+ * A Caddyfile with one site at base: Caddy's metrics at /metrics, the handle blocks of routes
+ * (text, for pages of the test's own), and everything else to the posts module with the
+ * subdirectives given; without the admin API, logging requests to stderr with the API key header
+ * deleted (as the README shows).
+ */
+export function streamsCaddyfile(base, subdirectives, routes = '') {
+  return `{
+	admin off
+}
+
+${base} {
+	log {
+		output stderr
+		format filter {
+			request>headers>X-Api-Key delete
+		}
+	}
+	handle /metrics {
+		metrics
+	}
+${routes}	handle {
+		posts {
+${subdirectives.map((line) => `\t\t\t${line}\n`).join('')}		}
+	}
+}
+`;
+}
+
+/**
+ * The value of the series name{labels} (labels as written between the braces, '' for none) at
+ * base's /metrics, or null when Caddy does not show it.
+ */
+export async function metric(base, name, labels = '') {
+  const res = await fetch(`${base}/metrics`);
+  const text = await res.text();
+  assert.equal(res.status, 200, `GET /metrics: ${text.slice(0, 200)}`);
+  const series = labels === '' ? name : `${name}{${labels}}`;
+  for (const line of text.split('\n')) {
+    if (line.startsWith(`${series} `)) return Number(line.slice(series.length + 1));
+  }
+  return null;
+}
+
+/**
+ * Polls cond (which may be async) every 20ms until it answers true; fails after ms saying what,
+ * and what detail() says then.
+ */
+export async function until(cond, ms, what, detail = () => '') {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) {
+      const more = await detail();
+      assert.fail(`${what}: not within ${ms}ms${more ? `\n${more}` : ''}`);
+    }
+    await sleep(20);
+  }
+}
+
+/** Resolves with what promise resolves with, or fails after ms saying what it waited for. */
+export function within(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: nothing within ${ms}ms`)), ms);
+    }),
+  ]);
+}
+
+/**
+ * What one subscription received, in order: push() adds, next(ms) takes the oldest, waiting up
+ * to ms for it; items() is what is still to take.
+ */
+export class Inbox {
+  #items = [];
+  #waiters = [];
+
+  push(item) {
+    const waiter = this.#waiters.shift();
+    if (waiter) waiter(item);
+    else this.#items.push(item);
+  }
+
+  items() {
+    return [...this.#items];
+  }
+
+  next(ms, what = 'a message') {
+    if (this.#items.length > 0) return Promise.resolve(this.#items.shift());
+    return new Promise((resolve, reject) => {
+      const waiter = (item) => {
+        clearTimeout(timer);
+        resolve(item);
+      };
+      const timer = setTimeout(() => {
+        this.#waiters.splice(this.#waiters.indexOf(waiter), 1);
+        reject(new Error(`no ${what} within ${ms}ms`));
+      }, ms);
+      this.#waiters.push(waiter);
+    });
+  }
+}
+
+/** A sink (next, error, complete) that fills inbox with { result }, { error } and { complete }. */
+export function sinkInto(inbox) {
+  return {
+    next: (result) => inbox.push({ result }),
+    error: (error) => inbox.push({ error }),
+    complete: () => inbox.push({ complete: true }),
+  };
+}
+
+/** Describes what an inbox held, for an assertion message. */
+export function describe(item) {
+  if (item.error) return `an error: ${item.error?.message ?? JSON.stringify(item.error)}`;
+  return item.complete ? 'complete' : `a result: ${JSON.stringify(item.result)}`;
+}
+
+/**
+ * Waits until the subscription feeding inbox is live: nothing says when the server has joined a
+ * subscription to its feed, and a write made before that is not seen, so poke (a write the
+ * subscription sees, which isProbe tells from the others) until an event arrives. Returns how
+ * many pokes it took.
+ */
+export async function untilLive(inbox, poke, what, ms = 10_000) {
+  const deadline = Date.now() + ms;
+  for (let probes = 1; Date.now() < deadline; probes++) {
+    await poke();
+    let item;
+    try {
+      item = await inbox.next(200, 'event');
+    } catch {
+      continue; // not live yet
+    }
+    assert.ok(item.result && !item.result.errors, `${what}: waiting for the subscription, got ${describe(item)}`);
+    return probes;
+  }
+  assert.fail(`${what}: no event within ${ms}ms of probing writes`);
+}
+
+/** The next result in inbox that isProbe does not claim, within ms; anything but a result fails. */
+export async function nextEvent(inbox, isProbe, what, ms = 5000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const item = await inbox.next(Math.max(deadline - Date.now(), 1), `${what} event`);
+    assert.ok(item.result, `${what}: want an event, got ${describe(item)}`);
+    if (!isProbe(item.result)) return item.result;
+  }
+}
+
+/** A title no other write uses. */
+export const uniqueTitle = (what) => `${what} ${Math.random().toString(36).slice(2, 10)}`;
+
+/** The fields of post that a subscription selected. */
+export const pick = (post, fields) => Object.fromEntries(fields.map((f) => [f, post[f]]));
