@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -56,12 +57,13 @@ func streamRequested(accept string) framing {
 	return nil
 }
 
-// zeroQuality says whether the parameters of a media range hold q=0 (not acceptable).
+// zeroQuality says whether the parameters of a media range hold q=0 (not acceptable), or a q
+// that is no weight, which accepting reads as 0 too.
 func zeroQuality(params string) bool {
 	for p := range strings.SplitSeq(params, ";") {
-		if name, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(name, "q") {
-			v = strings.TrimRight(strings.TrimSpace(v), "0")
-			return v == "0" || v == "0."
+		if name, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(strings.TrimSpace(name), "q") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return err != nil || !(q > 0 && q <= 1)
 		}
 	}
 	return false
