@@ -1,0 +1,354 @@
+// Tests of the subscriptions streamed over plain HTTP (stream.go): which Accept headers get a
+// stream, the bytes of GraphQL over SSE and of Apollo's multipart subscriptions, the refusals
+// before a stream, the pool of connections shared with the WebSockets, and each way a stream ends.
+
+package handlers
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/posts/poststest"
+	"github.com/postsedge/caddy-posts/schema"
+	"github.com/postsedge/caddy-posts/store/sqlite"
+)
+
+// The Accept headers of the two streaming clients: graphql-sse's (and EventSource's), and Apollo
+// Client's HttpLink for a subscription.
+const (
+	acceptSSE       = "text/event-stream"
+	acceptMultipart = `multipart/mixed;boundary="graphql";subscriptionSpec="1.0",application/json`
+)
+
+// The bytes every stream begins with: a comment for SSE; for multipart the first boundary and a
+// heartbeat, so that the client sees the stream established before any event.
+const (
+	sseOpen        = ":\n\n"
+	multipartPart  = "\r\ncontent-type: application/json; charset=utf-8\r\n\r\n"
+	multipartOpen  = "\r\n--graphql" + multipartPart + "{}\r\n--graphql"
+	multipartEnd   = "--\r\n"
+	sseComplete    = "event: complete\ndata:\n\n"
+	createdTitles  = `{"query": "subscription { postCreated { title } }"}`
+	createdBodies  = `{"query": "subscription { postCreated { title body } }"}`
+	multipartType  = `multipart/mixed;boundary="graphql";subscriptionSpec=1.0`
+	eventStreamCT  = "text/event-stream; charset=utf-8"
+	streamDeadline = 20 * time.Second // a request of these tests that has not ended by then has hung
+)
+
+// newStreamServer is newWSServerWith's server (the embedded store, alice's and bob's API keys,
+// the client address of clientIPHeader) for the streams' tests, with change applied to the
+// API's Config before New (Exiting, another Authenticator). It returns the httptest server too,
+// whose shutdown a test may begin.
+func newStreamServer(t *testing.T, subs Subscriptions, limits schema.Limits, change func(*Config)) (*wsServer, *httptest.Server) {
+	t.Helper()
+	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	broker, follower := poststest.Publishing(t, st, 16)
+	svc := posts.NewService(posts.Config{Store: st, Timeout: 5 * time.Second, MaxLimit: 10, Logger: zap.NewNop(), Events: broker, Follower: follower})
+	sch, err := schema.New(svc, zap.NewNop(), limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		Posts: svc, GraphQL: sch, Subscriptions: subs, MaxBodySize: 1 << 20, MaxResponseSize: limits.MaxResponseSize, Logger: zap.NewNop(),
+		ClientIP: func(r *http.Request) string { return r.Header.Get(clientIPHeader) },
+		Auth:     &auth.Authenticator{APIKeyHeader: "X-API-Key", APIKeys: []auth.APIKey{mustKey(t, wsKey, "alice"), mustKey(t, wsBobKey, "bob")}},
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	a := New(cfg)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := a.Route(r); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(func() { a.Close(); srv.Close() })
+	return &wsServer{api: a, url: "ws" + strings.TrimPrefix(srv.URL, "http") + "/graphql", http: srv.URL, broker: broker}, srv
+}
+
+// streamResponse is a response to a GraphQL request over HTTP, its body read as it comes.
+type streamResponse struct {
+	*http.Response
+	body   *bufio.Reader
+	cancel context.CancelFunc
+}
+
+// post sends a POST /graphql with the JSON body doc, accepting accept, with the headers of
+// header, and returns the response once its headers are in. The response ends with the test.
+func (s *wsServer) post(t *testing.T, accept, doc string, header http.Header) *streamResponse {
+	t.Helper()
+	return s.graphQL(t, http.MethodPost, accept, doc, header)
+}
+
+// get sends a GET /graphql with the query string of query.
+func (s *wsServer) get(t *testing.T, accept, query string, header http.Header) *streamResponse {
+	t.Helper()
+	return s.graphQL(t, http.MethodGet, accept, query, header)
+}
+
+func (s *wsServer) graphQL(t *testing.T, method, accept, doc string, header http.Header) *streamResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), streamDeadline)
+	target, body := s.http+graphqlPath, io.Reader(nil)
+	if method == http.MethodGet {
+		target += "?" + url.Values{"query": {doc}}.Encode()
+	} else {
+		body = strings.NewReader(doc)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	for name, values := range header {
+		req.Header[name] = values
+	}
+	req.Header.Set("Accept", accept)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatalf("%s %s: %v", method, doc, err)
+	}
+	r := &streamResponse{Response: res, body: bufio.NewReader(res.Body), cancel: cancel}
+	t.Cleanup(r.close)
+	return r
+}
+
+// close leaves the response as a client that goes away does.
+func (r *streamResponse) close() {
+	r.cancel()
+	_ = r.Body.Close()
+}
+
+// until reads the body up to and including the first delim: an SSE event ("\n\n"), or a
+// multipart part ("\r\n--graphql"). It fails t if the body ends first.
+func (r *streamResponse) until(t *testing.T, delim string) string {
+	t.Helper()
+	var b []byte
+	for !bytes.HasSuffix(b, []byte(delim)) {
+		c, err := r.body.ReadByte()
+		if err != nil {
+			t.Fatalf("after %q: %v; want the rest of a %q", b, err, delim)
+		}
+		b = append(b, c)
+	}
+	return string(b)
+}
+
+// event reads the next SSE event (or comment).
+func (r *streamResponse) event(t *testing.T) string {
+	t.Helper()
+	return r.until(t, "\n\n")
+}
+
+// part reads the next multipart part, with the boundary after it.
+func (r *streamResponse) part(t *testing.T) string {
+	t.Helper()
+	return r.until(t, "\r\n--graphql")
+}
+
+// rest reads the body to its end: the response must end, not break off.
+func (r *streamResponse) rest(t *testing.T) string {
+	t.Helper()
+	b, err := io.ReadAll(r.body)
+	if err != nil {
+		t.Fatalf("after %q: %v; want the response to end", b, err)
+	}
+	return string(b)
+}
+
+// wantStreamHeaders checks the headers every stream response has.
+func wantStreamHeaders(t *testing.T, r *streamResponse, contentType string) {
+	t.Helper()
+	h := r.Header
+	if r.StatusCode != http.StatusOK || h.Get("Content-Type") != contentType || h.Get("Cache-Control") != "no-store" ||
+		h.Get("Incremental") != "?1" || h.Get("X-Accel-Buffering") != "no" || h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("%d, headers %v; want 200, Content-Type %q, Cache-Control no-store, Incremental ?1, X-Accel-Buffering no, nosniff", r.StatusCode, h, contentType)
+	}
+}
+
+// jsonAnswer reads a plain GraphQL response: its media type and its errors' codes and messages.
+func jsonAnswer(t *testing.T, r *streamResponse) (media string, res graphQLResult) {
+	t.Helper()
+	media, _, _ = mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if media == "text/event-stream" || media == "multipart/mixed" {
+		t.Fatalf("%d %s; want a GraphQL response in JSON", r.StatusCode, r.Header.Get("Content-Type"))
+	}
+	if err := json.Unmarshal([]byte(r.rest(t)), &res); err != nil {
+		t.Fatalf("%d %s: not a GraphQL response: %v", r.StatusCode, r.Header.Get("Content-Type"), err)
+	}
+	return media, res
+}
+
+// graphQLResult is a GraphQL response as a client reads it.
+type graphQLResult struct {
+	Data   json.RawMessage `json:"data"`
+	Errors []struct {
+		Message    string         `json:"message"`
+		Extensions map[string]any `json:"extensions"`
+	} `json:"errors"`
+}
+
+// only is the one error of res as "CODE: message", or a description of what else res holds.
+func (res graphQLResult) only() string {
+	if len(res.Errors) != 1 || res.Data != nil {
+		b, _ := json.Marshal(res)
+		return "not one error: " + string(b)
+	}
+	code, _ := res.Errors[0].Extensions["code"].(string)
+	return code + ": " + res.Errors[0].Message
+}
+
+// sseErrors reads an SSE next event that holds errors alone, with no id, and returns its one
+// error as "CODE: message".
+func sseErrors(t *testing.T, event string) string {
+	t.Helper()
+	data, ok := strings.CutPrefix(event, "event: next\ndata: ")
+	if !ok || !strings.HasSuffix(data, "\n\n") || strings.Count(data, "\n") != 2 {
+		t.Fatalf("%q; want a next event with one data line and no id", event)
+	}
+	var res graphQLResult
+	if err := json.Unmarshal([]byte(data), &res); err != nil {
+		t.Fatalf("%q: %v", event, err)
+	}
+	return res.only()
+}
+
+// waitForSubscribers waits until the broker has n subscribers: a stream's feed is live.
+func (s *wsServer) waitForSubscribers(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, "the feed to subscribe", func() bool { return s.broker.Subscribers() == n })
+}
+
+func TestTheAcceptHeaderChoosesTheTransport(t *testing.T) {
+	s := newWSServer(t, testSubscriptions)
+	const (
+		sseStream       = "an SSE stream"
+		multipartStream = "a multipart stream"
+		asJSON          = "application/json"
+		asGraphQLJSON   = "application/graphql-response+json"
+		notAcceptable   = "406"
+	)
+	tests := []struct {
+		name, accept, want string
+	}{
+		{"text/event-stream gets an SSE stream", "text/event-stream", sseStream},
+		{"text/event-stream in any case gets an SSE stream", "Text/Event-Stream", sseStream},
+		{"text/event-stream with a charset gets an SSE stream", "text/event-stream; charset=utf-8", sseStream},
+		{"text/event-stream beside JSON gets an SSE stream for a subscription", "text/event-stream, application/json", sseStream},
+		{"text/event-stream after JSON gets an SSE stream for a subscription", "application/json, text/event-stream;q=0.5", sseStream},
+		{"text/event-stream at a small q gets an SSE stream", "text/event-stream;q=0.001", sseStream},
+		{"Apollo's multipart Accept gets a multipart stream", acceptMultipart, multipartStream},
+		{"multipart with subscriptionSpec in any case gets a multipart stream", `MULTIPART/Mixed;subscriptionSpec=1.0, application/json`, multipartStream},
+		{"multipart with subscriptionSpec alone gets a multipart stream", `multipart/mixed;subscriptionSpec="1.0"`, multipartStream},
+		{"multipart without subscriptionSpec is no stream: JSON", "multipart/mixed, application/json", asJSON},
+		{"multipart without subscriptionSpec alone is 406", "multipart/mixed", notAcceptable},
+		{"multipart at q=0 is no stream: JSON", `multipart/mixed;subscriptionSpec=1.0;q=0, application/json`, asJSON},
+		{"text/event-stream at q=0 alone is 406", "text/event-stream;q=0", notAcceptable},
+		{"text/event-stream at q=0.000 alone is 406", "text/event-stream;q=0.000", notAcceptable},
+		{"text/event-stream at q=0 beside JSON is JSON", "text/event-stream;q=0, application/json", asJSON},
+		{"*/* is GraphQL's own JSON, not a stream", "*/*", asGraphQLJSON},
+		{"text/* is no stream and no JSON: 406", "text/*", notAcceptable},
+		{"application/json alone is JSON", "application/json", asJSON},
+		{"text/xml alone is 406", "text/xml", notAcceptable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.post(t, tt.accept, createdTitles, nil)
+			defer r.close()
+			switch tt.want {
+			case sseStream:
+				wantStreamHeaders(t, r, eventStreamCT)
+				if got := r.event(t); got != sseOpen {
+					t.Errorf("the stream begins %q; want %q", got, sseOpen)
+				}
+			case multipartStream:
+				wantStreamHeaders(t, r, multipartType)
+				if got := r.part(t) + r.part(t); got != multipartOpen {
+					t.Errorf("the stream begins %q; want %q", got, multipartOpen)
+				}
+			case notAcceptable:
+				media, res := jsonAnswer(t, r)
+				if r.StatusCode != http.StatusNotAcceptable || media != asJSON || !strings.Contains(res.only(), "text/event-stream") {
+					t.Errorf("%d %s %s; want 406 in application/json naming the media types", r.StatusCode, media, res.only())
+				}
+			default:
+				// A subscription refused over plain JSON names the transports that carry one.
+				media, res := jsonAnswer(t, r)
+				msg := res.only()
+				if r.StatusCode != http.StatusBadRequest || media != tt.want ||
+					!strings.Contains(msg, "text/event-stream") || !strings.Contains(msg, "multipart/mixed;subscriptionSpec=1.0") || !strings.Contains(msg, "WebSocket") {
+					t.Errorf("%d %s %q; want 400 in %s naming WebSocket, text/event-stream and multipart/mixed;subscriptionSpec=1.0", r.StatusCode, media, msg, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestQueriesAreStreamedOnlyToClientsThatTakeNoJSON(t *testing.T) {
+	s := newWSServer(t, testSubscriptions)
+	s.createPost(t, "first")
+	const query = `{"query": "{ posts { title } }"}`
+	const data = `{"data":{"posts":[{"title":"first"}]}}`
+	t.Run("a query to an SSE-only client is one next event and complete", func(t *testing.T) {
+		r := s.post(t, "text/event-stream", query, nil)
+		wantStreamHeaders(t, r, eventStreamCT)
+		if got, want := r.rest(t), sseOpen+"event: next\ndata: "+data+"\n\n"+sseComplete; got != want {
+			t.Errorf("the stream %q; want %q", got, want)
+		}
+	})
+	t.Run("a query over GET to an SSE-only client is one next event and complete", func(t *testing.T) {
+		r := s.get(t, "text/event-stream", "{ posts { title } }", nil)
+		if got, want := r.rest(t), sseOpen+"event: next\ndata: "+data+"\n\n"+sseComplete; got != want {
+			t.Errorf("the stream %q; want %q", got, want)
+		}
+	})
+	t.Run("a query to a client that takes SSE and JSON is JSON", func(t *testing.T) {
+		r := s.post(t, "text/event-stream, application/json", query, nil)
+		if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.StatusCode != http.StatusOK || media != applicationJSON {
+			t.Errorf("%d %s; want 200 application/json", r.StatusCode, media)
+		}
+		if got := r.rest(t); got != data+"\n" {
+			t.Errorf("body %q; want %q", got, data+"\n")
+		}
+	})
+	t.Run("a query with Apollo's multipart Accept is JSON", func(t *testing.T) {
+		r := s.post(t, acceptMultipart, query, nil)
+		if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.StatusCode != http.StatusOK || media != applicationJSON {
+			t.Errorf("%d %s; want 200 application/json", r.StatusCode, media)
+		}
+		if got := r.rest(t); got != data+"\n" {
+			t.Errorf("body %q; want %q", got, data+"\n")
+		}
+	})
+	t.Run("a query to a multipart-only client is one part and the end", func(t *testing.T) {
+		r := s.post(t, `multipart/mixed;subscriptionSpec=1.0`, query, nil)
+		wantStreamHeaders(t, r, multipartType)
+		if got, want := r.rest(t), multipartOpen+multipartPart+`{"payload":`+data+"}\r\n--graphql"+multipartEnd; got != want {
+			t.Errorf("the stream %q; want %q", got, want)
+		}
+	})
+}
