@@ -99,7 +99,7 @@ func TestGraphQLOverHTTP(t *testing.T) {
 		{"two operations and no operationName", `{"query": "query A { __typename } query B { __typename }"}`, "GRAPHQL_VALIDATION_FAILED", "name the one to run in operationName", 200},
 		{"an operationName the document does not have", `{"query": "query A { __typename }", "operationName": "C"}`, "GRAPHQL_VALIDATION_FAILED", `no operation named "C"`, 200},
 		{"a document without an operation", `{"query": "fragment F on Query { __typename }"}`, "GRAPHQL_VALIDATION_FAILED", "", 200},
-		{"a subscription over HTTP", `{"query": "subscription { postCreated { id } }"}`, "BAD_REQUEST", "a subscription runs over a WebSocket", 400},
+		{"a subscription over HTTP", `{"query": "subscription { postCreated { id } }"}`, "BAD_REQUEST", "a subscription is served over a WebSocket to this URL (subprotocol graphql-transport-ws), or streamed over HTTP to a request that accepts text/event-stream", 400},
 		{"a body that is not JSON", `{"query": `, "BAD_REQUEST", "the body is not valid JSON", 400},
 		{"an empty body", ``, "BAD_REQUEST", "the body is empty", 400},
 		{"a JSON array", `[{"query": "{ __typename }"}]`, "BAD_REQUEST", "must be a JSON object", 400},
@@ -233,7 +233,7 @@ func TestGraphQLOverHTTP(t *testing.T) {
 		t.Run(fmt.Sprintf("Accept %q gets 406 and runs nothing", accept), func(t *testing.T) {
 			before := stored(t)
 			res := c.graphql(site, `mutation { createPost(input: {title: "x"}) { id } }`, nil, "Accept: "+accept, asAlice)
-			check(t, res, gqlWant{status: 406, media: legacyJSON, errors: []wantError{{code: "BAD_REQUEST", message: "the response can only be application/graphql-response+json or application/json"}}})
+			check(t, res, gqlWant{status: 406, media: legacyJSON, errors: []wantError{{code: "BAD_REQUEST", message: "the response can only be application/graphql-response+json, application/json, text/event-stream"}}})
 			unchanged(t, before)
 		})
 	}
