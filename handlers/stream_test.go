@@ -9,11 +9,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"maps"
 	"mime"
+	mimemultipart "mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +26,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/events/eventstest"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/posts/poststest"
 	"github.com/postsedge/caddy-posts/schema"
@@ -349,6 +356,180 @@ func TestQueriesAreStreamedOnlyToClientsThatTakeNoJSON(t *testing.T) {
 		wantStreamHeaders(t, r, multipartType)
 		if got, want := r.rest(t), multipartOpen+multipartPart+`{"payload":`+data+"}\r\n--graphql"+multipartEnd; got != want {
 			t.Errorf("the stream %q; want %q", got, want)
+		}
+	})
+}
+
+// sseEventPattern is a next event with an id, its cursor.
+var sseEventPattern = regexp.MustCompile(`^id: ([^\r\n]*)\nevent: next\ndata: ([^\r\n]*)\n\n$`)
+
+// sseEvent splits a subscription's next event into its id and its payload's data and cursor.
+func sseEvent(t *testing.T, event string) (id, data, cursor string) {
+	t.Helper()
+	m := sseEventPattern.FindStringSubmatch(event)
+	if m == nil {
+		t.Fatalf("%q; want id:, event: next and one data: line", event)
+	}
+	data, cursor = eventstest.SplitEvent(t, []byte(m[2]))
+	return m[1], data, cursor
+}
+
+func TestSSEFraming(t *testing.T) {
+	s := newWSServer(t, testSubscriptions)
+	r := s.post(t, acceptSSE, createdBodies, nil)
+	wantStreamHeaders(t, r, eventStreamCT)
+	if got := r.event(t); got != sseOpen {
+		t.Fatalf("the stream begins %q; want the comment %q", got, sseOpen)
+	}
+	s.waitForSubscribers(t, 1)
+
+	t.Run("an event's id is the cursor in its payload's extensions", func(t *testing.T) {
+		s.createPostOf(t, `{"title": "first", "body": "plain"}`)
+		event := r.event(t)
+		id, data, cursor := sseEvent(t, event)
+		if id != cursor || data != `{"postCreated":{"title":"first","body":"plain"}}` {
+			t.Errorf("id %q, data %s, cursor %q; want the id equal to the cursor", id, data, cursor)
+		}
+		if want := "id: " + cursor + "\nevent: next\ndata: {\"data\":" + data + ",\"extensions\":{\"cursor\":\"" + cursor + "\"}}\n\n"; event != want {
+			t.Errorf("the event %q; want %q", event, want)
+		}
+	})
+	t.Run("line breaks in a post are escaped in the one data line", func(t *testing.T) {
+		// A title is one line (posts refuses a break in it); a body may hold every break.
+		s.createPostOf(t, `{"title": "second", "body": "a\nb\rc\r\nd\u2028e\u2029f"}`)
+		event := r.event(t)
+		if strings.Count(event, "\n") != 4 || strings.ContainsAny(event, "\r\u2028\u2029") {
+			t.Errorf("the event %q has a line break of its own in a line", event)
+		}
+		_, data, _ := sseEvent(t, event)
+		if want := `{"postCreated":{"title":"second","body":"a\nb\rc\r\nd\u2028e\u2029f"}}`; data != want {
+			t.Errorf("data %s; want %s", data, want)
+		}
+	})
+}
+
+// transportFailure is a multipart part that ends a stream for the transport's reason: a null
+// payload and errors, whose one error it returns as "CODE: message".
+func transportFailure(t *testing.T, part string) string {
+	t.Helper()
+	body, ok := strings.CutPrefix(part, multipartPart)
+	if !ok {
+		t.Fatalf("%q; want a part that begins %q", part, multipartPart)
+	}
+	body, ok = strings.CutSuffix(body, "\r\n--graphql")
+	if !ok {
+		t.Fatalf("%q; want a part with the boundary after it", part)
+	}
+	var p struct {
+		Payload json.RawMessage `json:"payload"` // null: "null"; absent: nil
+		graphQLResult
+	}
+	if err := json.Unmarshal([]byte(body), &p); err != nil || string(p.Payload) != "null" {
+		t.Fatalf("%q: %v; want a payload of null", body, err)
+	}
+	return p.only()
+}
+
+func TestMultipartFraming(t *testing.T) {
+	s := newWSServer(t, testSubscriptions)
+	r := s.post(t, acceptMultipart, createdTitles, nil)
+	wantStreamHeaders(t, r, multipartType)
+	var body strings.Builder // what the client read, for a MIME parser at the end
+	read := func(got string) string { body.WriteString(got); return got }
+	if got := read(r.part(t)); got != "\r\n--graphql" {
+		t.Fatalf("the stream begins %q; want the first boundary", got)
+	}
+	if got := read(r.part(t)); got != multipartPart+"{}\r\n--graphql" {
+		t.Fatalf("the first part %q; want the heartbeat {}", got)
+	}
+	s.waitForSubscribers(t, 1)
+
+	s.createPost(t, "first")
+	part := read(r.part(t))
+	payload, ok := strings.CutPrefix(part, multipartPart+`{"payload":`)
+	if !ok {
+		t.Fatalf("the event's part %q; want {\"payload\":…}", part)
+	}
+	payload, ok = strings.CutSuffix(payload, "}\r\n--graphql")
+	if !ok {
+		t.Fatalf("the event's part %q; want the boundary after it", part)
+	}
+	if data, _ := eventstest.SplitEvent(t, []byte(payload)); data != `{"postCreated":{"title":"first"}}` {
+		t.Errorf("the event's data %s", data)
+	}
+
+	s.api.hub.Close(errcode.New(errcode.ServiceRestart, "the site is gone"), 0)
+	rest := read(r.rest(t))
+	last, ok := strings.CutSuffix(rest, multipartEnd)
+	if !ok {
+		t.Fatalf("the stream ends %q; want the end boundary %q", rest, "--graphql--\r\n")
+	}
+	if got := transportFailure(t, last); got != "SERVICE_RESTART: the site is gone" {
+		t.Errorf("the last part says %q; want SERVICE_RESTART", got)
+	}
+
+	t.Run("a MIME parser reads every part of the stream as JSON", func(t *testing.T) {
+		mr := mimemultipart.NewReader(strings.NewReader(body.String()), "graphql")
+		var parts []string
+		for {
+			p, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("after %d parts: %v", len(parts), err)
+			}
+			b, _ := io.ReadAll(p)
+			var members map[string]json.RawMessage
+			if err := json.Unmarshal(b, &members); err != nil || p.Header.Get("Content-Type") != "application/json; charset=utf-8" {
+				t.Errorf("part %d: %v %q; want a JSON object", len(parts), p.Header, b)
+			}
+			names := slices.Sorted(maps.Keys(members))
+			parts = append(parts, "{"+strings.Join(names, ",")+"}")
+		}
+		if got := strings.Join(parts, " "); got != "{} {payload} {errors,payload}" {
+			t.Errorf("the parts hold %s; want the heartbeat, the event, the failure", got)
+		}
+	})
+}
+
+func TestClosingTheHubEndsTheStreams(t *testing.T) {
+	s := newWSServer(t, testSubscriptions)
+	sseClient := s.post(t, acceptSSE, createdTitles, nil)
+	multipartClient := s.post(t, acceptMultipart, createdTitles, nil)
+	sseClient.event(t)
+	multipartClient.part(t)
+	multipartClient.part(t)
+	s.waitForSubscribers(t, 1) // one feed for both
+
+	s.api.hub.Close(errcode.New(errcode.ServiceRestart, "the site is gone"), 0)
+	t.Run("an SSE stream ends with no complete, for EventSource to reconnect", func(t *testing.T) {
+		if got := sseClient.rest(t); got != "" {
+			t.Errorf("after the close, %q; want the end and nothing else", got)
+		}
+	})
+	t.Run("a multipart stream ends with a part that says SERVICE_RESTART", func(t *testing.T) {
+		rest := multipartClient.rest(t)
+		last, ok := strings.CutSuffix(rest, multipartEnd)
+		if !ok {
+			t.Fatalf("the stream ends %q; want the end boundary", rest)
+		}
+		if got := transportFailure(t, last); !strings.HasPrefix(got, "SERVICE_RESTART: ") {
+			t.Errorf("the last part says %q; want SERVICE_RESTART", got)
+		}
+	})
+	t.Run("Wait sees the streams gone, and their feeds let go", func(t *testing.T) {
+		if !s.api.hub.Wait(5 * time.Second) {
+			t.Fatal("Wait: the streams did not end in 5s")
+		}
+		if n := s.api.cfg.GraphQL.FeedClients(); n != 0 {
+			t.Errorf("%d clients still take part in feeds; want 0", n)
+		}
+	})
+	t.Run("a closed hub lets no stream in", func(t *testing.T) {
+		r := s.post(t, acceptSSE, createdTitles, nil)
+		if _, res := jsonAnswer(t, r); r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+			t.Errorf("%d, Retry-After %q, %s; want 503 with Retry-After", r.StatusCode, r.Header.Get("Retry-After"), res.only())
 		}
 	})
 }
