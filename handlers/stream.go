@@ -209,7 +209,12 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, cal
 	l, err := a.cfg.GraphQL.ListenIn(seq, client, op, caller,
 		func(payload json.RawMessage) { s.push(payload, a.hub.api().cfg.Subscriptions.SendQueue) },
 		s.feedEnded)
-	if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
+	if err != nil { // ErrTooManyFeeds (503), or ErrTooManyFeedsPerClient: a client's share, 429
+		if e := errcode.Of(err); e.Code.Status == 0 { // its row has no status: a WebSocket answers it in a message
+			share := *e
+			share.Code.Status = http.StatusTooManyRequests
+			err = &share
+		}
 		a.failGraphQL(w, r, applicationJSON, err)
 		return
 	}
