@@ -533,3 +533,98 @@ func TestClosingTheHubEndsTheStreams(t *testing.T) {
 		}
 	})
 }
+
+func TestRefusalsBeforeAStream(t *testing.T) {
+	s := newWSServerWith(t, with(testSubscriptions, func(s *Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }),
+		with(testLimits, func(l *schema.Limits) { l.MaxFeedsPerClient = 1 }), posts.Config{})
+	// plain checks a refusal in JSON: its status, media type, and its one error.
+	plain := func(t *testing.T, r *streamResponse, status int, media, code, message string) {
+		t.Helper()
+		got, res := jsonAnswer(t, r)
+		if r.StatusCode != status || got != media || !strings.HasPrefix(res.only(), code+": ") || !strings.Contains(res.only(), message) {
+			t.Errorf("%d %s %q; want %d %s %s: …%s…", r.StatusCode, got, res.only(), status, media, code, message)
+		}
+	}
+	t.Run("a mutation over GET to an SSE client is 405", func(t *testing.T) {
+		r := s.get(t, acceptSSE, `mutation { createPost(input: {title: "t"}) { id } }`, http.Header{"X-Api-Key": {wsKey}})
+		plain(t, r, http.StatusMethodNotAllowed, applicationJSON, "BAD_REQUEST", "use POST")
+		if r.Header.Get("Allow") != http.MethodPost {
+			t.Errorf("Allow %q; want POST", r.Header.Get("Allow"))
+		}
+	})
+	t.Run("a subscription over GET is streamed", func(t *testing.T) {
+		r := s.get(t, acceptSSE, "subscription { postCreated { title } }", nil)
+		if wantStreamHeaders(t, r, eventStreamCT); r.event(t) != sseOpen {
+			t.Error("no stream")
+		}
+	})
+	t.Run("a bad credential is 401 in JSON before any stream", func(t *testing.T) {
+		r := s.post(t, acceptSSE, createdTitles, http.Header{"X-Api-Key": {"not-a-key"}})
+		plain(t, r, http.StatusUnauthorized, applicationJSON, "UNAUTHENTICATED", "")
+		if r.Header.Get("WWW-Authenticate") == "" {
+			t.Error("no WWW-Authenticate")
+		}
+	})
+	t.Run("a bad credential to a multipart client is 401 in JSON", func(t *testing.T) {
+		r := s.post(t, acceptMultipart, createdTitles, http.Header{"X-Api-Key": {"not-a-key"}})
+		plain(t, r, http.StatusUnauthorized, applicationJSON, "UNAUTHENTICATED", "")
+	})
+	t.Run("a foreign Origin is 403", func(t *testing.T) {
+		r := s.post(t, acceptSSE, createdTitles, http.Header{"Origin": {"https://evil.example"}})
+		plain(t, r, http.StatusForbidden, applicationJSON, "FORBIDDEN", "allowed_origins")
+	})
+	for _, origin := range []string{"https://app.example.com", "http://" + strings.TrimPrefix(s.http, "http://")} {
+		t.Run("the Origin "+origin+" is let in", func(t *testing.T) {
+			r := s.post(t, acceptMultipart, createdTitles, http.Header{"Origin": {origin}})
+			if wantStreamHeaders(t, r, multipartType); r.part(t) != "\r\n--graphql" {
+				t.Error("no stream")
+			}
+		})
+	}
+	t.Run("a Last-Event-ID that is no cursor gets BAD_USER_INPUT and complete, nothing else", func(t *testing.T) {
+		r := s.post(t, acceptSSE, createdTitles, http.Header{"Last-Event-Id": {"not-a-cursor"}})
+		wantStreamHeaders(t, r, eventStreamCT)
+		if got := r.event(t); got != sseOpen {
+			t.Errorf("the stream begins %q", got)
+		}
+		if got := sseErrors(t, r.event(t)); !strings.HasPrefix(got, "BAD_USER_INPUT: ") {
+			t.Errorf("the error %q; want BAD_USER_INPUT", got)
+		}
+		if got := r.rest(t); got != sseComplete {
+			t.Errorf("then %q; want complete and the end", got)
+		}
+	})
+	t.Run("a syntax error to an SSE-only client is a 200 stream with GRAPHQL_PARSE_FAILED", func(t *testing.T) {
+		r := s.post(t, acceptSSE, `{"query": "subscription {"}`, nil)
+		wantStreamHeaders(t, r, eventStreamCT)
+		r.event(t)
+		if got := sseErrors(t, r.event(t)); !strings.HasPrefix(got, "GRAPHQL_PARSE_FAILED: ") {
+			t.Errorf("the error %q; want GRAPHQL_PARSE_FAILED", got)
+		}
+		if got := r.rest(t); got != sseComplete {
+			t.Errorf("then %q; want complete and the end", got)
+		}
+	})
+	t.Run("a syntax error to Apollo's multipart client is JSON, 200 in application/json", func(t *testing.T) {
+		r := s.post(t, acceptMultipart, `{"query": "subscription {"}`, nil)
+		plain(t, r, http.StatusOK, applicationJSON, "GRAPHQL_PARSE_FAILED", "")
+	})
+	t.Run("a syntax error to a multipart client of GraphQL's own JSON is 400", func(t *testing.T) {
+		r := s.post(t, `multipart/mixed;subscriptionSpec=1.0, application/graphql-response+json`, `{"query": "subscription {"}`, nil)
+		plain(t, r, http.StatusBadRequest, graphQLResponseJSON, "GRAPHQL_PARSE_FAILED", "")
+	})
+	t.Run("a mutation with an Idempotency-Key to an SSE-only client is 400", func(t *testing.T) {
+		r := s.post(t, acceptSSE, `{"query": "mutation { createPost(input: {title: \"t\"}) { id } }"}`, http.Header{"X-Api-Key": {wsKey}, "Idempotency-Key": {"k1"}})
+		plain(t, r, http.StatusBadRequest, applicationJSON, "BAD_REQUEST", "Idempotency-Key")
+	})
+	t.Run("a subscription past the client's distinct subscriptions is 429 before the stream", func(t *testing.T) {
+		first := s.post(t, acceptSSE, createdTitles, http.Header{"X-Api-Key": {wsBobKey}})
+		first.event(t)
+		r := s.post(t, acceptSSE, `{"query": "subscription { postDeleted }"}`, http.Header{"X-Api-Key": {wsBobKey}})
+		plain(t, r, http.StatusTooManyRequests, applicationJSON, "TOO_MANY_SUBSCRIPTIONS", "max_distinct_subscriptions_per_client")
+		same := s.post(t, acceptMultipart, createdTitles, http.Header{"X-Api-Key": {wsBobKey}})
+		if wantStreamHeaders(t, same, multipartType); same.part(t) != "\r\n--graphql" {
+			t.Error("the same subscription again, which shares the feed, was not streamed")
+		}
+	})
+}
