@@ -628,3 +628,31 @@ func TestRefusalsBeforeAStream(t *testing.T) {
 		}
 	})
 }
+
+func TestAnSSEEventsIdIsNeverTheData(t *testing.T) {
+	s := newWSServer(t, testSubscriptions)
+	id := s.createPost(t, "not-a-cursor")
+	// Aliases can spell the extensions member inside the data: {"data":{"extensions":{"cursor":…}}}.
+	const aliased = `{ extensions: post(id: \"%s\") { cursor: title } }`
+	t.Run("a query whose aliases spell extensions.cursor gets no id", func(t *testing.T) {
+		r := s.post(t, acceptSSE, `{"query": "`+strings.Replace(aliased, "%s", id, 1)+`"}`, nil)
+		want := sseOpen + "event: next\ndata: {\"data\":{\"extensions\":{\"cursor\":\"not-a-cursor\"}}}\n\n" + sseComplete
+		if got := r.rest(t); got != want {
+			t.Errorf("the stream %q; want %q", got, want)
+		}
+	})
+	t.Run("a subscription whose aliases spell extensions.cursor has its event's cursor as id", func(t *testing.T) {
+		r := s.post(t, acceptSSE, `{"query": "subscription { extensions: postCreated { cursor: title } }"}`, nil)
+		r.event(t)
+		s.waitForSubscribers(t, 1)
+		s.createPost(t, "not-a-cursor-either")
+		event := r.event(t)
+		m := sseEventPattern.FindStringSubmatch(event)
+		if m == nil {
+			t.Fatalf("%q; want an event with an id", event)
+		}
+		if data, cursor := eventstest.SplitEvent(t, []byte(m[2])); m[1] != cursor || data != `{"extensions":{"cursor":"not-a-cursor-either"}}` {
+			t.Errorf("id %q, data %s, cursor %q; want the event's cursor as id", m[1], data, cursor)
+		}
+	})
+}
