@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/graph-gophers/graphql-go"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
@@ -101,6 +103,15 @@ func originAllowed(r *http.Request, patterns []string) bool {
 type stream struct {
 	frame framing
 	wake  chan struct{} // signalled when something is queued or the stream ends
+	hub   *Hub          // whose current API the stream applies
+
+	// For its log line.
+	ctx    context.Context // carries the request's id
+	caller string          // the user id, "" for anonymous
+	opened time.Time
+	sent   int // results written; only run touches it
+
+	undo []func() // what close undoes, in the order taken
 
 	mu     sync.Mutex
 	queue  []json.RawMessage // results to write, at most Subscriptions.SendQueue
@@ -194,14 +205,15 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, cal
 		a.failGraphQL(w, r, applicationJSON, err)
 		return
 	}
-	defer a.hub.conns.release(client)
-	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client}
+	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client, hub: a.hub, ctx: requestid.With(context.Background(), a.requestID(r)), caller: caller.UserID, opened: time.Now()}
+	s.atEnd(func() { a.hub.conns.release(client) })
 	if !a.hub.conns.add(s) {
+		s.close()
 		w.Header().Set("Retry-After", retryAfter)
 		a.failGraphQL(w, r, applicationJSON, errcode.New(errcode.ServerFull, "the server is closing; try again later"))
 		return
 	}
-	defer a.hub.conns.remove(s)
+	s.atEnd(func() { a.hub.conns.remove(s) })
 	a.hub.closeOnExit(r, a.cfg.Exiting)
 	seq := schema.NewSequence(cfg.SendQueue, func() {
 		s.fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
@@ -210,6 +222,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, cal
 		func(payload json.RawMessage) { s.push(payload, a.hub.api().cfg.Subscriptions.SendQueue) },
 		s.feedEnded)
 	if err != nil { // ErrTooManyFeeds (503), or ErrTooManyFeedsPerClient: a client's share, 429
+		s.close()
 		if e := errcode.Of(err); e.Code.Status == 0 { // its row has no status: a WebSocket answers it in a message
 			share := *e
 			share.Code.Status = http.StatusTooManyRequests
@@ -218,22 +231,31 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, cal
 		a.failGraphQL(w, r, applicationJSON, err)
 		return
 	}
-	defer l.Close()
+	s.atEnd(l.Close)
 	if !caller.Expires.IsZero() { // ended when HTTP would refuse the token, as a WebSocket is
 		expiry := time.AfterFunc(time.Until(caller.Expires), func() {
 			s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(errcode.New(errcode.InvalidCredentials, "Forbidden: the token has expired"))}})
 		})
-		defer expiry.Stop()
+		s.atEnd(func() { expiry.Stop() })
 	}
 	if _, ok := f.(sse); ok && cfg.SSEMaxDuration > 0 {
 		cut := time.AfterFunc(cfg.SSEMaxDuration, func() {
 			s.fail(errcode.New(errcode.ServiceRestart, "the stream lasted sse_max_duration; reconnect"))
 		})
-		defer cut.Stop()
+		s.atEnd(func() { cut.Stop() })
 	}
 	metrics.StreamOpened(f.name())
-	defer metrics.StreamClosed(f.name())
-	s.serve(w, r, a.hub)
+	s.atEnd(func() { metrics.StreamClosed(f.name()) })
+	o := s.start(w, r)
+	if o == nil {
+		s.close()
+		return
+	}
+	if _, taken := o.(*connOut); taken {
+		go s.run(o) // the request ends here; the stream goes on, on a goroutine of its own
+		return
+	}
+	s.run(o)
 }
 
 // serveStreamed answers res as a stream of one result in the framing f.
@@ -257,44 +279,54 @@ func startStream(w http.ResponseWriter, f framing) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// serve writes the stream until it ends: its results as they come, a keep-alive when it is idle.
-// Caddy's read and write timeouts are lifted: a stream is as long as its subscription. A write
-// the client does not take within the keep-alive interval (ws_keepalive) ends it.
-func (s *stream) serve(w http.ResponseWriter, r *http.Request, hub *Hub) {
+// start writes the stream's headers and first bytes, and says where the rest goes: the
+// connection itself when start could take it from net/http (takeConnection), else the response.
+// Caddy's read and write timeouts are lifted: a stream is as long as its subscription. nil: the
+// client is gone already.
+func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	startStream(w, s.frame)
-	ctx := r.Context()
-	every := s.frame.keepAliveEvery(hub.api().cfg.Subscriptions)
-	keepAlive := time.NewTicker(every)
-	defer keepAlive.Stop()
-	write := func(b []byte) bool {
-		// Past the next keep-alive: over HTTP/2 the deadline is a timer that resets the stream,
-		// idle or not.
-		_ = rc.SetWriteDeadline(time.Now().Add(hub.api().cfg.Subscriptions.KeepAlive + every))
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	if !write(s.frame.open(nil)) {
-		return
+	o := &responseOut{w: w, rc: rc, ctx: r.Context()}
+	if !o.write(s.frame.open(nil), s.deadline()) {
+		return nil
 	}
 	if x := exchangeOf(w); x != nil {
 		x.code = "OK"
 		x.streaming(s.frame.name())
 	}
+	if conn := takeConnection(w, r); conn != nil {
+		return &connOut{conn: conn}
+	}
+	return o
+}
+
+// deadline is that of a write now: one the client does not take within the keep-alive
+// interval (ws_keepalive), past the next keep-alive, ends the stream. (Past the next keep-alive,
+// because over HTTP/2 the deadline is a timer that resets the stream, idle or not.)
+func (s *stream) deadline() time.Time {
+	cfg := s.hub.api().cfg.Subscriptions
+	return time.Now().Add(cfg.KeepAlive + s.frame.keepAliveEvery(cfg))
+}
+
+// run writes the stream until it ends: its results as they come, a keep-alive when it is idle.
+func (s *stream) run(o out) {
+	defer s.close()
+	keepAlive := time.NewTicker(s.frame.keepAliveEvery(s.hub.api().cfg.Subscriptions))
+	defer keepAlive.Stop()
 	var b []byte
 	for {
 		select {
-		case <-ctx.Done():
-			return // the client left
+		case <-o.gone():
+			s.ended("client_left")
+			return
 		case <-keepAlive.C:
-			if hub.exiting() {
+			if s.hub.exiting() {
 				s.fail(errcode.New(errcode.GoingAway, "the server is shutting down"))
 				continue
 			}
-			if !write(s.frame.keepAlive(b[:0])) {
+			if !o.write(s.frame.keepAlive(b[:0]), s.deadline()) {
+				s.ended("client_left")
 				return
 			}
 		case <-s.wake:
@@ -310,7 +342,14 @@ func (s *stream) serve(w http.ResponseWriter, r *http.Request, hub *Hub) {
 					b = s.frame.failed(b, end.errs, end.reconnect)
 				}
 			}
-			if len(b) > 0 && !write(b) || done {
+			if len(b) > 0 && !o.write(b, s.deadline()) {
+				s.ended("client_left")
+				return
+			}
+			s.sent += len(results)
+			if done {
+				o.end()
+				s.ended(endReason(end))
 				return
 			}
 			if cap(b) > 64<<10 {
@@ -319,6 +358,105 @@ func (s *stream) serve(w http.ResponseWriter, r *http.Request, hub *Hub) {
 		}
 	}
 }
+
+// endReason names how a stream ended, for its log line: complete, or its first error's code.
+func endReason(end streamEnd) string {
+	if len(end.errs) == 0 {
+		return "complete"
+	}
+	if code, ok := end.errs[0].Extensions["code"].(string); ok && code != "" {
+		return code
+	}
+	return "error"
+}
+
+// ended logs the stream's end, as a WebSocket's "websocket closed" line does.
+func (s *stream) ended(why string) {
+	api := s.hub.api()
+	api.cfg.Logger.Info("graphql stream closed", requestid.Field(s.ctx), zap.String("user_id", s.caller),
+		zap.String("interface", s.frame.name()), zap.Duration("duration", time.Since(s.opened)),
+		zap.Int("events_sent", s.sent), zap.String("end", why))
+}
+
+// atEnd adds f to what close undoes, last first.
+func (s *stream) atEnd(f func()) { s.undo = append(s.undo, f) }
+
+// close undoes what the stream took: its listener, its timers, its place in the hub.
+func (s *stream) close() {
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i]()
+	}
+	s.undo = nil
+}
+
+// out is where a stream's bytes go.
+type out interface {
+	write(b []byte, deadline time.Time) bool // and flush; false once the client is gone
+	end()                                    // after the last write
+	gone() <-chan struct{}                   // closed when the client leaves, if the transport tells
+}
+
+// responseOut is the response, through whatever Caddy has in front of the handler (encode).
+type responseOut struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	ctx context.Context
+}
+
+func (o *responseOut) write(b []byte, deadline time.Time) bool {
+	_ = o.rc.SetWriteDeadline(deadline)
+	if _, err := o.w.Write(b); err != nil {
+		return false
+	}
+	return o.rc.Flush() == nil
+}
+
+func (o *responseOut) end()                  {}
+func (o *responseOut) gone() <-chan struct{} { return o.ctx.Done() }
+
+// takeConnection takes the connection of an HTTP/1.1 stream from net/http once its head is
+// out, so that the request ends and the stream holds no handler goroutine (and Caddy's state of
+// the request) for its life, as a WebSocket does not: nil over HTTP/2 and 3, whose streams
+// share their connection, over HTTP/1.0, which has no chunks, and when a handler in front
+// transforms the body (encode's Content-Encoding), which the stream must keep going through.
+func takeConnection(w http.ResponseWriter, r *http.Request) net.Conn {
+	if !r.ProtoAtLeast(1, 1) || r.ProtoMajor != 1 || w.Header().Get("Content-Encoding") != "" {
+		return nil
+	}
+	hj, ok := hijackBelow(w).(http.Hijacker)
+	if !ok {
+		return nil
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return nil
+	}
+	return conn
+}
+
+// connOut writes the rest of an HTTP/1.1 response's chunked body to its connection.
+type connOut struct {
+	conn net.Conn
+	head []byte // a chunk's size line
+}
+
+func (o *connOut) write(b []byte, deadline time.Time) bool {
+	_ = o.conn.SetWriteDeadline(deadline)
+	o.head = append(strconv.AppendInt(o.head[:0], int64(len(b)), 16), "\r\n"...)
+	chunk := net.Buffers{o.head, b, []byte("\r\n")}
+	_, err := chunk.WriteTo(o.conn)
+	return err == nil
+}
+
+// end writes the last chunk, so that the client sees a whole response, and closes.
+func (o *connOut) end() {
+	_ = o.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = o.conn.Write([]byte("0\r\n\r\n"))
+	_ = o.conn.Close()
+}
+
+// gone is never closed: a client that left is found by the next write, a keep-alive at the latest.
+func (o *connOut) gone() <-chan struct{} { return nil }
 
 // feedEnded ends the stream as its subscription's feed ended: complete, or with the errors of an
 // operation that could not run or of a resume refused; a feed that fell behind the events ends
