@@ -656,3 +656,78 @@ func TestAnSSEEventsIdIsNeverTheData(t *testing.T) {
 		}
 	})
 }
+
+func TestStreamsAndWebSocketsShareOnePoolOfConnections(t *testing.T) {
+	// A short keep-alive: a stream whose client left is found by its next write at the latest.
+	s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) {
+		s.MaxConnections, s.MaxConnectionsPerUser, s.KeepAlive = 10, 2, 500*time.Millisecond
+	}))
+	const ip = "192.0.2.1"
+	ws := s.dial(t, transportWS, from(ip))
+	ws.CloseRead(t.Context()) // answers the server's pings
+	first := s.post(t, acceptSSE, createdTitles, from(ip))
+	if wantStreamHeaders(t, first, eventStreamCT); first.event(t) != sseOpen {
+		t.Fatal("one WebSocket open: the first stream was refused")
+	}
+	if n, _ := s.connectionsOf(addressClient(ip)); n != 2 {
+		t.Errorf("a WebSocket and a stream count %d; want 2", n)
+	}
+	for transport, accept := range map[string]string{"SSE": acceptSSE, "multipart": acceptMultipart} {
+		t.Run("a third connection over "+transport+" is 429 before the stream", func(t *testing.T) {
+			r := s.post(t, accept, createdTitles, from(ip))
+			_, res := jsonAnswer(t, r)
+			if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" || !strings.Contains(res.only(), "max_connections_per_user") {
+				t.Errorf("%d, Retry-After %q, %q; want 429 with Retry-After naming max_connections_per_user", r.StatusCode, r.Header.Get("Retry-After"), res.only())
+			}
+		})
+	}
+	t.Run("another address has its own share", func(t *testing.T) {
+		r := s.post(t, acceptSSE, createdTitles, from("192.0.2.2"))
+		if wantStreamHeaders(t, r, eventStreamCT); r.event(t) != sseOpen {
+			t.Error("no stream")
+		}
+		r.close()
+	})
+	t.Run("a stream whose client leaves gives its place back", func(t *testing.T) {
+		first.close()
+		waitFor(t, "the stream's place to be given back", func() bool { n, _ := s.connectionsOf(addressClient(ip)); return n == 1 })
+		r := s.post(t, acceptMultipart, createdTitles, from(ip))
+		if wantStreamHeaders(t, r, multipartType); r.part(t) != "\r\n--graphql" {
+			t.Error("no stream in the place given back")
+		}
+	})
+	t.Run("a user's streams and WebSockets count together from any address", func(t *testing.T) {
+		initialise(t, s.dial(t, transportWS, fromWithKey("198.51.100.1")), `{}`)
+		r := s.post(t, acceptSSE, createdTitles, fromWithKey("198.51.100.2"))
+		r.event(t)
+		refused := s.post(t, acceptSSE, createdTitles, fromWithKey("198.51.100.3"))
+		if _, res := jsonAnswer(t, refused); refused.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("alice's third connection: %d %q; want 429", refused.StatusCode, res.only())
+		}
+	})
+}
+
+func TestLastEventIDResumesAfterItsEvent(t *testing.T) {
+	s := newWSServerWith(t, testSubscriptions, with(testLimits, func(l *schema.Limits) { l.MaxResume = 1000 }), posts.Config{})
+	r := s.post(t, acceptSSE, createdTitles, nil)
+	r.event(t)
+	s.waitForSubscribers(t, 1)
+	s.createPost(t, "one")
+	s.createPost(t, "two")
+	idOne, _, _ := sseEvent(t, r.event(t))
+	idTwo, _, _ := sseEvent(t, r.event(t))
+	r.close() // as EventSource that loses its connection
+
+	again := s.post(t, acceptSSE, createdTitles, http.Header{"Last-Event-Id": {idOne}})
+	if got := again.event(t); got != sseOpen {
+		t.Fatalf("the stream begins %q", got)
+	}
+	if id, data, _ := sseEvent(t, again.event(t)); id != idTwo || data != `{"postCreated":{"title":"two"}}` {
+		t.Errorf("after Last-Event-ID of one: id %q, %s; want two's event again, id %q", id, data, idTwo)
+	}
+	s.waitForSubscribers(t, 1)
+	s.createPost(t, "three")
+	if _, data, _ := sseEvent(t, again.event(t)); data != `{"postCreated":{"title":"three"}}` {
+		t.Errorf("the live event after the replay: %s; want three", data)
+	}
+}
