@@ -296,7 +296,7 @@ func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 		x.streaming(s.frame.name())
 	}
 	if conn := takeConnection(w, r); conn != nil {
-		return &connOut{conn: conn}
+		return newConnOut(conn)
 	}
 	return o
 }
@@ -437,7 +437,24 @@ func takeConnection(w http.ResponseWriter, r *http.Request) net.Conn {
 // connOut writes the rest of an HTTP/1.1 response's chunked body to its connection.
 type connOut struct {
 	conn net.Conn
-	head []byte // a chunk's size line
+	head []byte        // a chunk's size line
+	left chan struct{} // closed once the connection reads nothing more: the client left
+}
+
+// newConnOut writes to conn, and reads it to tell when the client leaves (a client of a
+// stream sends nothing more; what it would is dropped).
+func newConnOut(conn net.Conn) *connOut {
+	o := &connOut{conn: conn, left: make(chan struct{})}
+	go func() {
+		var b [1]byte
+		for {
+			if _, err := conn.Read(b[:]); err != nil {
+				close(o.left)
+				return
+			}
+		}
+	}()
+	return o
 }
 
 func (o *connOut) write(b []byte, deadline time.Time) bool {
@@ -455,8 +472,7 @@ func (o *connOut) end() {
 	_ = o.conn.Close()
 }
 
-// gone is never closed: a client that left is found by the next write, a keep-alive at the latest.
-func (o *connOut) gone() <-chan struct{} { return nil }
+func (o *connOut) gone() <-chan struct{} { return o.left }
 
 // feedEnded ends the stream as its subscription's feed ended: complete, or with the errors of an
 // operation that could not run or of a resume refused; a feed that fell behind the events ends
