@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"mime"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
@@ -730,4 +732,104 @@ func TestLastEventIDResumesAfterItsEvent(t *testing.T) {
 	if _, data, _ := sseEvent(t, again.event(t)); data != `{"postCreated":{"title":"three"}}` {
 		t.Errorf("the live event after the replay: %s; want three", data)
 	}
+}
+
+// streamEnds records the end of each stream the API logs ("graphql stream closed"): complete, or
+// the code of the error it ended with.
+type streamEnds struct{ logs *observer.ObservedLogs }
+
+// logStreamEnds makes cfg log to a recorder of the streams' ends.
+func logStreamEnds(cfg *Config) streamEnds {
+	core, logs := observer.New(zap.InfoLevel)
+	cfg.Logger = zap.New(core)
+	return streamEnds{logs}
+}
+
+func (e streamEnds) all() []string {
+	var ends []string
+	for _, entry := range e.logs.FilterMessage("graphql stream closed").All() {
+		ends = append(ends, entry.ContextMap()["end"].(string))
+	}
+	return ends
+}
+
+func TestAClientThatStopsReadingIsEndedAsTooSlow(t *testing.T) {
+	tests := []struct {
+		name, accept  string
+		open, openEnd string // the stream's first bytes, and how they end
+		// theEnd checks the stream from where the client stopped reading, and returns how many
+		// events it got.
+		theEnd func(t *testing.T, rest string) int
+	}{
+		{"over SSE the response ends with no complete, for EventSource to resume", acceptSSE, sseOpen, "\n\n", func(t *testing.T, rest string) int {
+			events := strings.SplitAfter(rest, "\n\n")
+			if last := events[len(events)-1]; last != "" {
+				t.Fatalf("the stream ends in an event cut off: %.100q", last)
+			}
+			n := 0
+			for _, e := range events[:len(events)-1] {
+				if e != sseOpen { // a keep-alive may come between
+					sseEvent(t, e)
+					n++
+				}
+			}
+			return n
+		}},
+		{"over multipart the last part says TOO_SLOW", acceptMultipart, multipartOpen, "{}\r\n--graphql", func(t *testing.T, rest string) int {
+			rest, ok := strings.CutSuffix(rest, "\r\n--graphql"+multipartEnd)
+			if !ok {
+				t.Fatalf("the stream ends %.100q; want the end boundary", rest[max(0, len(rest)-100):])
+			}
+			parts := strings.Split(rest, "\r\n--graphql")
+			if got := transportFailure(t, parts[len(parts)-1]+"\r\n--graphql"); !strings.HasPrefix(got, "TOO_SLOW: ") {
+				t.Errorf("the last part says %q; want TOO_SLOW", got)
+			}
+			return len(parts) - 1
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ends streamEnds
+			s, _ := newStreamServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxSubscriptions, s.SendQueue = 1, 1 }), testLimits,
+				func(cfg *Config) { ends = logStreamEnds(cfg) })
+			r := s.post(t, tt.accept, createdBodies, nil)
+			if got := r.until(t, tt.openEnd); got != tt.open {
+				t.Fatalf("the stream begins %q", got)
+			}
+			s.waitForSubscribers(t, 1)
+			// The client reads nothing now: events of some 300 KB each fill the connection's
+			// buffers, then the stream's queue of one (or two come while one is written).
+			written := 0
+			for ; s.open() == 1 && !s.streamEnding(); written++ {
+				if written == 500 {
+					t.Fatalf("%d events of 300 KB written to a client that reads none, and its stream goes on", written)
+				}
+				s.createBigPost(t, fmt.Sprint(written))
+			}
+			if got := tt.theEnd(t, r.rest(t)); got >= written {
+				t.Errorf("the client got %d events of the %d written; want fewer, the stream ended", got, written)
+			}
+			waitFor(t, "the stream's end to be logged", func() bool { return len(ends.all()) == 1 })
+			if got := ends.all(); got[0] != "TOO_SLOW" {
+				t.Errorf("the stream ended %q; want TOO_SLOW", got)
+			}
+		})
+	}
+}
+
+// streamEnding says whether a stream of the hub is ending, its end set.
+func (s *wsServer) streamEnding() bool {
+	s.api.hub.conns.mu.Lock()
+	defer s.api.hub.conns.mu.Unlock()
+	for c := range s.api.hub.conns.all {
+		if st, ok := c.(*stream); ok {
+			st.mu.Lock()
+			done := st.done
+			st.mu.Unlock()
+			if done {
+				return true
+			}
+		}
+	}
+	return false
 }
