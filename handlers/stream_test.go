@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/auth/authtest"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/events/eventstest"
 	"github.com/postsedge/caddy-posts/posts"
@@ -832,4 +834,133 @@ func (s *wsServer) streamEnding() bool {
 		}
 	}
 	return false
+}
+
+func TestKeepAlive(t *testing.T) {
+	t.Run("an idle SSE stream gets a comment every ws_keepalive", func(t *testing.T) {
+		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.KeepAlive = 20 * time.Millisecond }))
+		r := s.post(t, acceptSSE, createdTitles, nil)
+		for i := range 3 { // the open, then keep-alives with no event
+			if got := r.event(t); got != ":\n\n" {
+				t.Fatalf("comment %d: %q; want %q", i, got, ":\n\n")
+			}
+		}
+	})
+	t.Run("a multipart stream's heartbeat is {} every 5 s, whatever ws_keepalive", func(t *testing.T) {
+		if got := string(multipart{}.keepAlive(nil)); got != multipartPart+"{}\r\n--graphql" {
+			t.Errorf("the heartbeat %q; want a part of {}", got)
+		}
+		if got := (multipart{}).keepAliveEvery(Subscriptions{KeepAlive: 20 * time.Millisecond}); got != 5*time.Second {
+			t.Errorf("every %s; want 5s, Apollo's", got)
+		}
+	})
+}
+
+// quickMultipart is multipart with a keep-alive tick every millisecond rather than 5 s.
+type quickMultipart struct{ multipart }
+
+func (quickMultipart) keepAliveEvery(Subscriptions) time.Duration { return time.Millisecond }
+
+// bufferOut is an out that keeps what the stream writes, to a client that never leaves.
+type bufferOut struct{ bytes.Buffer }
+
+func (o *bufferOut) write(b []byte, _ time.Time) bool { o.Write(b); return true }
+func (o *bufferOut) end()                             {}
+func (o *bufferOut) gone() <-chan struct{}            { return nil }
+
+func TestAStreamEndsWhenTheServerExits(t *testing.T) {
+	t.Run("an SSE stream ends at its next keep-alive, with no complete", func(t *testing.T) {
+		var exiting atomic.Bool
+		s, _ := newStreamServer(t, with(testSubscriptions, func(s *Subscriptions) { s.KeepAlive = 20 * time.Millisecond }), testLimits,
+			func(cfg *Config) { cfg.Exiting = exiting.Load })
+		r := s.post(t, acceptSSE, createdTitles, nil)
+		r.event(t)
+		if got := r.event(t); got != ":\n\n" { // a keep-alive: the stream goes on while the server does
+			t.Fatalf("%q; want a keep-alive", got)
+		}
+		exiting.Store(true)
+		if got := r.rest(t); strings.ReplaceAll(got, ":\n\n", "") != "" {
+			t.Errorf("after exiting, %q; want the end, with no more than keep-alives before", got)
+		}
+	})
+	t.Run("a multipart stream ends at its next keep-alive with SHUTTING_DOWN", func(t *testing.T) {
+		a := New(Config{Subscriptions: testSubscriptions, Logger: zap.NewNop(), Exiting: func() bool { return true }})
+		s := &stream{frame: quickMultipart{}, wake: make(chan struct{}, 1), hub: a.hub, ctx: context.Background(), opened: time.Now()}
+		var o bufferOut
+		s.run(&o)
+		last, ok := strings.CutSuffix(o.String(), multipartEnd)
+		if !ok {
+			t.Fatalf("the stream ends %q; want the end boundary", o.String())
+		}
+		if got := transportFailure(t, last); !strings.HasPrefix(got, "SHUTTING_DOWN: ") {
+			t.Errorf("the last part says %q; want SHUTTING_DOWN", got)
+		}
+	})
+	t.Run("the shutdown of the server ends its streams at once", func(t *testing.T) {
+		var exiting atomic.Bool
+		s, srv := newStreamServer(t, testSubscriptions, testLimits, func(cfg *Config) { cfg.Exiting = exiting.Load })
+		sseClient := s.post(t, acceptSSE, createdTitles, nil)
+		multipartClient := s.post(t, acceptMultipart, createdTitles, nil)
+		sseClient.event(t)
+		multipartClient.until(t, "{}\r\n--graphql")
+		exiting.Store(true)
+		shutdown := make(chan error, 1)
+		go func() { shutdown <- srv.Config.Shutdown(t.Context()) }()
+		if got := sseClient.rest(t); got != "" {
+			t.Errorf("the SSE stream: %q; want the end and nothing else", got)
+		}
+		last, ok := strings.CutSuffix(multipartClient.rest(t), multipartEnd)
+		if !ok {
+			t.Fatalf("the multipart stream ends %q; want the end boundary", last)
+		}
+		if got := transportFailure(t, last); !strings.HasPrefix(got, "SHUTTING_DOWN: ") {
+			t.Errorf("the last part says %q; want SHUTTING_DOWN", got)
+		}
+		if err := <-shutdown; err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+}
+
+func TestAStreamEndsWhenItsTokenExpires(t *testing.T) {
+	idp := authtest.NewProvider()
+	t.Cleanup(idp.Close)
+	keys := auth.NewJWKS(idp.URL, time.Hour, idp.Client(), zap.NewNop())
+	keys.Start()
+	t.Cleanup(keys.Close)
+	tokens, err := auth.NewTokens(auth.TokenConfig{Keys: []*auth.JWKS{keys}, Issuers: []string{authtest.Issuer}, Audiences: []string{authtest.Audience},
+		UserClaim: "sub", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := newStreamServer(t, testSubscriptions, testLimits, func(cfg *Config) { cfg.Auth = &auth.Authenticator{Tokens: tokens} })
+	// bearer is a token that expires in a second or two (exp is in whole seconds).
+	bearer := func() http.Header {
+		claims := authtest.Claims("carol")
+		claims["exp"] = time.Now().Add(2 * time.Second).Unix()
+		return http.Header{"Authorization": {"Bearer " + idp.Token(claims, "RS256")}}
+	}
+	const expired = "UNAUTHENTICATED: Forbidden: the token has expired"
+	t.Run("over SSE a next event with UNAUTHENTICATED, then complete", func(t *testing.T) {
+		t.Parallel()
+		r := s.post(t, acceptSSE, createdTitles, bearer())
+		if got := r.event(t); got != sseOpen {
+			t.Fatalf("the stream begins %q", got)
+		}
+		if got := sseErrors(t, r.event(t)); got != expired {
+			t.Errorf("%q; want %q", got, expired)
+		}
+		if got := r.rest(t); got != sseComplete {
+			t.Errorf("then %q; want complete and the end", got)
+		}
+	})
+	t.Run("over multipart a payload with UNAUTHENTICATED, then the end", func(t *testing.T) {
+		t.Parallel()
+		r := s.post(t, acceptMultipart, createdTitles, bearer())
+		r.until(t, "{}\r\n--graphql")
+		want := multipartPart + `{"payload":{"errors":[{"message":"Forbidden: the token has expired","extensions":{"code":"UNAUTHENTICATED"}}]}}` + "\r\n--graphql" + multipartEnd
+		if got := r.rest(t); got != want {
+			t.Errorf("then %q; want %q", got, want)
+		}
+	})
 }
