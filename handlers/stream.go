@@ -232,6 +232,16 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, cal
 		return
 	}
 	s.atEnd(l.Close)
+	// The stream's first bytes tell the client it is subscribed: a write it makes once it has
+	// them must reach it, so they wait for the feed's subscription to the events.
+	select {
+	case <-l.Subscribed():
+	case <-s.wake: // the stream ended first: run writes how
+		s.signal()
+	case <-r.Context().Done():
+		s.close()
+		return
+	}
 	if !caller.Expires.IsZero() { // ended when HTTP would refuse the token, as a WebSocket is
 		expiry := time.AfterFunc(time.Until(caller.Expires), func() {
 			s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(errcode.New(errcode.InvalidCredentials, "Forbidden: the token has expired"))}})

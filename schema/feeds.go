@@ -73,6 +73,11 @@ type Listener struct {
 	stopReplay context.CancelFunc
 }
 
+// Subscribed is closed once the listener's feed is subscribed to the events: an event handed
+// to the broker from then on reaches the listener. It stays open for a feed whose operation
+// could not run, whose end the listener is told of.
+func (l *Listener) Subscribed() <-chan struct{} { return l.f.ready }
+
 // Close leaves the feed; the last listener to leave stops it. ended is not called.
 func (l *Listener) Close() {
 	l.s.feeds.mu.Lock()
