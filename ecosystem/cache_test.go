@@ -79,6 +79,19 @@ func TestCache(t *testing.T) {
 			t.Errorf("%d %s (Cache-Status %q); want 401", res.status, res.body, res.header.Get("Cache-Status"))
 		}
 	})
+	keepFeedLive(t, s, aliceKey)
+	for _, tr := range []transport{sseGET, sseGETTakingJSON, ssePOST, multipartPOST} {
+		t.Run(tr.name+" goes around the cache: two, one after the other, each get their own live events at once", func(t *testing.T) {
+			for range 2 {
+				st := openStream(t, s.url, tr, "", alice)
+				if got := st.header.Get("Cache-Status"); got != "" {
+					t.Errorf("Cache-Status %q; want none: the cache handled the stream", got)
+				}
+				eventsOneByOne(t, st, s, aliceKey, 3)
+				st.close()
+			}
+		})
+	}
 	t.Run("what is public and fresh for a while, the OpenAPI document, is served from the cache", func(t *testing.T) {
 		first := s.call(t, "GET", "/openapi.yaml", "")
 		second := s.call(t, "GET", "/openapi.yaml", "")

@@ -31,12 +31,13 @@ const binary = "../caddy-ecosystem"
 
 // The recipes of the README, by the name of their fence; each is run by the test named beside it.
 var recipes = []string{
-	"compression",   // TestCompression
-	"basic_auth",    // TestBasicAuth
-	"forward_auth",  // TestForwardAuth
-	"rate_limit",    // TestRateLimit
-	"reverse_proxy", // TestReverseProxy
-	"cache",         // TestCache
+	"compression",    // TestCompression
+	"basic_auth",     // TestBasicAuth
+	"forward_auth",   // TestForwardAuth
+	"rate_limit",     // TestRateLimit
+	"reverse_proxy",  // TestReverseProxy
+	"proxy_in_front", // TestProxyInFront
+	"cache",          // TestCache
 }
 
 func TestEveryRecipeOfTheREADMEIsRun(t *testing.T) {

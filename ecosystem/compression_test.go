@@ -73,6 +73,23 @@ func TestCompression(t *testing.T) {
 			t.Errorf("the gzipped file decodes to another one")
 		}
 	})
+	keepFeedLive(t, s, aliceKey)
+	for _, tr := range []transport{sseGET, multipartPOST} {
+		for _, coding := range []string{"gzip", "zstd", ""} {
+			name := tr.name + " asked in " + coding + " arrives compressed, each event readable at once"
+			if coding == "" {
+				name = tr.name + " asked with no compression passes encode as it is, each event at once"
+			}
+			t.Run(name, func(t *testing.T) {
+				st := openStream(t, s.url, tr, coding)
+				defer st.close()
+				if got := st.header.Get("Content-Encoding"); got != coding {
+					t.Fatalf("Content-Encoding %q; want %q", got, coding)
+				}
+				eventsOneByOne(t, st, s, aliceKey, 5)
+			})
+		}
+	}
 	t.Run("a subscription over a WebSocket of the same site, which asks for compression, gets its events", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()

@@ -99,3 +99,30 @@ func TestReverseProxy(t *testing.T) {
 		})
 	}
 }
+
+func TestProxyInFront(t *testing.T) {
+	instance := start(t, "compression", setup{env: []string{"POSTS_API_KEY=" + aliceKey}})
+	front := start(t, "proxy_in_front", setup{
+		replace: map[string]string{"10.0.0.2:8080": strings.TrimPrefix(instance.url, "http://")},
+	})
+	keepFeedLive(t, instance, aliceKey)
+	for _, tr := range []transport{sseGET, ssePOST, multipartPOST} {
+		for _, coding := range []string{"", "gzip", "zstd"} {
+			name := tr.name + " through the proxy gets each event at once"
+			if coding != "" {
+				name = tr.name + " through the proxy, compressed by the instance in " + coding + ", gets each event at once"
+			}
+			t.Run(name, func(t *testing.T) {
+				st := openStream(t, front.url, tr, coding)
+				defer st.close()
+				if via := st.header.Get("Via"); !strings.Contains(via, "Caddy") {
+					t.Fatalf("Via %q: the stream did not come through the proxy", via)
+				}
+				if got := st.header.Get("Content-Encoding"); got != coding {
+					t.Fatalf("Content-Encoding %q; want %q", got, coding)
+				}
+				eventsOneByOne(t, st, front, aliceKey, 5)
+			})
+		}
+	}
+}
