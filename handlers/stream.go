@@ -296,6 +296,11 @@ func startStream(w http.ResponseWriter, f framing) {
 func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
+	if r.ProtoMajor == 1 {
+		// The connection ends with the stream (takeConnection): a client must not send another
+		// request on it.
+		w.Header().Set("Connection", "close")
+	}
 	startStream(w, s.frame)
 	o := &responseOut{w: w, rc: rc, ctx: r.Context()}
 	if !o.write(s.frame.open(nil), s.deadline()) {
@@ -308,7 +313,26 @@ func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 	if conn := takeConnection(w, r); conn != nil {
 		return newConnOut(conn)
 	}
+	if w.Header().Get("Content-Encoding") == "" {
+		// Caddy's wrappers hold every write of a response to the server's write timeout (timeouts
+		// { write }, a bound on the whole response since Caddy 2.11), which over HTTP/2 resets the
+		// stream at that moment: the rest goes below them, unless encode transforms the body.
+		o.w = innermost(w)
+		o.rc = http.NewResponseController(o.w)
+		_ = o.rc.SetWriteDeadline(s.deadline())
+	}
 	return o
+}
+
+// innermost is the ResponseWriter of net/http (or of HTTP/3) below the wrappers of w.
+func innermost(w http.ResponseWriter) http.ResponseWriter {
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
 }
 
 // deadline is that of a write now: one the client does not take within the keep-alive
