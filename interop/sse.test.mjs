@@ -475,3 +475,27 @@ test('an SSE subscriber and a graphql-ws subscriber of the same document share o
     await ws.dispose();
   }
 });
+
+// Last: it stops Caddy.
+test('graphql-sse: Caddy stopping ends the stream without a complete, so that a client reconnects (and resumes)', async (t) => {
+  const client = sseClient({ 'X-API-Key': KEYS.alice });
+  try {
+    const inbox = new Inbox();
+    client.subscribe({ query: 'subscription { postCreated(userId: "alice") { id title } }' }, sinkInto(inbox));
+    const isProbe = (r) => r.data?.postCreated?.title?.startsWith(PROBE);
+    await untilLive(inbox, () => createPost(uniqueTitle(PROBE)), 'postCreated');
+    const stopping = Date.now();
+    const stopped = stopCaddy(caddy);
+    let item;
+    do item = await inbox.next(5000, 'the end as Caddy stops');
+    while (item.result && isProbe(item.result));
+    const after = Date.now() - stopping;
+    // A network error is what graphql-sse retries (retryAttempts, here 0); a complete it never would.
+    assert.equal(item.error?.name, 'NetworkError', `want the stream cut, got ${describe(item)}`);
+    assert.equal(item.error.message, 'Connection closed while having active streams');
+    t.diagnostic(`ended ${after}ms after SIGTERM`);
+    await stopped;
+  } finally {
+    client.dispose();
+  }
+});
