@@ -483,6 +483,7 @@ func newConnOut(conn net.Conn) *connOut {
 		var b [1]byte
 		for {
 			if _, err := conn.Read(b[:]); err != nil {
+				_ = conn.Close() // net/http no longer does, once the connection is taken
 				close(o.left)
 				return
 			}
@@ -495,8 +496,11 @@ func (o *connOut) write(b []byte, deadline time.Time) bool {
 	_ = o.conn.SetWriteDeadline(deadline)
 	o.head = append(strconv.AppendInt(o.head[:0], int64(len(b)), 16), "\r\n"...)
 	chunk := net.Buffers{o.head, b, []byte("\r\n")}
-	_, err := chunk.WriteTo(o.conn)
-	return err == nil
+	if _, err := chunk.WriteTo(o.conn); err != nil {
+		_ = o.conn.Close() // a client that took nothing within the deadline is ended, not held
+		return false
+	}
+	return true
 }
 
 // end writes the last chunk, so that the client sees a whole response, and closes.
