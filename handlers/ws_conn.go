@@ -77,15 +77,7 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 // connection ends; counted by the connection's goroutines after that, they would be read and
 // written at once. The 101 goes through w, so the access log and metrics record it.
 func hijackBelow(w http.ResponseWriter) http.ResponseWriter {
-	inner := w
-	for {
-		u, ok := inner.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			break
-		}
-		inner = u.Unwrap()
-	}
-	hj, ok := inner.(http.Hijacker)
+	hj, ok := innermost(w).(http.Hijacker)
 	if !ok {
 		return w // Accept answers 501
 	}
