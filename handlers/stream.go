@@ -518,6 +518,9 @@ func (o *connOut) gone() <-chan struct{} { return o.left }
 func (s *stream) feedEnded(err error) {
 	var refused *schema.RefusedError
 	switch {
+	case s.hub.closing.Load():
+		// The event broker closes with the site: the hub ends the stream soon (SERVICE_RESTART),
+		// so that its client subscribes again, which it would not after a complete.
 	case errors.Is(err, schema.ErrFeedFellBehind):
 		s.fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
 	case errors.As(err, &refused):
