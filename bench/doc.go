@@ -6,8 +6,9 @@
 // process; run them with `go test -run '^$' -bench . ./bench/`. `make bench` runs the harness
 // of bench/run instead: ./caddy against the baselines of bench/bare (net/http on the same SQLite
 // files), Caddy's respond, bench/wsbare and the PocketBase peer of bench/pocketbase, each pair
-// interleaved (under bench/run's load generator, or with the WebSocket client of bench/wsload),
-// into bench/RESULTS.md.
+// interleaved (under bench/run's load generator, or with the WebSocket client of bench/wsload
+// and the server-sent events client of bench/sseload, which hold 10,000 idle subscribers of a
+// fresh server each run), into bench/RESULTS.md.
 //
 // The benchmarks report, they never fail on a number: performance is read from the output, such
 // as bearer/anon-throughput (the issue's target is at least 0.9), not asserted.

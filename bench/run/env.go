@@ -103,26 +103,18 @@ type baseline struct{ url, profile string }
 // seeds every store through its API at conc connections, and checks that every side answers
 // what the pairs expect.
 func start(ctx context.Context, cfg config, dir string, withPeer bool) (e *env, err error) {
-	e = &env{caddyBin: cfg.caddy, caddyfile: cfg.caddyfile, dir: dir, conc: cfg.conc, apiKey: "bench-" + rand.Text(),
-		pages: map[string]string{}, page50First: map[string]string{},
-		notes: []string{fmt.Sprintf("Every read by id (GET /posts/{id}, post(id), PocketBase's view) takes a random post among the %s of its store; "+
-			"the stores are seeded through each server's API with the same posts (%d users in turn, bodies of 12 to 240 bytes).", thousands(largePosts), seedUsers)}}
+	e, err = startFresh(cfg, dir)
+	if err != nil {
+		return e, err
+	}
 	defer func() {
 		if err != nil {
 			e.close()
 		}
 	}()
-	if err := e.startIDP(); err != nil {
-		return e, err
-	}
-	// The respond route answers a typical post (a body of the median length), in the bytes
-	// GET /posts/{id} would; they are known before Caddy starts, for its config.
-	t := time.Now().UTC().Truncate(time.Millisecond)
-	ps := seedPosts(seedUsers)
-	p := ps[len(ps)/2]
-	if e.postJSON, err = bare.EncodePost(bare.Post{ID: store.NewID(t), UserID: p.user, Title: p.title, Body: &p.body, CreatedAt: t, UpdatedAt: t}); err != nil {
-		return e, err
-	}
+	e.pages, e.page50First = map[string]string{}, map[string]string{}
+	e.notes = []string{fmt.Sprintf("Every read by id (GET /posts/{id}, post(id), PocketBase's view) takes a random post among the %s of its store; "+
+		"the stores are seeded through each server's API with the same posts (%d users in turn, bodies of 12 to 240 bytes).", thousands(largePosts), seedUsers)}
 
 	if e.caddy, err = e.startCaddy(ctx, filepath.Join(dir, "caddy")); err != nil {
 		return e, err
@@ -170,6 +162,27 @@ func start(ctx context.Context, cfg config, dir string, withPeer bool) (e *env, 
 		}
 	}
 	return e, e.check(ctx)
+}
+
+// startFresh starts only what the pairs whose every side starts a fresh server of its own
+// need (the WebSocket and stream pairs): the identity provider, and what Caddy's config reads.
+// No store is seeded, no server is left running.
+func startFresh(cfg config, dir string) (e *env, err error) {
+	e = &env{caddyBin: cfg.caddy, caddyfile: cfg.caddyfile, dir: dir, conc: cfg.conc, apiKey: "bench-" + rand.Text()}
+	if err := e.startIDP(); err != nil {
+		e.close()
+		return e, err
+	}
+	// The respond route answers a typical post (a body of the median length), in the bytes
+	// GET /posts/{id} would; they are known before Caddy starts, for its config.
+	t := time.Now().UTC().Truncate(time.Millisecond)
+	ps := seedPosts(seedUsers)
+	p := ps[len(ps)/2]
+	if e.postJSON, err = bare.EncodePost(bare.Post{ID: store.NewID(t), UserID: p.user, Title: p.title, Body: &p.body, CreatedAt: t, UpdatedAt: t}); err != nil {
+		e.close()
+		return e, err
+	}
+	return e, nil
 }
 
 // note records for RESULTS.md the seeding of a store of largePosts posts through a server's
@@ -233,7 +246,7 @@ func (e *env) startCaddy(ctx context.Context, dir string) (*caddyProcess, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	names := []string{"READ", "WRITE", "SMALL", "RESPOND", "ADMIN", "UNCACHED"}
+	names := []string{"READ", "WRITE", "SMALL", "RESPOND", "ADMIN", "UNCACHED", "STREAM"}
 	addrs, err := freeAddrs(len(names))
 	if err != nil {
 		return nil, err

@@ -2,12 +2,15 @@
 // bench/Caddyfile.bench on fresh embedded stores and seeds them through the API, serves the bare
 // baseline (bench/bare) in processes of its own on the same SQLite files, builds, serves and
 // seeds the PocketBase peer (bench/pocketbase) the same way, and runs each pair of pairs.go with
-// its closed-loop load generator (load.go), the two sides alternating (A B, B A, …) for a number
-// of rounds after a warm-up. It prints one table, each pair's median comparison over the rounds
-// with its range and the medians behind it, then the figures that are not pairs (the relay's,
-// relay.go; resuming a subscription, resume.go), and writes them to bench/RESULTS.md with the
-// machine, the Go version, the commit, and notes on the seeding. With -only, it runs only the
-// rows it names, and writes only those (an empty -results writes nothing).
+// its closed-loop load generator (load.go), the two sides alternating (A B, B A, …; with the
+// further sides a pair runs for others to read, such as row 8's SSE subscribers, A B C D,
+// D C B A) for a number of rounds after a warm-up. It prints one table, each pair's median
+// comparison over the rounds with its range and the medians behind it, then the figures that
+// are not pairs (the relay's, relay.go; resuming a subscription, resume.go), and writes them to
+// bench/RESULTS.md with the machine, the Go version, the commit, and notes on the seeding. With
+// -only, it runs only the rows it names, and writes only those (an empty -results writes
+// nothing); rows whose every side starts a fresh server of its own each run (the WebSocket and
+// stream rows: 8, 9, S…) seed nothing.
 //
 // Ratios, not absolute numbers, are the result: the machines are shared and noisy, and runs
 // side by side drift alike.
@@ -56,7 +59,8 @@ func main() {
 	flag.StringVar(&cfg.caddyfile, "caddyfile", "bench/Caddyfile.bench", "the bench Caddyfile")
 	flag.StringVar(&cfg.pocketBase, "pocketbase", "bench/pocketbase", "the PocketBase peer's module, built when a P pair runs")
 	flag.StringVar(&cfg.results, "results", "bench/RESULTS.md", "where the table is written; empty: nowhere")
-	flag.StringVar(&cfg.profile, "profile", "", "if set, a directory for a CPU profile of each side of each pair, taken in one extra run after the rounds")
+	flag.StringVar(&cfg.profile, "profile", "", "if set, a directory for a CPU profile of each side of each pair, taken in one extra run after the rounds "+
+		"(of a WebSocket or stream side served by Caddy: its heap and goroutines with its subscribers idle, in each round, the last kept)")
 	flag.StringVar(&only, "only", "", "run only the pairs whose id matches this regular expression")
 	flag.IntVar(&cfg.conc, "c", 16, "concurrent connections of every run")
 	flag.IntVar(&cfg.rounds, "rounds", 5, "measured rounds of each pair")
@@ -91,13 +95,22 @@ func run(ctx context.Context, cfg config) error {
 	began := time.Now()
 	var notes []string
 	var done []*pair
-	if slices.ContainsFunc(pairs(&env{}), func(p *pair) bool { return cfg.only.MatchString(p.id) }) {
-		e, err := start(ctx, cfg, dir, slices.ContainsFunc(peerPairs, cfg.only.MatchString))
+	chosen := slices.DeleteFunc(pairs(&env{}), func(p *pair) bool { return !cfg.only.MatchString(p.id) })
+	if len(chosen) > 0 {
+		var e *env
+		if slices.ContainsFunc(chosen, func(p *pair) bool { return !p.fresh() }) {
+			e, err = start(ctx, cfg, dir, slices.ContainsFunc(peerPairs, cfg.only.MatchString))
+			if err == nil {
+				log.Printf("every server is up and seeded, and the sides of each pair answer alike")
+			}
+		} else {
+			// Every side starts a server of its own: nothing to seed.
+			e, err = startFresh(cfg, dir)
+		}
 		if err != nil {
 			return err
 		}
 		defer e.close()
-		log.Printf("every server is up and seeded, and the sides of each pair answer alike")
 		for _, p := range pairs(e) {
 			if !cfg.only.MatchString(p.id) {
 				continue
@@ -150,13 +163,14 @@ func run(ctx context.Context, cfg config) error {
 // measure runs the warm-up and the rounds of p, and then, with -profile, one profiled run of each side.
 func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 	if p.of != nil {
-		if len(p.of.out.runsA) == 0 {
+		if len(p.of.out.runs) == 0 {
 			if err := measure(ctx, cfg, e, p.of); err != nil {
 				return err
 			}
 		}
-		for i := range p.of.out.runsA {
-			p.record(p.of.out.runsA[i], p.of.out.runsB[i])
+		ra, rb := p.of.out.runs[p.a.name], p.of.out.runs[p.b.name]
+		for i := range ra {
+			p.record(ra[i], rb[i])
 		}
 		return nil
 	}
@@ -169,11 +183,20 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 	}
 	run := func(s side, d time.Duration) (result, error) {
 		if s.ws != nil {
-			return fanOut(ctx, s.ws, wsload.Init(e.apiKey))
+			open := s.open
+			if open == nil {
+				open = openWS(wsload.Init(e.apiKey))
+			}
+			profile := ""
+			if cfg.profile != "" {
+				profile = filepath.Join(cfg.profile, fmt.Sprintf("pair%s-%s", p.id, s.name))
+			}
+			return fanOut(ctx, s.ws, open, profile)
 		}
 		return load(ctx, s.req, cmp.Or(p.conc, cfg.conc), d, p.requests, rate)
 	}
-	for _, s := range []side{p.a, p.b} {
+	all := append([]side{p.a, p.b}, p.also...)
+	for _, s := range all {
 		if s.ws != nil {
 			continue // every run starts a fresh server and warms it
 		}
@@ -182,7 +205,7 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 		}
 	}
 	for round := range cfg.rounds {
-		sides := []side{p.a, p.b}
+		sides := slices.Clone(all)
 		if round%2 == 1 {
 			slices.Reverse(sides)
 		}
@@ -193,6 +216,10 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 				return fmt.Errorf("%s: %w", s.name, err)
 			}
 			runs[s.name] = r
+		}
+		for _, s := range p.also {
+			p.keep(s.name, runs[s.name])
+			log.Printf("pair %s round %d: %s %s", p.id, round+1, s.name, p.metric.format(p.metric.of(runs[s.name])))
 		}
 		p.record(runs[p.a.name], runs[p.b.name])
 	}

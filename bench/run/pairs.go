@@ -30,20 +30,29 @@ type pair struct {
 	// when set, is the number of requests of a run, instead of its duration.
 	conc, requests int
 	// of, when set, is the pair whose runs this one reads with its own metric, instead of
-	// running its own.
+	// running its own: those of its sides named as this one's a and b.
 	of *pair
+	// also are sides run in each round besides a and b, for the pairs that read this one's
+	// runs (of): the sides of several pairs measured side by side.
+	also []side
 
 	out outcome
 }
 
 // side is one of the two things a pair compares: requests of the load generator, or, for a
-// WebSocket side, the fan-out of fanOut on fresh servers that ws starts.
+// WebSocket or stream side, the fan-out of fanOut on fresh servers that ws starts, to the
+// subscribers open opens (nil: WebSocket connections).
 type side struct {
 	name    string
 	req     request
 	profile string // the /debug/pprof of the process that serves req, for -profile; "" for none
 	ws      func(context.Context) (*wsServer, error)
+	open    opener
 }
+
+// fresh says whether each side of p starts a server of its own for each run, so that p needs
+// no seeded store.
+func (p *pair) fresh() bool { return p.a.ws != nil && p.b.ws != nil }
 
 // metric is what a run is reduced to.
 type metric struct {
@@ -62,11 +71,11 @@ var (
 func atLeast(t float64) func(float64) bool { return func(v float64) bool { return v >= t } }
 func atMost(t float64) func(float64) bool  { return func(v float64) bool { return v <= t } }
 
-// outcome is what the rounds of a pair measured: the runs of each side, their metric and the
-// comparisons.
+// outcome is what the rounds of a pair measured: the runs of each side (by its name, a pair's
+// also sides too), their metric and the comparisons.
 type outcome struct {
-	runsA, runsB []result
-	a, b, cmp    []float64
+	runs      map[string][]result
+	a, b, cmp []float64
 }
 
 // record adds one round's runs of the two sides, and logs them.
@@ -77,9 +86,18 @@ func (p *pair) record(ra, rb result) {
 		cmp = a - b
 	}
 	o := &p.out
-	o.runsA, o.runsB = append(o.runsA, ra), append(o.runsB, rb)
+	p.keep(p.a.name, ra)
+	p.keep(p.b.name, rb)
 	o.a, o.b, o.cmp = append(o.a, a), append(o.b, b), append(o.cmp, cmp)
 	log.Printf("pair %s round %d: %s %s, %s %s: %s", p.id, len(o.cmp), p.a.name, p.metric.format(a), p.b.name, p.metric.format(b), p.formatCmp(cmp))
+}
+
+// keep adds a run of the side named name to the runs of p.
+func (p *pair) keep(name string, r result) {
+	if p.out.runs == nil {
+		p.out.runs = map[string][]result{}
+	}
+	p.out.runs[name] = append(p.out.runs[name], r)
 }
 
 // median is the median of v; NaN for none.
@@ -142,8 +160,10 @@ func pairs(e *env) []*pair {
 	bare := side{name: "bare", req: get(e.bareRead.url+"/posts", e.large.ids), profile: e.bareRead.profile}
 	bareWrite := side{name: "bare", req: post(e.bareWrite.url), profile: e.bareWrite.profile}
 	bareWriteEvents := side{name: "bare+event", req: post(e.bareWriteEvents.url), profile: e.bareWriteEvents.profile}
+	// Its rounds run the SSE sides of the S rows too, which compare them with its two.
+	sseH1, sseH2 := streamSides(e)
 	p8 := &pair{id: "8", what: "idle subscribed WebSocket connections at 10,000: resident memory per connection, module ÷ ws-bare",
-		a: side{name: "module", ws: e.moduleWS}, b: side{name: "ws-bare", ws: bareWS},
+		a: side{name: "module", ws: e.moduleWS}, b: side{name: "ws-bare", ws: bareWS}, also: []side{sseH1, sseH2},
 		metric: memory, target: "≤ 1.25", met: atMost(1.25)}
 	p1 := &pair{id: "1", what: "`GET /posts/{id}` throughput, module ÷ bare", a: module, b: bare,
 		metric: throughput, target: "≥ 0.90", met: atLeast(0.90)}
@@ -178,7 +198,7 @@ func pairs(e *env) []*pair {
 	peer := func(what string) string {
 		return fmt.Sprintf("%s throughput, caddy-posts ÷ PocketBase, %s posts each", what, thousands(largePosts))
 	}
-	return []*pair{
+	rows := []*pair{
 		p1,
 		{id: "2", what: "`GET /posts/{id}` p50 at half the bare maximum, module − bare", a: module, b: bare,
 			metric: p50, diff: true, target: "≤ 0.3 ms", met: atMost(0.3),
@@ -244,6 +264,9 @@ func pairs(e *env) []*pair {
 			b:      pocketBase(request{method: "POST", url: e.pb, body: createBody(author), status: 200}),
 			metric: throughput, target: "≥ 1.0", met: atLeast(1.0)},
 	}
+	// The stream rows follow the WebSocket rows whose baseline they share.
+	after9 := slices.IndexFunc(rows, func(p *pair) bool { return p.id == "9" }) + 1
+	return slices.Insert(rows, after9, streamPairs(p8, sseH1, sseH2)...)
 }
 
 // The GraphQL reads: post(id) with every field of the REST answer, and a user's latest posts.

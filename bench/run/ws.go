@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,11 +28,14 @@ const (
 	wsIdle   = time.Second // between the last subscription and the memory reading
 )
 
-// wsServer is a fresh server process for one run of a WebSocket side.
+// wsServer is a fresh server process for one run of a WebSocket or stream side.
 type wsServer struct {
-	url     string // ws://…/graphql
-	pid     int
-	publish func(ctx context.Context, seq int) error // publishes event seq (titled ev-<seq>)
+	url   string // ws://…/graphql
+	http  string // http://…/graphql, for streams
+	pid   int
+	pprof string // its /debug/pprof; "" for none
+	// publish publishes event seq (titled ev-<seq>).
+	publish func(ctx context.Context, seq int) error
 	stop    func()
 }
 
@@ -38,17 +43,24 @@ type wsServer struct {
 var runs atomic.Int64
 
 // moduleWS starts a Caddy of its own, on a fresh store, whose events are the posts created
-// through its REST API.
-func (e *env) moduleWS(ctx context.Context) (*wsServer, error) {
+// through the REST API of its READ site, where the connections go.
+func (e *env) moduleWS(ctx context.Context) (*wsServer, error) { return e.module(ctx, "READ") }
+
+// module starts a Caddy of its own, on fresh stores, whose events are the posts created through
+// the REST API of site (a name of its port variable), where the connections go.
+func (e *env) module(ctx context.Context, site string) (*wsServer, error) {
 	p, err := e.startCaddy(ctx, filepath.Join(e.dir, fmt.Sprintf("ws-%d", runs.Add(1))))
 	if err != nil {
 		return nil, err
 	}
+	base := p.sites[site]
 	return &wsServer{
-		url: strings.Replace(p.sites["READ"], "http://", "ws://", 1) + "/graphql",
-		pid: p.proc.cmd.Process.Pid,
+		url:   strings.Replace(base, "http://", "ws://", 1) + "/graphql",
+		http:  base + "/graphql",
+		pid:   p.proc.cmd.Process.Pid,
+		pprof: p.sites["ADMIN"] + "/debug/pprof",
 		publish: func(ctx context.Context, seq int) error {
-			status, body, err := do(ctx, "POST", p.sites["READ"]+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "X-API-Key: "+e.apiKey)
+			status, body, err := do(ctx, "POST", base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "X-API-Key: "+e.apiKey)
 			if err == nil && status != http.StatusCreated {
 				err = fmt.Errorf("POST /posts: %d %s", status, body)
 			}
@@ -70,8 +82,9 @@ func bareWS(ctx context.Context) (*wsServer, error) {
 		return nil, err
 	}
 	return &wsServer{
-		url: "ws://" + addrs[0] + "/graphql",
-		pid: p.cmd.Process.Pid,
+		url:  "ws://" + addrs[0] + "/graphql",
+		http: "http://" + addrs[0] + "/graphql",
+		pid:  p.cmd.Process.Pid,
 		publish: func(ctx context.Context, seq int) error {
 			status, body, err := do(ctx, "POST", "http://"+addrs[0]+"/publish", string(wsload.Next(store.NewID(time.Now()), seq)))
 			if err == nil && status != http.StatusNoContent {
@@ -83,13 +96,42 @@ func bareWS(ctx context.Context) (*wsServer, error) {
 	}, nil
 }
 
-// fanOut is one run of a WebSocket side, on a fresh server: it warms the server with a few
-// connections and an event, reads its resident memory, opens wsConns subscribed connections,
-// waits until an event reaches all of them (so every subscription is in place), and, after
-// wsIdle, reads the memory again; then it times wsEvents events, one at a time, until the last
-// connection has each. The result is the time-to-last of each event, and the memory per
-// connection.
-func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error), init []byte) (r result, err error) {
+// fleet is the clients of a run of fanOut, each subscribed: WebSocket connections (bench/wsload)
+// or streams of server-sent events (bench/sseload).
+type fleet interface {
+	Begin(seq int) *wsload.Round // starts timing event seq, published after
+	Len() int
+	Close(handshake bool) // ends every subscription, with the close handshake where there is one
+	Check() error         // an error for an unexpected message or end
+}
+
+// opener opens n subscribed clients of srv.
+type opener func(ctx context.Context, srv *wsServer, n int) (fleet, error)
+
+// openWS opens graphql-transport-ws connections, each initialised with init.
+func openWS(init []byte) opener {
+	return func(ctx context.Context, srv *wsServer, n int) (fleet, error) {
+		f, err := wsload.Open(ctx, srv.url, n, init)
+		if err != nil {
+			return nil, err
+		}
+		return wsFleet{f}, nil
+	}
+}
+
+// wsFleet is a WebSocket fleet, which ends with the close handshake.
+type wsFleet struct{ *wsload.Fleet }
+
+func (f wsFleet) Check() error { return f.Fleet.Check(websocket.StatusNormalClosure) }
+
+// fanOut is one run of a WebSocket or stream side, on a fresh server: it warms the server with
+// a few subscribers and an event, reads its resident memory, opens wsConns subscribers, waits
+// until an event reaches all of them (so every subscription is in place), and, after wsIdle,
+// reads the memory again; then it times wsEvents events, one at a time, until the last
+// subscriber has each. The result is the time-to-last of each event, and the memory per
+// subscriber. With profile (a path and the start of a file name), a server that serves
+// /debug/pprof (Caddy) is profiled with its subscribers idle, right after the second reading.
+func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error), open opener, profile string) (r result, err error) {
 	if err := enoughFiles(); err != nil {
 		return r, err
 	}
@@ -99,7 +141,7 @@ func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error),
 	}
 	defer srv.stop()
 	seq := 0
-	event := func(f *wsload.Fleet, wait time.Duration) (*wsload.Round, error) {
+	event := func(f fleet, wait time.Duration) (*wsload.Round, error) {
 		seq++
 		round := f.Begin(seq)
 		if err := srv.publish(ctx, seq); err != nil {
@@ -112,7 +154,7 @@ func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error),
 	}
 	// A subscription is in place once the server has read it, after the connection opened:
 	// events are published until one reaches every connection.
-	subscribed := func(f *wsload.Fleet) error {
+	subscribed := func(f fleet) error {
 		var err error
 		for range 5 {
 			if _, err = event(f, 5*time.Second); err == nil {
@@ -122,7 +164,7 @@ func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error),
 		return err
 	}
 
-	warm, err := wsload.Open(ctx, srv.url, wsWarm, init)
+	warm, err := open(ctx, srv, wsWarm)
 	if err != nil {
 		return r, err
 	}
@@ -137,7 +179,7 @@ func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error),
 		return r, err
 	}
 
-	f, err := wsload.Open(ctx, srv.url, wsConns, init)
+	f, err := open(ctx, srv, wsConns)
 	if err != nil {
 		return r, err
 	}
@@ -151,6 +193,11 @@ func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error),
 		return r, err
 	}
 	r.perConn = float64(after-before) / wsConns
+	if profile != "" && srv.pprof != "" {
+		if err := idleProfiles(ctx, srv.pprof, profile); err != nil {
+			return r, err
+		}
+	}
 
 	for range wsEvents {
 		round, err := event(f, 30*time.Second)
@@ -161,7 +208,39 @@ func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error),
 	}
 	slices.Sort(r.latencies)
 	f.Close(true)
-	return r, f.Check(websocket.StatusNormalClosure)
+	return r, f.Check()
+}
+
+// idleProfiles writes the heap profile (after a collection: what is live) and the goroutines
+// (their stacks, in text) of the server whose /debug/pprof is at pprof, to files named
+// profile-heap.pprof and profile-goroutines.txt. Read them with `go tool pprof -sample_index
+// inuse_space`; the goroutines' stacks are not in the heap, but in MemStats' Stack line at the
+// end of /debug/pprof/heap?debug=1, which profile-memstats.txt keeps.
+func idleProfiles(ctx context.Context, pprof, profile string) error {
+	for _, get := range []struct{ path, file string }{
+		{"/heap?gc=1", "-heap.pprof"},
+		{"/goroutine?debug=1", "-goroutines.txt"},
+		{"/heap?debug=1", "-memstats.txt"},
+	} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, pprof+get.path, nil)
+		if err != nil {
+			return err
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		f, err := os.Create(profile + get.file)
+		if err == nil {
+			_, err = io.Copy(f, res.Body)
+			err = errors.Join(err, f.Close())
+		}
+		res.Body.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // enoughFiles fails unless this process may open wsConns connections and some more files (Go

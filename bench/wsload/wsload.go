@@ -185,13 +185,9 @@ func (f *Fleet) read(i int, c *websocket.Conn) {
 			f.mu.Unlock()
 			continue
 		}
-		if r := f.cur.Load(); r != nil && r.seq == seq && r.times[i].IsZero() {
-			r.times[i] = now
-			if int(r.got.Add(1)) == len(r.times) {
-				close(r.done)
-			}
+		if r := f.cur.Load(); r != nil {
+			r.Arrived(i, seq, now)
 		}
-		// else an event of a round given up on
 	}
 }
 
@@ -235,10 +231,28 @@ func (f *Fleet) ended(err error) {
 
 // Begin starts timing event seq; it must be published after.
 func (f *Fleet) Begin(seq int) *Round {
-	r := &Round{seq: seq, times: make([]time.Time, f.n), done: make(chan struct{})}
+	r := NewRound(seq, f.n)
 	f.cur.Store(r)
-	r.start = time.Now()
 	return r
+}
+
+// NewRound starts timing event seq at n connections, numbered from 0, as of now: for another
+// client's fleet (bench/sseload) to time its events as this one does.
+func NewRound(seq, n int) *Round {
+	return &Round{seq: seq, start: time.Now(), times: make([]time.Time, n), done: make(chan struct{})}
+}
+
+// Arrived records that connection i read event seq at t. Each connection's reader calls it, and
+// only its own; an event other than the round's (one of a round given up on) is not counted,
+// nor the round's again.
+func (r *Round) Arrived(i, seq int, t time.Time) {
+	if r.seq != seq || !r.times[i].IsZero() {
+		return
+	}
+	r.times[i] = t
+	if int(r.got.Add(1)) == len(r.times) {
+		close(r.done)
+	}
 }
 
 // Current is the event being timed.
