@@ -12,13 +12,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/postsedge/caddy-posts/auth/authtest"
+	"github.com/postsedge/caddy-posts/internal/race"
 )
 
 // The two framings of a subscription streamed over HTTP.
@@ -482,5 +488,297 @@ http://:%d {
 	t.Run("max_connections 3 counts one of each kind from three clients: a fourth client gets 503", func(t *testing.T) {
 		hold(t, fullURL, [3][]string{from("198.51.100.1"), from("198.51.100.2"), from("198.51.100.3")})
 		refusedEach(t, fullURL, http.StatusServiceUnavailable, from("198.51.100.4")...)
+	})
+}
+
+// streamGauge waits until caddy_posts_streams{interface=kind} at url reads want.
+func streamGauge(t *testing.T, url, kind string, want float64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, families := scrape(t, url)
+		if got := sample(families, "caddy_posts_streams", "interface="+kind); got == want {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("caddy_posts_streams{interface=%q} is %v, want %v", kind, got, want)
+		}
+	}
+}
+
+// TestMetricsAndAccessLogOfStreams: an SSE and a multipart subscription show in the metrics as
+// requests of their interface and as open streams while they last, and each has its access log
+// line with its request id, its user and its operation type, and a line of its end.
+func TestMetricsAndAccessLogOfStreams(t *testing.T) {
+	ownProcesses(t)
+	admin, port := freePort(t), freePort(t)
+	p := startProcess(t, metricsConfig(admin, port), port)
+	adminMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", admin)
+	_, before := scrape(t, adminMetrics)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	streams := map[string]*streamedSub{}
+	for _, kind := range []string{overSSE, overMultipart} {
+		s, err := openStreamed(ctx, streamClient(), kind, p.url, "subscription Titles { postCreated { title } }", "X-API-Key", "process-key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.close()
+		streams[kind] = s
+	}
+	for kind := range streams {
+		streamGauge(t, adminMetrics, kind, 1)
+	}
+	if _, err := p.create(keyed(), "counted"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range streams {
+		if err := waitForEvent(s, "counted", 5*time.Second); err != nil {
+			t.Fatalf("the %s subscriber: %v", s.kind, err)
+		}
+		s.close()
+	}
+	for kind := range streams {
+		streamGauge(t, adminMetrics, kind, 0)
+	}
+	_, after := scrape(t, adminMetrics)
+	for kind := range streams {
+		for _, name := range []string{"caddy_posts_requests_total", "caddy_posts_request_duration_seconds"} {
+			labels := []string{"interface=" + kind, "operation=subscription", "code=OK"}
+			if got := sample(after, name, labels...) - sample(before, name, labels...); got != 1 {
+				t.Errorf("%s%v moved by %v, want 1", name, labels, got)
+			}
+		}
+	}
+
+	t.Run("each stream has its access log line, with its request id, user and operation type, and a line of its end", func(t *testing.T) {
+		type line struct {
+			Msg     string
+			UUID    string
+			UserID  string `json:"user_id"`
+			Type    string `json:"graphql_operation_type"`
+			Name    string `json:"graphql_operation_name"`
+			Status  int
+			Iface   string `json:"interface"`
+			Events  int    `json:"events_sent"`
+			End     string `json:"end"`
+			Request struct {
+				URI     string
+				Headers map[string][]string
+			}
+		}
+		waitUntil(t, "the end of both streams is logged", func() bool {
+			return strings.Count(p.out.String(), `"msg":"graphql stream closed"`) == 2
+		})
+		var access []line
+		ends := map[string]line{}
+		for text := range strings.Lines(p.out.String()) {
+			var l line
+			if json.Unmarshal([]byte(text), &l) != nil {
+				continue
+			}
+			switch {
+			case l.Msg == "handled request" && (l.Request.URI == "/graphql" || strings.HasPrefix(l.Request.URI, "/graphql?")):
+				access = append(access, l)
+			case l.Msg == "graphql stream closed":
+				ends[l.UUID] = l
+			}
+		}
+		if len(access) != 2 {
+			t.Fatalf("%d access log lines of /graphql, want 2:\n%s", len(access), p.out)
+		}
+		for _, l := range access {
+			if l.Status != http.StatusOK || l.UUID == "" || l.UserID != "alice" || l.Type != "subscription" || l.Name != "Titles" {
+				t.Errorf("an access log line of a stream: %+v; want status 200, a uuid, user_id alice, graphql_operation_type subscription and its name", l)
+			}
+			end, ok := ends[l.UUID]
+			if !ok {
+				t.Errorf("no line of the end of the stream of uuid %q", l.UUID)
+				continue
+			}
+			kind := overMultipart
+			if strings.HasPrefix(l.Request.URI, "/graphql?") {
+				kind = overSSE
+			}
+			if end.UserID != "alice" || end.Iface != kind || end.Events != 1 || end.End != "client_left" {
+				t.Errorf("the end of a %s stream: %+v; want alice's, of interface %s, 1 event sent, ended as the client left", kind, end, kind)
+			}
+		}
+	})
+}
+
+// TestAnExpiringTokenEndsTheStreams: a stream let in by a bearer token ends when the token
+// expires, with UNAUTHENTICATED as the operation's error (as a WebSocket's subscription ends), so
+// that the client gets a fresh token rather than reconnect with the same one.
+func TestAnExpiringTokenEndsTheStreams(t *testing.T) {
+	ownProcesses(t)
+	port := freePort(t)
+	p := startProcess(t, fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n}\nhttp://:%d {\n\tposts {\n\t\tdata_dir %s\n\t\tjwks_url %s/jwks.json\n\t\tleeway 0s\n\t\tapi_key process-key alice\n\t}\n}\n",
+		port, t.TempDir(), idp().URL), port)
+	claims := authtest.Claims("carol")
+	expires := time.Now().Add(5 * time.Second).Truncate(time.Second) // exp is in whole seconds
+	claims["exp"] = expires.Unix()
+	bearer := "Bearer " + idp().Token(claims, "RS256")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	streams := map[string]*streamedSub{}
+	for _, kind := range []string{overSSE, overMultipart} {
+		s, err := openStreamed(ctx, streamClient(), kind, p.url, postCreatedTitles, "Authorization", bearer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.close()
+		streams[kind] = s
+	}
+	if _, err := p.create(keyed(), "before the expiry"); err != nil {
+		t.Fatal(err)
+	}
+	var ends sync.WaitGroup
+	for kind, s := range streams {
+		ends.Go(func() {
+			if err := waitForEvent(s, "before the expiry", 5*time.Second); err != nil {
+				t.Errorf("the %s subscriber before the expiry: %v", kind, err)
+				return
+			}
+			ev, err := s.next()
+			ended := time.Now()
+			var refused struct {
+				Errors []struct {
+					Message    string
+					Extensions struct{ Code string }
+				}
+			}
+			if err != nil || json.Unmarshal(ev.result, &refused) != nil || len(refused.Errors) != 1 ||
+				refused.Errors[0].Extensions.Code != "UNAUTHENTICATED" || !strings.Contains(refused.Errors[0].Message, "expired") {
+				t.Errorf("the %s stream at the token's expiry: %+v (%s) %v; want a result with the error UNAUTHENTICATED, the token has expired", kind, ev, ev.result, err)
+				return
+			}
+			if last, err := s.next(); err != nil || !last.complete {
+				t.Errorf("the %s stream after its error: %+v %v; want its end (complete)", kind, last, err)
+			}
+			t.Logf("the %s stream ended %v after the token's expiry", kind, ended.Sub(expires).Round(time.Millisecond))
+			if ended.Before(expires) || !race.Enabled && ended.After(expires.Add(2*time.Second)) {
+				t.Errorf("the %s stream ended %v after the token's expiry; want within 2s, not before", kind, ended.Sub(expires))
+			}
+		})
+	}
+	ends.Wait()
+}
+
+// TestAStreamClientThatStopsReadingIsEnded: a client that opens an SSE stream and then reads
+// nothing, while large events flow, is ended by the server (never waited for), and another
+// subscriber gets every event meanwhile, promptly.
+func TestAStreamClientThatStopsReadingIsEnded(t *testing.T) {
+	ownProcesses(t)
+	admin, port := freePort(t), freePort(t)
+	p := startProcess(t, fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tpersist_config off\n\tmetrics\n}\nhttp://:%d {\n\tposts {\n\t\tdata_dir %s\n\t\tapi_key process-key alice\n\t\tws_keepalive 2s\n\t}\n}\n",
+		admin, port, t.TempDir()), port)
+	adminMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", admin)
+	const query = "subscription { postCreated { title body } }"
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	// The client that stops reading: its request, then nothing read, on a socket whose receive
+	// buffer is small, so that what the server sends piles up on the server's side.
+	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return err
+	}}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	stalled, err := dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	fmt.Fprintf(stalled, "GET /graphql?query=%s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", url.QueryEscape(query), addr)
+	streamGauge(t, adminMetrics, overSSE, 1)
+
+	reader, err := openStreamed(ctx, streamClient(), overSSE, p.url, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.close()
+	type arrival struct {
+		title string
+		at    time.Time
+	}
+	arrivals := make(chan arrival, 1024)
+	go func() {
+		defer close(arrivals)
+		for {
+			ev, err := reader.next()
+			if err != nil || ev.result == nil {
+				return
+			}
+			title, err := titleOf(ev.result)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			arrivals <- arrival{title, time.Now()}
+		}
+	}()
+
+	// 200 posts of 40,000 characters: 8 MB to each subscriber, past what the kernel buffers for
+	// the one that reads nothing and what the server queues for it.
+	const posts, size = 200, 40_000
+	body := strings.Repeat("x", size)
+	client := keyed()
+	written := map[string]time.Time{}
+	var order []string
+	start := time.Now()
+	var stalledEnded time.Duration
+	for i := range posts {
+		title := fmt.Sprint("large ", i)
+		res, err := client.Post(p.url+"/posts", "application/json", strings.NewReader(fmt.Sprintf(`{"title": %q, "body": %q}`, title, body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusCreated {
+			t.Fatalf("POST /posts: %d", res.StatusCode)
+		}
+		written[title], order = time.Now(), append(order, title)
+		if _, families := scrape(t, adminMetrics); stalledEnded == 0 && sample(families, "caddy_posts_streams", "interface="+overSSE) == 1 {
+			stalledEnded = time.Since(start)
+		}
+	}
+	streamGauge(t, adminMetrics, overSSE, 1) // the reader's alone
+	if stalledEnded == 0 {
+		stalledEnded = time.Since(start)
+	}
+
+	t.Run("the client that stopped reading was ended: its connection is closed", func(t *testing.T) {
+		stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := io.Copy(io.Discard, stalled) // what the kernel kept for it, then the server's close
+		if err != nil {
+			t.Fatalf("after %d bytes: %v; want the server to have closed the connection", n, err)
+		}
+		t.Logf("ended %v after the first write; it had been sent %d KiB of the %d MB written to a subscriber",
+			stalledEnded.Round(time.Millisecond), n>>10, posts*size/1_000_000)
+		if n >= posts*size {
+			t.Errorf("it was sent %d bytes: every event, so it was not held back", n)
+		}
+	})
+	t.Run("the other subscriber got every event, in order, promptly", func(t *testing.T) {
+		var slowest time.Duration
+		for i, want := range order {
+			select {
+			case a, ok := <-arrivals:
+				if !ok {
+					t.Fatalf("its stream ended after %d events", i)
+				}
+				if a.title != want {
+					t.Fatalf("event %d is %q; want %q", i, a.title, want)
+				}
+				slowest = max(slowest, a.at.Sub(written[want]))
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no event %d (%q) in 10s", i, want)
+			}
+		}
+		t.Logf("its slowest event came %v after its write's 201", slowest.Round(time.Millisecond))
+		if !race.Enabled && slowest > time.Second {
+			t.Errorf("an event came %v after its write; want within 1s", slowest)
+		}
 	})
 }
