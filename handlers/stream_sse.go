@@ -31,24 +31,11 @@ func (sse) keepAlive(b []byte) []byte { return append(b, ":\n\n"...) }
 // result is a next event; one of a subscription carries its event's cursor as its id. A JSON
 // text has no line break, so it is one data line.
 func (sse) result(b []byte, payload json.RawMessage) []byte {
-	if cursor := eventCursor(payload); cursor != "" {
+	if cursor := schema.CursorOf(payload); cursor != "" {
 		b = append(append(append(b, "id: "...), cursor...), '\n')
 	}
 	b = append(b, "event: next\ndata: "...)
 	return append(append(b, payload...), "\n\n"...)
-}
-
-// eventCursor is schema.CursorOf(payload) when it is the payload's own extensions, its last
-// member; "" when the last object that looks like it is in the data, where a query's aliases can
-// put one ({ extensions: post(id: …) { cursor: title } }): an id the client chose is no cursor.
-func eventCursor(payload json.RawMessage) string {
-	const member, end = `"extensions":{"cursor":"`, `"}}`
-	cursor := schema.CursorOf(payload)
-	at := len(payload) - len(end) - len(cursor) - len(member) // where the member is when it is the last
-	if cursor == "" || at < 0 || string(payload[at:at+len(member)]) != member || string(payload[len(payload)-len(end):]) != end {
-		return ""
-	}
-	return cursor
 }
 
 func (sse) complete(b []byte) []byte { return append(b, "event: complete\ndata:\n\n"...) }

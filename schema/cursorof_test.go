@@ -50,6 +50,10 @@ func TestCursorOf(t *testing.T) {
 		{"a title that spells the member with escapes of its own is not taken", encodedEvent(t, created(`\"extensions\":{\"cursor\":\"x\"}`), ""), ""},
 		{"data that aliases spell as the member come before the real one, which is taken",
 			encodedEvent(t, map[string]any{"extensions": map[string]any{"cursor": "from-the-data"}}, cursor), cursor},
+		{"data that aliases spell as the member are not taken when there is no real one",
+			encodedEvent(t, map[string]any{"extensions": map[string]any{"cursor": "from-the-data"}}, ""), ""},
+		{"errors after such data leave nothing taken either",
+			json.RawMessage(`{"errors":[{"message":"no"}],"data":{"extensions":{"cursor":"from-the-data"}}}`), ""},
 		{"a payload cut inside the cursor has none", json.RawMessage(`{"data":{},"extensions":{"cursor":"AQAA`), ""},
 		{"an empty payload has none", nil, ""},
 	}

@@ -228,17 +228,18 @@ func (s *Schema) encode(res *graphql.Response, position int64) json.RawMessage {
 const cursorMember = `"extensions":{"cursor":"`
 
 // CursorOf is the cursor of the event a subscription's response answers, "" for none: for a
-// transport that also writes it beside the response (SSE's id).
+// transport that also writes it beside the response (SSE's id). It is the response's own last
+// member as encode writes it, never an object of the data that aliases spell the same way.
 func CursorOf(payload json.RawMessage) string {
-	i := bytes.LastIndex(payload, []byte(cursorMember))
-	if i < 0 {
-		return ""
-	}
-	cursor, _, ok := bytes.Cut(payload[i+len(cursorMember):], []byte{'"'})
+	rest, ok := bytes.CutSuffix(payload, []byte(`"}}`))
 	if !ok {
 		return ""
 	}
-	return string(cursor)
+	i := bytes.LastIndex(rest, []byte(cursorMember))
+	if i < 0 || bytes.IndexByte(rest[i+len(cursorMember):], '"') >= 0 {
+		return ""
+	}
+	return string(rest[i+len(cursorMember):])
 }
 
 // endListener ends l alone, telling it why.
