@@ -68,7 +68,7 @@ var (
 	ResponseTooLarge     = Code{"RESPONSE_TOO_LARGE", 0, 0, "an operation whose result would grow past max_response_size: it stops, data null"}
 	TooManyErrors        = Code{"TOO_MANY_ERRORS", 0, 0, "the error that ends a list of more than 100 errors of an operation that ran"}
 	TooManyOperations    = Code{"BAD_REQUEST", 0, 0, "an operation past max_subscriptions on one WebSocket connection"}
-	TooManySubscriptions = Code{"TOO_MANY_SUBSCRIPTIONS", 0, 0, "a client past max_distinct_subscriptions_per_client"}
+	TooManySubscriptions = Code{"TOO_MANY_SUBSCRIPTIONS", 429, 0, "a client past max_distinct_subscriptions_per_client (over HTTP, a stream refused before it starts)"}
 	ServerFull           = Code{"UNAVAILABLE", 503, 0, "a server at max_connections or max_distinct_subscriptions, or closing"}
 	Unavailable          = Code{"UNAVAILABLE", 503, 1013, "a store that does not answer within timeout, or key sets not fetched yet; Retry-After says when to retry"}
 	CursorExpired        = Code{"CURSOR_EXPIRED", 0, 0, "a subscription's resumeFrom whose next events the log no longer keeps (events_ttl, events_max): nothing is replayed; fetch again, then subscribe without it"}

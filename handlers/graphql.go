@@ -120,7 +120,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if streamed {
-		a.serveStream(w, r, stream, caller, op)
+		a.serveStream(w, r, stream, plain, caller, op)
 		return
 	}
 	// The id made now, on the request's goroutine: resolvers that log run on others.

@@ -182,10 +182,11 @@ func (s *stream) take() ([]json.RawMessage, bool, streamEnd) {
 	return q, s.done, s.end
 }
 
-// serveStream serves op, a prepared operation its caller may run, as a stream in the framing f.
+// serveStream serves op, a prepared operation its caller may run, as a stream in the framing f;
+// a refusal before the stream starts is JSON in the media type plain.
 // Subscriptions stream their events; a query or mutation (to a client that takes only a stream)
 // is one result.
-func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, caller auth.Identity, op *schema.Operation) {
+func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, plain string, caller auth.Identity, op *schema.Operation) {
 	if op.Type != "subscription" {
 		ctx := requestid.With(auth.NewContext(r.Context(), caller), a.requestID(r))
 		a.serveStreamed(w, f, a.cfg.GraphQL.Execute(ctx, op))
@@ -202,7 +203,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, cal
 	client := clientKey(caller, a.clientAddress(r))
 	if err := a.hub.conns.reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
 		w.Header().Set("Retry-After", retryAfter)
-		a.failGraphQL(w, r, applicationJSON, err)
+		a.failGraphQL(w, r, plain, err)
 		return
 	}
 	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client, hub: a.hub, ctx: requestid.With(context.Background(), a.requestID(r)), caller: caller.UserID, opened: time.Now()}
@@ -210,7 +211,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, cal
 	if !a.hub.conns.add(s) {
 		s.close()
 		w.Header().Set("Retry-After", retryAfter)
-		a.failGraphQL(w, r, applicationJSON, errcode.New(errcode.ServerFull, "the server is closing; try again later"))
+		a.failGraphQL(w, r, plain, errcode.New(errcode.ServerFull, "the server is closing; try again later"))
 		return
 	}
 	s.atEnd(func() { a.hub.conns.remove(s) })
@@ -221,14 +222,9 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, cal
 	l, err := a.cfg.GraphQL.ListenIn(seq, client, op, caller,
 		func(payload json.RawMessage) { s.push(payload, a.hub.api().cfg.Subscriptions.SendQueue) },
 		s.feedEnded)
-	if err != nil { // ErrTooManyFeeds (503), or ErrTooManyFeedsPerClient: a client's share, 429
+	if err != nil { // ErrTooManyFeeds (503), or ErrTooManyFeedsPerClient (429)
 		s.close()
-		if e := errcode.Of(err); e.Code.Status == 0 { // its row has no status: a WebSocket answers it in a message
-			share := *e
-			share.Code.Status = http.StatusTooManyRequests
-			err = &share
-		}
-		a.failGraphQL(w, r, applicationJSON, err)
+		a.failGraphQL(w, r, plain, err)
 		return
 	}
 	s.atEnd(l.Close)
