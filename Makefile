@@ -32,7 +32,7 @@ run: caddy
 # The tests of integration/ that measure time or memory, or load the machine: each runs alone,
 # one after the other, after the others (the attacks of hostile_*_test.go, the relay's tests of
 # process_relay_*_test.go, the store down under load of process_breaker_test.go).
-TIMED := TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts|TestTwoCaddiesRelayAThousandWrites|TestTwoCaddiesOneKilledAndRestarted|TestTwoCaddiesWhileTheDatabaseIsDown|TestTwoCaddiesWithWritesCutAfterThePost|TestTwoCaddiesWhileTheDatabaseStalls|TestTheStoreDownUnderLoad|TestResumingAcrossTwoCaddies|TestALongReplayBesideLiveSubscribers
+TIMED := TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts|TestTwoCaddiesRelayAThousandWrites|TestTwoCaddiesOneKilledAndRestarted|TestTwoCaddiesWhileTheDatabaseIsDown|TestTwoCaddiesWithWritesCutAfterThePost|TestTwoCaddiesWhileTheDatabaseStalls|TestTheStoreDownUnderLoad|TestResumingAcrossTwoCaddies|TestALongReplayBesideLiveSubscribers|TestStreamsAcrossTenReloadsUnderLoad|TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams|TestStoppingCaddyEndsTheStreamsAtOnce|TestAStreamClientThatStopsReadingIsEnded|TestAnExpiringTokenEndsTheStreams
 
 # A step of make test prefixed with it says how long it took, once it ends.
 STEP = start=$$(date +%s); trap 'echo "[the step above took $$(( $$(date +%s) - start ))s]"' EXIT;
