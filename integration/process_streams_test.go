@@ -664,12 +664,12 @@ func TestAnExpiringTokenEndsTheStreams(t *testing.T) {
 }
 
 // TestAStreamClientThatStopsReadingIsEnded: a client that opens an SSE stream and then reads
-// nothing, while large events flow, is ended by the server (never waited for), and another
-// subscriber gets every event meanwhile, promptly.
+// nothing, while large events flow, is ended by the server (never waited for), over HTTP/1.1 and
+// HTTP/2, and another subscriber gets every event meanwhile, promptly.
 func TestAStreamClientThatStopsReadingIsEnded(t *testing.T) {
 	ownProcesses(t)
 	admin, port := freePort(t), freePort(t)
-	p := startProcess(t, fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tpersist_config off\n\tmetrics\n}\nhttp://:%d {\n\tposts {\n\t\tdata_dir %s\n\t\tapi_key process-key alice\n\t\tws_keepalive 2s\n\t}\n}\n",
+	p := startProcess(t, fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tpersist_config off\n\tmetrics\n\tservers {\n\t\tprotocols h1 h2c\n\t}\n}\nhttp://:%d {\n\tposts {\n\t\tdata_dir %s\n\t\tapi_key process-key alice\n\t\tws_keepalive 2s\n\t}\n}\n",
 		admin, port, t.TempDir()), port)
 	adminMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", admin)
 	const query = "subscription { postCreated { title body } }"
@@ -691,6 +691,13 @@ func TestAStreamClientThatStopsReadingIsEnded(t *testing.T) {
 	defer stalled.Close()
 	fmt.Fprintf(stalled, "GET /graphql?query=%s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", url.QueryEscape(query), addr)
 	streamGauge(t, adminMetrics, overSSE, 1)
+	// And over HTTP/2, a stream that its client never reads: the client takes what the stream's
+	// flow-control window lets the server send (4 MiB for Go's client), then the server waits.
+	stalled2, err := openStreamed(ctx, h2cClient(), overSSE, p.url, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled2.close()
 
 	reader, err := openStreamed(ctx, streamClient(), overSSE, p.url, query)
 	if err != nil {
@@ -747,17 +754,36 @@ func TestAStreamClientThatStopsReadingIsEnded(t *testing.T) {
 	if stalledEnded == 0 {
 		stalledEnded = time.Since(start)
 	}
+	t.Logf("the two clients that stopped reading were ended within %v of the first write (%d MB written to each subscriber)",
+		stalledEnded.Round(time.Millisecond), posts*size/1_000_000)
 
-	t.Run("the client that stopped reading was ended: its connection is closed", func(t *testing.T) {
+	t.Run("the HTTP/1.1 client that stopped reading was ended: its connection is closed", func(t *testing.T) {
 		stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
 		n, err := io.Copy(io.Discard, stalled) // what the kernel kept for it, then the server's close
 		if err != nil {
 			t.Fatalf("after %d bytes: %v; want the server to have closed the connection", n, err)
 		}
-		t.Logf("ended %v after the first write; it had been sent %d KiB of the %d MB written to a subscriber",
-			stalledEnded.Round(time.Millisecond), n>>10, posts*size/1_000_000)
+		t.Logf("it had been sent %d KiB before its end", n>>10)
 		if n >= posts*size {
 			t.Errorf("it was sent %d bytes: every event, so it was not held back", n)
+		}
+	})
+	t.Run("the HTTP/2 client that stopped reading was ended: its response ends", func(t *testing.T) {
+		read := make(chan error, 1)
+		var n int64
+		go func() {
+			var err error
+			n, err = io.Copy(io.Discard, stalled2.r)
+			read <- err
+		}()
+		select {
+		case err := <-read:
+			t.Logf("it had been sent %d KiB before its end (%v)", n>>10, err)
+			if n >= posts*size {
+				t.Errorf("it was sent %d bytes: every event, so it was not held back", n)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("its response had not ended 10s after the writes")
 		}
 	})
 	t.Run("the other subscriber got every event, in order, promptly", func(t *testing.T) {
