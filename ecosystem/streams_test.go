@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -50,13 +51,20 @@ var (
 // multipart is whether t is Apollo's multipart protocol (else it is SSE).
 func (t transport) multipart() bool { return strings.HasPrefix(t.accept, "multipart/") }
 
-// eventDelay is the longest an event may take from its write to its arrival through the
-// modules in front: the bound, checked without the race detector only.
-const eventDelay = 100 * time.Millisecond
+// How long after its write an event may become readable through the modules in front,
+// checked without the race detector only. eventDelay is the bound, which a stream's
+// median event keeps; heldBack is the most any one may take: a stall of this loaded 2-core
+// machine (122 ms once in 950 events, measured) is not an event held back, which waits for the
+// next keep-alive (5 s for multipart, 12 s for SSE), a buffer to fill, or the end.
+const (
+	eventDelay = 100 * time.Millisecond
+	heldBack   = time.Second
+)
 
-// streamClient has no overall timeout (a stream lasts until the test closes it) and leaves the
-// content coding to the test.
-var streamClient = &http.Client{Transport: &http.Transport{DisableCompression: true}}
+// streamClient has no overall timeout (a stream lasts until the test closes it), only one for
+// the head (a stream held back entirely never answers), and leaves the content coding to the
+// test.
+var streamClient = &http.Client{Transport: &http.Transport{DisableCompression: true, ResponseHeaderTimeout: 10 * time.Second}}
 
 // stream is an open subscription: its response, and its frames as they become readable.
 type stream struct {
@@ -279,10 +287,11 @@ var writes atomic.Int64
 
 // eventsOneByOne creates n posts through writer's REST API, one after the other, and checks that
 // the stream gets each one's event, alone and in order, before the next write. Without the race
-// detector each must be readable within eventDelay of its write being done, which it is by the
-// time its 201 has come (the event often comes first): counted from the request, the delay
-// would hold the store's commit too, which on this loaded 2-core machine takes up to 100 ms
-// itself now and then. It logs the time from each request to its event, and from its 201.
+// detector the median event must be readable within eventDelay of its write being done, and
+// each within heldBack. The write is done by the time its 201 has come (the event often comes
+// first): counted from the request, the delay would hold the store's commit too, which on this
+// loaded machine takes up to 100 ms itself now and then. It logs the time from each request to
+// its event, and from its 201.
 func eventsOneByOne(t *testing.T, s *stream, writer *site, key string, n int) {
 	t.Helper()
 	var fromRequest, fromAnswer []time.Duration
@@ -308,11 +317,15 @@ func eventsOneByOne(t *testing.T, s *stream, writer *site, key string, n int) {
 		fromRequest, fromAnswer = append(fromRequest, f.at.Sub(sent)), append(fromAnswer, f.at.Sub(answered))
 	}
 	t.Logf("from each write's request to its event: %v; from its 201: %v", fromRequest, fromAnswer)
-	if !race.Enabled {
-		for i, d := range fromAnswer {
-			if d > eventDelay {
-				t.Errorf("event %d was readable %v after its write's 201; want within %v", i, d, eventDelay)
-			}
+	if race.Enabled {
+		return
+	}
+	if median := slices.Sorted(slices.Values(fromAnswer))[n/2]; median > eventDelay {
+		t.Errorf("the median event was readable %v after its write's 201; want within %v", median, eventDelay)
+	}
+	for i, d := range fromAnswer {
+		if d > heldBack {
+			t.Errorf("event %d was readable %v after its write's 201: held back; want within %v", i, d, heldBack)
 		}
 	}
 }
