@@ -83,8 +83,8 @@ type frame struct {
 
 // openStream subscribes to postCreated at baseURL/graphql over tr, asking for coding ("" for
 // none) and sending header ("Name: value" lines), and returns once the stream has opened (its
-// first comment or heartbeat has arrived: the subscription is in place). It closes when the
-// test ends.
+// first comment or heartbeat has arrived: it has joined its feed, which keepFeedLive keeps
+// subscribed to the events). It closes when the test ends.
 func openStream(t *testing.T, baseURL string, tr transport, coding string, header ...string) *stream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -124,8 +124,11 @@ func openStream(t *testing.T, baseURL string, tr transport, coding string, heade
 	go s.read(res, tr.multipart())
 	select {
 	case f, ok := <-s.frames:
-		if !ok || f.event != "" {
-			t.Fatalf("%s: the stream opened with %+v (ended: %v, %v); want a keep-alive first", tr.name, f, !ok, s.err)
+		if !ok {
+			t.Fatalf("%s: the stream ended (%v) before it opened", tr.name, s.err)
+		}
+		if f.event != "" {
+			t.Fatalf("%s: the stream opened with %+v; want a keep-alive first", tr.name, f)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("%s: the stream did not open in 10s (Content-Encoding %q)", tr.name, res.Header.Get("Content-Encoding"))
@@ -158,7 +161,7 @@ func (s *stream) read(res *http.Response, multipart bool) {
 		}
 		body = gz
 	case "zstd":
-		// One goroutine: it hands out each block as it is decoded, as a browser's decoder does.
+		// Decoded in this goroutine, block by block as they come, with no reading ahead.
 		zr, err := zstd.NewReader(res.Body, zstd.WithDecoderConcurrency(1))
 		if err != nil {
 			s.err = err
@@ -216,8 +219,8 @@ func parseFrame(raw string, multipart bool) (frame, bool) {
 		if part == "{}" {
 			return frame{}, true
 		}
-		if json.Unmarshal([]byte(part), &p) != nil {
-			return frame{event: "unreadable", data: part}, true
+		if json.Unmarshal([]byte(part), &p) != nil || string(p.Payload) == "null" {
+			return frame{event: "error", data: part}, true // unreadable, or the transport's errors
 		}
 		return frame{event: "next", data: string(p.Payload)}, true
 	}
