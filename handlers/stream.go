@@ -199,6 +199,10 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 		startStream(w, f)
 		return
 	}
+	if !canFlush(w) { // a handler in front holds the response: the client would get the opening, then nothing
+		a.failGraphQL(w, r, plain, errcode.Of(errors.New("a handler in front of posts buffers its responses (its writer cannot flush): subscriptions cannot stream through it; keep streams out of it (see the README's cache recipe)")))
+		return
+	}
 	cfg := a.cfg.Subscriptions
 	client := clientKey(caller, a.clientAddress(r))
 	if err := a.hub.conns.reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
@@ -318,6 +322,23 @@ func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 		_ = o.rc.SetWriteDeadline(s.deadline())
 	}
 	return o
+}
+
+// canFlush says whether what is written to w can be flushed to the client, as
+// http.ResponseController finds a writer that flushes: w or one it wraps. A writer that neither
+// flushes nor tells what it wraps holds the response.
+func canFlush(w http.ResponseWriter) bool {
+	for {
+		switch w.(type) {
+		case http.Flusher, interface{ FlushError() error }:
+			return true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		w = u.Unwrap()
+	}
 }
 
 // innermost is the ResponseWriter of net/http (or of HTTP/3) below the wrappers of w.

@@ -964,3 +964,29 @@ func TestAStreamEndsWhenItsTokenExpires(t *testing.T) {
 		}
 	})
 }
+
+// holdingWriter is a handler's writer in front of the API that keeps the response to itself, as
+// cache-handler's does for what it may store: it neither flushes nor says what it wraps.
+type holdingWriter struct{ http.ResponseWriter }
+
+func TestAStreamBehindAWriterThatCannotFlushIsRefused(t *testing.T) {
+	s := newWSServer(t, testSubscriptions)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.api.Route(r).ServeHTTP(holdingWriter{w}, r)
+	}))
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/graphql?query="+url.QueryEscape("subscription { postCreated { id } }"), nil)
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), `"code":"INTERNAL_SERVER_ERROR"`) {
+		t.Errorf("%d %s; want 500 INTERNAL_SERVER_ERROR rather than a stream that opens and ends", res.StatusCode, body)
+	}
+	if got := s.api.hub.conns.reserved; got != 0 {
+		t.Errorf("%d connections held after the refusal; want 0", got)
+	}
+}
