@@ -308,7 +308,7 @@ test('Apollo Client HttpLink: a stream authenticated by a JWT ends with UNAUTHEN
   }
 });
 
-test(`Apollo Client HttpLink: documents past max_depth (${MAX_DEPTH}) or max_aliases (${MAX_ALIASES}) are refused before the stream`, async () => {
+test(`Apollo Client HttpLink: documents past max_depth (${MAX_DEPTH}: as the subscription starts) or max_aliases (${MAX_ALIASES}: before the stream) end with their errors`, async () => {
   const client = apollo();
   try {
     const deep = await errorOfTheOneResult(

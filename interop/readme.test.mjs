@@ -1,8 +1,11 @@
-// The README's Node snippet, run as a reader runs it: the graphql-ws client of its Subscriptions
-// section, read from README.md (so the two cannot drift), saved as subscribe.mjs in a directory
-// of its own where graphql-ws and ws are installed, and run with this Node against the real
-// ./caddy serving the README's site (localhost and 127.0.0.1, the key dev-key of alice). Only the
-// port differs from what the README shows.
+// The README's client snippets, run as a reader runs them, read from README.md (so the two cannot
+// drift), against the real ./caddy serving the README's site (localhost and 127.0.0.1, the key
+// dev-key of alice; only the port differs from what the README shows): the graphql-ws client of
+// its Subscriptions section, and the three of "Subscriptions over HTTP" (graphql-sse and Apollo
+// Client's HttpLink saved as files in a directory of their own where the packages are installed
+// and run with this Node; the browser's EventSource run in headless Chromium in a document of the
+// site). The site ends each SSE stream after sse_max_duration (2 s), so the two SSE snippets
+// print every post once and in order only if they resume after each cut.
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -11,9 +14,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { inspect } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import puppeteer from 'puppeteer-core';
 import { countingTest, postsCaddyfile, readmeBlocks, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
 const NODE_MODULES = fileURLToPath(new URL('./node_modules', import.meta.url));
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const SSE_MAX_DURATION_MS = 2000;
+const WRITE_EVERY_MS = 80; // the pause between two posts of a writer
 
 let tmp; // the scratch directory: Caddyfile, data, Caddy's home, the snippet's directory
 let caddy; // { child, exited, log(), base }
@@ -24,9 +31,14 @@ before(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-posts-readme-'));
   caddy = await startCaddy({
     dir: tmp,
-    // The repository's Caddyfile, on a free port: both host names, one site.
+    // The repository's Caddyfile, on a free port: both host names, one site; and SSE streams cut
+    // every 2 s, which the SSE snippets must get over.
     caddyfile: (base) =>
-      postsCaddyfile(`${base.replace('127.0.0.1', 'localhost')}, ${base}`, [`data_dir ${path.join(tmp, 'data')}`, 'api_key dev-key alice']),
+      postsCaddyfile(`${base.replace('127.0.0.1', 'localhost')}, ${base}`, [
+        `data_dir ${path.join(tmp, 'data')}`,
+        'api_key dev-key alice',
+        `sse_max_duration ${SSE_MAX_DURATION_MS / 1000}s`,
+      ]),
     ready: async (base) => {
       const res = await fetch(`${base}/posts`);
       await res.arrayBuffer();
@@ -97,5 +109,205 @@ test("the README's graphql-ws snippet runs as pasted on this Node and prints a p
   } finally {
     child.kill('SIGTERM');
     await exited;
+  }
+});
+
+// --- helpers of the snippets of "Subscriptions over HTTP" ---------------------------------------
+
+/** The README's one js block that matches, with localhost:8080 (if it names it) on Caddy's port. */
+function readmeSnippet(matches, what, { named = true } = {}) {
+  const found = readmeBlocks('js').filter(matches);
+  assert.equal(found.length, 1, `README.md has one \`\`\`js block of ${what}`);
+  if (!named) return found[0];
+  assert.equal(found[0].split('localhost:8080').length, 2, `the ${what} snippet names localhost:8080 once`);
+  return found[0].replace('localhost:8080', `localhost:${new URL(caddy.base).port}`);
+}
+
+/**
+ * Saves source as name in a reader's directory of its own (node_modules beside it) and runs it
+ * with this Node. Returns { stdout(), stderr(), exit(), stop() }.
+ */
+function runSnippet(name, source) {
+  const dir = fs.mkdtempSync(path.join(tmp, 'reader-'));
+  fs.symlinkSync(NODE_MODULES, path.join(dir, 'node_modules'), 'dir');
+  fs.writeFileSync(path.join(dir, name), source);
+  const child = spawn(process.execPath, [name], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  let exit = null;
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve((exit = { code, signal }))));
+  return {
+    stdout: () => stdout,
+    stderr: () => stderr,
+    exit: () => exit,
+    stop: async () => {
+      if (!exit) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** Creates a post as alice with dev-key, as the README's curl does; returns it. */
+async function createPost(title) {
+  const res = await fetch(`${caddy.base}/posts`, {
+    method: 'POST',
+    headers: { Authorization: 'ApiKey dev-key', 'Content-Type': 'application/json' },
+    body: JSON.stringify({ title, body: 'Served by Caddy' }),
+  });
+  const post = await res.json();
+  assert.equal(res.status, 201, `POST /posts: ${JSON.stringify(post)}`);
+  return post;
+}
+
+const uniqueTitle = (what) => `${what} ${Math.random().toString(36).slice(2, 10)}`;
+
+/** Polls cond every 20ms until it is true; fails after ms, saying what and what detail() says. */
+async function until(cond, ms, what, detail = () => '') {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) assert.fail(`${what}: not within ${ms}ms\n${await detail()}`);
+    await sleep(20);
+  }
+}
+
+/** The number of SSE streams Caddy's log says sse_max_duration ended so far. */
+const cuts = () =>
+  caddy
+    .log()
+    .split('\n')
+    .filter((line) => line.includes('"msg":"graphql stream closed"') && line.includes('"end":"SERVICE_RESTART"')).length;
+
+/**
+ * Runs a subscriber that printed(), in order, the ids of the posts it got, through the server's
+ * cuts: posts until it prints one, then posts every WRITE_EVERY_MS for 6 s, none for 3 s (a cut
+ * with no event in it), posts for 2 s more; then waits for the last one. Asserts that it printed
+ * every post from its first once and in order, across at least two cuts.
+ */
+async function everyPostAcrossCuts(t, printed, describe) {
+  const written = [];
+  await until(
+    async () => {
+      written.push(await createPost(uniqueTitle('Hello, edge')));
+      await sleep(100);
+      return printed().length > 0;
+    },
+    10_000,
+    'the first post printed',
+    describe,
+  );
+  const cutsBefore = cuts();
+  const writeFor = async (ms) => {
+    for (const end = Date.now() + ms; Date.now() < end; await sleep(WRITE_EVERY_MS)) {
+      written.push(await createPost(uniqueTitle('Hello, edge')));
+    }
+  };
+  await writeFor(6000);
+  await sleep(3000);
+  await writeFor(2000);
+  const last = written.at(-1).id;
+  await until(() => printed().includes(last), 15_000, 'the last post printed', describe);
+  await sleep(200); // anything printed twice at the end shows too
+  const got = printed();
+  const ids = written.map((p) => p.id);
+  const first = ids.indexOf(got[0]);
+  assert.ok(first >= 0, `the first id printed, ${got[0]}, is none of the posts written`);
+  const missing = ids.slice(first).filter((id) => !got.includes(id));
+  const twice = got.filter((id, i) => got.indexOf(id) !== i);
+  assert.deepEqual(
+    got,
+    ids.slice(first),
+    `every post from the first printed, once and in order: missing ${missing.length}, printed twice ${twice.length}\n${await describe()}`,
+  );
+  const cut = cuts() - cutsBefore;
+  assert.ok(cut >= 2, `the server cut ${cut} SSE streams meanwhile; want several`);
+  t.diagnostic(`printed ${got.length} posts of ${ids.length} written, across ${cut} cuts`);
+}
+
+test("the README's graphql-sse snippet runs as pasted and prints every post once and in order across the server's cuts", async (t) => {
+  const run = runSnippet('subscribe-sse.mjs', readmeSnippet((text) => text.includes("from 'graphql-sse'"), 'graphql-sse'));
+  const report = () => `exit: ${JSON.stringify(run.exit())}\nstdout:\n${run.stdout()}\nstderr:\n${run.stderr()}`;
+  try {
+    const printed = () => [...run.stdout().matchAll(/id: '([^']+)'/g)].map((m) => m[1]);
+    await everyPostAcrossCuts(t, printed, report);
+    assert.ok(run.stdout().includes("userId: 'alice'"), run.stdout());
+    assert.equal(run.stderr(), '', 'the snippet wrote to stderr');
+    assert.equal(run.exit(), null, 'the snippet is still subscribed');
+  } finally {
+    await run.stop();
+  }
+});
+
+test("the README's Apollo Client HttpLink snippet runs as pasted and prints a post created meanwhile", async (t) => {
+  const source = readmeSnippet(
+    (text) => text.includes("from '@apollo/client'") && text.includes('new HttpLink') && !text.includes('graphql-ws'),
+    'Apollo Client with HttpLink',
+  );
+  const run = runSnippet('subscribe-apollo.mjs', source);
+  try {
+    let shown;
+    let writes = 0;
+    await until(
+      async () => {
+        writes++;
+        const post = await createPost(uniqueTitle('Hello, edge'));
+        for (const end = Date.now() + 500; Date.now() < end && !run.exit(); await sleep(20)) {
+          if (run.stdout().includes(inspect(post.title))) return (shown = post);
+        }
+        return run.exit() !== null;
+      },
+      10_000,
+      'a post printed',
+      () => `stdout:\n${run.stdout()}\nstderr:\n${run.stderr()}`,
+    );
+    assert.ok(shown, `the snippet exited (${JSON.stringify(run.exit())}): ${run.stdout()}\n${run.stderr()}`);
+    t.diagnostic(`posts created until the subscription was live: ${writes}`);
+    // Apollo Client's cache adds __typename to what it asks for.
+    const { id, title, userId } = shown;
+    const printed = inspect({ postCreated: { __typename: 'Post', id, title, userId } });
+    assert.ok(run.stdout().includes(`${printed}\n`), `the snippet printed:\n${run.stdout()}\nwhich lacks:\n${printed}`);
+    assert.equal(run.stderr(), '', 'the snippet wrote to stderr');
+    assert.equal(run.exit(), null, 'the snippet is still subscribed');
+  } finally {
+    await run.stop();
+  }
+});
+
+test("the README's EventSource snippet runs as pasted in Chromium and logs every post once and in order across the server's cuts", async (t) => {
+  const source = readmeSnippet((text) => text.includes('new EventSource'), 'EventSource', { named: false });
+  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium (apt-get install chromium) or set CHROMIUM`);
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    userDataDir: path.join(tmp, 'chromium'),
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
+    timeout: 20_000,
+  });
+  try {
+    const page = await browser.newPage();
+    const logged = [];
+    const problems = [];
+    let reading = Promise.resolve(); // what was logged, read in the order logged
+    page.on('console', (msg) => {
+      reading = reading.then(async () => {
+        if (msg.type() === 'log') logged.push(await msg.args()[0]?.jsonValue());
+        else problems.push(`console ${msg.type()}: ${msg.text()}`);
+      });
+    });
+    page.on('pageerror', (err) => problems.push(`page error: ${err.message ?? err}`));
+    // A document of the site (its list of posts), as a page of the site would be: the snippet
+    // subscribes with the relative URL /graphql.
+    const res = await page.goto(`${caddy.base}/posts?limit=1`, { waitUntil: 'load', timeout: 15_000 });
+    assert.equal(res.status(), 200);
+    await page.addScriptTag({ content: source });
+    const printed = () => logged.map((data) => data?.postCreated?.id);
+    await everyPostAcrossCuts(t, printed, () => JSON.stringify({ logged, problems }));
+    assert.ok(logged.every((data) => data.postCreated.userId === 'alice'), JSON.stringify(logged));
+    await reading;
+    t.diagnostic(`console: ${JSON.stringify(problems)}`);
+    assert.deepEqual(problems, []);
+  } finally {
+    await browser.close();
   }
 });
