@@ -94,6 +94,10 @@ func New(cfg Config) *API {
 			a.serveWebSocket(w, r) // a connection, counted when it closes
 			return
 		}
+		if r.ProtoMajor >= 2 && streamRequested(r.Header.Get("Accept")) != nil {
+			serveShallow(w, r, graphQLOverHTTP)
+			return
+		}
 		graphQLOverHTTP(w, r)
 	})
 	a.graphiql = http.HandlerFunc(a.serveGraphiQLFiles)

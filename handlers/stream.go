@@ -265,8 +265,38 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 		go s.run(o) // the request ends here; the stream goes on, on a goroutine of its own
 		return
 	}
+	if then, ok := r.Context().Value(thenKey{}).(*func()); ok {
+		*then = func() { s.run(o) } // on the handler's goroutine, once the setup's has ended
+		return
+	}
 	s.run(o)
 }
+
+// serveShallow serves a request that may become a stream over HTTP/2 or 3, whose handler's
+// goroutine lasts as long as the stream: the setup (credentials, the document, joining the
+// feed, the first bytes) runs on a goroutine of its own, which ends, and the stream's run then
+// waits on the handler's goroutine, whose stack stays the few KiB of the wait rather than the
+// 16 KiB the setup grows a stack to. A panic of the setup is the handler's, for Caddy to recover.
+func serveShallow(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
+	var then func()
+	var fault any
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { fault = recover() }()
+		serve(w, r.WithContext(context.WithValue(r.Context(), thenKey{}, &then)))
+	}()
+	<-done
+	if fault != nil {
+		panic(fault)
+	}
+	if then != nil {
+		then()
+	}
+}
+
+// thenKey carries, in a request served by serveShallow, where a stream leaves its run.
+type thenKey struct{}
 
 // serveStreamed answers res as a stream of one result in the framing f.
 func (a *API) serveStreamed(w http.ResponseWriter, f framing, res *graphql.Response) {
