@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ApolloClient, CombinedGraphQLErrors, CombinedProtocolErrors, HttpLink, InMemoryCache, ServerError, gql } from '@apollo/client';
+import { ApolloClient, CombinedGraphQLErrors, CombinedProtocolErrors, HttpLink, InMemoryCache, gql } from '@apollo/client';
 import { createClient as createWSClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
@@ -358,13 +358,29 @@ test(`Apollo Client HttpLink: past max_connections_per_user (${MAX_CONNECTIONS_P
       await until(async () => (await openStreams()) === i + 1, 5000, `carol's stream ${i + 1} open`);
     }
 
+    // Refused before the stream with 429, in JSON of the media type Apollo Client prefers, which
+    // it reads as GraphQL errors whatever the status.
     const { inbox, subscription } = subscribe(client, 'subscription { postCreated { id } }');
     subscriptions.push(subscription);
     const error = await errorOfTheOneResult(inbox, 'one connection too many');
-    assert.ok(ServerError.is(error), `want a ServerError, got ${error}`);
-    assert.equal(error.statusCode, 429);
-    assert.ok(Number(error.response.headers.get('retry-after')) > 0, 'with Retry-After');
-    assert.ok(JSON.parse(error.bodyText).errors?.[0]?.message, error.bodyText);
+    assert.ok(CombinedGraphQLErrors.is(error), `a GraphQL error: ${error}`);
+    assert.equal(error.errors.length, 1, JSON.stringify(error.errors));
+    assert.match(error.errors[0].message, /as many as max_connections_per_user allows/);
+    // The same request as Apollo Client sent it, read raw: its status and Retry-After.
+    const res = await fetch(`${caddy.base}/graphql`, {
+      method: 'POST',
+      headers: {
+        Accept: 'multipart/mixed;boundary=graphql;subscriptionSpec=1.0,application/graphql-response+json,application/json;q=0.9',
+        'Content-Type': 'application/json',
+        'X-API-Key': KEYS.carol,
+      },
+      body: JSON.stringify({ query: 'subscription { postCreated { id } }' }),
+    });
+    const body = await res.json();
+    assert.equal(res.status, 429, JSON.stringify(body));
+    assert.match(res.headers.get('content-type'), /^application\/graphql-response\+json\b/);
+    assert.ok(Number(res.headers.get('retry-after')) > 0, 'with Retry-After');
+    assert.deepEqual(body.errors.map((e) => e.message), error.errors.map((e) => e.message));
   } finally {
     for (const s of subscriptions) s.unsubscribe();
     client.stop();
