@@ -45,7 +45,8 @@ type framing interface {
 	failed(b []byte, errs []*gqlerrors.QueryError, reconnect bool) []byte
 }
 
-// streamRequested is the framing the Accept header of r asks for, or nil for none.
+// streamRequested is the framing an Accept header asks for, or nil for none: the first of
+// text/event-stream and multipart/mixed;subscriptionSpec it lists with a weight.
 func streamRequested(accept string) framing {
 	for item := range strings.SplitSeq(accept, ",") {
 		media, params, _ := strings.Cut(strings.TrimSpace(item), ";")
@@ -98,14 +99,16 @@ func originAllowed(r *http.Request, patterns []string) bool {
 	return false
 }
 
-// stream is one operation served over a long response. Its request's goroutine writes it (a
-// ResponseWriter is its handler's alone); events and the end reach it through the queue.
+// stream is one operation served over a long response. One goroutine writes it (run: the
+// request's, as a ResponseWriter is its handler's alone, or one of its own once it has taken its
+// connection); events and the end reach it through the queue.
 type stream struct {
 	frame framing
 	wake  chan struct{} // signalled when something is queued or the stream ends
 	hub   *Hub          // whose current API the stream applies
 
 	// For its log line.
+	client string          // the client the stream counts against (a user, or an address)
 	ctx    context.Context // carries the request's id
 	caller string          // the user id, "" for anonymous
 	opened time.Time
@@ -113,12 +116,11 @@ type stream struct {
 
 	undo []func() // what close undoes, in the order taken
 
-	mu     sync.Mutex
-	queue  []json.RawMessage // results to write, at most Subscriptions.SendQueue
-	done   bool              // the stream is ending: end is set
-	end    streamEnd
-	room   chan struct{} // closed when the queue is less than half full, for a replay waiting
-	client string
+	mu    sync.Mutex
+	queue []json.RawMessage // results to write, at most Subscriptions.SendQueue
+	done  bool              // the stream is ending: end is set
+	end   streamEnd
+	room  chan struct{} // closed when the queue is less than half full, for a replay waiting
 }
 
 // streamEnd is how a stream ends: with errs or not, and whether the client should reconnect.
@@ -182,10 +184,9 @@ func (s *stream) take() ([]json.RawMessage, bool, streamEnd) {
 	return q, s.done, s.end
 }
 
-// serveStream serves op, a prepared operation its caller may run, as a stream in the framing f;
-// a refusal before the stream starts is JSON in the media type plain.
-// Subscriptions stream their events; a query or mutation (to a client that takes only a stream)
-// is one result.
+// serveStream serves op, a prepared operation its caller may run, as a stream in the framing f:
+// a subscription's events, or the one result of a query or mutation (to a client that takes only
+// a stream). A refusal before the stream starts is JSON in the media type plain.
 func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, plain string, caller auth.Identity, op *schema.Operation) {
 	if op.Type != "subscription" {
 		ctx := requestid.With(auth.NewContext(r.Context(), caller), a.requestID(r))
