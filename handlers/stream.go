@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -273,32 +272,6 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 	s.run(o)
 }
 
-// serveShallow serves a request that may become a stream over HTTP/2 or 3, whose handler's
-// goroutine lasts as long as the stream: the setup (credentials, the document, joining the
-// feed, the first bytes) runs on a goroutine of its own, which ends, and the stream's run then
-// waits on the handler's goroutine, whose stack stays the few KiB of the wait rather than the
-// 16 KiB the setup grows a stack to. A panic of the setup is the handler's, for Caddy to recover.
-func serveShallow(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
-	var then func()
-	var fault any
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() { fault = recover() }()
-		serve(w, r.WithContext(context.WithValue(r.Context(), thenKey{}, &then)))
-	}()
-	<-done
-	if fault != nil {
-		panic(fault)
-	}
-	if then != nil {
-		then()
-	}
-}
-
-// thenKey carries, in a request served by serveShallow, where a stream leaves its run.
-type thenKey struct{}
-
 // serveStreamed answers res as a stream of one result in the framing f.
 func (a *API) serveStreamed(w http.ResponseWriter, f framing, res *graphql.Response) {
 	if x := exchangeOf(w); x != nil {
@@ -353,34 +326,6 @@ func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 		_ = o.rc.SetWriteDeadline(s.deadline())
 	}
 	return o
-}
-
-// canFlush says whether what is written to w can be flushed to the client, as
-// http.ResponseController finds a writer that flushes: w or one it wraps. A writer that neither
-// flushes nor tells what it wraps holds the response.
-func canFlush(w http.ResponseWriter) bool {
-	for {
-		switch w.(type) {
-		case http.Flusher, interface{ FlushError() error }:
-			return true
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return false
-		}
-		w = u.Unwrap()
-	}
-}
-
-// innermost is the ResponseWriter of net/http (or of HTTP/3) below the wrappers of w.
-func innermost(w http.ResponseWriter) http.ResponseWriter {
-	for {
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return w
-		}
-		w = u.Unwrap()
-	}
 }
 
 // deadline is that of a write now: one the client does not take within the keep-alive
@@ -470,95 +415,6 @@ func (s *stream) close() {
 	}
 	s.undo = nil
 }
-
-// out is where a stream's bytes go.
-type out interface {
-	write(b []byte, deadline time.Time) bool // and flush; false once the client is gone
-	end()                                    // after the last write
-	gone() <-chan struct{}                   // closed when the client leaves, if the transport tells
-}
-
-// responseOut is the response, through whatever Caddy has in front of the handler (encode).
-type responseOut struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	ctx context.Context
-}
-
-func (o *responseOut) write(b []byte, deadline time.Time) bool {
-	_ = o.rc.SetWriteDeadline(deadline)
-	if _, err := o.w.Write(b); err != nil {
-		return false
-	}
-	return o.rc.Flush() == nil
-}
-
-func (o *responseOut) end()                  {}
-func (o *responseOut) gone() <-chan struct{} { return o.ctx.Done() }
-
-// takeConnection takes the connection of an HTTP/1.1 stream from net/http once its head is
-// out, so that the request ends and the stream holds no handler goroutine (and Caddy's state of
-// the request) for its life, as a WebSocket does not: nil over HTTP/2 and 3, whose streams
-// share their connection, over HTTP/1.0, which has no chunks, and when a handler in front
-// transforms the body (encode's Content-Encoding), which the stream must keep going through.
-func takeConnection(w http.ResponseWriter, r *http.Request) net.Conn {
-	if !r.ProtoAtLeast(1, 1) || r.ProtoMajor != 1 || w.Header().Get("Content-Encoding") != "" {
-		return nil
-	}
-	hj, ok := hijackBelow(w).(http.Hijacker)
-	if !ok {
-		return nil
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		return nil
-	}
-	return conn
-}
-
-// connOut writes the rest of an HTTP/1.1 response's chunked body to its connection.
-type connOut struct {
-	conn net.Conn
-	head []byte        // a chunk's size line
-	left chan struct{} // closed once the connection reads nothing more: the client left
-}
-
-// newConnOut writes to conn, and reads it to tell when the client leaves (a client of a
-// stream sends nothing more; what it would is dropped).
-func newConnOut(conn net.Conn) *connOut {
-	o := &connOut{conn: conn, left: make(chan struct{})}
-	go func() {
-		var b [1]byte
-		for {
-			if _, err := conn.Read(b[:]); err != nil {
-				_ = conn.Close() // net/http no longer does, once the connection is taken
-				close(o.left)
-				return
-			}
-		}
-	}()
-	return o
-}
-
-func (o *connOut) write(b []byte, deadline time.Time) bool {
-	_ = o.conn.SetWriteDeadline(deadline)
-	o.head = append(strconv.AppendInt(o.head[:0], int64(len(b)), 16), "\r\n"...)
-	chunk := net.Buffers{o.head, b, []byte("\r\n")}
-	if _, err := chunk.WriteTo(o.conn); err != nil {
-		_ = o.conn.Close() // a client that took nothing within the deadline is ended, not held
-		return false
-	}
-	return true
-}
-
-// end writes the last chunk, so that the client sees a whole response, and closes.
-func (o *connOut) end() {
-	_ = o.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = o.conn.Write([]byte("0\r\n\r\n"))
-	_ = o.conn.Close()
-}
-
-func (o *connOut) gone() <-chan struct{} { return o.left }
 
 // feedEnded ends the stream as its subscription's feed ended: complete, or with the errors of an
 // operation that could not run or of a resume refused; a feed that fell behind the events ends
