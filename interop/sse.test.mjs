@@ -6,14 +6,10 @@
 // subscriber. Run with `make interop`, or `node --test sse.test.mjs` in interop/.
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { createClient } from 'graphql-sse';
 import { createClient as createWSClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import { countingTest, readyForTokens, serveJWKS, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, splitEvent, stopCaddy } from './lib.mjs';
 import {
   Inbox,
   describe,
@@ -21,7 +17,7 @@ import {
   nextEvent,
   pick,
   sinkInto,
-  streamsCaddyfile,
+  startTokenSite,
   uniqueTitle,
   until,
   untilLive,
@@ -37,9 +33,7 @@ const MAX_ALIASES = 3;
 const MAX_CONNECTIONS_PER_USER = 4;
 const MAX_RESPONSE_SIZE = 2048; // bytes: a post's body of 3,000 characters is past it
 
-let tmp; // the scratch directory: Caddyfile, data, Caddy's home
-let jwks; // { server, url }
-let signing; // { alg, kid, privateKey }
+let site; // startTokenSite's
 let caddy; // { child, exited, log(), base }
 
 // test is node:test's test, counting failures so that Caddy's log is shown when something failed.
@@ -47,17 +41,8 @@ const { test, failures } = countingTest();
 
 // --- helpers ------------------------------------------------------------------------------------
 
-/** A token for sub, signed with the key in the JWKS, that expires at exp (seconds) or after 5m. */
-function mint(sub, exp = '5m') {
-  return new SignJWT({})
-    .setProtectedHeader({ alg: signing.alg, kid: signing.kid, typ: 'JWT' })
-    .setIssuer(ISSUER)
-    .setAudience(AUDIENCE)
-    .setSubject(sub)
-    .setIssuedAt()
-    .setExpirationTime(exp)
-    .sign(signing.privateKey);
-}
+/** A token for sub that expires at exp (seconds) or after 5m. */
+const mint = (sub, exp) => site.mint(sub, exp);
 
 /** One REST request as user (their API key); body (an object) goes as JSON, or as contentType. */
 async function rest(method, path, { body, contentType = 'application/json', user = 'alice' } = {}) {
@@ -122,36 +107,23 @@ const openStreams = () => metric(caddy.base, 'caddy_posts_streams', 'interface="
 // --- setup --------------------------------------------------------------------------------------
 
 before(async () => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-posts-interop-sse-'));
-  const { publicKey, privateKey } = await generateKeyPair('ES256');
-  signing = { alg: 'ES256', kid: 'interop-sse-es256', privateKey };
-  jwks = await serveJWKS([{ ...(await exportJWK(publicKey)), kid: signing.kid, alg: signing.alg, use: 'sig' }]);
-  caddy = await startCaddy({
-    dir: tmp,
-    caddyfile: (base) =>
-      streamsCaddyfile(base, [
-        `data_dir ${path.join(tmp, 'data')}`,
-        `jwks_url ${jwks.url}`,
-        `issuer ${ISSUER}`,
-        `audience ${AUDIENCE}`,
-        'leeway 0s', // so that a token ends exactly at its exp
-        ...Object.entries(KEYS).map(([user, key]) => `api_key ${key} ${user}`),
-        `max_depth ${MAX_DEPTH}`,
-        `max_aliases ${MAX_ALIASES}`,
-        `max_connections_per_user ${MAX_CONNECTIONS_PER_USER}`,
-        `max_response_size ${MAX_RESPONSE_SIZE}B`,
-      ]),
-    ready: readyForTokens(await mint('alice')),
+  site = await startTokenSite({
+    name: 'sse',
+    issuer: ISSUER,
+    audience: AUDIENCE,
+    keys: KEYS,
+    settings: [
+      `max_depth ${MAX_DEPTH}`,
+      `max_aliases ${MAX_ALIASES}`,
+      `max_connections_per_user ${MAX_CONNECTIONS_PER_USER}`,
+      `max_response_size ${MAX_RESPONSE_SIZE}B`,
+    ],
   });
+  caddy = site.caddy;
 });
 
 after(async () => {
-  await stopCaddy(caddy);
-  await new Promise((resolve) => jwks?.server.close(resolve) ?? resolve());
-  if (failures() > 0 && caddy) {
-    console.error(`--- caddy's log (${failures()} test(s) failed) ---\n${caddy.log()}--- end of caddy's log ---`);
-  }
-  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  await site?.stop(failures());
 });
 
 // --- the tests ----------------------------------------------------------------------------------

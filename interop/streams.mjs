@@ -3,7 +3,11 @@
 // (and pages of a test's own), a reader of one series, a condition awaited, and an inbox of what
 // a subscription received.
 import assert from 'node:assert/strict';
-import { sleep } from './lib.mjs';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { SignJWT, exportJWK, generateKeyPair } from 'jose';
+import { readyForTokens, serveJWKS, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
 /**
  * A Caddyfile with one site at base: Caddy's metrics at /metrics, the handle blocks of routes
@@ -32,6 +36,52 @@ ${subdirectives.map((line) => `\t\t\t${line}\n`).join('')}		}
 	}
 }
 `;
+}
+
+/**
+ * ./caddy on a site of streamsCaddyfile for the tests of name, with a key set of its own served
+ * over HTTP: tokens of issuer for audience (mint signs them, for sub, expiring at exp), the API
+ * keys of keys ({ user: key }), leeway 0s (a token ends exactly at its exp), and the
+ * subdirectives of settings. stop(failed) stops both, showing Caddy's log when tests failed.
+ */
+export async function startTokenSite({ name, issuer, audience, keys, settings }) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), `caddy-posts-interop-${name}-`));
+  const { publicKey, privateKey } = await generateKeyPair('ES256');
+  const kid = `interop-${name}-es256`;
+  const jwks = await serveJWKS([{ ...(await exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' }]);
+  const mint = (sub, exp = '5m') =>
+    new SignJWT({})
+      .setProtectedHeader({ alg: 'ES256', kid, typ: 'JWT' })
+      .setIssuer(issuer)
+      .setAudience(audience)
+      .setSubject(sub)
+      .setIssuedAt()
+      .setExpirationTime(exp)
+      .sign(privateKey);
+  const caddy = await startCaddy({
+    dir: tmp,
+    caddyfile: (base) =>
+      streamsCaddyfile(base, [
+        `data_dir ${path.join(tmp, 'data')}`,
+        `jwks_url ${jwks.url}`,
+        `issuer ${issuer}`,
+        `audience ${audience}`,
+        'leeway 0s',
+        ...Object.entries(keys).map(([user, key]) => `api_key ${key} ${user}`),
+        ...settings,
+      ]),
+    ready: readyForTokens(await mint('alice')),
+  });
+  return {
+    caddy,
+    mint,
+    async stop(failed) {
+      await stopCaddy(caddy);
+      await new Promise((resolve) => jwks.server.close(resolve));
+      if (failed > 0) console.error(`--- caddy's log (${failed} test(s) failed) ---\n${caddy.log()}--- end of caddy's log ---`);
+      fs.rmSync(tmp, { recursive: true, force: true });
+    },
+  };
 }
 
 /**
