@@ -74,7 +74,7 @@ interop: caddy
 # seeded through its API, against the bare net/http + SQLite baseline on the same files
 # (bench/bare), Caddy's respond, bench/wsbare and PocketBase (bench/pocketbase, built with the Go
 # toolchain its go.mod names: GOTOOLCHAIN=auto), each pair interleaved under bench/run's own load
-# generator; prints the table and writes it to bench/RESULTS.md (10 to 15 minutes on 2 cores).
+# generator; prints the table and writes it to bench/RESULTS.md (about 20 minutes on 2 cores).
 # BENCH_FLAGS passes flags to it, e.g. BENCH_FLAGS='-only 1|2 -profile bench/profiles'.
 # The Go benchmarks of bench/: go test -run '^$$' -bench . ./bench/
 BENCH_FLAGS ?=
