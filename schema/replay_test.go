@@ -1,6 +1,7 @@
 package schema_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -208,7 +209,19 @@ func TestResumesOfOneConnectionComeInOneOrder(t *testing.T) {
 		step()
 	}
 	got := make(chan string, 1000)
-	seq := schema.NewSequence(1000, func() { t.Error("the sequence overflowed") }, nil)
+	// The order holds across the subscriptions the connection has: a replay that delivered before
+	// the second subscription came could not take back what it sent. Both are subscribed before
+	// either replay delivers, as a client that resubscribes sends both at once; the connection's
+	// room (which every replayed response waits for) is what holds them back until then.
+	joined := make(chan struct{})
+	seq := schema.NewSequence(1000, func() { t.Error("the sequence overflowed") }, func(ctx context.Context) error {
+		select {
+		case <-joined:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
 	for _, query := range []string{createdQuery, `subscription { postUpdated { title } }`} {
 		op, refusal := s.Prepare(schema.Request{Query: query, ResumeFrom: json.RawMessage(`"` + cursor + `"`)})
 		if refusal != nil {
@@ -228,6 +241,7 @@ func TestResumesOfOneConnectionComeInOneOrder(t *testing.T) {
 		}
 		t.Cleanup(l.Close)
 	}
+	close(joined)
 	for range 50 {
 		step()
 	}
