@@ -33,9 +33,6 @@ import (
 // Query is the subscription of every stream: the one wsload's fleet subscribes to.
 const Query = "subscription { postCreated { id title } }"
 
-// dialWorkers is how many subscriptions are opened at once.
-const dialWorkers = 8
-
 // Options say how a fleet reaches the server.
 type Options struct {
 	// Headers are sent with every request, e.g. X-API-Key.
@@ -90,31 +87,17 @@ func Open(ctx context.Context, endpoint string, n int, opts Options) (*Fleet, er
 	}
 	target := endpoint + "?" + url.Values{"query": {Query}}.Encode()
 	f.Begin(0)
-	var next atomic.Int64
-	errs := make(chan error, dialWorkers)
-	var workers sync.WaitGroup
-	for range dialWorkers {
-		workers.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				body, err := f.subscribe(f.clients[i%len(f.clients)], target, opts)
-				if err != nil {
-					errs <- fmt.Errorf("subscription %d: %w", i, err)
-					next.Store(int64(n)) // stop the others
-					return
-				}
-				f.bodies[i] = body
-				f.readers.Add(1)
-				go f.read(i, body)
-			}
-		})
-	}
-	workers.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := wsload.Each(n, func(i int) error {
+		body, err := f.subscribe(f.clients[i%len(f.clients)], target, opts)
+		if err != nil {
+			return fmt.Errorf("subscription %d: %w", i, err)
+		}
+		f.bodies[i] = body
+		f.readers.Add(1)
+		go f.read(i, body)
+		return nil
+	})
+	if err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -78,6 +78,32 @@ type Round struct {
 	done  chan struct{} // closed when every connection has read it
 }
 
+// Each calls open for 0 to n-1, dialWorkers at once, and stops at the first error, which it
+// returns: how a fleet opens its connections or subscriptions.
+func Each(n int, open func(i int) error) error {
+	var next atomic.Int64
+	errs := make(chan error, dialWorkers)
+	var workers sync.WaitGroup
+	for range dialWorkers {
+		workers.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := open(i); err != nil {
+					errs <- err
+					next.Store(int64(n)) // stop the others
+					return
+				}
+			}
+		})
+	}
+	workers.Wait()
+	close(errs)
+	return <-errs
+}
+
 // Stats is how long one event took to reach the connections, from just before it was published.
 type Stats struct {
 	First, Median, Last time.Duration
@@ -97,31 +123,17 @@ func Open(ctx context.Context, url string, n int, init []byte) (*Fleet, error) {
 		ctx: ctx, cancel: cancel, ends: map[string]int{},
 	}
 	f.Begin(0)
-	var next atomic.Int64
-	errs := make(chan error, dialWorkers)
-	var workers sync.WaitGroup
-	for range dialWorkers {
-		workers.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				c, err := f.dial(url)
-				if err != nil {
-					errs <- fmt.Errorf("connection %d: %w", i, err)
-					next.Store(int64(n)) // stop the others
-					return
-				}
-				f.conns[i] = c
-				f.readers.Add(1)
-				go f.read(i, c)
-			}
-		})
-	}
-	workers.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := Each(n, func(i int) error {
+		c, err := f.dial(url)
+		if err != nil {
+			return fmt.Errorf("connection %d: %w", i, err)
+		}
+		f.conns[i] = c
+		f.readers.Add(1)
+		go f.read(i, c)
+		return nil
+	})
+	if err != nil {
 		f.Close(false)
 		return nil, err
 	}
