@@ -90,18 +90,14 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	// A stream carries subscriptions, and the other operations of a client that takes nothing else.
 	streamed := stream != nil && (media == "" || op != nil && op.Type == "subscription")
 	switch {
-	case refusal != nil && streamed && media == "":
+	case refusal != nil && media == "": // a client that takes only a stream
 		// As graphql-sse's reference server does: the errors as the stream's one result.
 		a.serveStreamed(w, stream, &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
 		return
 	case refusal != nil:
 		writeGraphQL(w, plain, refusalStatus(plain, refusal), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
 		return
-	case get && op.Type == "mutation":
-		w.Header().Set("Allow", http.MethodPost)
-		a.failGraphQL(w, r, plain, errcode.New(errcode.MethodNotAllowed, "a "+op.Type+" cannot be sent with GET; use POST"))
-		return
-	case get && op.Type != "query" && !streamed:
+	case get && (op.Type == "mutation" || op.Type == "subscription" && !streamed): // GET streams a subscription only
 		w.Header().Set("Allow", http.MethodPost)
 		a.failGraphQL(w, r, plain, errcode.New(errcode.MethodNotAllowed, "a "+op.Type+" cannot be sent with GET; use POST"))
 		return
