@@ -314,17 +314,19 @@ func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 		x.code = "OK"
 		x.streaming(s.frame.name())
 	}
+	if w.Header().Get("Content-Encoding") != "" {
+		return o // a handler in front (encode) transforms the body: the rest goes through it
+	}
 	if conn := takeConnection(w, r); conn != nil {
 		return newConnOut(conn)
 	}
-	if w.Header().Get("Content-Encoding") == "" {
-		// Caddy's wrappers hold every write of a response to the server's write timeout (timeouts
-		// { write }, a bound on the whole response since Caddy 2.11), which over HTTP/2 resets the
-		// stream at that moment: the rest goes below them, unless encode transforms the body.
-		o.w = innermost(w)
-		o.rc = http.NewResponseController(o.w)
-		_ = o.rc.SetWriteDeadline(s.deadline())
-	}
+	// Caddy's wrappers hold every write of a response to the server's write timeout (timeouts
+	// { write }, a bound on the whole response since Caddy 2.11), which over HTTP/2 resets the
+	// stream at that moment: the rest goes below them, and the deadline their write of the
+	// opening set is moved at once.
+	o.w = innermost(w)
+	o.rc = http.NewResponseController(o.w)
+	_ = o.rc.SetWriteDeadline(s.deadline())
 	return o
 }
 

@@ -41,10 +41,9 @@ func (o *responseOut) gone() <-chan struct{} { return o.ctx.Done() }
 // takeConnection takes the connection of an HTTP/1.1 stream from net/http once its head is
 // out, so that the request ends and the stream holds no handler goroutine (and Caddy's state of
 // the request) for its life, as a WebSocket does not: nil over HTTP/2 and 3, whose streams
-// share their connection, over HTTP/1.0, which has no chunks, and when a handler in front
-// transforms the body (encode's Content-Encoding), which the stream must keep going through.
+// share their connection, and over HTTP/1.0, which has no chunks.
 func takeConnection(w http.ResponseWriter, r *http.Request) net.Conn {
-	if !r.ProtoAtLeast(1, 1) || r.ProtoMajor != 1 || w.Header().Get("Content-Encoding") != "" {
+	if !r.ProtoAtLeast(1, 1) || r.ProtoMajor != 1 {
 		return nil
 	}
 	hj, ok := hijackBelow(w).(http.Hijacker)
