@@ -52,7 +52,7 @@ test:
 	$(STEP) $(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/
 	@echo "go test -tags integration -run TIMED ./integration/ (one after the other)"
 	@$(STEP) out=$$($(GO) test -count=1 -tags integration -parallel 1 -v -run '$(TIMED)' ./integration/ 2>&1); status=$$?; \
-		if [ $$status -eq 0 ]; then echo "$$out" | grep -E '^(--- |ok )|process_relay|process_breaker|process_streams|hostile'; else echo "$$out"; fi; exit $$status
+		if [ $$status -eq 0 ]; then echo "$$out" | grep -E '^(--- |ok )|process_relay|process_breaker|process_resume|process_streams|hostile'; else echo "$$out"; fi; exit $$status
 	$(MAKE) build
 	./caddy list-modules | grep -qx 'http.handlers.posts' || { echo "http.handlers.posts is not in ./caddy"; exit 1; }
 	./caddy validate --config Caddyfile
