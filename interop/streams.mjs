@@ -1,5 +1,5 @@
-// Helpers of the tests of subscriptions streamed over plain HTTP (sse.test.mjs,
-// multipart.test.mjs, eventsource.test.mjs): a Caddyfile whose site also serves Caddy's metrics
+// Helpers of the tests of subscriptions (sse.test.mjs, multipart.test.mjs, eventsource.test.mjs;
+// the inbox also subscriptions.test.mjs's): a Caddyfile whose site also serves Caddy's metrics
 // (and pages of a test's own), a reader of one series, a condition awaited, and an inbox of what
 // a subscription received.
 import assert from 'node:assert/strict';
@@ -126,7 +126,7 @@ export function within(promise, ms, what) {
 }
 
 /**
- * What one subscription received, in order: push() adds, next(ms) takes the oldest, waiting up
+ * What one subscription (or one socket) received, in order: push() adds, next(ms) takes the oldest, waiting up
  * to ms for it; items() is what is still to take.
  */
 export class Inbox {
@@ -168,9 +168,12 @@ export function sinkInto(inbox) {
   };
 }
 
-/** Describes what an inbox held, for an assertion message. */
+/** Describes what an inbox held, for an assertion message: a WebSocket's close by its code. */
 export function describe(item) {
-  if (item.error) return `an error: ${item.error?.message ?? JSON.stringify(item.error)}`;
+  if (item.error) {
+    const e = item.error;
+    return `an error: ${'code' in e ? `close ${e.code} ${JSON.stringify(e.reason)}` : JSON.stringify(e.message ?? e)}`;
+  }
   return item.complete ? 'complete' : `a result: ${JSON.stringify(item.result)}`;
 }
 

@@ -13,6 +13,7 @@ import { SubscriptionClient } from 'subscriptions-transport-ws';
 import WebSocket from 'ws';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { countingTest, postsCaddyfile, readyForTokens, serveJWKS, sleep, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
+import { Inbox, describe, sinkInto } from './streams.mjs';
 
 const ISSUER = 'https://issuer.example.test/';
 const AUDIENCE = 'posts-interop-subscriptions';
@@ -73,54 +74,6 @@ const uniqueTitle = (what) => `${what} ${Math.random().toString(36).slice(2, 10)
 
 /** The fields of post that a subscription selected. */
 const pick = (post, fields) => Object.fromEntries(fields.map((f) => [f, post[f]]));
-
-/**
- * What one subscription (or one socket) received, in order: push() adds, next(ms) takes the
- * oldest, waiting up to ms for it.
- */
-class Inbox {
-  #items = [];
-  #waiters = [];
-
-  push(item) {
-    const waiter = this.#waiters.shift();
-    if (waiter) waiter(item);
-    else this.#items.push(item);
-  }
-
-  next(ms, what = 'a message') {
-    if (this.#items.length > 0) return Promise.resolve(this.#items.shift());
-    return new Promise((resolve, reject) => {
-      const waiter = (item) => {
-        clearTimeout(timer);
-        resolve(item);
-      };
-      const timer = setTimeout(() => {
-        this.#waiters.splice(this.#waiters.indexOf(waiter), 1);
-        reject(new Error(`no ${what} within ${ms}ms`));
-      }, ms);
-      this.#waiters.push(waiter);
-    });
-  }
-}
-
-/** A sink for graphql-ws and an observer for subscriptions-transport-ws, both filling inbox. */
-function sinkInto(inbox) {
-  return {
-    next: (result) => inbox.push({ result }),
-    error: (error) => inbox.push({ error }),
-    complete: () => inbox.push({ complete: true }),
-  };
-}
-
-/** Describes what an inbox held, for an assertion message. */
-function describe(item) {
-  if (item.error) {
-    const e = item.error;
-    return `an error: ${'code' in e ? `close ${e.code} ${JSON.stringify(e.reason)}` : JSON.stringify(e.message ?? e)}`;
-  }
-  return item.complete ? 'complete' : `a result: ${JSON.stringify(item.result)}`;
-}
 
 /**
  * Waits until the subscription feeding inbox is live on the server. Nothing in either protocol
