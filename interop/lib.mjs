@@ -192,3 +192,34 @@ export function splitEvent(event) {
   assert.match(extensions.cursor, CURSOR, `an event's cursor is 23 base64url characters: ${shown}`);
   return { rest, cursor: extensions.cursor };
 }
+
+/**
+ * Saves source as name in a reader's directory of its own under parent (this package's
+ * node_modules beside it, as npm install would put them) and runs it with this Node, nodeArgs
+ * and env added. Returns { stdout(), stderr(), exit(), stop() }.
+ */
+export function runSnippet(parent, name, source, nodeArgs = [], env = {}) {
+  const dir = fs.mkdtempSync(path.join(parent, 'reader-'));
+  fs.symlinkSync(fileURLToPath(new URL('./node_modules', import.meta.url)), path.join(dir, 'node_modules'), 'dir');
+  fs.writeFileSync(path.join(dir, name), source);
+  const child = spawn(process.execPath, [...nodeArgs, name], {
+    cwd: dir,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  let exit = null;
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve((exit = { code, signal }))));
+  return {
+    stdout: () => stdout,
+    stderr: () => stderr,
+    exit: () => exit,
+    stop: async () => {
+      if (!exit) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { inspect } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
-import { countingTest, postsCaddyfile, readmeBlocks, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, postsCaddyfile, readmeBlocks, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
 const NODE_MODULES = fileURLToPath(new URL('./node_modules', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
@@ -123,32 +123,6 @@ function readmeSnippet(matches, what, { named = true } = {}) {
   return found[0].replace('localhost:8080', `localhost:${new URL(caddy.base).port}`);
 }
 
-/**
- * Saves source as name in a reader's directory of its own (node_modules beside it) and runs it
- * with this Node. Returns { stdout(), stderr(), exit(), stop() }.
- */
-function runSnippet(name, source) {
-  const dir = fs.mkdtempSync(path.join(tmp, 'reader-'));
-  fs.symlinkSync(NODE_MODULES, path.join(dir, 'node_modules'), 'dir');
-  fs.writeFileSync(path.join(dir, name), source);
-  const child = spawn(process.execPath, [name], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  let exit = null;
-  child.stdout.on('data', (chunk) => (stdout += chunk));
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve((exit = { code, signal }))));
-  return {
-    stdout: () => stdout,
-    stderr: () => stderr,
-    exit: () => exit,
-    stop: async () => {
-      if (!exit) child.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
-
 /** Creates a post as alice with dev-key, as the README's curl does; returns it. */
 async function createPost(title) {
   const res = await fetch(`${caddy.base}/posts`, {
@@ -226,7 +200,7 @@ async function everyPostAcrossCuts(t, printed, describe) {
 }
 
 test("the README's graphql-sse snippet runs as pasted and prints every post once and in order across the server's cuts", async (t) => {
-  const run = runSnippet('subscribe-sse.mjs', readmeSnippet((text) => text.includes("from 'graphql-sse'"), 'graphql-sse'));
+  const run = runSnippet(tmp, 'subscribe-sse.mjs', readmeSnippet((text) => text.includes("from 'graphql-sse'"), 'graphql-sse'));
   const report = () => `exit: ${JSON.stringify(run.exit())}\nstdout:\n${run.stdout()}\nstderr:\n${run.stderr()}`;
   try {
     const printed = () => [...run.stdout().matchAll(/id: '([^']+)'/g)].map((m) => m[1]);
@@ -244,7 +218,7 @@ test("the README's Apollo Client HttpLink snippet runs as pasted and prints a po
     (text) => text.includes("from '@apollo/client'") && text.includes('new HttpLink') && !text.includes('graphql-ws'),
     'Apollo Client with HttpLink',
   );
-  const run = runSnippet('subscribe-apollo.mjs', source);
+  const run = runSnippet(tmp, 'subscribe-apollo.mjs', source);
   try {
     let shown;
     let writes = 0;

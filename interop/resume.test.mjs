@@ -11,17 +11,14 @@
 // and the snippet's own way out of a refusal: it says "refetch" and subscribes afresh.
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { countingTest, postsCaddyfile, readmeBlocks, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, postsCaddyfile, readmeBlocks, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
-const NODE_MODULES = fileURLToPath(new URL('./node_modules', import.meta.url));
 const WRITE_EVERY_MS = 60; // the pause between two posts of a writer
 const MAX_RESUME = 20; // max_resume_events of the second Caddy
 const EVENTS_MAX = 1000; // events_max of the second Caddy (its least)
@@ -114,37 +111,6 @@ async function cuttingProxy(target) {
 }
 
 /**
- * Saves source as name in a reader's directory of its own (node_modules with graphql-ws, ws,
- * @apollo/client, graphql and rxjs beside it) and runs it with this Node and nodeArgs. Returns
- * { stdout(), stderr(), exit(), stop() }.
- */
-function runSnippet(name, source, nodeArgs = [], env = {}) {
-  const dir = fs.mkdtempSync(path.join(tmp, 'reader-'));
-  fs.symlinkSync(NODE_MODULES, path.join(dir, 'node_modules'), 'dir');
-  fs.writeFileSync(path.join(dir, name), source);
-  const child = spawn(process.execPath, [...nodeArgs, name], {
-    cwd: dir,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  let exit = null;
-  child.stdout.on('data', (chunk) => (stdout += chunk));
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve((exit = { code, signal }))));
-  return {
-    stdout: () => stdout,
-    stderr: () => stderr,
-    exit: () => exit,
-    stop: async () => {
-      if (!exit) child.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
-
-/**
  * What a snippet printed, in order: the id of each post (console.log of the event's data, which
  * shows `id: '…'`) and each "refetch".
  */
@@ -209,7 +175,7 @@ function printedFrom(run, posts, from) {
  */
 async function underCuts(t, { name, source, base, target, cuts, nodeArgs, env }) {
   const proxy = await cuttingProxy(target);
-  const run = runSnippet(name, source.replace('localhost:8080', `localhost:${proxy.port}`), nodeArgs, env);
+  const run = runSnippet(tmp, name, source.replace('localhost:8080', `localhost:${proxy.port}`), nodeArgs, env);
   const writer = startWriter(base);
   let whileDown = 0;
   try {
@@ -474,7 +440,7 @@ test('graphql-ws: forged, too old and expired cursors are refused (BAD_USER_INPU
 test("the README's graphql-ws resume snippet, refused RESUME_TOO_LONG after a long cut, says refetch and goes on with the posts written from then", async (t) => {
   const proxy = await cuttingProxy(Number(new URL(strict.base).port));
   const source = resumeSnippet('graphql-ws').replace('localhost:8080', `localhost:${proxy.port}`);
-  const run = runSnippet('resume.mjs', source);
+  const run = runSnippet(tmp, 'resume.mjs', source);
   const writer = startWriter(strict.base);
   let posts;
   try {
