@@ -13,7 +13,7 @@ import { SubscriptionClient } from 'subscriptions-transport-ws';
 import WebSocket from 'ws';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { countingTest, postsCaddyfile, readyForTokens, serveJWKS, sleep, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
-import { Inbox, describe, sinkInto } from './streams.mjs';
+import { Inbox, describe, nextEvent, pick, sinkInto, uniqueTitle, untilLive } from './streams.mjs';
 
 const ISSUER = 'https://issuer.example.test/';
 const AUDIENCE = 'posts-interop-subscriptions';
@@ -67,44 +67,6 @@ async function createPost(title, body = 'written through REST') {
   const res = await rest('POST', '/posts', { body: { title, body } });
   assert.equal(res.status, 201, `POST /posts: ${res.text}`);
   return res.body;
-}
-
-/** A title no other write uses. */
-const uniqueTitle = (what) => `${what} ${Math.random().toString(36).slice(2, 10)}`;
-
-/** The fields of post that a subscription selected. */
-const pick = (post, fields) => Object.fromEntries(fields.map((f) => [f, post[f]]));
-
-/**
- * Waits until the subscription feeding inbox is live on the server. Nothing in either protocol
- * says when the server has started an operation, and a write that comes before that is not seen:
- * so poke (a write the subscription sees, titled or remembered as a probe) until an event arrives.
- * Returns how many pokes it took.
- */
-async function untilLive(inbox, poke, what) {
-  const deadline = Date.now() + 5000;
-  for (let probes = 1; Date.now() < deadline; probes++) {
-    await poke();
-    let item;
-    try {
-      item = await inbox.next(200, 'event');
-    } catch {
-      continue; // not live yet
-    }
-    assert.ok(item.result && !item.result.errors, `${what}: waiting for the subscription, got ${describe(item)}`);
-    return probes;
-  }
-  assert.fail(`${what}: no event within 5s of probing writes`);
-}
-
-/** The next result in inbox that is not a probe's, within ms; anything but a result fails. */
-async function nextEvent(inbox, isProbe, what, ms = 3000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const item = await inbox.next(Math.max(deadline - Date.now(), 1), `${what} event`);
-    assert.ok(item.result, `${what}: want an event, got ${describe(item)}`);
-    if (!isProbe(item.result)) return item.result;
-  }
 }
 
 /** A graphql-ws client (protocol graphql-transport-ws) on /graphql, without retries. */
