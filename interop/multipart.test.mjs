@@ -11,7 +11,7 @@ import { ApolloClient, CombinedGraphQLErrors, CombinedProtocolErrors, HttpLink, 
 import { createClient as createWSClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { countingTest, splitEvent, stopCaddy } from './lib.mjs';
-import { Inbox, describe, metric, nextEvent, pick, startTokenSite, uniqueTitle, until, untilLive, within } from './streams.mjs';
+import { Inbox, describe, metric, nextEvent, pick, restAs, startTokenSite, uniqueTitle, until, untilLive, within } from './streams.mjs';
 
 const ISSUER = 'https://issuer.example.test/';
 const AUDIENCE = 'posts-interop-multipart';
@@ -25,6 +25,7 @@ const HEARTBEAT_MS = 5000; // the protocol's
 
 let site; // startTokenSite's
 let caddy; // { child, exited, log(), base }
+let createPost, patchPost, deletePost; // alice's REST calls (restAs)
 
 // test is node:test's test, counting failures so that Caddy's log is shown when something failed.
 const { test, failures } = countingTest();
@@ -33,32 +34,6 @@ const { test, failures } = countingTest();
 
 /** A token for sub that expires at exp (seconds) or after 5m. */
 const mint = (sub, exp) => site.mint(sub, exp);
-
-/** One REST request as alice (her API key); body (an object) goes as JSON, or as contentType. */
-async function rest(method, path, { body, contentType = 'application/json' } = {}) {
-  const headers = { 'X-API-Key': KEYS.alice };
-  if (body !== undefined) headers['Content-Type'] = contentType;
-  const res = await fetch(caddy.base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, text, body: text === '' ? null : JSON.parse(text) };
-}
-
-async function createPost(title, body = 'written through REST') {
-  const res = await rest('POST', '/posts', { body: { title, body } });
-  assert.equal(res.status, 201, `POST /posts: ${res.text}`);
-  return res.body;
-}
-
-async function patchPost(id, title) {
-  const res = await rest('PATCH', `/posts/${id}`, { body: { title }, contentType: 'application/merge-patch+json' });
-  assert.equal(res.status, 200, `PATCH /posts/${id}: ${res.text}`);
-  return res.body;
-}
-
-async function deletePost(id) {
-  const res = await rest('DELETE', `/posts/${id}`);
-  assert.equal(res.status, 204, `DELETE /posts/${id}: ${res.text}`);
-}
 
 /** Apollo Client 4 as its docs set it up: an HttpLink (sending headers) and an InMemoryCache. */
 function apollo(headers = {}) {
@@ -149,6 +124,7 @@ before(async () => {
     ],
   });
   caddy = site.caddy;
+  ({ createPost, patchPost, deletePost } = restAs(caddy.base, KEYS.alice));
 });
 
 after(async () => {

@@ -16,6 +16,7 @@ import {
   metric,
   nextEvent,
   pick,
+  restAs,
   sinkInto,
   startTokenSite,
   uniqueTitle,
@@ -35,6 +36,7 @@ const MAX_RESPONSE_SIZE = 2048; // bytes: a post's body of 3,000 characters is p
 
 let site; // startTokenSite's
 let caddy; // { child, exited, log(), base }
+let createPost, patchPost, deletePost; // alice's REST calls (restAs)
 
 // test is node:test's test, counting failures so that Caddy's log is shown when something failed.
 const { test, failures } = countingTest();
@@ -43,34 +45,6 @@ const { test, failures } = countingTest();
 
 /** A token for sub that expires at exp (seconds) or after 5m. */
 const mint = (sub, exp) => site.mint(sub, exp);
-
-/** One REST request as user (their API key); body (an object) goes as JSON, or as contentType. */
-async function rest(method, path, { body, contentType = 'application/json', user = 'alice' } = {}) {
-  const headers = { 'X-API-Key': KEYS[user] };
-  if (body !== undefined) headers['Content-Type'] = contentType;
-  const res = await fetch(caddy.base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, text, body: text === '' ? null : JSON.parse(text) };
-}
-
-/** Creates a post as alice through REST; returns the post REST answered with. */
-async function createPost(title, body = 'written through REST') {
-  const res = await rest('POST', '/posts', { body: { title, body } });
-  assert.equal(res.status, 201, `POST /posts: ${res.text}`);
-  return res.body;
-}
-
-/** Changes the title of alice's post id through REST (a JSON merge patch); returns the post. */
-async function patchPost(id, title) {
-  const res = await rest('PATCH', `/posts/${id}`, { body: { title }, contentType: 'application/merge-patch+json' });
-  assert.equal(res.status, 200, `PATCH /posts/${id}: ${res.text}`);
-  return res.body;
-}
-
-async function deletePost(id) {
-  const res = await rest('DELETE', `/posts/${id}`);
-  assert.equal(res.status, 204, `DELETE /posts/${id}: ${res.text}`);
-}
 
 /**
  * A graphql-sse client on /graphql in distinct connections mode (its default), sending headers;
@@ -120,6 +94,7 @@ before(async () => {
     ],
   });
   caddy = site.caddy;
+  ({ createPost, patchPost, deletePost } = restAs(caddy.base, KEYS.alice));
 });
 
 after(async () => {

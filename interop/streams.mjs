@@ -85,6 +85,38 @@ export async function startTokenSite({ name, issuer, audience, keys, settings })
 }
 
 /**
+ * REST calls to base with the API key key: rest(method, path, { body, contentType }) answers
+ * { status, text, body } (body, an object, goes as JSON, or as contentType); createPost, patchPost
+ * (a JSON merge patch of the title) and deletePost check the status and answer the post.
+ */
+export function restAs(base, key) {
+  async function rest(method, path, { body, contentType = 'application/json' } = {}) {
+    const headers = { 'X-API-Key': key };
+    if (body !== undefined) headers['Content-Type'] = contentType;
+    const res = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await res.text();
+    return { status: res.status, text, body: text === '' ? null : JSON.parse(text) };
+  }
+  return {
+    rest,
+    async createPost(title, body = 'written through REST') {
+      const res = await rest('POST', '/posts', { body: { title, body } });
+      assert.equal(res.status, 201, `POST /posts: ${res.text}`);
+      return res.body;
+    },
+    async patchPost(id, title) {
+      const res = await rest('PATCH', `/posts/${id}`, { body: { title }, contentType: 'application/merge-patch+json' });
+      assert.equal(res.status, 200, `PATCH /posts/${id}: ${res.text}`);
+      return res.body;
+    },
+    async deletePost(id) {
+      const res = await rest('DELETE', `/posts/${id}`);
+      assert.equal(res.status, 204, `DELETE /posts/${id}: ${res.text}`);
+    },
+  };
+}
+
+/**
  * The value of the series name{labels} (labels as written between the braces, '' for none) at
  * base's /metrics, or null when Caddy does not show it.
  */

@@ -13,7 +13,7 @@ import { SubscriptionClient } from 'subscriptions-transport-ws';
 import WebSocket from 'ws';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { countingTest, postsCaddyfile, readyForTokens, serveJWKS, sleep, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
-import { Inbox, describe, nextEvent, pick, sinkInto, uniqueTitle, untilLive } from './streams.mjs';
+import { Inbox, describe, nextEvent, pick, restAs, sinkInto, uniqueTitle, untilLive } from './streams.mjs';
 
 const ISSUER = 'https://issuer.example.test/';
 const AUDIENCE = 'posts-interop-subscriptions';
@@ -28,6 +28,7 @@ let tmp; // the scratch directory: Caddyfile, data, Caddy's home
 let jwks; // { server, url }
 let signing; // { alg, kid, privateKey, jwk }
 let caddy; // { child, exited, log(), base }
+let rest, createPost; // alice's REST calls (restAs)
 let wsURL; // ws://127.0.0.1:<port>/graphql
 
 // test is node:test's test, counting failures so that Caddy's log is shown when something failed.
@@ -47,26 +48,6 @@ async function mint(sub, exp = '5m') {
     .sign(signing.privateKey);
   secrets.add(token);
   return token;
-}
-
-/** One REST request as alice (her API key); body (an object) goes as JSON, or as contentType. */
-async function rest(method, path, { body, contentType = 'application/json' } = {}) {
-  const headers = { 'X-API-Key': ALICE_KEY };
-  if (body !== undefined) headers['Content-Type'] = contentType;
-  const res = await fetch(caddy.base + path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, text, body: text === '' ? null : JSON.parse(text) };
-}
-
-/** Creates a post as alice through REST; returns the post REST answered with. */
-async function createPost(title, body = 'written through REST') {
-  const res = await rest('POST', '/posts', { body: { title, body } });
-  assert.equal(res.status, 201, `POST /posts: ${res.text}`);
-  return res.body;
 }
 
 /** A graphql-ws client (protocol graphql-transport-ws) on /graphql, without retries. */
@@ -133,6 +114,7 @@ before(async () => {
     ready: readyForTokens(probe),
   });
   wsURL = `${caddy.base.replace(/^http/, 'ws')}/graphql`;
+  ({ rest, createPost } = restAs(caddy.base, ALICE_KEY));
 });
 
 after(async () => {
