@@ -54,3 +54,15 @@ var CapErrors = capErrors
 
 // RaceFactor is raceFactor, for the memory bounds of the tests outside the package.
 const RaceFactor = raceFactor
+
+// Unplanned makes s run every operation through graphql-go's Exec, never a plan: the other side
+// of the differential test.
+func Unplanned(s *Schema) *Schema {
+	s.unplanned = true
+	return s
+}
+
+// Planned says whether s runs op by a plan rather than graphql-go's Exec.
+func (s *Schema) Planned(op *Operation) bool {
+	return !s.unplanned && s.planOf(op) != nil
+}

@@ -116,6 +116,9 @@ type Schema struct {
 	documents    *documents                 // the documents prepared before, by the hash of their text
 	maxLimit     int
 	defaultSizes map[string]int
+	// unplanned runs every operation through graphql-go's Exec, never a plan (plan.go): the
+	// other side of the differential test, which holds the two to the same bytes.
+	unplanned bool
 }
 
 // New parses the schema over svc with limits as given: the caller fills every limit
@@ -162,6 +165,9 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits, persisted ...Per
 // max_response_size stops there and answers one RESPONSE_TOO_LARGE error and data: null (see
 // budget). A response has at most MaxErrors errors and one more that says how many were cut.
 func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
+	if res, ok := s.executePlan(ctx, op); ok {
+		return res
+	}
 	req := op.request
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
