@@ -37,7 +37,9 @@ type document struct {
 	// costs are, by operation (in the order of tree.Operations), set once the cost of an
 	// operation that reads no variable is found within max_cost.
 	costs []atomic.Pointer[costed]
-	size  int64 // what it counts against document_cache_size
+	// planned is set once graphql-go has validated the document, for a plan (plan.go).
+	planned atomic.Pointer[planned]
+	size    int64 // what it counts against document_cache_size
 }
 
 // costed is what the cost of an operation found, when it is within max_cost.

@@ -75,6 +75,9 @@ type Operation struct {
 	shape *shape
 	// root is the root selection of the operation, which idempotency.go reads.
 	root ast.SelectionSet
+	// doc is the document prepared, and def the operation of it that runs: a plan's source.
+	doc *document
+	def *ast.OperationDefinition
 	// resumeFrom is the cursor a subscription resumes after, "" for none.
 	resumeFrom string
 }
@@ -122,7 +125,7 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 		s.print(d)
 		s.documents.add(d)
 	}
-	return &Operation{Type: string(op.Operation), Name: op.Name, request: req, personal: cost.personal, document: d.printed, shape: d.shape, root: op.SelectionSet, resumeFrom: resume}, nil
+	return &Operation{Type: string(op.Operation), Name: op.Name, request: req, personal: cost.personal, document: d.printed, shape: d.shape, root: op.SelectionSet, doc: d, def: op, resumeFrom: resume}, nil
 }
 
 // resumeFrom reads extensions.resumeFrom of a request that runs op: a string, of a

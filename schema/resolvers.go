@@ -53,6 +53,11 @@ type listArgs struct {
 
 // Posts resolves Query.posts.
 func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
+	return r.posts(ctx, args, graphql.HasSelectedField(ctx, "author"))
+}
+
+// posts resolves Query.posts; authorSelected says the query asks for the posts' authors.
+func (r *Resolver) posts(ctx context.Context, args listArgs, authorSelected bool) ([]*Post, error) {
 	b := budgetOf(ctx)
 	page, err := r.list(ctx, b, args.UserID, args.Limit, "limit", args.After)
 	if err != nil {
@@ -61,7 +66,7 @@ func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
 	if !b.ahead("posts", page.Posts) || !b.list("posts", "Post", len(page.Posts)) {
 		return nil, errResponseTooLarge
 	}
-	return r.withAuthors(ctx, b, page.Posts, graphql.HasSelectedField(ctx, "author"))
+	return r.withAuthors(ctx, b, page.Posts, authorSelected)
 }
 
 // PostsConnection resolves Query.postsConnection.
@@ -70,15 +75,21 @@ func (r *Resolver) PostsConnection(ctx context.Context, args struct {
 	First  *int32
 	After  *string
 }) (*PostConnection, error) {
+	return r.postsConnection(ctx, listArgs{UserID: args.UserID, Limit: args.First, After: args.After}, graphql.HasSelectedField(ctx, "edges.node.author"))
+}
+
+// postsConnection resolves Query.postsConnection, its first argument as args.Limit;
+// authorSelected says the query asks for the posts' authors.
+func (r *Resolver) postsConnection(ctx context.Context, args listArgs, authorSelected bool) (*PostConnection, error) {
 	b := budgetOf(ctx)
-	page, err := r.list(ctx, b, args.UserID, args.First, "first", args.After)
+	page, err := r.list(ctx, b, args.UserID, args.Limit, "first", args.After)
 	if err != nil {
 		return nil, err
 	}
 	if !b.ahead("postsConnection", page.Posts) || !b.objectMember("postsConnection", "PostConnection", true) {
 		return nil, errResponseTooLarge
 	}
-	nodes, err := r.withAuthors(ctx, b, page.Posts, graphql.HasSelectedField(ctx, "edges.node.author"))
+	nodes, err := r.withAuthors(ctx, b, page.Posts, authorSelected)
 	if err != nil {
 		return nil, err
 	}

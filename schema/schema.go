@@ -109,6 +109,7 @@ const overlapValidationLimit = 10_000
 // Schema is the executable schema with its limits.
 type Schema struct {
 	exec         *graphql.Schema
+	root         *Resolver // of queries and mutations, which plans call
 	svc          *posts.Service
 	limits       Limits
 	types        map[string]*ast.Definition // the types of the SDL, for the limits and variables
@@ -152,7 +153,7 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits, persisted ...Per
 	if err != nil {
 		return nil, err
 	}
-	s := &Schema{exec: exec, svc: svc, limits: limits, types: types, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit()),
+	s := &Schema{exec: exec, root: r, svc: svc, limits: limits, types: types, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit()),
 		documents: newDocuments(limits.DocumentCacheEntries, limits.DocumentCacheSize)}
 	if err := s.persist(persisted); err != nil {
 		return nil, err
@@ -165,15 +166,17 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits, persisted ...Per
 // max_response_size stops there and answers one RESPONSE_TOO_LARGE error and data: null (see
 // budget). A response has at most MaxErrors errors and one more that says how many were cut.
 func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
-	if res, ok := s.executePlan(ctx, op); ok {
-		return res
-	}
 	req := op.request
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	b := newBudget(s.limits.MaxResponseSize, op.shape, stop)
+	b := newBudget(s.limits.MaxResponseSize, op.shape, nil)
 	b.charge(b.object(operationRoots[ast.Operation(op.Type)]))
-	res := s.exec.Exec(withBudget(ctx, b), op.document, req.OperationName, req.Variables)
+	res, planned := s.executePlan(ctx, op, b)
+	if !planned {
+		var stop context.CancelCauseFunc
+		ctx, stop = context.WithCancelCause(ctx)
+		defer stop(nil)
+		b.stop = stop // graphql-go runs fields at once: the first over the budget ends the others
+		res = s.exec.Exec(withBudget(ctx, b), op.document, req.OperationName, req.Variables)
+	}
 	// The length check is a second lock: introspection's resolvers are graphql-go's, which
 	// charge nothing (the schema and max_root_fields bound them).
 	if b.exceeded() || int64(len(res.Data)) > s.limits.MaxResponseSize {
