@@ -72,9 +72,12 @@ interop: caddy
 
 # The benchmark harness (bench/run): ./caddy with bench/Caddyfile.bench on fresh embedded stores
 # seeded through its API, against the bare net/http + SQLite baseline on the same files
-# (bench/bare), Caddy's respond, bench/wsbare and PocketBase (bench/pocketbase, built with the Go
-# toolchain its go.mod names: GOTOOLCHAIN=auto), each pair interleaved under bench/run's own load
-# generator; prints the table and writes it to bench/RESULTS.md (about 20 minutes on 2 cores).
+# (bench/bare), the gqlgen server on the same file (bench/gqlbare: rows G, Gu), each of the two
+# behind Caddy's reverse_proxy (rows R, Rg), Caddy's respond, bench/wsbare and PocketBase
+# (bench/pocketbase); bench/run builds the two that are modules of their own (gqlbare, pocketbase)
+# with the Go toolchain their go.mod names (GOTOOLCHAIN=auto) when a row needs them. Each pair
+# runs interleaved under bench/run's own load generator; it prints the table and writes it to
+# bench/RESULTS.md (about 20 minutes on 2 cores).
 # BENCH_FLAGS passes flags to it, e.g. BENCH_FLAGS='-only 1|2 -profile bench/profiles'.
 # The Go benchmarks of bench/: go test -run '^$$' -bench . ./bench/
 BENCH_FLAGS ?=

@@ -5,7 +5,9 @@
 // against net/http's own and bench/bare's, each on the embedded SQLite store in the same
 // process; run them with `go test -run '^$' -bench . ./bench/`. `make bench` runs the harness
 // of bench/run instead: ./caddy against the baselines of bench/bare (net/http on the same SQLite
-// files), Caddy's respond, bench/wsbare and the PocketBase peer of bench/pocketbase, each pair
+// files), the gqlgen server of bench/gqlbare (gqlgen with its default caches, on the same file),
+// each of those two behind Caddy's reverse_proxy (the deployment a user would run instead of the
+// module), Caddy's respond, bench/wsbare and the PocketBase peer of bench/pocketbase, each pair
 // interleaved (under bench/run's load generator, or with the WebSocket client of bench/wsload
 // and the server-sent events client of bench/sseload, which hold 10,000 idle subscribers of a
 // fresh server each run), into bench/RESULTS.md.

@@ -85,6 +85,11 @@ type env struct {
 	bareRead, bareWrite         baseline
 	bareWriteEvents             baseline // bench/bare logging each post's event, on the file of the writes
 	pb, pbProfile               string   // PocketBase's records of posts, and its /debug/pprof; "" unless a pair needs it
+	gqlgen, gqlgenProfile       string   // the gqlgen server's /graphql, and its /debug/pprof; "" unless a pair needs it
+	gqlgenVersion               string   // the version of gqlgen it was built with
+	// Caddy's reverse_proxy sites: to the bench/bare of the large store (bareRead), and to the
+	// gqlgen server.
+	proxyBare, proxyGQLGen string
 
 	large, smallStore, pbStore seeded
 	// pages are the URLs of GET /posts?limit=20, first page and page 50, of the small and the
@@ -100,9 +105,9 @@ type env struct {
 type baseline struct{ url, profile string }
 
 // start starts everything in dir (a fresh temporary directory), PocketBase only if withPeer,
-// seeds every store through its API at conc connections, and checks that every side answers
-// what the pairs expect.
-func start(ctx context.Context, cfg config, dir string, withPeer bool) (e *env, err error) {
+// the gqlgen server only if withGQLGen, seeds every store through its API at conc connections,
+// and checks that every side answers what the pairs expect.
+func start(ctx context.Context, cfg config, dir string, withPeer, withGQLGen bool) (e *env, err error) {
 	e, err = startFresh(cfg, dir)
 	if err != nil {
 		return e, err
@@ -123,14 +128,16 @@ func start(ctx context.Context, cfg config, dir string, withPeer bool) (e *env, 
 	e.read, e.write, e.small, e.respond = e.caddy.sites["READ"], e.caddy.sites["WRITE"], e.caddy.sites["SMALL"], e.caddy.sites["RESPOND"]
 	e.uncached = e.caddy.sites["UNCACHED"]
 	e.caddyProfile = e.caddy.sites["ADMIN"] + "/debug/pprof"
-	// The baselines open the files of the read and the write site, which Caddy has made.
-	if e.bareRead, err = e.startBare(ctx, bareArg, "read"); err != nil {
+	e.proxyBare, e.proxyGQLGen = e.caddy.sites["PROXY_BARE"], e.caddy.sites["PROXY_GQLGEN"]
+	// The baselines open the files of the read and the write site, which Caddy has made; the
+	// one of the read site listens where Caddy's reverse_proxy to bench/bare forwards.
+	if e.bareRead, err = e.startBare(ctx, bareArg, "read", e.caddy.upstreams["BARE"]); err != nil {
 		return e, err
 	}
-	if e.bareWrite, err = e.startBare(ctx, bareArg, "write"); err != nil {
+	if e.bareWrite, err = e.startBare(ctx, bareArg, "write", ""); err != nil {
 		return e, err
 	}
-	if e.bareWriteEvents, err = e.startBare(ctx, bareEventsArg, "write"); err != nil {
+	if e.bareWriteEvents, err = e.startBare(ctx, bareEventsArg, "write", ""); err != nil {
 		return e, err
 	}
 
@@ -159,6 +166,11 @@ func start(ctx context.Context, cfg config, dir string, withPeer bool) (e *env, 
 	if withPeer {
 		if err := e.startPocketBase(ctx, cfg.pocketBase); err != nil {
 			return e, fmt.Errorf("PocketBase: %w", err)
+		}
+	}
+	if withGQLGen {
+		if err := e.startGQLGen(ctx, cfg.gqlgen); err != nil {
+			return e, fmt.Errorf("the gqlgen server: %w", err)
 		}
 	}
 	return e, e.check(ctx)
@@ -234,8 +246,11 @@ func (e *env) startIDP() error {
 // caddyProcess is one Caddy running the bench Caddyfile, with its files in dir.
 type caddyProcess struct {
 	sites map[string]string // its sites and admin endpoint (http://127.0.0.1:port) by the name of their port variable
-	dir   string
-	proc  *process
+	// upstreams are the addresses (127.0.0.1:port) its reverse_proxy sites forward to, by the
+	// name of their variable, for the servers that the harness starts there after Caddy.
+	upstreams map[string]string
+	dir       string
+	proc      *process
 }
 
 func (p *caddyProcess) stop() { p.proc.stop() }
@@ -246,8 +261,9 @@ func (e *env) startCaddy(ctx context.Context, dir string) (*caddyProcess, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	names := []string{"READ", "WRITE", "SMALL", "RESPOND", "ADMIN", "UNCACHED", "STREAM"}
-	addrs, err := freeAddrs(len(names))
+	names := []string{"READ", "WRITE", "SMALL", "RESPOND", "ADMIN", "UNCACHED", "STREAM", "PROXY_BARE", "PROXY_GQLGEN"}
+	upstreams := []string{"BARE", "GQLGEN"}
+	addrs, err := freeAddrs(len(names) + len(upstreams))
 	if err != nil {
 		return nil, err
 	}
@@ -258,11 +274,16 @@ func (e *env) startCaddy(ctx context.Context, dir string) (*caddyProcess, error)
 		"XDG_CACHE_HOME=" + filepath.Join(home, "cache"),
 		"BENCH_DIR=" + dir, "BENCH_JWKS_URL=" + e.jwksURL, "BENCH_API_KEY=" + e.apiKey, "BENCH_POST_JSON=" + string(e.postJSON),
 	}
-	p := &caddyProcess{sites: map[string]string{}, dir: dir}
+	p := &caddyProcess{sites: map[string]string{}, upstreams: map[string]string{}, dir: dir}
 	for i, name := range names {
 		_, port, _ := strings.Cut(addrs[i], ":")
 		vars = append(vars, fmt.Sprintf("BENCH_%s_PORT=%s", name, port))
 		p.sites[name] = "http://" + addrs[i]
+	}
+	for i, name := range upstreams {
+		addr := addrs[len(names)+i]
+		vars = append(vars, fmt.Sprintf("BENCH_%s_UPSTREAM=%s", name, addr))
+		p.upstreams[name] = addr
 	}
 	if p.proc, err = spawn(e.caddyBin, []string{"run", "--config", e.caddyfile, "--adapter", "caddyfile"}, vars, filepath.Join(dir, "caddy.log")); err != nil {
 		return nil, err
@@ -306,11 +327,15 @@ func (p *caddyProcess) waitForWrite(ctx context.Context, token string) error {
 }
 
 // startBare serves bench/bare in a process of its own on the file of Caddy's site (its
-// data_dir is named as the site in Caddyfile.bench), as mode says (bareArg, bareEventsArg).
-func (e *env) startBare(ctx context.Context, mode, site string) (baseline, error) {
+// data_dir is named as the site in Caddyfile.bench), as mode says (bareArg, bareEventsArg), on
+// addr ("": a free address).
+func (e *env) startBare(ctx context.Context, mode, site, addr string) (baseline, error) {
 	addrs, err := freeAddrs(2)
 	if err != nil {
 		return baseline{}, err
+	}
+	if addr != "" {
+		addrs[0] = addr
 	}
 	file := filepath.Join(e.caddy.dir, site, sqlite.DatabaseFile)
 	p, err := serveChild(ctx, addrs[0], []string{"BENCH_API_KEY=" + e.apiKey}, mode, file, addrs[0], addrs[1])
@@ -422,24 +447,27 @@ func (e *env) fresh(base string) func(context.Context, int) ([]string, error) {
 	}
 }
 
-// check fails unless every side answers what its pair compares: the same bytes from the module
-// and the baseline for the same posts and pages, and a full page for the lists.
+// check fails unless every side answers what its pair compares: the same bytes from the module,
+// the baseline and Caddy's reverse_proxy to it for the same posts and pages (and, with the gqlgen
+// server, the same JSON from it for the same queries), and a full page for the lists.
 func (e *env) check(ctx context.Context) error {
 	status, body, err := do(ctx, "GET", e.respond+"/posts/any", "")
 	if err != nil || status != http.StatusOK || !bytes.Equal(body, e.postJSON) {
 		return fmt.Errorf("GET %s/posts/any: %d %q, %v; want 200 %q", e.respond, status, body, err, e.postJSON)
 	}
 	same := func(path string) error {
-		var answers [2]string
-		for i, base := range []string{e.read, e.bareRead.url} {
+		var answers [3]string
+		for i, base := range []string{e.read, e.bareRead.url, e.proxyBare} {
 			res, body, err := send(ctx, http.DefaultClient, "GET", base+path, "", nil)
 			if err != nil || res.StatusCode != http.StatusOK {
 				return fmt.Errorf("GET %s%s: %.200s, %v", base, path, body, err)
 			}
 			answers[i] = res.Header.Get("Link") + "\n" + string(body)
 		}
-		if answers[0] != answers[1] {
-			return fmt.Errorf("GET %s: the module and the baseline differ:\n%.500s\n%.500s", path, answers[0], answers[1])
+		for i, name := range []string{"the baseline", "Caddy's reverse_proxy to it"} {
+			if answers[0] != answers[i+1] {
+				return fmt.Errorf("GET %s: the module and %s differ:\n%.500s\n%.500s", path, name, answers[0], answers[i+1])
+			}
 		}
 		return nil
 	}
@@ -500,7 +528,12 @@ func (e *env) check(ctx context.Context) error {
 		}
 	}
 	if e.pb != "" {
-		return e.checkPocketBase(ctx)
+		if err := e.checkPocketBase(ctx); err != nil {
+			return err
+		}
+	}
+	if e.gqlgen != "" {
+		return e.checkGQLGen(ctx)
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 // Command run is the benchmark harness of `make bench`: it starts ./caddy with
 // bench/Caddyfile.bench on fresh embedded stores and seeds them through the API, serves the bare
-// baseline (bench/bare) in processes of its own on the same SQLite files, builds, serves and
-// seeds the PocketBase peer (bench/pocketbase) the same way, and runs each pair of pairs.go with
+// baseline (bench/bare) in processes of its own on the same SQLite files, builds and serves the
+// gqlgen server (bench/gqlbare) on the file of the large store, with Caddy's reverse_proxy in
+// front of each (the deployment a user would otherwise run), builds, serves and seeds the
+// PocketBase peer (bench/pocketbase) the same way, and runs each pair of pairs.go with
 // its closed-loop load generator (load.go), the two sides alternating (A B, B A, …; with the
 // further sides a pair runs for others to read, such as row 8's SSE subscribers, A B C D,
 // D C B A) for a number of rounds after a warm-up. It prints one table, each pair's median
@@ -40,10 +42,10 @@ import (
 )
 
 type config struct {
-	caddy, caddyfile, pocketBase, results, profile string
-	only                                           *regexp.Regexp
-	conc, rounds                                   int
-	duration, warmup                               time.Duration
+	caddy, caddyfile, pocketBase, gqlgen, results, profile string
+	only                                                   *regexp.Regexp
+	conc, rounds                                           int
+	duration, warmup                                       time.Duration
 }
 
 func main() {
@@ -58,6 +60,7 @@ func main() {
 	flag.StringVar(&cfg.caddy, "caddy", "./caddy", "the Caddy binary with the posts module")
 	flag.StringVar(&cfg.caddyfile, "caddyfile", "bench/Caddyfile.bench", "the bench Caddyfile")
 	flag.StringVar(&cfg.pocketBase, "pocketbase", "bench/pocketbase", "the PocketBase peer's module, built when a P pair runs")
+	flag.StringVar(&cfg.gqlgen, "gqlgen", "bench/gqlbare", "the gqlgen server's module, built when a G or Rg pair runs")
 	flag.StringVar(&cfg.results, "results", "bench/RESULTS.md", "where the table is written; empty: nowhere")
 	flag.StringVar(&cfg.profile, "profile", "", "if set, a directory for a CPU profile of each side of each pair, taken in one extra run after the rounds "+
 		"(of a WebSocket or stream side served by Caddy: its heap and goroutines with its subscribers idle, in each round, the last kept)")
@@ -99,7 +102,7 @@ func run(ctx context.Context, cfg config) error {
 	if len(chosen) > 0 {
 		var e *env
 		if slices.ContainsFunc(chosen, func(p *pair) bool { return !p.fresh() }) {
-			e, err = start(ctx, cfg, dir, slices.ContainsFunc(peerPairs, cfg.only.MatchString))
+			e, err = start(ctx, cfg, dir, slices.ContainsFunc(peerPairs, cfg.only.MatchString), slices.ContainsFunc(gqlgenPairs, cfg.only.MatchString))
 			if err == nil {
 				log.Printf("every server is up and seeded, and the sides of each pair answer alike")
 			}

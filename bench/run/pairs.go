@@ -128,6 +128,10 @@ const patchRequests = 10000
 // when one of them runs.
 var peerPairs = []string{"Pa", "Pb", "Pc"}
 
+// gqlgenPairs are the ids of the pairs against the gqlgen server (bench/gqlbare), which is built
+// and served only when one of them runs.
+var gqlgenPairs = []string{"G", "Gu", "Rg"}
+
 // pairs are the lines of the table, in the order they run. To add one, append it here.
 func pairs(e *env) []*pair {
 	// Reads of GET /posts/{id} take random ids among all the posts seeded in the store.
@@ -146,6 +150,20 @@ func pairs(e *env) []*pair {
 	}
 	postByID := graphQL(postQuery, map[string]string{"id": "{id}"})
 	postByID.ids = anonymous.ids
+	// The G and R rows' GraphQL reads, the same request to the module, to the gqlgen server
+	// directly and through Caddy's reverse_proxy to it; every answer must have the data, where
+	// an error would be a 200 too.
+	gqlPost := func(url string) request {
+		r := postByID
+		r.url, r.want = url, `{"data":{"post":{"id":"`
+		return r
+	}
+	gqlUserPosts := func(url string) request {
+		r := graphQL(userPostsQuery, map[string]string{"id": listUser})
+		r.url, r.want = url, `{"data":{"user":{"posts":[{"title":"`
+		return r
+	}
+	gqlgen := func(req request) side { return side{name: "gqlgen", req: req, profile: e.gqlgenProfile} }
 	// By its hash alone, registered by env's check: every answer must be the post, not
 	// PersistedQueryNotFound, which is a 200 too.
 	postByHash := postByID
@@ -194,6 +212,9 @@ func pairs(e *env) []*pair {
 		return request{method: "PATCH", url: e.write + "/posts/{id}", body: `{"title": "post patched"}`,
 			headers: append([]string{apiKey}, header...), ids: e.fresh(e.write), status: 200}
 	}
+	// The deployment a user would otherwise run: a server of their own on the same file, behind
+	// Caddy's reverse_proxy. The profile is Caddy's, the proxy's side of the work.
+	proxied := func(name string, req request) side { return side{name: name, req: req, profile: e.caddyProfile} }
 	pocketBase := func(req request) side { return side{name: "PocketBase", req: req, profile: e.pbProfile} }
 	peer := func(what string) string {
 		return fmt.Sprintf("%s throughput, caddy-posts ÷ PocketBase, %s posts each", what, thousands(largePosts))
@@ -252,6 +273,12 @@ func pairs(e *env) []*pair {
 		{id: "i", what: "`GET /posts/{id}` throughput, module ÷ `respond` (the ceiling)", a: module,
 			b:      caddy("respond", request{url: e.respond + "/posts/any", status: 200}),
 			metric: throughput},
+		{id: "R", what: "`GET /posts/{id}` throughput, module ÷ Caddy `reverse_proxy` to bench/bare (net/http on the same SQLite file, row 1's baseline)",
+			a: module, b: proxied("proxy-bare", get(e.proxyBare+"/posts", e.large.ids)),
+			metric: throughput, target: "≥ 1.5", met: atLeast(1.5)},
+		{id: gqlgenPairs[2], what: "`post(id)` throughput, GraphQL, module ÷ Caddy `reverse_proxy` to the gqlgen server (bench/gqlbare, on the same SQLite file, row G's)",
+			a: caddy("module", gqlPost(e.read+"/graphql")), b: proxied("proxy-gqlgen", gqlPost(e.proxyGQLGen+"/graphql")),
+			metric: throughput, target: "≥ 1.5", met: atLeast(1.5)},
 		// Against PocketBase, on the same posts, under the same load.
 		{id: peerPairs[0], what: peer("get by id (random)"),
 			a: caddy("caddy-posts", anonymous), b: pocketBase(get(e.pb, e.pbStore.ids)),
@@ -262,6 +289,14 @@ func pairs(e *env) []*pair {
 		{id: peerPairs[2], what: peer("create"),
 			a:      caddy("caddy-posts", post(e.read)),
 			b:      pocketBase(request{method: "POST", url: e.pb, body: createBody(author), status: 200}),
+			metric: throughput, target: "≥ 1.0", met: atLeast(1.0)},
+		// Against gqlgen (bench/gqlbare: gqlgen's handler with its default caches, the module's
+		// SQLite file), the same query text and variables.
+		{id: gqlgenPairs[0], what: "`post(id)` throughput, GraphQL, module ÷ gqlgen (bench/gqlbare: its cache of validated documents and APQ, on the same SQLite file)",
+			a: caddy("module", gqlPost(e.read+"/graphql")), b: gqlgen(gqlPost(e.gqlgen)),
+			metric: throughput, target: "≥ 1.0", met: atLeast(1.0)},
+		{id: gqlgenPairs[1], what: "`user(id){posts(limit:10){title createdAt}}` throughput, GraphQL, module ÷ gqlgen (bench/gqlbare, the same file)",
+			a: caddy("module", gqlUserPosts(e.read+"/graphql")), b: gqlgen(gqlUserPosts(e.gqlgen)),
 			metric: throughput, target: "≥ 1.0", met: atLeast(1.0)},
 	}
 	// The stream rows follow the WebSocket rows whose baseline they share.

@@ -10,7 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -178,9 +178,18 @@ func serveChild(ctx context.Context, addr string, env []string, args ...string) 
 	return p, nil
 }
 
-// freeAddrs returns n distinct free addresses of 127.0.0.1 (a port just freed may come again,
-// and each server needs its own).
+// given are the addresses freeAddrs has returned in this run.
+var given = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
+
+// freeAddrs returns n free addresses of 127.0.0.1 that it has not returned before in this run:
+// a port just freed may come again, and each server needs its own, including one that listens
+// only later (the upstream that Caddy's config names before the server behind it starts).
 func freeAddrs(n int) ([]string, error) {
+	given.Lock()
+	defer given.Unlock()
 	var addrs []string
 	for len(addrs) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -189,7 +198,8 @@ func freeAddrs(n int) ([]string, error) {
 		}
 		addr := l.Addr().String()
 		l.Close()
-		if !slices.Contains(addrs, addr) {
+		if !given.addrs[addr] {
+			given.addrs[addr] = true
 			addrs = append(addrs, addr)
 		}
 	}
