@@ -13,10 +13,9 @@ import (
 )
 
 // persistedHash reads the sha256Hash of extensions.persistedQuery, {"version": 1, "sha256Hash":
-// "<64 hex digits>"}, or "" when the request has none. extensions is a JSON object or nil.
-func persistedHash(extensions json.RawMessage) (string, error) {
-	var ext map[string]json.RawMessage
-	_ = json.Unmarshal(extensions, &ext)
+// "<64 hex digits>"}, or "" when the request has none. ext are the members of extensions (nil
+// without it).
+func persistedHash(ext map[string]json.RawMessage) (string, error) {
 	raw := ext["persistedQuery"]
 	if raw == nil || string(raw) == "null" {
 		return "", nil

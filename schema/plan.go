@@ -502,7 +502,7 @@ func (s *Schema) executePlan(ctx context.Context, op *Operation, b *budget) (*gr
 	}
 	x := runs.Get().(*run)
 	defer x.release()
-	x.ctx, x.b, x.r, x.vars, x.op = withBudget(ctx, b), b, s.root, vars, op.def
+	x.ctx, x.b, x.r, x.vars, x.op = ctx, b, s.root, vars, op.def // the resolvers are given b
 	x.object(p.root, nil)
 	if err := ctx.Err(); err != nil { // as Exec ends a request whose context ended
 		return &graphql.Response{Errors: []*gqlerrors.QueryError{gqlerrors.Errorf("%s", err)}}, true
@@ -607,7 +607,7 @@ func (x *run) field(f *field, on any) (null bool) {
 		return false
 	case queryPost:
 		id, _ := a.id("id")
-		p, err := x.r.Post(x.ctx, struct{ ID graphql.ID }{id})
+		p, err := x.r.post(x.ctx, x.b, id)
 		return x.post(f, p, err)
 	case queryUser:
 		id, _ := a.id("id")
@@ -615,11 +615,11 @@ func (x *run) field(f *field, on any) (null bool) {
 		return x.user(f, u, err)
 	case queryPosts:
 		args, _ := a.listArgs("limit")
-		ps, err := x.r.posts(x.ctx, args, f.authors)
+		ps, err := x.r.posts(x.ctx, x.b, args, f.authors)
 		return x.posts(f, ps, err)
 	case queryPostsConnection:
 		args, _ := a.listArgs("first")
-		c, err := x.r.postsConnection(x.ctx, args, f.authors)
+		c, err := x.r.postsConnection(x.ctx, x.b, args, f.authors)
 		switch {
 		case err != nil:
 			x.fail(err)

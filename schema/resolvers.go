@@ -27,11 +27,15 @@ type Resolver struct {
 
 // Post resolves Query.post.
 func (r *Resolver) Post(ctx context.Context, args struct{ ID graphql.ID }) (*Post, error) {
-	b := budgetOf(ctx)
+	return r.post(ctx, budgetOf(ctx), args.ID)
+}
+
+// post resolves Query.post in the execution whose budget is b.
+func (r *Resolver) post(ctx context.Context, b *budget, id graphql.ID) (*Post, error) {
 	if err := b.err(); err != nil {
 		return nil, err
 	}
-	p, err := r.svc.Get(ctx, string(args.ID))
+	p, err := r.svc.Get(ctx, string(id))
 	if errors.Is(err, posts.ErrNotFound) {
 		b.objectMember("post", "Post", false)
 		return nil, nil
@@ -53,12 +57,12 @@ type listArgs struct {
 
 // Posts resolves Query.posts.
 func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
-	return r.posts(ctx, args, graphql.HasSelectedField(ctx, "author"))
+	return r.posts(ctx, budgetOf(ctx), args, graphql.HasSelectedField(ctx, "author"))
 }
 
-// posts resolves Query.posts; authorSelected says the query asks for the posts' authors.
-func (r *Resolver) posts(ctx context.Context, args listArgs, authorSelected bool) ([]*Post, error) {
-	b := budgetOf(ctx)
+// posts resolves Query.posts in the execution whose budget is b; authorSelected says the query
+// asks for the posts' authors.
+func (r *Resolver) posts(ctx context.Context, b *budget, args listArgs, authorSelected bool) ([]*Post, error) {
 	page, err := r.list(ctx, b, args.UserID, args.Limit, "limit", args.After)
 	if err != nil {
 		return nil, err
@@ -75,13 +79,12 @@ func (r *Resolver) PostsConnection(ctx context.Context, args struct {
 	First  *int32
 	After  *string
 }) (*PostConnection, error) {
-	return r.postsConnection(ctx, listArgs{UserID: args.UserID, Limit: args.First, After: args.After}, graphql.HasSelectedField(ctx, "edges.node.author"))
+	return r.postsConnection(ctx, budgetOf(ctx), listArgs{UserID: args.UserID, Limit: args.First, After: args.After}, graphql.HasSelectedField(ctx, "edges.node.author"))
 }
 
-// postsConnection resolves Query.postsConnection, its first argument as args.Limit;
-// authorSelected says the query asks for the posts' authors.
-func (r *Resolver) postsConnection(ctx context.Context, args listArgs, authorSelected bool) (*PostConnection, error) {
-	b := budgetOf(ctx)
+// postsConnection resolves Query.postsConnection in the execution whose budget is b, its first
+// argument as args.Limit; authorSelected says the query asks for the posts' authors.
+func (r *Resolver) postsConnection(ctx context.Context, b *budget, args listArgs, authorSelected bool) (*PostConnection, error) {
 	page, err := r.list(ctx, b, args.UserID, args.Limit, "first", args.After)
 	if err != nil {
 		return nil, err
