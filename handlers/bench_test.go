@@ -77,8 +77,8 @@ func BenchmarkEncode(b *testing.B) {
 		name  string
 		write func(http.ResponseWriter)
 	}{
-		{"post", func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, toJSON(page[0])) }},
-		{"page_of_20", func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, pageJSON(page)) }},
+		{"post", func(w http.ResponseWriter) { writePost(w, http.StatusOK, page[0]) }},
+		{"page_of_20", func(w http.ResponseWriter) { writePage(w, http.StatusOK, page) }},
 	}
 	for _, tt := range tests {
 		b.Run(tt.name, func(b *testing.B) {

@@ -9,7 +9,10 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/postsedge/caddy-posts/errcode"
@@ -18,7 +21,7 @@ import (
 	"github.com/postsedge/caddy-posts/schema"
 )
 
-// postJSON is a post as clients see it.
+// postJSON is a post as clients see it: appendPost writes what encoding/json writes of it.
 type postJSON struct {
 	ID        string  `json:"id"`
 	UserID    string  `json:"userId"`
@@ -41,13 +44,80 @@ func toJSON(p posts.Post) postJSON {
 	}
 }
 
-// pageJSON is a page of posts as clients see it.
-func pageJSON(ps []posts.Post) []postJSON {
-	out := make([]postJSON, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, toJSON(p))
+// appendPost appends p to dst as JSON, byte for byte as encoding/json writes toJSON(p) without
+// HTML escaping (FuzzPostJSON holds it to that), with none of its reflection and allocations.
+func appendPost(dst []byte, p posts.Post) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = schema.AppendJSONString(dst, p.ID, false)
+	dst = append(dst, `,"userId":`...)
+	dst = schema.AppendJSONString(dst, p.UserID, false)
+	dst = append(dst, `,"title":`...)
+	dst = schema.AppendJSONString(dst, p.Title, false)
+	if p.Body != nil {
+		dst = append(dst, `,"body":`...)
+		dst = schema.AppendJSONString(dst, *p.Body, false)
 	}
-	return out
+	dst = append(dst, `,"createdAt":`...)
+	dst = appendTime(dst, p.CreatedAt)
+	dst = append(dst, `,"updatedAt":`...)
+	dst = appendTime(dst, p.UpdatedAt)
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendInt(dst, p.Version, 10)
+	return append(dst, '}')
+}
+
+// appendTime appends t as a JSON string in posts.TimeFormat, in UTC: no character of the format
+// needs escaping.
+func appendTime(dst []byte, t time.Time) []byte {
+	return append(t.UTC().AppendFormat(append(dst, '"'), posts.TimeFormat), '"')
+}
+
+// writePost writes p as the JSON answer with status, as writeJSON would write toJSON(p).
+func writePost(w http.ResponseWriter, status int, p posts.Post) {
+	b := getBuffer()
+	*b = append(appendPost(*b, p), '\n')
+	writeBytes(w, status, *b)
+	putBuffer(b)
+}
+
+// writePage writes ps as the JSON array answer with status, as writeJSON would write the
+// array of their toJSON.
+func writePage(w http.ResponseWriter, status int, ps []posts.Post) {
+	b := getBuffer()
+	*b = append(*b, '[')
+	for i, p := range ps {
+		if i > 0 {
+			*b = append(*b, ',')
+		}
+		*b = appendPost(*b, p)
+	}
+	*b = append(*b, ']', '\n')
+	writeBytes(w, status, *b)
+	putBuffer(b)
+}
+
+// writeBytes writes body, JSON, as the answer with status.
+func writeBytes(w http.ResponseWriter, status int, body []byte) {
+	setJSONHeaders(w)
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // the status is sent; a client that went away is no one's fault
+}
+
+// buffers are the buffers answers are encoded in before their one Write, which copies them
+// (an io.Writer keeps no slice it is given).
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// maxPooledBuffer is the largest buffer kept for another answer: a page near MaxResponseSize
+// is rare, and not worth holding a megabyte for.
+const maxPooledBuffer = 64 << 10
+
+func getBuffer() *[]byte { return buffers.Get().(*[]byte) }
+
+func putBuffer(b *[]byte) {
+	if cap(*b) <= maxPooledBuffer {
+		*b = (*b)[:0]
+		buffers.Put(b)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -67,7 +137,7 @@ func setJSONHeaders(w http.ResponseWriter) {
 	h["Content-Type"], h["X-Content-Type-Options"] = values[:1:1], values[1:]
 }
 
-// pageFits is how many of the first posts of ps make a page of at most limit bytes as writeJSON
+// pageFits is how many of the first posts of ps make a page of at most limit bytes as writePage
 // writes it; the first post counts whatever its size, as a post is always sent whole. A page
 // cut there is encoded whole: it is no larger than limit, or than one post.
 func pageFits(ps []posts.Post, limit int64) int {
@@ -92,7 +162,7 @@ var emptyPostSize, bodyMemberSize = func() (int, int) {
 	return len(without), len(with) - len(without)
 }()
 
-// postSize is the size of p as writeJSON writes it, found without encoding it: the page can
+// postSize is the size of p as appendPost writes it, found without encoding it: the page can
 // then be cut before its headers (the Link) are sent, and each post encoded once.
 func postSize(p posts.Post) int {
 	n := emptyPostSize + stringSize(p.ID) + stringSize(p.UserID) + stringSize(p.Title) + schema.TimeSize(p.CreatedAt) + schema.TimeSize(p.UpdatedAt) +
@@ -112,7 +182,7 @@ func digits(n int64) int {
 	return d
 }
 
-// stringSize is the size of s as writeJSON writes it (no HTML escaping), quotes left out.
+// stringSize is the size of s as appendPost writes it (no HTML escaping), quotes left out.
 func stringSize(s string) int { return schema.JSONStringSize(s, false) - len(`""`) }
 
 // member is one member of a JSON object, its value not yet decoded.

@@ -39,7 +39,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) error {
 	if next != "" {
 		w.Header().Set("Link", nextLink(q, next))
 	}
-	writeJSON(w, http.StatusOK, pageJSON(page.Posts[:n]))
+	writePage(w, http.StatusOK, page.Posts[:n])
 	return nil
 }
 
@@ -101,7 +101,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(status)
 		return nil
 	}
-	writeJSON(w, http.StatusOK, toJSON(post))
+	writePost(w, http.StatusOK, post)
 	return nil
 }
 
@@ -135,7 +135,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 func writeCreated(w http.ResponseWriter, post posts.Post) {
 	w.Header().Set("Location", "/posts/"+post.ID)
 	setValidators(w.Header(), post)
-	writeJSON(w, http.StatusCreated, toJSON(post))
+	writePost(w, http.StatusCreated, post)
 }
 
 // update serves PATCH /posts/{id} with a JSON merge patch of title and body, if the post meets
@@ -159,7 +159,7 @@ func (a *API) update(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	setValidators(w.Header(), post)
-	writeJSON(w, http.StatusOK, toJSON(post))
+	writePost(w, http.StatusOK, post)
 	return nil
 }
 

@@ -318,7 +318,7 @@ func TestPageFitsMeasuresThePageExactly(t *testing.T) {
 	for n := 1; n <= len(page); n++ {
 		t.Run(fmt.Sprintf("a page of %d posts", n), func(t *testing.T) {
 			w := httptest.NewRecorder()
-			writeJSON(w, http.StatusOK, pageJSON(page[:n]))
+			writePage(w, http.StatusOK, page[:n])
 			if pageFits(page[:n], int64(w.Body.Len())) != n || n > 1 && pageFits(page[:n], int64(w.Body.Len()-1)) != n-1 {
 				t.Errorf("pageFits does not measure the page of %d bytes exactly", w.Body.Len())
 			}
@@ -327,7 +327,7 @@ func TestPageFitsMeasuresThePageExactly(t *testing.T) {
 }
 
 // FuzzPostSize checks that postSize, by which a page is cut before it is written, is the size
-// encoding/json writes, whatever the strings hold.
+// encoding/json writes, and appendPost the bytes it writes, whatever the strings hold.
 func FuzzPostSize(f *testing.F) {
 	for _, seed := range []string{"", "plain", "\"\\/", "<>&", "\x00\x01\b\t\n\f\r\x1f\x7f", "\u2028\u2029\u0085", "\xff\xfe\xc3", "\xed\xa0\x80", "é語🙂", "\xf4\x90\x80\x80"} {
 		f.Add(seed, seed, true, uint32(len(seed)*1000))
@@ -346,6 +346,9 @@ func FuzzPostSize(f *testing.F) {
 		}
 		if got, want := postSize(p), b.Len()-1; got != want {
 			t.Fatalf("postSize = %d; encoding/json writes %d bytes: %s", got, want, b.Bytes())
+		}
+		if got := appendPost(nil, p); !bytes.Equal(append(got, '\n'), b.Bytes()) {
+			t.Fatalf("appendPost writes %s; encoding/json writes %s", got, b.Bytes())
 		}
 	})
 }
