@@ -223,6 +223,13 @@ func parseObject(data []byte) ([]member, error) {
 	if err := checkJSONText("the body", data); err != nil {
 		return nil, err // before decoding, which would turn it into U+FFFD unseen
 	}
+	if json.Valid(data) { // the decoder below is for the message of what is not
+		members, ok, err := membersOf(data)
+		if !ok {
+			return nil, badRequest("the body must be a JSON object")
+		}
+		return members, err
+	}
 	notJSON := func(err error) error {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
