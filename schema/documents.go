@@ -4,8 +4,9 @@
 // persisted.go), skips the checks of the text, the parse, the walk of the admission pass and the
 // printing, and the cost of an operation that reads no variable; what depends on the request
 // (the operation it names, the limits on that operation, its variables, a cost that reads them)
-// is checked again on each. graphql-go still parses and validates the printed document on each
-// Execute: it has no way to run a document it parsed before.
+// is checked again on each. A query's document is validated by graphql-go once, on its first
+// Execute, and its plan kept with it (plan.go); other operations go through graphql-go's Exec,
+// which parses and validates the printed document each time.
 //
 // Only a document that a request was admitted with is kept, so that a refusal is the same whether
 // the document was cached or not: a refused document is parsed and refused again each time. The
@@ -52,11 +53,16 @@ type costed struct {
 // in a list, the densest document there is (TestTheCacheChargesTheMemoryItsDocumentsTake).
 const parsedBytesPerByte = 128
 
-// documentSize is what d counts against the cache's bytes: its text, parsed, and the document
-// printed from it. The tallies, the shape and the costs count a few words per field, which the
-// allowance for the parsed text covers.
+// planBytesPerField bounds the memory a plan (plan.go) takes per field of its document,
+// fragments expanded: a field, its share of its selection and of the arrays that hold them.
+const planBytesPerField = 192
+
+// documentSize is what d counts against the cache's bytes: its text, parsed, the document
+// printed from it, and its plan, which expands fragments, so that a short document that spreads
+// one many times has a plan larger than its text. The tallies, the shape and the costs count a
+// few words per field, which the allowance for the parsed text covers.
 func documentSize(d *document) int64 {
-	return int64(len(d.query))*parsedBytesPerByte + int64(len(d.printed))
+	return int64(len(d.query))*parsedBytesPerByte + int64(len(d.printed)) + int64(d.tallies.document.fields)*planBytesPerField
 }
 
 // documents is the cache of a schema.

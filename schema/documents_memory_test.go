@@ -19,6 +19,10 @@ import (
 func TestTheCacheChargesTheMemoryItsDocumentsTake(t *testing.T) {
 	length := schema.DefaultLimits.MaxQueryLength - 100
 	fill := func(unit string) string { return strings.Repeat(unit, length/len(unit)) }
+	spreadTenTimes := ""
+	for i := range 10 {
+		spreadTenTimes += fmt.Sprintf(` a%d: post(id: "0") { ...F }`, i)
+	}
 	for _, shape := range []struct{ name, query string }{
 		{"a default value of 8,000 integers", `query($a: [Int] = [` + fill("1 ") + `]) { posts { id } }`},
 		{"a default value of 8,000 empty lists", `query($a: [[Int]] = [` + fill("[]") + `]) { posts { id } }`},
@@ -28,6 +32,10 @@ func TestTheCacheChargesTheMemoryItsDocumentsTake(t *testing.T) {
 		{"499 fields", `{ post(id: "0") { ` + strings.Repeat("id ", 498) + `} }`},
 		{"a variable of a list type nested 900 deep", `query($a: ` + strings.Repeat("[", 900) + "Int" + strings.Repeat("]", 900) + `) { posts { id } }`},
 		{"a typical operation", `query Post($id: ID = "0") { post(id: $id) { id title body createdAt author { id name } } }`},
+		// Its plan (plan.go) has a field for each of the 320 its fragments expand to.
+		{"a fragment spread ten times", `{` + spreadTenTimes + ` }
+fragment F on Post { id userId title body createdAt updatedAt version author { id name email posts(limit: 1) {
+  id userId title body createdAt updatedAt version author { id name email posts(limit: 1) { id userId title body createdAt updatedAt version } } } } }`},
 	} {
 		t.Run(shape.name, func(t *testing.T) {
 			s := newSchemaWith(t, 10, limitsWith(func(l *schema.Limits) { l.DocumentCacheSize = 1 << 40 }))
@@ -36,9 +44,11 @@ func TestTheCacheChargesTheMemoryItsDocumentsTake(t *testing.T) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			for i := range documents {
-				if _, refusal := s.Prepare(schema.Request{Query: shape.query + fmt.Sprintf("\n# %d", i)}); refusal != nil {
+				op, refusal := s.Prepare(schema.Request{Query: shape.query + fmt.Sprintf("\n# %d", i)})
+				if refusal != nil {
 					t.Fatalf("refused: %s", refusal.Message)
 				}
+				s.Execute(t.Context(), op) // which plans a query graphql-go finds valid (most of these it does not)
 			}
 			runtime.GC()
 			runtime.ReadMemStats(&after)

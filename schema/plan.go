@@ -142,9 +142,9 @@ var fieldTypes = map[string]map[string]fieldType{
 	},
 }
 
-// planned is what is known of a document's plan once graphql-go has validated it.
+// planned is what is known of a document's plan once graphql-go has read it.
 type planned struct {
-	plan *plan // nil when the document has none, or when perRequest
+	plan *plan // nil when the document has none (graphql-go refused it, or it introspects), or when perRequest
 	// perRequest says the plan depends on the variables (an @skip or @include reads one): it
 	// is compiled again for each request.
 	perRequest bool
@@ -161,6 +161,7 @@ func (s *Schema) planOf(op *Operation) *plan {
 	known := d.planned.Load()
 	if known == nil {
 		if len(s.exec.ValidateWithVariables(d.printed, op.request.Variables)) > 0 {
+			d.planned.Store(&planned{}) // Exec answers it, now and next time
 			return nil
 		}
 		p, static := compile(d.tree, op.def, op.request.Variables)

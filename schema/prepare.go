@@ -20,7 +20,8 @@
 // parse, the walk of the admission pass, a cost that reads no variable, the printing) and is
 // checked again on the rest, in the same order, so that it is refused as it would be uncached.
 //
-// Execute then runs it; graphql-go's own validation (max_depth among it) comes first there.
+// Execute then runs it; graphql-go's own validation (max_depth among it) comes first there, once
+// for a query's document (by its plan, plan.go), each time for other operations.
 // Every refusal is a request error: nothing has run, no store call was made.
 
 package schema
