@@ -226,13 +226,15 @@ func parseObject(data []byte) ([]member, error) {
 	if err := checkJSONText("the body", data); err != nil {
 		return nil, err // before decoding, which would turn it into U+FFFD unseen
 	}
-	if json.Valid(data) { // the decoder below is for the message of what is not
-		members, ok, err := membersOf(data)
-		if !ok {
-			return nil, badRequest("the body must be a JSON object")
-		}
-		return members, err
+	if members, ok := splitObject(data); ok {
+		return members, nil
 	}
+	return decodeObject(data)
+}
+
+// decodeObject is parseObject's reading of data with encoding/json's decoder, whose errors
+// name what is wrong with a body that is not one JSON object of distinct members.
+func decodeObject(data []byte) ([]member, error) {
 	notJSON := func(err error) error {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
@@ -272,6 +274,113 @@ func parseObject(data []byte) ([]member, error) {
 		return nil, badRequest("the body must hold one JSON object and nothing after it")
 	}
 	return members, nil
+}
+
+// splitObject is parseObject for the bodies clients send: one valid JSON object whose member
+// names have no escapes and are distinct. It splits them without a decoder (about 25
+// allocations fewer), and gives up (ok false) on anything else, for decodeObject to read or
+// refuse as it did before: what it returns is what decodeObject returns for the same data
+// (FuzzSplitObject holds it to that).
+func splitObject(data []byte) (members []member, ok bool) {
+	if !json.Valid(data) {
+		return nil, false
+	}
+	i := skipSpace(data, 0)
+	if data[i] != '{' {
+		return nil, false
+	}
+	members = make([]member, 0, 4)
+	var seen map[string]bool // past a few members: a body of many must not cost their square
+	for i = skipSpace(data, i+1); data[i] != '}'; i = skipSpace(data, i+1) {
+		if data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+		end := stringEnd(data, i)
+		raw := data[i+1 : end]
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			return nil, false // an escape: the decoder's to read
+		}
+		name := memberName(raw)
+		if seen == nil && len(members) == 16 {
+			seen = make(map[string]bool, 32)
+			for _, m := range members {
+				seen[m.name] = true
+			}
+		}
+		if seen != nil && seen[name] || seen == nil && slices.ContainsFunc(members, func(m member) bool { return m.name == name }) {
+			return nil, false // the decoder's to refuse
+		}
+		if seen != nil {
+			seen[name] = true
+		}
+		start := skipSpace(data, skipSpace(data, end+1)+1) // past the colon
+		i = valueEnd(data, start)
+		members = append(members, member{name, json.RawMessage(data[start:i:i])})
+		i-- // the loop steps past the value's last byte
+	}
+	return members, true
+}
+
+// knownNames are the member names the API reads (REST's, GraphQL's), which memberName returns
+// without a copy.
+var knownNames = []string{"title", "body", "query", "variables", "operationName", "extensions"}
+
+// memberName is raw, a member name with no escape, as a string.
+func memberName(raw []byte) string {
+	for _, name := range knownNames {
+		if string(raw) == name {
+			return name
+		}
+	}
+	return string(raw)
+}
+
+// skipSpace is the index of the first byte of data at or after i that is not JSON whitespace.
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index of the quote that closes the JSON string opening at data[i], in valid
+// JSON.
+func stringEnd(data []byte, i int) int {
+	for i++; data[i] != '"'; i++ {
+		if data[i] == '\\' {
+			i++
+		}
+	}
+	return i
+}
+
+// valueEnd is the index just past the JSON value starting at data[i], in valid JSON.
+func valueEnd(data []byte, i int) int {
+	depth := 0
+	for ; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			i = stringEnd(data, i)
+		case '{', '[':
+			depth++
+			continue
+		case '}', ']':
+			depth--
+		default:
+			if depth > 0 {
+				continue
+			}
+			// A number or a literal, which ends at the first byte that is none of theirs.
+			for i < len(data) && !strings.ContainsRune(" \t\n\r,}]", rune(data[i])) {
+				i++
+			}
+			return i
+		}
+		if depth == 0 {
+			return i + 1
+		}
+	}
+	return i
 }
 
 // checkUTF8 returns a 400 naming what when text is not valid UTF-8, so that nothing silently

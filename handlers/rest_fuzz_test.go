@@ -143,21 +143,38 @@ func FuzzDecodePost(f *testing.F) {
 	})
 }
 
-// FuzzStringOrNull checks that stringOrNull, which reads a string without an escape as its
-// bytes, reads every member of a body as encoding/json decodes it.
-func FuzzStringOrNull(f *testing.F) {
+// FuzzSplitObject checks parseObject's way without a decoder against the decoder's: wherever
+// splitObject reads a body, decodeObject reads the same members, names and raw values, in the
+// same order; and a string member read by stringOrNull is what encoding/json decodes.
+func FuzzSplitObject(f *testing.F) {
 	for _, seed := range append(restBodySeeds,
 		` { "title" : "a \"quoted\" \\ title" , "body":null,"n":-1.5e+3, "t":true,"f" :false } `,
-		"{\"title\":\"\t\"}", `{"title":"<&> \u2028 é語🙂"}`, `{"title":""}`,
+		`{"a":{"b":[1,{"c":"}]"}],"d":"\\"},"e":[[],{}],"":"empty name"}`,
+		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"a":18}`,
+		"{\"title\":\"\t\"}", `{"tit\u006ce": 1}`, `{"a":"x","a":"y"}`,
 	) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		members, err := parseObject([]byte(body))
-		if err != nil {
+		data := []byte(body)
+		if !utf8.Valid(data) {
+			return // parseObject refuses it before either reads it
+		}
+		split, ok := splitObject(data)
+		if !ok {
 			return
 		}
-		for _, m := range members {
+		decoded, err := decodeObject(data)
+		if err != nil {
+			t.Fatalf("splitObject read %q, which decodeObject refuses: %v", body, err)
+		}
+		if len(split) != len(decoded) {
+			t.Fatalf("splitObject read %d members of %q, decodeObject %d", len(split), body, len(decoded))
+		}
+		for i, m := range split {
+			if m.name != decoded[i].name || !bytes.Equal(m.value, decoded[i].value) {
+				t.Fatalf("member %d of %q: splitObject %q=%q, decodeObject %q=%q", i, body, m.name, m.value, decoded[i].name, decoded[i].value)
+			}
 			var want *string
 			if err := json.Unmarshal(m.value, &want); err != nil {
 				continue // not a string or null: stringOrNull refuses it either way
