@@ -59,6 +59,10 @@ type User struct {
 	r    *Resolver
 	user posts.User
 	b    *budget
+	// ahead is a page of the user's posts read before the user was known to exist (see
+	// Resolver.userByPosts), and aheadLimit the limit it was read with.
+	ahead      *posts.Page
+	aheadLimit int32
 }
 
 // ID resolves User.id.
@@ -72,13 +76,7 @@ func (u *User) Email() *string { return u.b.optStr("email", u.user.Email) }
 
 // Posts resolves User.posts. Their author is this user, so it costs no query.
 func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post, error) {
-	limit := args.Limit
-	if limit == nil {
-		n := int32(min(UserPostsLimit, u.r.svc.MaxLimit()))
-		limit = &n
-	}
-	id := graphql.ID(u.user.ID)
-	page, err := u.r.list(ctx, u.b, &id, limit, "limit", nil)
+	page, err := u.page(ctx, u.r.postsLimit(args.Limit))
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +88,23 @@ func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post,
 		p.author = u
 	}
 	return out, nil
+}
+
+// postsLimit is the limit of User.posts whose argument is limit (nil when not given).
+func (r *Resolver) postsLimit(limit *int32) int32 {
+	if limit != nil {
+		return *limit
+	}
+	return int32(min(UserPostsLimit, r.svc.MaxLimit()))
+}
+
+// page is the page of the user's posts of limit: the one read ahead, if it was read with it.
+func (u *User) page(ctx context.Context, limit int32) (posts.Page, error) {
+	if u.ahead != nil && u.aheadLimit == limit {
+		return *u.ahead, nil
+	}
+	id := graphql.ID(u.user.ID)
+	return u.r.list(ctx, u.b, &id, &limit, "limit", nil)
 }
 
 // PostConnection resolves a page of posts.

@@ -65,6 +65,9 @@ type field struct {
 	// authors says, of a list of posts, that their authors are selected: they are read ahead
 	// in one query, as graphql-go's HasSelectedField tells the resolvers.
 	authors bool
+	// byPosts is, of a user whose selection is only its id and its posts, the first posts
+	// field: the user is known by its posts (Resolver.userByPosts).
+	byPosts *field
 	typ     string // for __typename: the object's type
 }
 
@@ -271,6 +274,8 @@ func (c *compiler) selection(typ string, sets []ast.SelectionSet, depth int) (se
 			f.authors = f.sel.has("author")
 		case queryPostsConnection:
 			f.authors = f.sel.has("edges", "node", "author")
+		case queryUser:
+			f.byPosts = f.sel.onlyPosts()
 		}
 	}
 	return sel, true
@@ -333,6 +338,21 @@ func (s *selection) field(key string) *field {
 		}
 	}
 	return nil
+}
+
+// onlyPosts is the first posts field of s, the selection of a user, when it selects nothing
+// else but the id; nil otherwise.
+func (s *selection) onlyPosts() *field {
+	var first *field
+	for _, f := range s.fields {
+		switch {
+		case f.kind == userPosts && first == nil:
+			first = f
+		case f.kind != userPosts && f.kind != userID && f.kind != typename:
+			return nil
+		}
+	}
+	return first
 }
 
 // has says whether s selects a field at the path of field names, as HasSelectedField does.
@@ -612,7 +632,12 @@ func (x *run) field(f *field, on any) (null bool) {
 		return x.post(f, p, err)
 	case queryUser:
 		id, _ := a.id("id")
-		u, err := x.r.user(x.ctx, x.b, "user", string(id))
+		if f.byPosts == nil {
+			u, err := x.r.user(x.ctx, x.b, "user", string(id))
+			return x.user(f, u, err)
+		}
+		limit, _ := arguments{list: f.byPosts.args, vars: x.vars, op: x.op}.optInt("limit")
+		u, err := x.r.userByPosts(x.ctx, x.b, string(id), x.r.postsLimit(limit))
 		return x.user(f, u, err)
 	case queryPosts:
 		args, _ := a.listArgs("limit")

@@ -174,6 +174,26 @@ func (r *Resolver) user(ctx context.Context, b *budget, name, id string) (*User,
 	return &User{r: r, user: u, b: b}, nil
 }
 
+// userByPosts resolves Query.user for an operation that selects of the user only its id and
+// its posts, limit of them first: a user with posts is a user, so the saved profile, which
+// none of the fields selected shows, is read only for one without, as user reads it. The
+// charges are user's, and the page is kept for the User's posts.
+func (r *Resolver) userByPosts(ctx context.Context, b *budget, id string, limit int32) (*User, error) {
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	u := &User{r: r, user: posts.User{ID: id}, b: b, aheadLimit: limit}
+	page, err := u.page(ctx, limit)
+	if err != nil || len(page.Posts) == 0 {
+		return r.user(ctx, b, "user", id) // its posts, or their error, come again through it
+	}
+	if !b.objectMember("user", "User", true) {
+		return nil, errResponseTooLarge
+	}
+	u.ahead = &page
+	return u, nil
+}
+
 // CreatePost resolves Mutation.createPost.
 func (r *Resolver) CreatePost(ctx context.Context, args struct {
 	Input struct {
