@@ -341,11 +341,14 @@ func (s *selection) field(key string) *field {
 }
 
 // onlyPosts is the first posts field of s, the selection of a user, when it selects nothing
-// else but the id; nil otherwise.
+// else but the id, and not the posts' author (the user, whose profile it would show); nil
+// otherwise.
 func (s *selection) onlyPosts() *field {
 	var first *field
 	for _, f := range s.fields {
 		switch {
+		case f.kind == userPosts && f.sel.has("author"):
+			return nil
 		case f.kind == userPosts && first == nil:
 			first = f
 		case f.kind != userPosts && f.kind != userID && f.kind != typename:
