@@ -369,7 +369,9 @@ func (s *selection) has(path ...string) bool {
 }
 
 // valueOf is the value v gives, as graphql-go deserializes it: a variable's from vars, or its
-// default; given is false when there is neither.
+// default; given is false when there is neither. A value a plan does not read (a block string,
+// which graphql-go's reader may read otherwise; a list or an object, which no argument of a
+// query takes) is unread{}, which no argument accepts: the document is left to graphql-go.
 func valueOf(v *ast.Value, vars map[string]any, op *ast.OperationDefinition) (value any, given bool) {
 	switch v.Kind {
 	case ast.Variable:
@@ -382,25 +384,31 @@ func valueOf(v *ast.Value, vars map[string]any, op *ast.OperationDefinition) (va
 		return nil, false
 	case ast.IntValue:
 		n, err := strconv.ParseInt(v.Raw, 10, 64)
-		if err != nil {
-			return nil, false
-		}
-		if n < math.MinInt32 || n > math.MaxInt32 {
+		switch {
+		case err != nil:
+			return unread{}, true
+		case n < math.MinInt32 || n > math.MaxInt32:
 			return n, true
 		}
 		return int32(n), true
 	case ast.FloatValue:
 		f, err := strconv.ParseFloat(v.Raw, 64)
-		return f, err == nil
-	case ast.StringValue, ast.BlockValue, ast.EnumValue:
+		if err != nil {
+			return unread{}, true
+		}
+		return f, true
+	case ast.StringValue, ast.EnumValue:
 		return v.Raw, true
 	case ast.BooleanValue:
 		return v.Raw == "true", true
 	case ast.NullValue:
 		return nil, true
 	}
-	return nil, false // a list or an object: no argument of a query takes one
+	return unread{}, true
 }
+
+// unread is a value a plan does not read (see valueOf).
+type unread struct{}
 
 // arguments are the arguments of a field, read with a request's variables; or, later, at
 // compile time: then a variable reads as fine, to be checked once the request's are known.
