@@ -11,6 +11,9 @@ package metrics
 
 import (
 	"errors"
+	"maps"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -175,8 +178,19 @@ const (
 
 // Request records a request answered (or a WebSocket operation started or connection closed).
 func Request(iface, operation, code string, took time.Duration) {
-	requests.WithLabelValues(iface, operation, code).Inc()
-	requestDuration.WithLabelValues(iface, operation, code).Observe(took.Seconds())
+	s := requestSeries.get([3]string{iface, operation, code})
+	s.count.Inc()
+	s.took.Observe(took.Seconds())
+}
+
+// requestSeries are the series of Request, by their labels.
+var requestSeries = newSeries(func(l [3]string) requestSeriesOf {
+	return requestSeriesOf{requests.WithLabelValues(l[:]...), requestDuration.WithLabelValues(l[:]...)}
+})
+
+type requestSeriesOf struct {
+	count prometheus.Counter
+	took  prometheus.Observer
 }
 
 // Connection records a WebSocket connection closed with code; it has no duration.
@@ -187,11 +201,14 @@ func Connection(code string) {
 // StoreOperation records one operation of a store of backend; errorKind is "" when it
 // succeeded.
 func StoreOperation(backend, operation, errorKind string, took time.Duration) {
-	storeDuration.WithLabelValues(backend, operation).Observe(took.Seconds())
+	storeSeries.get([2]string{backend, operation}).Observe(took.Seconds())
 	if errorKind != "" {
 		storeErrors.WithLabelValues(backend, operation, errorKind).Inc()
 	}
 }
+
+// storeSeries are the durations of StoreOperation, by their labels.
+var storeSeries = newSeries(func(l [2]string) prometheus.Observer { return storeDuration.WithLabelValues(l[:]...) })
 
 // StoreBreaker records that the breaker of a store of backend opened or closed.
 func StoreBreaker(backend string, open bool) {
@@ -204,7 +221,10 @@ func StoreBreaker(backend string, open bool) {
 }
 
 // Auth records the outcome of checking a request's credentials.
-func Auth(method, outcome string) { authOutcomes.WithLabelValues(method, outcome).Inc() }
+func Auth(method, outcome string) { authSeries.get([2]string{method, outcome}).Inc() }
+
+// authSeries are the counters of Auth, by their labels.
+var authSeries = newSeries(func(l [2]string) prometheus.Counter { return authOutcomes.WithLabelValues(l[:]...) })
 
 // JWKSFetched records a fetch of the key set at url: its keys, or the error.
 func JWKSFetched(url string, keys int, err error) {
@@ -313,3 +333,44 @@ func Resumed(outcome string) { resumes.WithLabelValues(outcome).Inc() }
 
 // EventReplayed counts a response a resumed subscription received from the log.
 func EventReplayed() { eventsReplayed.Inc() }
+
+// series are the children of vectors, each found once by its label values rather than on
+// every call: WithLabelValues hashes the values and takes the vector's lock each time, which
+// every request paid four times (its count and duration, its store operation, its credentials).
+// Reads take no lock; a series seen for the first time copies the map. Only vectors whose
+// series are never deleted go through it.
+type series[K comparable, V any] struct {
+	of    func(K) V
+	mu    sync.Mutex // held by a writer of known
+	known atomic.Pointer[map[K]V]
+}
+
+// maxSeries bounds what series keeps: labels come from short fixed lists, so more would be a
+// bug elsewhere, which then costs a lookup in the vector rather than memory here.
+const maxSeries = 1024
+
+func newSeries[K comparable, V any](of func(K) V) *series[K, V] {
+	s := &series[K, V]{of: of}
+	s.known.Store(&map[K]V{})
+	return s
+}
+
+// get is the series of the labels l.
+func (s *series[K, V]) get(l K) V {
+	if v, ok := (*s.known.Load())[l]; ok {
+		return v
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	known := *s.known.Load()
+	if v, ok := known[l]; ok {
+		return v
+	}
+	v := s.of(l)
+	if len(known) < maxSeries {
+		next := maps.Clone(known)
+		next[l] = v
+		s.known.Store(&next)
+	}
+	return v
+}
