@@ -158,7 +158,7 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 		if x := exchangeOf(w); x != nil {
 			x.operation = cmp.Or(labels[r.Method], other)
 		}
-		a.setVary(w.Header(), false)
+		a.setVary(w, false)
 		method := r.Method
 		if method == http.MethodHead {
 			method = http.MethodGet
@@ -174,7 +174,7 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 			a.fail(w, r, err)
 			return
 		}
-		setCacheControl(w.Header(), caller) // a failure from here on is fail's: no-store
+		setCacheControl(w, caller) // a failure from here on is fail's: no-store
 		// Before the body is read: a request its caller may not make costs no more work.
 		action := actionOfMethod(method)
 		if err := a.cfg.Posts.Allow(caller, action); err != nil {

@@ -26,18 +26,50 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 )
 
-// The values of Cache-Control, each a slice of one: a later Add copies it rather than write into
-// an array that every response shares (so are those of varies).
-var (
-	cachePublic     = []string{"public, max-age=0, must-revalidate"}
-	cachePrivate    = []string{"private, max-age=0, must-revalidate"}
-	cacheNotStoring = []string{"private, no-store"}
-	cacheNever      = []string{"no-store"}
+// The values of Cache-Control.
+const (
+	cachePublic     = "public, max-age=0, must-revalidate"
+	cachePrivate    = "private, max-age=0, must-revalidate"
+	cacheNotStoring = "private, no-store"
+	cacheNoStore    = "no-store"
 )
+
+// cacheNever is the Cache-Control of a stream (stream.go), shared by them all: see fixedHeaders.
+var cacheNever = []string{cacheNoStore}
+
+// fixedHeaders holds the values of the header fields that every answer of the API sets to one
+// of a few fixed strings, each field a capped slice of it: an append to a field copies it, and
+// a write into a field's value in place (as Caddy's header directive replaces a value, when
+// deferred) changes this answer's alone. Slices shared by every answer were so changed for
+// every site of the process: a replace of public by private on one site's Cache-Control made
+// every site's anonymous answers private, and private by public every site's identified ones
+// public. An exchange holds the array of its answer, so setting them allocates nothing.
+type fixedHeaders [4]string
+
+// The fields of fixedHeaders, by their index.
+const (
+	fixedVary = iota
+	fixedCacheControl
+	fixedContentType
+	fixedNoSniff
+)
+
+var fixedNames = [len(fixedHeaders{})]string{"Vary", "Cache-Control", "Content-Type", "X-Content-Type-Options"}
+
+// setFixed sets the field i of fixedHeaders on w's answer to value.
+func setFixed(w http.ResponseWriter, i int, value string) {
+	x := exchangeOf(w)
+	if x == nil {
+		w.Header()[fixedNames[i]] = []string{value}
+		return
+	}
+	x.fixed[i] = value
+	w.Header()[fixedNames[i]] = x.fixed[i : i+1 : i+1]
+}
 
 // varies are the Vary headers of the API's answers, made once in New.
 type varies struct {
-	rest, graphQL []string
+	rest, graphQL string
 }
 
 // newVaries names the credential headers of authn (and, for GraphQL, Accept).
@@ -46,32 +78,32 @@ func newVaries(authn *auth.Authenticator) varies {
 	if authn != nil && authn.APIKeyHeader != "" {
 		credentials += ", " + http.CanonicalHeaderKey(authn.APIKeyHeader)
 	}
-	return varies{rest: []string{credentials}, graphQL: []string{"Accept, " + credentials}}
+	return varies{rest: credentials, graphQL: "Accept, " + credentials}
 }
 
-// setVary marks h, an answer of REST or of GraphQL over HTTP, as depending on the request's
+// setVary marks w's answer, of REST or of GraphQL over HTTP, as depending on the request's
 // credentials (and on its Accept for GraphQL).
-func (a *API) setVary(h http.Header, graphQL bool) {
+func (a *API) setVary(w http.ResponseWriter, graphQL bool) {
 	if graphQL {
-		h["Vary"] = a.vary.graphQL
+		setFixed(w, fixedVary, a.vary.graphQL)
 	} else {
-		h["Vary"] = a.vary.rest
+		setFixed(w, fixedVary, a.vary.rest)
 	}
 }
 
-// setCacheControl sets the Cache-Control of an answer to caller. A failure later on replaces it
-// (setFailed).
-func setCacheControl(h http.Header, caller auth.Identity) {
+// setCacheControl sets the Cache-Control of w's answer to caller. A failure later on replaces
+// it (setFailed).
+func setCacheControl(w http.ResponseWriter, caller auth.Identity) {
 	switch {
 	case caller.Anonymous():
-		h["Cache-Control"] = cachePublic
+		setFixed(w, fixedCacheControl, cachePublic)
 	case caller.Method == auth.MethodCaddy:
-		h["Cache-Control"] = cacheNotStoring
+		setFixed(w, fixedCacheControl, cacheNotStoring)
 	default:
-		h["Cache-Control"] = cachePrivate
+		setFixed(w, fixedCacheControl, cachePrivate)
 	}
 }
 
 // setFailed sets the Cache-Control of a failure: an error status, or a GraphQL answer with
 // errors.
-func setFailed(h http.Header) { h["Cache-Control"] = cacheNever }
+func setFailed(w http.ResponseWriter) { setFixed(w, fixedCacheControl, cacheNoStore) }

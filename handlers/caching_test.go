@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
@@ -129,6 +131,66 @@ func TestAnswersToACallerThatCaddyIdentified(t *testing.T) {
 			a.Route(r).ServeHTTP(w, r)
 			if w.Code != http.StatusOK || w.Header().Get("Cache-Control") != tt.cacheControl {
 				t.Errorf("%d, Cache-Control %q; want 200, %q", w.Code, w.Header().Get("Cache-Control"), tt.cacheControl)
+			}
+		})
+	}
+}
+
+// TestAnAnswersFixedHeadersAreItsOwn writes into the values of an answer's header fields in
+// place, as Caddy's header directive does when it replaces a value at write time (deferred),
+// and checks that the next answers, of REST and GraphQL, anonymous and identified, keep theirs.
+func TestAnAnswersFixedHeadersAreItsOwn(t *testing.T) {
+	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc := posts.NewService(posts.Config{Store: st, Timeout: 5 * time.Second, MaxLimit: 100, Logger: zap.NewNop()})
+	graph, err := schema.New(svc, zap.NewNop(), testLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(Config{
+		Posts: svc, GraphQL: graph,
+		Auth:        &auth.Authenticator{APIKeyHeader: "X-API-Key", APIKeys: []auth.APIKey{mustKey(t, wsKey, "alice")}},
+		MaxBodySize: 1 << 20, MaxResponseSize: 1 << 20, Logger: zap.NewNop(),
+	})
+	t.Cleanup(a.Close)
+	requests := []struct {
+		name, method, path, key string
+	}{
+		{"an anonymous REST read", http.MethodGet, "/posts", ""},
+		{"an identified REST read", http.MethodGet, "/posts", wsKey},
+		{"a REST failure", http.MethodGet, "/posts/nonesuch", ""},
+		{"an anonymous GraphQL query", http.MethodGet, "/graphql?query=%7B__typename%7D", ""},
+		{"an identified GraphQL query", http.MethodGet, "/graphql?query=%7B__typename%7D", wsKey},
+	}
+	serve := func(method, path, key string) http.Header {
+		r := httptest.NewRequest(method, path, nil)
+		r.Header.Set("Accept", "application/json")
+		if key != "" {
+			r.Header.Set("X-API-Key", key)
+		}
+		w := httptest.NewRecorder()
+		a.Route(r).ServeHTTP(w, r)
+		return w.Header()
+	}
+	for _, tt := range requests {
+		t.Run(tt.name+" keeps its header values after another answer's were replaced in place", func(t *testing.T) {
+			want := serve(tt.method, tt.path, tt.key).Clone()
+			for _, other := range requests {
+				h := serve(other.method, other.path, other.key)
+				for _, values := range h {
+					for i := range values {
+						values[i] = "replaced"
+					}
+				}
+			}
+			got := serve(tt.method, tt.path, tt.key)
+			for _, name := range fixedNames {
+				if !slices.Equal(got[name], want[name]) || len(want[name]) == 0 {
+					t.Errorf("%s: %q; before, %q", name, got[name], want[name])
+				}
 			}
 		})
 	}

@@ -52,7 +52,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 // client.
 func (a *API) problem(w http.ResponseWriter, r *http.Request, err error) *errcode.Error {
 	e := errcode.Of(err)
-	setFailed(w.Header())
+	setFailed(w)
 	if authErr, ok := errors.AsType[*auth.Error](err); ok {
 		w.Header().Set("WWW-Authenticate", authErr.Challenge())
 	} else if e.Code.Status == http.StatusUnauthorized {

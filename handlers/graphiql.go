@@ -142,7 +142,7 @@ func serveGraphiQLAsset(w http.ResponseWriter, r *http.Request) {
 	// An exact lookup: "..", unknown names and the directories themselves are simply not there.
 	a, ok := loadGraphiQL().assets[name]
 	if !ok {
-		setFailed(w.Header())
+		setFailed(w)
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such GraphiQL file: " + r.URL.Path})
 		return
 	}

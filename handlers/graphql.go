@@ -36,7 +36,7 @@ var graphQLParams = [...]string{"query", "operationName", "variables", "extensio
 // serveGraphQL serves /graphql but for WebSocket upgrades: GraphiQL to browsers, and GraphQL
 // over HTTP (POST for every operation, GET for queries) to everyone else.
 func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
-	a.setVary(w.Header(), true)
+	a.setVary(w, true)
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if !get && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, HEAD, POST")
@@ -68,7 +68,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	if !caller.Anonymous() && a.cfg.Identified != nil {
 		a.cfg.Identified(r, caller)
 	}
-	setCacheControl(w.Header(), caller) // writeGraphQL makes it no-store if errors come
+	setCacheControl(w, caller) // writeGraphQL makes it no-store if errors come
 	var req schema.Request
 	if get {
 		req, err = graphQLQuery(r.URL.RawQuery)
@@ -177,7 +177,7 @@ func writeGraphQL(w http.ResponseWriter, media string, status int, res *graphql.
 	h := w.Header()
 	h["Content-Type"], h["X-Content-Type-Options"] = graphQLHeaders(media)
 	if len(res.Errors) > 0 {
-		setFailed(h)
+		setFailed(w)
 	}
 	w.WriteHeader(status)
 	if len(res.Errors) == 0 && res.Extensions == nil && res.Data != nil {

@@ -130,11 +130,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // setJSONHeaders sets the headers of every JSON response.
 func setJSONHeaders(w http.ResponseWriter) {
-	// Both values in one array rather than one slice each; each is capped, so an append by a
-	// later handler copies it rather than write over the other.
-	values := []string{"application/json", "nosniff"}
-	h := w.Header()
-	h["Content-Type"], h["X-Content-Type-Options"] = values[:1:1], values[1:]
+	if exchangeOf(w) == nil {
+		// Both values in one array rather than one slice each; each is capped (fixedHeaders).
+		values := []string{"application/json", "nosniff"}
+		h := w.Header()
+		h["Content-Type"], h["X-Content-Type-Options"] = values[:1:1], values[1:]
+		return
+	}
+	setFixed(w, fixedContentType, "application/json")
+	setFixed(w, fixedNoSniff, "nosniff")
 }
 
 // pageFits is how many of the first posts of ps make a page of at most limit bytes as writePage

@@ -28,6 +28,7 @@ type exchange struct {
 	iface   string
 	start   time.Time
 	started time.Duration
+	fixed   fixedHeaders // the values of the answer's fixed fields
 }
 
 // streaming labels the exchange of a subscription that now streams over iface.
