@@ -181,22 +181,18 @@ func writeGraphQL(w http.ResponseWriter, media string, status int, res *graphql.
 	}
 	w.WriteHeader(status)
 	if len(res.Errors) == 0 && res.Extensions == nil && res.Data != nil {
-		// What the encoder below writes of data alone, without its copy and its check of data,
-		// which the schema wrote as compact JSON.
-		_, _ = w.Write(dataOpening)
-		_, _ = w.Write(res.Data)
-		_, _ = w.Write(dataClosing)
+		// What the encoder below writes of data alone, without its check of data, which the
+		// schema wrote as compact JSON; in one Write, as REST's answers.
+		b := getBuffer()
+		*b = append(append(append(*b, `{"data":`...), res.Data...), "}\n"...)
+		_, _ = w.Write(*b)
+		putBuffer(b)
 		return
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(res)
 }
-
-var (
-	dataOpening = []byte(`{"data":`)
-	dataClosing = []byte("}\n")
-)
 
 // graphQLHeaders are the Content-Type and X-Content-Type-Options of a GraphQL response in media:
 // one array for both, each capped, as setJSONHeaders does.
