@@ -18,9 +18,9 @@ import (
 //     operation, the admission pass, coerce the variables, the cost, print) and cached (the
 //     document found by the hash of its text: pick the operation, coerce the variables, and the
 //     cost only if it reads them);
-//   - execute: Schema.Execute of the prepared operation: graphql-go's parse and validation of
-//     the printed document (on every run: it cannot run a document parsed before) and its
-//     execution, the resolvers, and the posts.Service and store calls.
+//   - execute: Schema.Execute of the prepared operation: a query by its document's plan
+//     (plan.go; graphql-go validated the document on the first run), a mutation by graphql-go's
+//     parse, validation and execution; the resolvers, and the posts.Service and store calls.
 //
 // The service is the real one on the embedded store, built as the tests build it, so execute
 // includes the store's work: its ns/op and allocs/op include the SQLite query.
