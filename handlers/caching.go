@@ -34,9 +34,6 @@ const (
 	cacheNoStore    = "no-store"
 )
 
-// cacheNever is the Cache-Control of a stream (stream.go), shared by them all: see fixedHeaders.
-var cacheNever = []string{cacheNoStore}
-
 // fixedHeaders holds the values of the header fields that every answer of the API sets to one
 // of a few fixed strings, each field a capped slice of it: an append to a field copies it, and
 // a write into a field's value in place (as Caddy's header directive replaces a value, when

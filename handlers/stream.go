@@ -286,7 +286,7 @@ func (a *API) serveStreamed(w http.ResponseWriter, f framing, res *graphql.Respo
 func startStream(w http.ResponseWriter, f framing) {
 	h := w.Header()
 	h.Set("Content-Type", f.contentType())
-	h["Cache-Control"] = cacheNever
+	setFixed(w, fixedCacheControl, cacheNoStore)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Incremental", "?1")
 	h.Set("X-Accel-Buffering", "no") // nginx in front: do not buffer
