@@ -133,7 +133,8 @@ type Handler struct {
 	DocumentCacheEntries int `json:"document_cache_entries,omitempty"`
 
 	// The most memory the cached documents may take, counted as 128 bytes per byte of query text,
-	// the most a parsed document takes (most take a fifth of it). Default: 32 MiB.
+	// the most a parsed document takes (most take a fifth of it), and 192 per field of a query's
+	// plan, fragments expanded. Default: 32 MiB.
 	DocumentCacheSize int64 `json:"document_cache_size,omitempty"`
 
 	// The file of an Apollo persisted query manifest, whose operations are prepared at start and
