@@ -327,34 +327,11 @@ http://127.0.0.1:%d {
 }
 
 // getAllocs GETs url over one keep-alive connection b.N times, checking each answer is want,
-// and returns the heap allocations per GET.
+// and returns the heap allocations per GET: one request, sent again and again.
 func getAllocs(b *testing.B, client *http.Client, url string, want []byte) float64 {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var answer bytes.Buffer
-	get := func() {
-		res, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		answer.Reset()
-		_, err = answer.ReadFrom(res.Body)
-		res.Body.Close()
-		if err != nil || res.StatusCode != http.StatusOK || !bytes.Equal(answer.Bytes(), want) {
-			b.Fatalf("GET %s: %d %q, %v; want 200 %q", url, res.StatusCode, answer.Bytes(), err, want)
-		}
-	}
-	get() // the connection, the buffers and the store's first answer are not what is measured
-	b.ReportAllocs()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	n := 0
-	for b.Loop() {
-		get()
-		n++
-	}
-	runtime.ReadMemStats(&after)
-	return float64(after.Mallocs-before.Mallocs) / float64(n)
+	return requestAllocs(b, client, func() (*http.Request, error) { return req, nil }, want)
 }

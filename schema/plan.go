@@ -766,25 +766,7 @@ func (x *run) posts(f *field, ps []*Post, err error) bool {
 		x.nilNonNull("[Post!]")
 		return x.null()
 	}
-	start := len(x.out)
-	x.out = append(x.out, '[')
-	null := false
-	for i, p := range ps {
-		if i > 0 {
-			x.out = append(x.out, ',')
-		}
-		x.path = append(x.path, pathKey{index: i})
-		if x.object(f.sel, p) {
-			null = true // a list of non-null posts with a null in it is null, once all are written
-		}
-		x.path = x.path[:len(x.path)-1]
-	}
-	if null {
-		x.out = append(x.out[:start], "null"...)
-		return true
-	}
-	x.out = append(x.out, ']')
-	return false
+	return writeList(x, f.sel, ps)
 }
 
 // edges writes the edges of a connection, [PostEdge!]!.
@@ -793,15 +775,20 @@ func (x *run) edges(f *field, edges []*PostEdge) bool {
 		x.nilNonNull("[PostEdge!]")
 		return x.null()
 	}
+	return writeList(x, f.sel, edges)
+}
+
+// writeList writes items, a list of non-null objects each with the fields of sel, and says whether
+// it is null: a null among them makes it null, once all are written, as graphql-go does.
+func writeList[T any](x *run, sel *selection, items []T) (null bool) {
 	start := len(x.out)
 	x.out = append(x.out, '[')
-	null := false
-	for i, e := range edges {
+	for i, item := range items {
 		if i > 0 {
 			x.out = append(x.out, ',')
 		}
 		x.path = append(x.path, pathKey{index: i})
-		if x.object(f.sel, e) {
+		if x.object(sel, item) {
 			null = true
 		}
 		x.path = x.path[:len(x.path)-1]
