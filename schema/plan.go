@@ -22,7 +22,9 @@
 //     escaped.
 //
 // What differs is when: a plan runs the fields one after the other, so the errors of one
-// response come in the order of their fields, where Exec's goroutines add them as they finish.
+// response come in the order of their fields, where Exec's goroutines add them as they finish;
+// and a user of whom a query asks only its posts is known by them, its profile read only when it
+// has none (Resolver.userByPosts).
 
 package schema
 
