@@ -271,23 +271,30 @@ func graphQLRequest(param func(name string) (json.RawMessage, error), inQuery bo
 		}
 	}
 	query, operationName, variables, extensions := raw[0], raw[1], raw[2], raw[3]
-	if query != nil && json.Unmarshal(query, &req.Query) != nil {
-		return req, badRequest("the %s query must be a string", where)
+	var ok bool
+	if query != nil {
+		if req.Query, ok = jsonString(query); !ok {
+			return req, badRequest("the %s query must be a string", where)
+		}
 	}
-	if operationName != nil && json.Unmarshal(operationName, &req.OperationName) != nil {
-		return req, badRequest("the %s operationName must be a string", where)
+	if operationName != nil {
+		if req.OperationName, ok = jsonString(operationName); !ok {
+			return req, badRequest("the %s operationName must be a string", where)
+		}
 	}
 	if variables != nil && (json.Unmarshal(variables, &req.Variables) != nil || req.Variables == nil) {
 		return req, badRequest("the %s variables must be a JSON object", where)
 	}
-	var ext map[string]json.RawMessage
-	if extensions != nil && (json.Unmarshal(extensions, &ext) != nil || ext == nil) {
-		return req, badRequest("the %s extensions must be a JSON object", where)
+	var ext []member
+	if extensions != nil {
+		if ext, ok = objectMembers(extensions); !ok {
+			return req, badRequest("the %s extensions must be a JSON object", where)
+		}
 	}
-	if req.PersistedHash, err = persistedHash(ext); err != nil {
+	if req.PersistedHash, err = persistedHash(memberValue(ext, "persistedQuery")); err != nil {
 		return req, err
 	}
-	if resume := ext["resumeFrom"]; string(resume) != "null" { // the schema reads it
+	if resume := memberValue(ext, "resumeFrom"); string(resume) != "null" { // the schema reads it
 		req.ResumeFrom = resume
 	}
 	if query == nil && req.PersistedHash == "" {

@@ -432,17 +432,47 @@ func stringOrNull(m member) (*string, error) {
 	if string(m.value) == "null" {
 		return nil, nil
 	}
-	if v := m.value; len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
-		// Valid JSON and UTF-8 (parseObject checked both) with no escape: the string is its
-		// bytes.
-		s := string(v[1 : len(v)-1])
-		return &s, nil
-	}
-	var s string
-	if err := json.Unmarshal(m.value, &s); err != nil {
+	s, ok := jsonString(m.value)
+	if !ok {
 		return nil, badRequest("%s must be a string", m.name)
 	}
 	return &s, nil
+}
+
+// jsonString reads v, a valid JSON value (a member parseObject or splitObject gave), as a
+// string; ok is false when it is not one.
+func jsonString(v json.RawMessage) (s string, ok bool) {
+	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true // valid, with no escape: the string is its bytes
+	}
+	return s, json.Unmarshal(v, &s) == nil
+}
+
+// objectMembers are the members of v, a JSON value, when it is an object: split as a body is
+// when they can be (splitObject), decoded otherwise, where a member given twice has its last
+// value, as encoding/json gives it.
+func objectMembers(v json.RawMessage) (members []member, ok bool) {
+	if members, ok = splitObject(v); ok {
+		return members, true
+	}
+	var decoded map[string]json.RawMessage
+	if json.Unmarshal(v, &decoded) != nil || decoded == nil {
+		return nil, false
+	}
+	for name, value := range decoded {
+		members = append(members, member{name, value})
+	}
+	return members, true
+}
+
+// memberValue is the value of the member name of members, or nil.
+func memberValue(members []member, name string) json.RawMessage {
+	for _, m := range members {
+		if m.name == name {
+			return m.value
+		}
+	}
+	return nil
 }
 
 // newPost reads the members of a POST body.

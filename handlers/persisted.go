@@ -12,24 +12,22 @@ import (
 	"github.com/postsedge/caddy-posts/errcode"
 )
 
-// persistedHash reads the sha256Hash of extensions.persistedQuery, {"version": 1, "sha256Hash":
-// "<64 hex digits>"}, or "" when the request has none. ext are the members of extensions (nil
-// without it).
-func persistedHash(ext map[string]json.RawMessage) (string, error) {
-	raw := ext["persistedQuery"]
-	if raw == nil || string(raw) == "null" {
+// persistedHash reads the sha256Hash of persistedQuery, the member of extensions (nil without
+// it), {"version": 1, "sha256Hash": "<64 hex digits>"}, or "" when the request has none.
+func persistedHash(persistedQuery json.RawMessage) (string, error) {
+	if persistedQuery == nil || string(persistedQuery) == "null" {
 		return "", nil
 	}
-	var pq map[string]json.RawMessage
-	if json.Unmarshal(raw, &pq) != nil || pq == nil {
+	pq, ok := objectMembers(persistedQuery)
+	if !ok {
 		return "", badRequest("extensions.persistedQuery must be a JSON object: {\"version\": 1, \"sha256Hash\": \"<the query's SHA-256 in hex>\"}")
 	}
 	var version float64
-	if json.Unmarshal(pq["version"], &version) != nil || version != 1 {
+	if v := memberValue(pq, "version"); string(v) != "1" && (json.Unmarshal(v, &version) != nil || version != 1) {
 		return "", badRequest("extensions.persistedQuery.version must be 1, the only version of persisted queries there is")
 	}
-	var hash string
-	if json.Unmarshal(pq["sha256Hash"], &hash) != nil || !isSHA256Hex(hash) {
+	hash, ok := jsonString(memberValue(pq, "sha256Hash"))
+	if !ok || !isSHA256Hex(hash) {
 		return "", badRequest("extensions.persistedQuery.sha256Hash must be the SHA-256 of the query, as 64 lowercase hexadecimal digits")
 	}
 	return hash, nil
