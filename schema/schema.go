@@ -12,6 +12,8 @@
 //     types.go (the types those checks read).
 //   - documents.go: the cache of prepared documents, by the hash of their text; persisted.go:
 //     persisted queries, automatic (Apollo's APQ) and from a manifest.
+//   - Plans: plan.go (a query's document, validated once by graphql-go, compiled to call the
+//     resolvers directly) and plan_run.go (running one, writing its JSON).
 //   - Resolvers: resolvers.go (queries and mutations), objects.go (the object types),
 //     scalars.go (ID and Time), budget.go (max_response_size, charged as fields resolve), and
 //     errors.go (what a client sees of an error).
