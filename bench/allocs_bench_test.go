@@ -56,13 +56,7 @@ import (
 // its response was read (the server's and the transport's goroutines) would be counted against
 // whichever kind comes next.
 func BenchmarkGetPostAllocs(b *testing.B) {
-	body := "a post read over and over"
-	created := time.Now().UTC().Truncate(time.Millisecond)
-	post := store.Post{ID: store.NewID(created), UserID: user, Title: "benchmark", Body: &body, CreatedAt: created, UpdatedAt: created, Version: 1}
-	// The module's store, on the file bare reads too, and Caddy's, each with the post.
-	moduleDir, caddyDir := b.TempDir(), b.TempDir()
-	st := openStore(b, moduleDir, post)
-	openStore(b, filepath.Join(caddyDir, "posts"), post).Close() // Caddy takes the directory's lock itself
+	post, st, moduleDir, caddyDir := postToRead(b)
 	want, err := bare.EncodePost(bare.Post(post))
 	if err != nil {
 		b.Fatal(err)
@@ -76,11 +70,6 @@ func BenchmarkGetPostAllocs(b *testing.B) {
 		_, _ = w.Write(want)
 	})
 	caddyPort := freePort(b)
-	// As startServer does: whatever Caddy writes for its data and config folders stays in caddyDir.
-	b.Setenv("HOME", filepath.Join(caddyDir, "home"))
-	b.Setenv("XDG_DATA_HOME", filepath.Join(caddyDir, "home", ".local", "share"))
-	b.Setenv("XDG_CONFIG_HOME", filepath.Join(caddyDir, "home", ".config"))
-	b.Setenv("XDG_CACHE_HOME", filepath.Join(caddyDir, "home", ".cache"))
 	// Each server starts when its sub-benchmark first runs (so that -bench GetPostAllocs/module
 	// profiles no Caddy start), and stops when this benchmark ends.
 	servers := []struct {
@@ -142,16 +131,8 @@ func BenchmarkGetPostAllocs(b *testing.B) {
 // real Caddy. graphql-per-rest is the first over the second, each kind's pair measured in the
 // same run; issue 27's target for the module is at most 1.5.
 func BenchmarkGraphQLPostAllocs(b *testing.B) {
-	body := "a post read over and over"
-	created := time.Now().UTC().Truncate(time.Millisecond)
-	post := store.Post{ID: store.NewID(created), UserID: user, Title: "benchmark", Body: &body, CreatedAt: created, UpdatedAt: created, Version: 1}
-	moduleDir, caddyDir := b.TempDir(), b.TempDir()
-	st := openStore(b, moduleDir, post)
-	openStore(b, filepath.Join(caddyDir, "posts"), post).Close()
-	b.Setenv("HOME", filepath.Join(caddyDir, "home"))
-	b.Setenv("XDG_DATA_HOME", filepath.Join(caddyDir, "home", ".local", "share"))
-	b.Setenv("XDG_CONFIG_HOME", filepath.Join(caddyDir, "home", ".config"))
-	b.Setenv("XDG_CACHE_HOME", filepath.Join(caddyDir, "home", ".cache"))
+	post, st, _, caddyDir := postToRead(b)
+	created := post.CreatedAt
 	restWant, err := bare.EncodePost(bare.Post(post))
 	if err != nil {
 		b.Fatal(err)
@@ -231,6 +212,23 @@ func requestAllocs(b *testing.B, client *http.Client, newRequest func() (*http.R
 	}
 	runtime.ReadMemStats(&after)
 	return float64(after.Mallocs-before.Mallocs) / float64(n)
+}
+
+// postToRead is the post the allocation benchmarks read, in the module's store on moduleDir
+// (whose file bare reads too) and in Caddy's data directory, caddyDir/posts, where whatever
+// Caddy writes for its data and config folders stays, as startServer has it.
+func postToRead(b *testing.B) (post store.Post, st *sqlite.Store, moduleDir, caddyDir string) {
+	body := "a post read over and over"
+	created := time.Now().UTC().Truncate(time.Millisecond)
+	post = store.Post{ID: store.NewID(created), UserID: user, Title: "benchmark", Body: &body, CreatedAt: created, UpdatedAt: created, Version: 1}
+	moduleDir, caddyDir = b.TempDir(), b.TempDir()
+	st = openStore(b, moduleDir, post)
+	openStore(b, filepath.Join(caddyDir, "posts"), post).Close() // Caddy takes the directory's lock itself
+	b.Setenv("HOME", filepath.Join(caddyDir, "home"))
+	b.Setenv("XDG_DATA_HOME", filepath.Join(caddyDir, "home", ".local", "share"))
+	b.Setenv("XDG_CONFIG_HOME", filepath.Join(caddyDir, "home", ".config"))
+	b.Setenv("XDG_CACHE_HOME", filepath.Join(caddyDir, "home", ".cache"))
+	return post, st, moduleDir, caddyDir
 }
 
 // serve serves h on a loopback port until b ends, and returns its base URL.
