@@ -13,7 +13,6 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/posts"
-	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
@@ -140,22 +139,7 @@ func TestAnswersToACallerThatCaddyIdentified(t *testing.T) {
 // place, as Caddy's header directive does when it replaces a value at write time (deferred),
 // and checks that the next answers, of REST and GraphQL, anonymous and identified, keep theirs.
 func TestAnAnswersFixedHeadersAreItsOwn(t *testing.T) {
-	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	svc := posts.NewService(posts.Config{Store: st, Timeout: 5 * time.Second, MaxLimit: 100, Logger: zap.NewNop()})
-	graph, err := schema.New(svc, zap.NewNop(), testLimits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := New(Config{
-		Posts: svc, GraphQL: graph,
-		Auth:        &auth.Authenticator{APIKeyHeader: "X-API-Key", APIKeys: []auth.APIKey{mustKey(t, wsKey, "alice")}},
-		MaxBodySize: 1 << 20, MaxResponseSize: 1 << 20, Logger: zap.NewNop(),
-	})
-	t.Cleanup(a.Close)
+	a, _ := newKeyedAPI(t, wsKey)
 	requests := []struct {
 		name, method, path, key string
 	}{

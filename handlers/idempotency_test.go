@@ -84,6 +84,16 @@ type keyedServer struct {
 
 func newKeyedServer(t *testing.T) *keyedServer {
 	t.Helper()
+	a, st := newKeyedAPI(t, restKey)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.Route(r).ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	return &keyedServer{url: srv.URL, store: st}
+}
+
+// newKeyedAPI is the API, REST and GraphQL, over a fresh embedded store, with alice's API key
+// key; both are released when t ends.
+func newKeyedAPI(t *testing.T, key string) (*API, store.Store) {
+	t.Helper()
 	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -96,11 +106,10 @@ func newKeyedServer(t *testing.T) *keyedServer {
 	}
 	a := New(Config{
 		Posts: svc, GraphQL: graph, MaxBodySize: 1 << 20, MaxResponseSize: testLimits.MaxResponseSize, Logger: zap.NewNop(),
-		Auth: &auth.Authenticator{APIKeyHeader: "X-API-Key", APIKeys: []auth.APIKey{mustKey(t, restKey, "alice")}},
+		Auth: &auth.Authenticator{APIKeyHeader: "X-API-Key", APIKeys: []auth.APIKey{mustKey(t, key, "alice")}},
 	})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.Route(r).ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	return &keyedServer{url: srv.URL, store: st}
+	t.Cleanup(a.Close)
+	return a, st
 }
 
 // do sends a JSON request as alice with the Idempotency-Key key ("" for none).
