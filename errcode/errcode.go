@@ -23,7 +23,8 @@ type Code struct {
 	// Close is the close code of a WebSocket connection that this error ends. An error with no
 	// close code answers one operation, and the connection stays open.
 	Close int
-	// When says when a client gets it.
+	// When says when a client gets it, in Markdown. It is the one place that says so:
+	// docs/errors.md's tables are generated from it (errcode/docs_test.go).
 	When string
 }
 
@@ -31,69 +32,70 @@ type Code struct {
 // Server, the limits Apollo Router, and the close codes graphql-ws (4400-4500) and RFC 6455.
 var (
 	// Request shape.
-	BadRequest           = Code{"BAD_REQUEST", 400, 4400, "the request or message is malformed: not JSON, a missing or repeated member, a bad query string, a message of no known type"}
+	BadRequest           = Code{"BAD_REQUEST", 400, 4400, "a malformed request or message: a body that is not JSON, not one object, or has a member twice or of the wrong type; a bad query parameter; an `If-Match` or `If-None-Match` that is neither `*` nor a list of entity tags; a GraphQL request without `query`, or whose `variables` is not an object; a WebSocket message that is not JSON, is binary or of no known type, or a `subscribe` without an id or a request"}
 	InvalidText          = Code{"BAD_REQUEST", 400, 1007, "text that is not UTF-8, or holds half of a surrogate pair"}
-	NoSuchPath           = Code{"", 404, 0, "a path under /posts/ that names no post"}
-	MethodNotAllowed     = Code{"BAD_REQUEST", 405, 0, "a method the path does not take (the Allow header lists those it does), or a mutation sent with GET"}
-	NotAcceptable        = Code{"BAD_REQUEST", 406, 0, "a GraphQL request that accepts neither of its response media types"}
-	PayloadTooLarge      = Code{"BAD_REQUEST", 413, 1009, "a body larger than max_body_size, or a WebSocket message larger than ws_read_limit"}
-	UnsupportedMediaType = Code{"BAD_REQUEST", 415, 0, "a body that is not application/json (or application/graphql-response+json)"}
+	NoSuchPath           = Code{"", 404, 0, "a path under `/posts/` that names no post"}
+	MethodNotAllowed     = Code{"BAD_REQUEST", 405, 0, "a method the path does not take, with an `Allow` header of those it does; a mutation sent with `GET` (`Allow: POST`)"}
+	NotAcceptable        = Code{"BAD_REQUEST", 406, 0, "a GraphQL request whose `Accept` takes neither of its response media types"}
+	PayloadTooLarge      = Code{"BAD_REQUEST", 413, 1009, "a body larger than `max_body_size`, or a WebSocket message larger than `ws_read_limit`"}
+	UnsupportedMediaType = Code{"BAD_REQUEST", 415, 0, "a body that is not `application/json` (or `application/graphql-response+json`): a form or `text/plain` body too, so that no cross-site form or simple `fetch` runs a GraphQL operation"}
 
 	// GraphQL documents, refused before they run.
 	ParseFailed      = Code{"GRAPHQL_PARSE_FAILED", 400, 0, "a GraphQL syntax error"}
-	ValidationFailed = Code{"GRAPHQL_VALIDATION_FAILED", 400, 0, "a document that is not valid against the schema, or past max_query_length, max_depth or max_cost"}
-	MaxAliases       = Code{"MAX_ALIASES_LIMIT", 400, 0, "more aliased fields than max_aliases"}
-	MaxRootFields    = Code{"MAX_ROOT_FIELDS_LIMIT", 400, 0, "more root fields than max_root_fields"}
-	MaxFields        = Code{"MAX_FIELDS_LIMIT", 400, 0, "more fields in the document than max_fields"}
+	ValidationFailed = Code{"GRAPHQL_VALIDATION_FAILED", 400, 0, "a document that is not valid against the schema (an unknown field, a literal of the wrong kind), past `max_query_length`, `max_depth` or `max_cost`, or asking for `__schema` or `__type` with `introspection off`"}
+	MaxAliases       = Code{"MAX_ALIASES_LIMIT", 400, 0, "more aliased fields than `max_aliases`"}
+	MaxRootFields    = Code{"MAX_ROOT_FIELDS_LIMIT", 400, 0, "more root fields than `max_root_fields`"}
+	MaxFields        = Code{"MAX_FIELDS_LIMIT", 400, 0, "more fields in the document than `max_fields`"}
 
 	// Persisted queries. Not found is answered with 200, as Apollo Server answers it, and its
 	// clients expect: they send the query with the hash then.
-	PersistedQueryNotFound     = Code{"PERSISTED_QUERY_NOT_FOUND", 200, 0, "an automatic persisted query's hash without the query, of a document the server does not hold (yet)"}
-	PersistedQueryHashMismatch = Code{"PERSISTED_QUERY_HASH_MISMATCH", 400, 0, "a persisted query's sha256Hash that is not the SHA-256 of its query"}
-	PersistedQueryNotInList    = Code{"PERSISTED_QUERY_NOT_IN_LIST", 404, 0, "with persisted_queries_only, a hash that is no operation's of the manifest"}
-	QueryNotInSafelist         = Code{"QUERY_NOT_IN_SAFELIST", 403, 0, "with persisted_queries_only, a query that is no operation of the manifest"}
+	PersistedQueryNotFound     = Code{"PERSISTED_QUERY_NOT_FOUND", 200, 0, "an automatic persisted query's hash without the query, of a document the server does not hold (yet): answered with 200, as Apollo Server does, and the client sends the query with the hash next"}
+	PersistedQueryHashMismatch = Code{"PERSISTED_QUERY_HASH_MISMATCH", 400, 0, "a persisted query's `sha256Hash` that is not the SHA-256 of its `query` (`provided sha does not match query`)"}
+	PersistedQueryNotInList    = Code{"PERSISTED_QUERY_NOT_IN_LIST", 404, 0, "with `persisted_queries_only`, a hash that is no operation's of the manifest"}
+	QueryNotInSafelist         = Code{"QUERY_NOT_IN_SAFELIST", 403, 0, "with `persisted_queries_only`, a query that is no operation of the manifest"}
 
 	// Credentials and rules.
-	BadUserInput           = Code{"BAD_USER_INPUT", 422, 0, "input that breaks a rule of posts; extensions.field names the member"}
-	Unauthenticated        = Code{"UNAUTHENTICATED", 401, 4403, "a write (or, with subscriptions_require_auth, a WebSocket) without credentials"}
-	InvalidCredentials     = Code{"UNAUTHENTICATED", 401, 4403, "credentials that are present but not accepted: an unknown key, a bad or expired token"}
-	MalformedCredentials   = Code{"BAD_REQUEST", 400, 4403, "credentials given in a malformed way, twice, or naming different users"}
+	BadUserInput           = Code{"BAD_USER_INPUT", 422, 0, "input that breaks a rule of posts, `extensions.field` naming the member: a missing, blank or too long title, a too long body, `title: null`, an empty PATCH, an unknown or server-owned member, an argument out of range"}
+	Unauthenticated        = Code{"UNAUTHENTICATED", 401, 4403, "a write (or, with `subscriptions_require_auth`, a WebSocket) without credentials: `WWW-Authenticate: Bearer realm=\"posts\"`"}
+	InvalidCredentials     = Code{"UNAUTHENTICATED", 401, 4403, "credentials that are present but not accepted (`error=\"invalid_token\"`): an unknown API key; a token that is malformed, badly signed, signed with an algorithm not accepted (never `none` nor HMAC), expired, not yet valid, issued in the future, for another issuer or audience, without `exp` or the user claim, or whose `kid` is in no key set; a WebSocket's token that expires while it is open"}
+	MalformedCredentials   = Code{"BAD_REQUEST", 400, 4403, "credentials given in a malformed way (`error=\"invalid_request\"`): `Authorization: Bearer` without a token or with characters no token has, two bearer tokens, the key header twice or empty, credentials that name different users; in `connection_init`, one that is not a string or is named twice in any case (`authorization` and `Authorization`)"}
 	Forbidden              = Code{"FORBIDDEN", 403, 0, "a write to another user's post"}
-	NotFound               = Code{"NOT_FOUND", 404, 0, "no post has the id"}
-	VersionConflict        = Code{"VERSION_CONFLICT", 412, 0, "a write whose If-Match (or other precondition) or expectedVersion the post does not meet: it changed since; nothing was written"}
-	TooManyConnections     = Code{"", 429, 4429, "a client that holds max_connections_per_user WebSockets and HTTP streams"}
-	TooManyInitialisations = Code{"", 0, 4429, "a second connection_init"}
+	NotFound               = Code{"NOT_FOUND", 404, 0, "no post has the id (a query's `post(id)` is `null` instead)"}
+	VersionConflict        = Code{"VERSION_CONFLICT", 412, 0, "a write whose `If-Match` (or `If-Unmodified-Since`, `If-None-Match`) or `expectedVersion` the post does not meet: it changed since; nothing was written; the message, and `extensions.currentVersion`, give its version"}
+	TooManyConnections     = Code{"", 429, 4429, "a client that holds `max_connections_per_user` WebSockets and HTTP streams: 429 with `Retry-After` before the upgrade, 4429 when `connection_init` names a user at the cap"}
+	TooManyInitialisations = Code{"", 0, 4429, "a second `connection_init`"}
 
 	// Limits of one answer and of shared resources.
-	ResponseTooLarge     = Code{"RESPONSE_TOO_LARGE", 0, 0, "an operation whose result would grow past max_response_size: it stops, data null"}
-	TooManyErrors        = Code{"TOO_MANY_ERRORS", 0, 0, "the error that ends a list of more than 100 errors of an operation that ran"}
-	TooManyOperations    = Code{"BAD_REQUEST", 0, 0, "an operation past max_subscriptions on one WebSocket connection"}
-	TooManySubscriptions = Code{"TOO_MANY_SUBSCRIPTIONS", 429, 0, "a client past max_distinct_subscriptions_per_client (over HTTP, a stream refused before it starts)"}
-	ServerFull           = Code{"UNAVAILABLE", 503, 0, "a server at max_connections or max_distinct_subscriptions, or closing"}
-	Unavailable          = Code{"UNAVAILABLE", 503, 1013, "a store that does not answer within timeout, or key sets not fetched yet; Retry-After says when to retry"}
-	CursorExpired        = Code{"CURSOR_EXPIRED", 0, 0, "a subscription's resumeFrom whose next events the log no longer keeps (events_ttl, events_max): nothing is replayed; fetch again, then subscribe without it"}
-	ResumeTooLong        = Code{"RESUME_TOO_LONG", 0, 0, "a subscription's resumeFrom more than max_resume_events events of the log behind: nothing is replayed; fetch again, then subscribe without it"}
-	TooSlow              = Code{"TOO_SLOW", 0, 1013, "a client that reads its WebSocket or HTTP stream too slowly, or a feed that fell behind the events (over SSE, the stream ends with no word, and EventSource resumes)"}
-	NotAcknowledged      = Code{"", 0, 4401, "a subscribe before connection_ack"}
-	InitTimeout          = Code{"", 0, 4408, "no connection_init within ws_init_timeout"}
-	SubscriberExists     = Code{"", 0, 4409, "a subscribe with the id of an operation that runs"}
-	GoingAway            = Code{"SHUTTING_DOWN", 0, 1001, "a shutdown, or a client that did not answer the keep-alive ping"}
-	Terminated           = Code{"", 0, 1000, "connection_terminate from the client (subscriptions-transport-ws)"}
-	ServiceRestart       = Code{"SERVICE_RESTART", 0, 1012, "a reload that removes the site or changes how its clients authenticate: each connection at its own moment within a few seconds"}
+	ResponseTooLarge     = Code{"RESPONSE_TOO_LARGE", 0, 0, "an operation whose result would grow past `max_response_size`: it stops, `data: null`; a subscription's event likewise, and the subscription goes on"}
+	TooManyErrors        = Code{"TOO_MANY_ERRORS", 0, 0, "the error that ends a list of more than 100 errors of an operation that ran: the rest were cut"}
+	TooManyOperations    = Code{"BAD_REQUEST", 0, 0, "an operation past `max_subscriptions` on one WebSocket connection"}
+	TooManySubscriptions = Code{"TOO_MANY_SUBSCRIPTIONS", 429, 0, "a client past `max_distinct_subscriptions_per_client` (over HTTP, a stream refused before it starts)"}
+	ServerFull           = Code{"UNAVAILABLE", 503, 0, "a server at `max_connections` or `max_distinct_subscriptions`, or closing; `Retry-After` says when to retry"}
+	Unavailable          = Code{"UNAVAILABLE", 503, 1013, "a store that does not answer within `timeout` (at once while it is known down), or a token before the key sets are first fetched (over a WebSocket, in `connection_init`); nothing is reported as done; `Retry-After` says when to retry"}
+	CursorExpired        = Code{"CURSOR_EXPIRED", 0, 0, "a subscription's `resumeFrom` whose next events the log no longer keeps (`events_ttl`, `events_max`): nothing is replayed; fetch again, then subscribe without it"}
+	ResumeTooLong        = Code{"RESUME_TOO_LONG", 0, 0, "a subscription's `resumeFrom` more than `max_resume_events` events of the log behind: nothing is replayed; fetch again, then subscribe without it"}
+	TooSlow              = Code{"TOO_SLOW", 0, 1013, "a client that reads its WebSocket or HTTP stream too slowly (other clients are not held back), or a feed that fell behind the events: the stream ends, over SSE with no word so that `EventSource` resumes with `Last-Event-ID`, over multipart with a part whose `payload` is null"}
+	NotAcknowledged      = Code{"", 0, 4401, "a `subscribe` before `connection_ack`"}
+	InitTimeout          = Code{"", 0, 4408, "no `connection_init` within `ws_init_timeout`"}
+	SubscriberExists     = Code{"", 0, 4409, "a `subscribe` with the id of an operation that runs"}
+	GoingAway            = Code{"SHUTTING_DOWN", 0, 1001, "Caddy stopping, or a client that did not answer the keep-alive ping: reconnect"}
+	Terminated           = Code{"", 0, 1000, "`connection_terminate` from the client (subscriptions-transport-ws)"}
+	ServiceRestart       = Code{"SERVICE_RESTART", 0, 1012, "a reload that removes the site or changes how its clients authenticate (each connection at its own moment within a few seconds), or an SSE stream that lasted `sse_max_duration`: reconnect"}
 	Internal             = Code{"INTERNAL_SERVER_ERROR", 500, 4500, "a fault of the server; the cause is logged, never sent"}
 )
 
 // Idempotency keys: the Idempotency-Key header of POST /posts and of a GraphQL createPost.
 var (
-	BadIdempotencyKey    = Code{"BAD_REQUEST", 400, 0, "an Idempotency-Key that is not 1 to 255 printable ASCII characters (bare or as a quoted string), given twice, or sent with a write other than a create"}
-	IdempotencyKeyInUse  = Code{"IDEMPOTENCY_KEY_IN_USE", 409, 0, "a create whose Idempotency-Key an earlier request holds, still under way; Retry-After says when its hold ends at the latest"}
-	IdempotencyKeyReused = Code{"IDEMPOTENCY_KEY_REUSED", 422, 0, "a create whose Idempotency-Key the caller sent before with another request"}
+	BadIdempotencyKey    = Code{"BAD_REQUEST", 400, 0, "an `Idempotency-Key` that is not 1 to 255 printable ASCII characters (bare or as a quoted string), given twice, or sent with a write other than a create"}
+	IdempotencyKeyInUse  = Code{"IDEMPOTENCY_KEY_IN_USE", 409, 0, "a create whose `Idempotency-Key` an earlier request holds, still under way; `Retry-After` says when its hold ends at the latest"}
+	IdempotencyKeyReused = Code{"IDEMPOTENCY_KEY_REUSED", 422, 0, "a create whose `Idempotency-Key` the caller sent before with another request"}
 )
 
 // InternalMessage is all a client learns of a fault of the server.
 const InternalMessage = "internal server error"
 
-// Table lists every row, for the test that walks it and for the README's table.
+// Table lists every row, for the tests that walk it and for the tables of docs/errors.md,
+// which are generated from it.
 var Table = []Code{
 	BadRequest, InvalidText, NoSuchPath, MethodNotAllowed, NotAcceptable, PayloadTooLarge, UnsupportedMediaType,
 	ParseFailed, ValidationFailed, MaxAliases, MaxRootFields, MaxFields,
