@@ -200,7 +200,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 		return
 	}
 	if !canFlush(w) { // a handler in front holds the response: the client would get the opening, then nothing
-		a.failGraphQL(w, r, plain, errcode.Of(errors.New("a handler in front of posts buffers its responses (its writer cannot flush): subscriptions cannot stream through it; keep streams out of it (see the README's cache recipe)")))
+		a.failGraphQL(w, r, plain, errcode.Of(errors.New("a handler in front of posts buffers its responses (its writer cannot flush): subscriptions cannot stream through it; keep streams out of it (see the cache recipe of docs/recipes.md)")))
 		return
 	}
 	cfg := a.cfg.Subscriptions
