@@ -22,7 +22,7 @@ import (
 	"github.com/postsedge/caddy-posts/events/eventstest"
 )
 
-// The server timeouts of the test below: the README's production values, shortened. As there,
+// The server timeouts of the test below: the production values of docs/operations.md, shortened. As there,
 // write outlasts read_body, so that the 400 for a body cut off can still be written.
 const (
 	slowReadHeader = 1 * time.Second
@@ -32,7 +32,7 @@ const (
 )
 
 // slowClientsConfig is a Caddyfile with two posts sites on one data_dir: the one on guarded has
-// the server timeouts of the README's production example, shortened; the one on open has
+// the server timeouts of the production example (docs/operations.md), shortened; the one on open has
 // Caddy's defaults.
 func slowClientsConfig(guarded, open int, dir string) string {
 	return fmt.Sprintf(`{
@@ -274,7 +274,7 @@ func patientSubscriber(addr string, quiet time.Duration, create func(title strin
 	return served, c.Close(websocket.StatusNormalClosure, "")
 }
 
-// TestServerTimeoutsCutSlowClientsOff runs Caddy with the server timeouts of the README's
+// TestServerTimeoutsCutSlowClientsOff runs Caddy with the server timeouts of the documentation's
 // production example, shortened, attacks it with clients that send a byte a second, and has a
 // normal client, an idle connection and a subscriber use it meanwhile.
 func TestServerTimeoutsCutSlowClientsOff(t *testing.T) {
