@@ -25,21 +25,23 @@ const namespace = "caddy_posts"
 // the 5 s default timeout of a store that does not answer.
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-// The collectors. Their names, help and labels are the README's list of metrics.
+// The collectors. Their names, types, labels and help are the table of metrics of
+// docs/operations.md (docs_test.go writes it), so each help says what an operator needs to read
+// the series: what it counts and the values each label takes.
 var (
 	requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "requests_total",
-		Help: "Requests answered, by interface (rest, graphql, ws, sse, multipart), operation (a REST method and route, a GraphQL operation type, or a WebSocket connection) and code (the HTTP status of REST; the extensions.code of GraphQL's first error, or OK; the close code of a WebSocket).",
+		Help: "Requests answered, by interface (rest, graphql, ws, sse, multipart), operation and code. The operation is a REST method and route (GET /posts/{id}; other /posts for a method the route does not take; other for a path under /posts/ that names no post), a GraphQL operation type (query, mutation, subscription; none when refused before one was chosen; graphiql for the page), or over ws an operation's type or connection. The code is REST's HTTP status, GraphQL's first extensions.code or OK, or a WebSocket connection's close code.",
 	}, []string{"interface", "operation", "code"})
 	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "request_duration_seconds",
-		Help:    "Time to answer a request, by the labels of caddy_posts_requests_total; a WebSocket's operations from their subscribe message, its connections not at all.",
+		Help:    "Time to answer a request, by the labels of caddy_posts_requests_total: a WebSocket's operations from their subscribe message (a subscription to its start), its connections not at all; a subscription streamed over HTTP (sse, multipart) to the start of its stream.",
 		Buckets: latencyBuckets,
 	}, []string{"interface", "operation", "code"})
 
 	storeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "store_operation_duration_seconds",
-		Help:    "Time of a store operation, by backend (sqlite, mongodb) and operation.",
+		Help:    "Time of a store operation, by backend (sqlite, mongodb) and operation: get_post, list_posts, insert_post, update_post, delete_post, save_user, get_user, get_users, ping; of idempotency keys, reserve_key, take_over_key, complete_key, insert_post_completing_key, release_key, delete_key, delete_expired_keys.",
 		Buckets: latencyBuckets,
 	}, []string{"backend", "operation"})
 	storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -49,7 +51,7 @@ var (
 
 	authOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "auth_total",
-		Help: "Credentials checked, by method (jwt, api_key, caddy, none) and outcome (ok, anonymous, or why they were refused).",
+		Help: "Credentials checked (every request, a WebSocket's upgrade and its connection_init), by method (jwt, api_key, caddy, none, or unknown for credentials of no one method) and outcome: ok, anonymous, or why they were refused (malformed, different_users, unknown_key, not_accepted, unknown_kid, bad_signature, expired, not_yet_valid, wrong_issuer, wrong_audience, bad_user_id, keys_unavailable).",
 	}, []string{"method", "outcome"})
 	jwksFetches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "jwks_fetches_total",
@@ -86,15 +88,15 @@ var (
 	})
 	eventsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "events_dropped_total",
-		Help: "Events lost to a consumer that fell behind, which was then closed, by stage: feed (a subscription execution that resolved events too slowly) or connection (a client that read too slowly).",
+		Help: "Events lost to a consumer that fell behind, which was then closed (TOO_SLOW, 1013), by stage: feed (a subscription execution that resolved events too slowly) or connection (a client that read too slowly).",
 	}, []string{"stage"})
 	documentCache = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "document_cache_total",
-		Help: "Lookups and changes of the cache of prepared GraphQL documents, by event: hit (a document found prepared, in the cache or the persisted query manifest), miss, registration, eviction.",
+		Help: "Lookups and changes of the cache of prepared GraphQL documents, by event: hit (a document found prepared, in the cache or the persisted query manifest, which skips the parse and the admission pass), miss, registration, eviction.",
 	}, []string{"event"})
 	limitRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "limit_refusals_total",
-		Help: "Requests, messages and connections refused for a limit, by the subdirective that sets it.",
+		Help: "Requests, messages and connections refused for a limit, by the subdirective that sets it: max_body_size, max_query_length, max_depth, max_cost, max_aliases, max_root_fields, max_fields, max_response_size, max_subscriptions, max_connections, max_connections_per_user, max_distinct_subscriptions, max_distinct_subscriptions_per_client, max_resume_events, ws_read_limit, ws_init_timeout.",
 	}, []string{"limit"})
 
 	relayEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -116,7 +118,7 @@ var (
 var (
 	eventLogEvents = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "event_log_events",
-		Help: "Events the store's event log holds (on MongoDB, with the markers of holes, an estimate), as of the start or the last expiry.",
+		Help: "Events the store's event log holds (on MongoDB, with the markers of holes, an estimate), as of the start or the last expiry (every minute).",
 	})
 	eventLogOldest = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "event_log_oldest_position",
@@ -140,7 +142,7 @@ var (
 var (
 	storeBreakerOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "store_breaker_open",
-		Help: "Store breakers open, by backend: 1 while a store that failed repeatedly has every call fail at once, until its probe gets an answer.",
+		Help: "Store breakers open, by backend: 1 while a store that failed repeatedly has every call fail at once, until its probe gets an answer (the health path reports it).",
 	}, []string{"backend"})
 	storeBreakerOpened = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "store_breaker_opened_total",
@@ -257,7 +259,7 @@ func FeedStarted() { feeds.Inc() }
 // FeedStopped: see FeedStarted.
 func FeedStopped() { feeds.Dec() }
 
-// SubscriberJoined and SubscriberLeft count the subscriptions of WebSocket clients.
+// SubscriberJoined and SubscriberLeft count the subscriptions open, on WebSockets and HTTP streams.
 func SubscriberJoined() { subscribers.Inc() }
 
 // SubscriberLeft: see SubscriberJoined.
