@@ -37,6 +37,10 @@ TIMED := TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|T
 # A step of make test prefixed with it says how long it took, once it ends.
 STEP = start=$$(date +%s); trap 'echo "[the step above took $$(( $$(date +%s) - start ))s]"' EXIT;
 
+# The version of CHANGELOG.md's latest release: the module's version in ./caddy, which
+# xcaddy.json pins and make release sets.
+RELEASED = $(shell sed -n 's/^## \[\([0-9]*\.[0-9]*\.[0-9]*\)\] - .*/\1/p' CHANGELOG.md | head -n 1)
+
 test:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
@@ -55,6 +59,7 @@ test:
 		if [ $$status -eq 0 ]; then echo "$$out" | grep -E '^(--- |ok )|process_relay|process_breaker|process_resume|process_streams|hostile'; else echo "$$out"; fi; exit $$status
 	$(MAKE) build
 	./caddy list-modules | grep -qx 'http.handlers.posts' || { echo "http.handlers.posts is not in ./caddy"; exit 1; }
+	./caddy list-modules --versions | grep -qx 'http.handlers.posts v$(RELEASED)' || { echo "./caddy's http.handlers.posts is not v$(RELEASED), CHANGELOG.md's latest release: see xcaddy.json"; exit 1; }
 	./caddy validate --config Caddyfile
 	$(MAKE) ecosystem
 	$(GO) test -run '^$$' -bench . -benchtime 50x ./bench/
@@ -94,6 +99,13 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 		done; \
 	done
+
+# Cuts release VERSION (make release VERSION=0.2.0) of what CHANGELOG.md's Unreleased section
+# holds: the changelog, release/'s copies of the contracts, the recipes' version (release/README.md).
+# It commits and tags nothing.
+.PHONY: release
+release:
+	sh release/release.sh $(VERSION)
 
 clean:
 	rm -f caddy caddy-ecosystem
