@@ -15,8 +15,9 @@ import (
 	"github.com/postsedge/caddy-posts/schema"
 )
 
-// Handler serves a posts REST API (GET, POST /posts; GET, PATCH, DELETE /posts/{id}) from
-// MongoDB. Requests for other paths go on to the next handler.
+// Handler serves the posts API: REST under /posts, GraphQL at /graphql, and GraphQL
+// subscriptions over WebSocket, server-sent events and multipart HTTP, from an embedded SQLite
+// store or from MongoDB. Requests for other paths go on to the next handler.
 type Handler struct {
 	// The MongoDB deployment to use, as a mongodb:// or mongodb+srv:// URI. Placeholders such
 	// as {env.MONGODB_URI} are expanded; a value that expands to nothing is refused, not read as
@@ -43,7 +44,8 @@ type Handler struct {
 	// URLs of the JSON Web Key Sets whose keys sign the accepted bearer tokens, such as
 	// https://{tenant}.auth0.com/.well-known/jwks.json; a key from any of them is accepted. The
 	// sets are fetched in the background and refreshed every jwks_refresh. Placeholders are
-	// expanded. Default: none, and bearer tokens are refused.
+	// expanded. A plain http URL draws a warning unless its host is loopback, since anyone on
+	// the path could replace the keys. Default: none, and bearer tokens are refused.
 	JWKSURLs []string `json:"jwks_urls,omitempty"`
 
 	// The accepted values of a token's iss claim; when set, the claim must be one of them.
@@ -54,11 +56,13 @@ type Handler struct {
 	// Default: any audience.
 	Audiences []string `json:"audiences,omitempty"`
 
-	// The accepted signing algorithms. "none" and the HMAC algorithms are never accepted.
+	// The accepted signing algorithms, any of RS256 RS384 RS512 PS256 PS384 PS512 ES256 ES384
+	// ES512 EdDSA. "none" and the HMAC algorithms (HS256 and the like) are never accepted: a
+	// public key set must not verify a token signed with a shared secret.
 	// Default: RS256 RS384 RS512 PS256 ES256 ES384 EdDSA.
 	Algorithms []string `json:"algorithms,omitempty"`
 
-	// The token claim that holds the user id. Default: sub.
+	// The token claim that holds the user id, a non-empty string. Default: sub.
 	UserClaim string `json:"user_claim,omitempty"`
 
 	// The token claim that holds the user's name. Default: name.
@@ -88,7 +92,8 @@ type Handler struct {
 	// Default: 1 MiB.
 	MaxBodySize int64 `json:"max_body_size,omitempty"`
 
-	// The largest page of posts a client may ask for with ?limit. Default: 100.
+	// The largest page of posts a client may ask for: REST's ?limit, and the limit or first
+	// argument of a GraphQL list. Default: 100.
 	MaxLimit int `json:"max_limit,omitempty"`
 
 	// The deadline of each storage operation; past it the client gets 503. Default: 5s.
@@ -125,7 +130,8 @@ type Handler struct {
 	// Link pointing at the rest. Default: 8 MiB.
 	MaxResponseSize int64 `json:"max_response_size,omitempty"`
 
-	// Refuse GraphQL introspection (__schema and __type); __typename still works. Default: false.
+	// Refuse GraphQL introspection (__schema and __type); __typename still works.
+	// Default: false (introspection on).
 	DisableIntrospection bool `json:"disable_introspection,omitempty"`
 
 	// How many prepared GraphQL documents the cache keeps, so that a repeated operation (or an
@@ -141,11 +147,12 @@ type Handler struct {
 	// never evicted; placeholders are expanded. Default: none.
 	PersistedQueries string `json:"persisted_queries,omitempty"`
 
-	// Refuse every operation that is not in persisted_queries. Default: false.
+	// Refuse every operation that is not in persisted_queries (a safelist), which must then name
+	// a manifest. Default: false.
 	PersistedQueriesOnly bool `json:"persisted_queries_only,omitempty"`
 
-	// Refuse WebSocket connections without credentials. Default: false (anyone may subscribe
-	// to the public events of posts).
+	// Refuse subscriptions without credentials, over a WebSocket and over HTTP alike.
+	// Default: false (anyone may subscribe to the public events of posts).
 	SubscriptionsRequireAuth bool `json:"subscriptions_require_auth,omitempty"`
 
 	// The origins besides the site's own that browsers may open WebSockets from: host patterns
@@ -157,7 +164,8 @@ type Handler struct {
 	// with 1009. Default: 32 KiB.
 	WSReadLimit int64 `json:"ws_read_limit,omitempty"`
 
-	// How long a WebSocket client has to send connection_init; then 4408. Default: 3s.
+	// How long a WebSocket client has to send connection_init; past it the server closes the
+	// connection with 4408. Default: 3s.
 	WSInitTimeout caddy.Duration `json:"ws_init_timeout,omitempty"`
 
 	// How often the server pings a WebSocket client; one that does not answer in that time is
@@ -167,20 +175,22 @@ type Handler struct {
 	// How many operations one WebSocket connection may run at once. Default: 100.
 	MaxSubscriptions int `json:"max_subscriptions,omitempty"`
 
-	// How many WebSocket connections this handler may hold at once; more get 503. Default: 10000.
+	// How many connections this handler may hold at once, WebSockets and subscriptions streamed
+	// over HTTP (server-sent events, multipart) together; more get 503. Default: 10000.
 	MaxConnections int `json:"max_connections,omitempty"`
 
-	// How many WebSocket connections one user may hold, anonymous connections counted by
-	// client IP (as Caddy finds it, trusted_proxies honoured). Default: 100, or a tenth of
-	// max_connections if that is less.
+	// How many of those connections one client may hold: a user, or an anonymous client by its
+	// IP (as Caddy finds it, trusted_proxies honoured); more get 429. Default: 100, or a tenth
+	// of max_connections if that is less.
 	MaxConnectionsPerUser int `json:"max_connections_per_user,omitempty"`
 
 	// How many distinct subscription operations may run at once on the server (subscribers of the
 	// same document, operation name and variables share one). Default: 1000.
 	MaxDistinctSubscriptions int `json:"max_distinct_subscriptions,omitempty"`
 
-	// How many of those one client (a user, or an anonymous client by its IP) may take part in at
-	// once; more get TOO_MANY_SUBSCRIPTIONS. Default: a tenth of max_distinct_subscriptions.
+	// How many of those one client (a user, or an anonymous client by its IP, as for
+	// max_connections_per_user) may take part in at once; more get TOO_MANY_SUBSCRIPTIONS.
+	// Default: a tenth of max_distinct_subscriptions.
 	MaxDistinctSubscriptionsPerClient int `json:"max_distinct_subscriptions_per_client,omitempty"`
 
 	// How long a subscription streamed as server-sent events may last before the server ends it:
@@ -190,7 +200,7 @@ type Handler struct {
 	SSEMaxDuration caddy.Duration `json:"sse_max_duration,omitempty"`
 
 	// The path, such as /healthz, that answers health probes (GET or HEAD, no credentials): 200
-	// with {"status":"ok", ...} when the store answers a ping within timeout and every key set of
+	// with {"status":"ok",...} when the store answers a ping within timeout and every key set of
 	// jwks_urls has been fetched once, 503 naming the part that failed otherwise. It writes
 	// nothing, and probes that arrive together share one ping. Default: none (no health path).
 	HealthPath string `json:"health_path,omitempty"`
