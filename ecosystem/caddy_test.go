@@ -1,6 +1,6 @@
 //go:build ecosystem
 
-// The harness: the README's recipes, ./caddy-ecosystem running one, and requests to it.
+// The harness: the documentation's recipes, ./caddy-ecosystem running one, and requests to it.
 
 package ecosystem
 
@@ -23,13 +23,15 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/postsedge/caddy-posts/internal/docgen"
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 // binary is the Caddy that `make caddy-ecosystem` builds from xcaddy.ecosystem.json.
 const binary = "../caddy-ecosystem"
 
-// The recipes of the README, by the name of their fence; each is run by the test named beside it.
+// The recipes of the documentation, by the name of their fence; each is run by the test named
+// beside it.
 var recipes = []string{
 	"compression",    // TestCompression
 	"basic_auth",     // TestBasicAuth
@@ -40,38 +42,49 @@ var recipes = []string{
 	"cache",          // TestCache
 }
 
-func TestEveryRecipeOfTheREADMEIsRun(t *testing.T) {
-	var inREADME []string
+func TestEveryRecipeOfTheDocumentationIsRun(t *testing.T) {
+	var inDocs []string
 	for name := range readRecipes(t) {
-		inREADME = append(inREADME, name)
+		inDocs = append(inDocs, name)
 	}
-	slices.Sort(inREADME)
+	slices.Sort(inDocs)
 	run := slices.Sorted(slices.Values(recipes))
-	if !slices.Equal(inREADME, run) {
-		t.Errorf("the README has the recipes %q; the tests run %q", inREADME, run)
+	if !slices.Equal(inDocs, run) {
+		t.Errorf("the documentation has the recipes %q; the tests run %q", inDocs, run)
 	}
 }
 
-// recipeFence opens a recipe's block in the README.
+// recipeFence opens a recipe's block in a document.
 var recipeFence = regexp.MustCompile("^```caddyfile ecosystem (\\S+)$")
 
-// readRecipes reads the README's ```caddyfile ecosystem <name> blocks, by name.
+// readRecipes reads the ```caddyfile ecosystem <name> blocks of every Markdown document of the
+// repository (docgen.Documents), by name, wherever a page puts them.
 func readRecipes(t *testing.T) map[string]string {
 	t.Helper()
-	doc, err := os.ReadFile("../README.md")
+	files, err := docgen.Documents("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := map[string]string{}
-	name, text := "", ""
-	for line := range strings.Lines(string(doc)) {
-		switch m := recipeFence.FindStringSubmatch(strings.TrimSuffix(line, "\n")); {
-		case m != nil:
-			name, text = m[1], ""
-		case name != "" && strings.TrimSpace(line) == "```":
-			found[name], name = text, ""
-		case name != "":
-			text += line
+	where := map[string]string{}
+	for _, file := range files {
+		doc, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, text := "", ""
+		for line := range strings.Lines(string(doc)) {
+			switch m := recipeFence.FindStringSubmatch(strings.TrimSuffix(line, "\n")); {
+			case m != nil:
+				name, text = m[1], ""
+			case name != "" && strings.TrimSpace(line) == "```":
+				if where[name] != "" {
+					t.Fatalf("two recipes are called %s: in %s and in %s", name, where[name], file)
+				}
+				found[name], where[name], name = text, file, ""
+			case name != "":
+				text += line
+			}
 		}
 	}
 	return found
@@ -107,7 +120,7 @@ func start(t *testing.T, name string, s setup) *site {
 	}
 	text, ok := readRecipes(t)[name]
 	if !ok {
-		t.Fatalf("the README has no ```caddyfile ecosystem %s block", name)
+		t.Fatalf("the documentation has no ```caddyfile ecosystem %s block", name)
 	}
 	for from, to := range s.replace {
 		if !strings.Contains(text, from) {

@@ -1,6 +1,6 @@
 // Helpers the interop tests share: a free port, ./caddy started on a Caddyfile of its own and
 // stopped again, a test() that counts failures so that Caddy's log is shown when one failed, the
-// fenced blocks of README.md, and an event split from its cursor.
+// fenced blocks of the documentation, and an event split from its cursor.
 // Nothing here holds state across test files: each file starts its own Caddy in its own directory.
 import { test as nodeTest } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url';
 /** The binary `make caddy` builds. */
 export const CADDY = fileURLToPath(new URL('../caddy', import.meta.url));
 
-/** The repository's README, whose fenced blocks readmeBlocks reads. */
-const README = fileURLToPath(new URL('../README.md', import.meta.url));
+/** The repository's root, whose Markdown documents docBlocks reads. */
+export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -70,12 +70,13 @@ ${subdirectives.map((line) => `\t\t${line}\n`).join('')}	}
 
 /**
  * Starts ./caddy with the Caddyfile that caddyfile(base) returns, base being
- * http://127.0.0.1:<a free port>, written into dir, which also becomes Caddy's home. Waits until
- * ready(base) answers true; until then it answers what it saw (a string for the error message)
- * or throws. Returns { child, exited, log(), base }; on failure Caddy is stopped and the error
- * carries its log.
+ * http://127.0.0.1:<a free port>, written into dir, which also becomes Caddy's home; env(base)
+ * is added to its environment (for a Caddyfile that reads {$PORT}). Waits until ready(base)
+ * answers true; until then it answers what it saw (a string for the error message) or throws.
+ * Returns { child, exited, log(), base }; on failure Caddy is stopped and the error carries its
+ * log.
  */
-export async function startCaddy({ dir, caddyfile, ready, timeoutMs = 20_000 }) {
+export async function startCaddy({ dir, caddyfile, ready, env = () => ({}), timeoutMs = 20_000 }) {
   if (!fs.existsSync(CADDY)) {
     throw new Error(`${CADDY} is missing: run \`make caddy\` in the repository root first (or \`make interop\`)`);
   }
@@ -89,6 +90,7 @@ export async function startCaddy({ dir, caddyfile, ready, timeoutMs = 20_000 }) 
     cwd: dir,
     env: {
       ...process.env,
+      ...(await env(base)),
       HOME: home,
       XDG_DATA_HOME: path.join(home, 'data'),
       XDG_CONFIG_HOME: path.join(home, 'config'),
@@ -163,16 +165,53 @@ export function readyForTokens(probe) {
   };
 }
 
-/** The text of each fenced block of README.md in language lang. */
-export function readmeBlocks(lang) {
+/**
+ * The Markdown documents of the repository, as slash paths relative to its root in lexical order:
+ * every *.md file but those under node_modules, testdata and hidden folders, and GraphiQL's own
+ * README (handlers/graphiql/ is vendored). The same rule as the Go tests' (internal/docgen's
+ * Documents), so that a snippet may move from one page to another.
+ */
+export function documents(root = ROOT) {
+  const found = [];
+  const walk = (rel) => {
+    const entries = fs.readdirSync(path.join(root, rel), { withFileTypes: true });
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      const child = rel ? `${rel}/${e.name}` : e.name;
+      if (e.isDirectory()) {
+        const skip = e.name === 'node_modules' || e.name === 'testdata' || e.name.startsWith('.') || child === 'handlers/graphiql';
+        if (!skip) walk(child);
+      } else if (e.name.endsWith('.md')) {
+        found.push(child);
+      }
+    }
+  };
+  walk('');
+  return found;
+}
+
+/**
+ * The fenced blocks of every document of the documentation in language lang (the first word of
+ * their info string), in the order of the documents, each as { text, role, file, where }: role
+ * is the second word (```sh tour), where is file:line of the opening fence.
+ */
+export function docBlocks(lang) {
   const blocks = [];
-  let open = null;
-  for (const line of fs.readFileSync(README, 'utf8').split('\n')) {
-    if (open === null && line.startsWith('```')) open = { lang: line.slice(3).trim().split(/\s+/)[0], text: '' };
-    else if (open !== null && line.trim() === '```') {
-      if (open.lang === lang) blocks.push(open.text);
-      open = null;
-    } else if (open !== null) open.text += `${line}\n`;
+  for (const file of documents()) {
+    let open = null;
+    fs.readFileSync(path.join(ROOT, file), 'utf8')
+      .split('\n')
+      .forEach((line, i) => {
+        if (open === null && line.startsWith('```')) {
+          const [blockLang = '', role = ''] = line.slice(3).trim().split(/\s+/);
+          open = { lang: blockLang, role, text: '', file, where: `${file}:${i + 1}` };
+        } else if (open !== null && line.trim() === '```') {
+          const { lang: blockLang, ...block } = open;
+          if (blockLang === lang) blocks.push(block);
+          open = null;
+        } else if (open !== null) open.text += `${line}\n`;
+      });
+    assert.equal(open, null, `${open?.where}: the block is never closed`);
   }
   return blocks;
 }

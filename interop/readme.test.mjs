@@ -1,7 +1,8 @@
-// The README's client snippets, run as a reader runs them, read from README.md (so the two cannot
-// drift), against the real ./caddy serving the README's site (localhost and 127.0.0.1, the key
-// dev-key of alice; only the port differs from what the README shows): the graphql-ws client of
-// its Subscriptions section, and the three of "Subscriptions over HTTP" (graphql-sse and Apollo
+// The documentation's client snippets, run as a reader runs them, read from its Markdown
+// documents wherever they are (so the two cannot drift; today docs/subscriptions.md), against the
+// real ./caddy serving make run's site (localhost and 127.0.0.1, the key dev-key of alice; only
+// the port differs from what the documentation shows): the graphql-ws client of the
+// Subscriptions page, and the three of "Subscriptions over HTTP" (graphql-sse and Apollo
 // Client's HttpLink saved as files in a directory of their own where the packages are installed
 // and run with this Node; the browser's EventSource run in headless Chromium in a document of the
 // site). The site ends each SSE stream after sse_max_duration (2 s), so the two SSE snippets
@@ -15,7 +16,7 @@ import path from 'node:path';
 import { inspect } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
-import { countingTest, postsCaddyfile, readmeBlocks, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, docBlocks, postsCaddyfile, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
 const NODE_MODULES = fileURLToPath(new URL('./node_modules', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
@@ -55,13 +56,13 @@ after(async () => {
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-test("the README's graphql-ws snippet runs as pasted on this Node and prints a post created meanwhile", async (t) => {
+test("the documentation's graphql-ws snippet runs as pasted on this Node and prints a post created meanwhile", async (t) => {
   // Its own block: the first of the section, which neither resumes nor goes through Apollo
   // (resume.test.mjs runs the blocks of "Resuming after a disconnect").
-  const snippets = readmeBlocks('js').filter(
-    (text) => text.includes("from 'graphql-ws'") && !text.includes('resumeFrom') && !text.includes('@apollo/client'),
-  );
-  assert.equal(snippets.length, 1, "README.md has one ```js block that imports graphql-ws and does not resume");
+  const snippets = docBlocks('js')
+    .map((b) => b.text)
+    .filter((text) => text.includes("from 'graphql-ws'") && !text.includes('resumeFrom') && !text.includes('@apollo/client'));
+  assert.equal(snippets.length, 1, 'the documentation has one ```js block that imports graphql-ws and does not resume');
   const port = new URL(caddy.base).port;
   assert.equal(snippets[0].split('localhost:8080').length, 2, 'the snippet names localhost:8080 once');
   const source = snippets[0].replace('localhost:8080', `localhost:${port}`);
@@ -82,7 +83,7 @@ test("the README's graphql-ws snippet runs as pasted on this Node and prints a p
 
   try {
     // The snippet says nothing when its subscription starts, and a post created before that is
-    // not pushed: create posts as the README's curl does until one is printed.
+    // not pushed: create posts as the tour's curl does until one is printed.
     let shown;
     const deadline = Date.now() + 10_000;
     for (let writes = 1; !shown && !exit && Date.now() < deadline; writes++) {
@@ -114,16 +115,18 @@ test("the README's graphql-ws snippet runs as pasted on this Node and prints a p
 
 // --- helpers of the snippets of "Subscriptions over HTTP" ---------------------------------------
 
-/** The README's one js block that matches, with localhost:8080 (if it names it) on Caddy's port. */
-function readmeSnippet(matches, what, { named = true } = {}) {
-  const found = readmeBlocks('js').filter(matches);
-  assert.equal(found.length, 1, `README.md has one \`\`\`js block of ${what}`);
+/** The documentation's one js block that matches, with localhost:8080 (if it names it) on Caddy's port. */
+function docSnippet(matches, what, { named = true } = {}) {
+  const found = docBlocks('js')
+    .map((b) => b.text)
+    .filter(matches);
+  assert.equal(found.length, 1, `the documentation has one \`\`\`js block of ${what}`);
   if (!named) return found[0];
   assert.equal(found[0].split('localhost:8080').length, 2, `the ${what} snippet names localhost:8080 once`);
   return found[0].replace('localhost:8080', `localhost:${new URL(caddy.base).port}`);
 }
 
-/** Creates a post as alice with dev-key, as the README's curl does; returns it. */
+/** Creates a post as alice with dev-key, as the tour's curl does; returns it. */
 async function createPost(title) {
   const res = await fetch(`${caddy.base}/posts`, {
     method: 'POST',
@@ -199,8 +202,8 @@ async function everyPostAcrossCuts(t, printed, describe) {
   t.diagnostic(`printed ${got.length} posts of ${ids.length} written, across ${cut} cuts`);
 }
 
-test("the README's graphql-sse snippet runs as pasted and prints every post once and in order across the server's cuts", async (t) => {
-  const run = runSnippet(tmp, 'subscribe-sse.mjs', readmeSnippet((text) => text.includes("from 'graphql-sse'"), 'graphql-sse'));
+test("the documentation's graphql-sse snippet runs as pasted and prints every post once and in order across the server's cuts", async (t) => {
+  const run = runSnippet(tmp, 'subscribe-sse.mjs', docSnippet((text) => text.includes("from 'graphql-sse'"), 'graphql-sse'));
   const report = () => `exit: ${JSON.stringify(run.exit())}\nstdout:\n${run.stdout()}\nstderr:\n${run.stderr()}`;
   try {
     const printed = () => [...run.stdout().matchAll(/id: '([^']+)'/g)].map((m) => m[1]);
@@ -213,8 +216,8 @@ test("the README's graphql-sse snippet runs as pasted and prints every post once
   }
 });
 
-test("the README's Apollo Client HttpLink snippet runs as pasted and prints a post created meanwhile", async (t) => {
-  const source = readmeSnippet(
+test("the documentation's Apollo Client HttpLink snippet runs as pasted and prints a post created meanwhile", async (t) => {
+  const source = docSnippet(
     (text) => text.includes("from '@apollo/client'") && text.includes('new HttpLink') && !text.includes('graphql-ws'),
     'Apollo Client with HttpLink',
   );
@@ -248,8 +251,8 @@ test("the README's Apollo Client HttpLink snippet runs as pasted and prints a po
   }
 });
 
-test("the README's EventSource snippet runs as pasted in Chromium and logs every post once and in order across the server's cuts", async (t) => {
-  const source = readmeSnippet((text) => text.includes('new EventSource'), 'EventSource', { named: false });
+test("the documentation's EventSource snippet runs as pasted in Chromium and logs every post once and in order across the server's cuts", async (t) => {
+  const source = docSnippet((text) => text.includes('new EventSource'), 'EventSource', { named: false });
   assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium (apt-get install chromium) or set CHROMIUM`);
   const browser = await puppeteer.launch({
     executablePath: CHROMIUM,

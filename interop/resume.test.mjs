@@ -1,14 +1,15 @@
-// Resuming subscriptions after a disconnect: the README's two snippets of "Resuming after a
-// disconnect" (graphql-ws, and Apollo Client with GraphQLWsLink), read from README.md and run as
-// a reader runs them, against the real ./caddy serving the README's site (localhost and
-// 127.0.0.1, the key dev-key of alice), through a TCP proxy of this test that cuts their
-// connection (both sockets destroyed, new connections refused) for 1 to 2 s, once until the
-// client's next attempt to connect has been refused, while posts are written over REST every
-// ~60 ms: each snippet must print every post once, in order. Only the port differs from what the
-// README shows. Then the refusals, through graphql-ws: a forged cursor
-// and a resumeFrom that is not a string (BAD_USER_INPUT), a cursor too far behind
-// (RESUME_TOO_LONG), one whose events expired (CURSOR_EXPIRED, after a restart with events_max),
-// and the snippet's own way out of a refusal: it says "refetch" and subscribes afresh.
+// Resuming subscriptions after a disconnect: the documentation's two snippets of "Resuming after
+// a disconnect" (graphql-ws, and Apollo Client with GraphQLWsLink), read from its Markdown
+// documents wherever they are (today docs/subscriptions.md) and run as a reader runs them,
+// against the real ./caddy serving make run's site (localhost and 127.0.0.1, the key dev-key of
+// alice), through a TCP proxy of this test that cuts their connection (both sockets destroyed,
+// new connections refused) for 1 to 2 s, once until the client's next attempt to connect has
+// been refused, while posts are written over REST every ~60 ms: each snippet must print every
+// post once, in order. Only the port differs from what the documentation shows. Then the
+// refusals, through graphql-ws: a forged cursor and a resumeFrom that is not a string
+// (BAD_USER_INPUT), a cursor too far behind (RESUME_TOO_LONG), one whose events expired
+// (CURSOR_EXPIRED, after a restart with events_max), and the snippet's own way out of a refusal:
+// it says "refetch" and subscribes afresh.
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -17,14 +18,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { countingTest, postsCaddyfile, readmeBlocks, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, docBlocks, postsCaddyfile, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
 const WRITE_EVERY_MS = 60; // the pause between two posts of a writer
 const MAX_RESUME = 20; // max_resume_events of the second Caddy
 const EVENTS_MAX = 1000; // events_max of the second Caddy (its least)
 
 let tmp; // the scratch directory: Caddyfiles, data, Caddy's homes, the snippets' directories
-let caddy; // the README's site: { child, exited, log(), base }
+let caddy; // make run's site: { child, exited, log(), base }
 let strict; // the second Caddy, with events_max and max_resume_events low: { child, exited, log(), base }
 const proxies = []; // every cutting proxy, closed after the tests
 
@@ -32,13 +33,13 @@ const { test, failures } = countingTest();
 
 // --- helpers ------------------------------------------------------------------------------------
 
-/** The README's one js block that resumes and matches which ('graphql-ws' or 'apollo'). */
+/** The documentation's one js block that resumes and matches which ('graphql-ws' or 'apollo'). */
 function resumeSnippet(which) {
   const apollo = (text) => text.includes("from '@apollo/client'");
-  const found = readmeBlocks('js').filter(
-    (text) => text.includes('resumeFrom') && text.includes("from 'graphql-ws'") && (which === 'apollo') === apollo(text),
-  );
-  assert.equal(found.length, 1, `README.md has one \`\`\`js block that resumes with ${which}`);
+  const found = docBlocks('js')
+    .map((b) => b.text)
+    .filter((text) => text.includes('resumeFrom') && text.includes("from 'graphql-ws'") && (which === 'apollo') === apollo(text));
+  assert.equal(found.length, 1, `the documentation has one \`\`\`js block that resumes with ${which}`);
   assert.equal(found[0].split('localhost:8080').length, 2, `the ${which} snippet names localhost:8080 once`);
   return found[0];
 }
@@ -167,7 +168,7 @@ function printedFrom(run, posts, from) {
 }
 
 /**
- * Runs source (a README snippet, its URL on the proxy) while a writer writes to base, cutting the
+ * Runs source (a snippet of the documentation, its URL on the proxy) while a writer writes to base, cutting the
  * connection `cuts` times once the snippet has printed a post, each time until the snippet prints
  * a post written after the connection came back; then stops writing and waits for the last post.
  * Returns { posts, got, run, proxy, whileDown }: got is printed(stdout), whileDown the number of
@@ -284,7 +285,7 @@ async function liveCursor(base, written) {
   }
 }
 
-/** Starts a Caddy on the README's site (localhost and 127.0.0.1) in dir with data in dataDir. */
+/** Starts a Caddy on make run's site (localhost and 127.0.0.1) in dir with data in dataDir. */
 function startSite(dir, dataDir, extra = []) {
   fs.mkdirSync(dir, { recursive: true });
   return startCaddy({
@@ -324,7 +325,7 @@ after(async () => {
 
 // --- the tests ----------------------------------------------------------------------------------
 
-test("the README's graphql-ws resume snippet, as pasted, prints every post once and in order across three cuts of its connection", async (t) => {
+test("the documentation's graphql-ws resume snippet, as pasted, prints every post once and in order across three cuts of its connection", async (t) => {
   const target = Number(new URL(caddy.base).port);
   const { posts, got, run, proxy, whileDown } = await underCuts(t, {
     name: 'resume.mjs',
@@ -342,7 +343,7 @@ test("the README's graphql-ws resume snippet, as pasted, prints every post once 
   t.diagnostic(`printed ${got.length} of ${posts.length} posts (${whileDown} written while cut off)`);
 });
 
-test("the README's Apollo Client resume link, as pasted, prints every post once and in order across a cut", async (t) => {
+test("the documentation's Apollo Client resume link, as pasted, prints every post once and in order across a cut", async (t) => {
   // The snippet is for browsers and Node 22, where WebSocket is global; Node 20 has it behind a flag.
   const flag = typeof globalThis.WebSocket === 'undefined';
   const target = Number(new URL(caddy.base).port);
@@ -437,7 +438,7 @@ test('graphql-ws: forged, too old and expired cursors are refused (BAD_USER_INPU
   await resumesRecent('after the restart');
 });
 
-test("the README's graphql-ws resume snippet, refused RESUME_TOO_LONG after a long cut, says refetch and goes on with the posts written from then", async (t) => {
+test("the documentation's graphql-ws resume snippet, refused RESUME_TOO_LONG after a long cut, says refetch and goes on with the posts written from then", async (t) => {
   const proxy = await cuttingProxy(Number(new URL(strict.base).port));
   const source = resumeSnippet('graphql-ws').replace('localhost:8080', `localhost:${proxy.port}`);
   const run = runSnippet(tmp, 'resume.mjs', source);

@@ -1,6 +1,6 @@
 // The documents of the differential test (plan_diff_test.go) that the repository holds: every
-// string of its Go tests, of its interop suites and of its README's code blocks that parses as an
-// executable GraphQL document, read from the files at test time, so that a new test's documents
+// string of its Go tests, of its interop suites and of its documentation's code blocks that
+// parses as an executable GraphQL document, read from the files at test time, so that a new test's documents
 // join by themselves.
 
 package schema_test
@@ -21,12 +21,14 @@ import (
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/postsedge/caddy-posts/internal/docgen"
 )
 
 // corpusDoc is one request found in the repository: a document, the operation to run when the
 // document has several, and the variables its source gave with it, if any.
 type corpusDoc struct {
-	source        string // "go", "interop" or "readme"
+	source        string // "go", "interop" or "docs"
 	file          string // relative to the repository's root
 	query         string
 	operationName string
@@ -52,8 +54,8 @@ func repositoryRoot() (string, error) {
 }
 
 // repositoryDocuments reads the documents of the repository under root: the strings of every
-// *_test.go (all modules in it), of interop/*.mjs and *.js, and of the README's code blocks
-// that parse as executable documents. A literal that is a JSON request body (or holds one, as a
+// *_test.go (all modules in it), of interop/*.mjs and *.js, and of the code blocks of every
+// Markdown document (docgen.Documents) that parse as executable documents. A literal that is a JSON request body (or holds one, as a
 // WebSocket message does) gives its query, operationName and variables. Each document, with
 // its operation and variables, is listed once, under the first source it was found in.
 func repositoryDocuments(root string) ([]corpusDoc, error) {
@@ -103,20 +105,24 @@ func repositoryDocuments(root string) ([]corpusDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	files, err := docgen.Documents(root)
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range codeBlocks(string(readme)) {
-		switch b.lang {
-		case "graphql":
-			add("readme", "README.md", []string{b.text})
-		case "js", "javascript", "mjs":
-			add("readme", "README.md", jsStrings(b.text))
-		case "sh", "bash", "shell", "console":
-			add("readme", "README.md", withVariables(shellWords(b.text)))
-		case "json":
-			add("readme", "README.md", []string{b.text})
+	for _, file := range files {
+		md, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(file)))
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range codeBlocks(string(md)) {
+			switch b.lang {
+			case "graphql", "json":
+				add("docs", file, []string{b.text})
+			case "js", "javascript", "mjs":
+				add("docs", file, jsStrings(b.text))
+			case "sh", "bash", "shell", "console":
+				add("docs", file, withVariables(shellWords(b.text)))
+			}
 		}
 	}
 	return docs, nil

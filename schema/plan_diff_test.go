@@ -1,5 +1,5 @@
 // The differential test of plans (plan.go): every GraphQL document of the repository's tests,
-// interop suites and README (plan_diff_corpus_test.go), and generated ones
+// interop suites and documentation (plan_diff_corpus_test.go), and generated ones
 // (plan_diff_gen_test.go), gets the same bytes from a schema that runs plans as from one that
 // runs everything through graphql-go's Exec, on one store, for each caller.
 
@@ -81,7 +81,7 @@ func TestPlansAnswerAsGraphQLGoDoes(t *testing.T) {
 	for _, source := range []struct{ name, source string }{
 		{"the documents of the Go tests answer alike", "go"},
 		{"the documents of the interop suites answer alike", "interop"},
-		{"the documents of the README answer alike", "readme"},
+		{"the documents of the documentation answer alike", "docs"},
 	} {
 		t.Run(source.name, func(t *testing.T) {
 			var c diffCounts
