@@ -48,7 +48,7 @@ export function countingTest() {
 /**
  * A Caddyfile with one site at base that runs the posts module with the subdirectives given
  * (lines such as "api_key <key> <user>"), without the admin API, logging requests to stderr with
- * the API key header deleted (as the README shows).
+ * the API key header deleted (as docs/authentication.md shows).
  */
 export function postsCaddyfile(base, subdirectives) {
   return `{
