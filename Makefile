@@ -65,7 +65,7 @@ test:
 	$(GO) test -run '^$$' -bench . -benchtime 50x ./bench/
 	$(MAKE) interop
 
-# Runs the README's recipes with other Caddy modules (```caddyfile ecosystem <name> blocks:
+# Runs the recipes of docs/recipes.md with other Caddy modules (```caddyfile ecosystem <name> blocks:
 # encode, basic_auth, forward_auth, rate_limit, reverse_proxy, cache) in ./caddy-ecosystem.
 ecosystem: caddy-ecosystem
 	$(GO) test -tags ecosystem -count=1 ./ecosystem/

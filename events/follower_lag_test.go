@@ -20,7 +20,7 @@ import (
 // log through an index (the embedded store's primary key; MongoDB's _id index), events written
 // by another instance reach this one's subscribers within one interval and a read, with 10,000
 // events in the log as with none. FerretDB v1, which scans the collection at each read, does not
-// keep this bound (see README's Several instances).
+// keep this bound (see docs/scaling.md).
 func TestTheRelayLagStaysWithinThreeIntervalsAtTenThousandEvents(t *testing.T) {
 	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
 	if err != nil {

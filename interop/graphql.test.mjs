@@ -249,7 +249,7 @@ after(async () => {
 
 // --- the tests ----------------------------------------------------------------------------------
 
-test('graphql-http: the server passes every MUST audit of GraphQL over HTTP, and every SHOULD and MAY but the two the README argues', async (t) => {
+test('graphql-http: the server passes every MUST audit of GraphQL over HTTP, and every SHOULD and MAY but the two docs/graphql.md argues', async (t) => {
   const results = await audit(`${caddy.base}/graphql`);
   const { version } = JSON.parse(fs.readFileSync(new URL('./node_modules/graphql-http/package.json', import.meta.url)));
 
@@ -277,7 +277,7 @@ test('graphql-http: the server passes every MUST audit of GraphQL over HTTP, and
     [],
     `MUST audits failed (see results/graphql-http-audit.txt)`,
   );
-  // Every SHOULD and MAY passes but these two, which README.md argues (GraphQL, "Over HTTP"): they
+  // Every SHOULD and MAY passes but these two, which docs/graphql.md argues ("Over HTTP"): they
   // want application/json for Accept */* and for no Accept, the spec's default before 2025.
   const warned = results.filter((r) => r.level !== 'MUST' && r.status !== 'ok');
   assert.deepEqual(
@@ -433,7 +433,7 @@ test('graphql-js: the introspection query with every option is answered, or the 
   const rest = await graphql({ query: getIntrospectionQuery(Object.fromEntries(accepted.map((o) => [o, true]))) });
   buildClientSchema(dataOf(rest, `introspection with ${accepted.join(', ')}`));
   // graphql-go v1.11.0 has no __Schema.description, __Directive.isRepeatable or __Type.isOneOf;
-  // when it gains one, this list changes and the README's note on introspection with it.
+  // when it gains one, this list changes and the note on introspection in docs/graphql.md with it.
   assert.deepEqual(refused.map((r) => r.split(' ')[0]), ['directiveIsRepeatable', 'schemaDescription', 'oneOf']);
   t.diagnostic(`graphql-go does not answer: ${refused.join(' | ')}`);
 });

@@ -305,7 +305,7 @@ test('no token and no API key ever reaches Caddy\'s log', async () => {
   await stopCaddy(); // so that the log includes whatever Caddy writes on the way out
   const log = caddy.log();
   assert.ok(log.length > 0, 'caddy logged something (else this test checks nothing)');
-  // The access log (with the README's filter for the API key header) saw the authenticated calls.
+  // The access log (with the filter of docs/authentication.md for the API key header) saw the authenticated calls.
   assert.ok(log.includes('"user_id":"bob"') && log.includes('"user_id":"alice"'), 'the access log names the callers');
   for (const secret of secrets) {
     assert.ok(!log.includes(secret), `caddy's log contains a credential: ${secret.slice(0, 12)}…`);

@@ -13,7 +13,7 @@ import { readyForTokens, serveJWKS, sleep, startCaddy, stopCaddy } from './lib.m
  * A Caddyfile with one site at base: Caddy's metrics at /metrics, the handle blocks of routes
  * (text, for pages of the test's own), and everything else to the posts module with the
  * subdirectives given; without the admin API, logging requests to stderr with the API key header
- * deleted (as the README shows).
+ * deleted (as docs/authentication.md shows).
  */
 export function streamsCaddyfile(base, subdirectives, routes = '') {
   return `{

@@ -10,6 +10,8 @@ import (
 
 	"github.com/graph-gophers/graphql-go"
 	"github.com/graph-gophers/graphql-go/ast"
+
+	"github.com/postsedge/caddy-posts/internal/docgen"
 )
 
 // The documents show the schema in short: ```graphql blocks of type declarations, a field a
@@ -17,16 +19,16 @@ import (
 // argument and type as schema.graphql declares them, so that an excerpt cannot go stale.
 func TestTheDocumentsShowTheSchemaAsItIs(t *testing.T) {
 	schema := graphql.MustParseSchema(sdl, nil).ASTSchema()
-	files, err := filepath.Glob("../docs/*.md")
+	files, err := docgen.Documents("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	shown := 0
-	for _, file := range append(files, "../README.md") {
-		for _, block := range graphqlBlocks(t, file) {
+	for _, file := range files {
+		for _, block := range graphqlBlocks(t, filepath.Join("..", file)) {
 			for name, fields := range excerptTypes(block) {
 				shown++
-				t.Run(filepath.Base(file)+" shows "+name, func(t *testing.T) {
+				t.Run(file+" shows "+name, func(t *testing.T) {
 					object, ok := schema.Types[name].(*ast.ObjectTypeDefinition)
 					if !ok {
 						t.Fatalf("the schema has no object type %s", name)
