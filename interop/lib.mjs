@@ -235,7 +235,7 @@ export function splitEvent(event) {
 /**
  * Saves source as name in a reader's directory of its own under parent (this package's
  * node_modules beside it, as npm install would put them) and runs it with this Node, nodeArgs
- * and env added. Returns { stdout(), stderr(), exit(), stop() }.
+ * and env added. Returns what watch returns.
  */
 export function runSnippet(parent, name, source, nodeArgs = [], env = {}) {
   const dir = fs.mkdtempSync(path.join(parent, 'reader-'));
@@ -246,6 +246,15 @@ export function runSnippet(parent, name, source, nodeArgs = [], env = {}) {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  return watch(child);
+}
+
+/**
+ * Collects what a child process writes. Returns { stdout(), stderr(), exit(), exited, stop() }:
+ * exit() is null while it runs, exited resolves to it, and stop() ends it (with group, the
+ * process group it leads, spawned detached) and waits for its end.
+ */
+export function watch(child, { group = false } = {}) {
   let stdout = '';
   let stderr = '';
   let exit = null;
@@ -256,8 +265,12 @@ export function runSnippet(parent, name, source, nodeArgs = [], env = {}) {
     stdout: () => stdout,
     stderr: () => stderr,
     exit: () => exit,
+    exited,
     stop: async () => {
-      if (!exit) child.kill('SIGTERM');
+      if (child.exitCode === null && child.signalCode === null) {
+        if (group) process.kill(-child.pid, 'SIGTERM');
+        else child.kill('SIGTERM');
+      }
       await exited;
     },
   };

@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, countingTest, docBlocks, freePort, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { ROOT, countingTest, docBlocks, freePort, sleep, startCaddy, stopCaddy, watch } from './lib.mjs';
 
 /** The address the README's commands name, which the test moves to Caddy's port. */
 const README_ADDRESS = 'localhost:8080';
@@ -49,33 +49,10 @@ after(async () => {
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-/**
- * Runs a block with bash -e -o pipefail, in a process group of its own so that stop() ends the
- * curl it runs too. Returns { stdout(), stderr(), exit(), exited, stop() }: exit() is null while
- * it runs, exited resolves to it.
- */
+/** Runs a block with bash -e -o pipefail, in a process group of its own so that stop() ends the curl it runs too. */
 function bash(block) {
-  const child = spawn('bash', ['-e', '-o', 'pipefail', '-c', block.text], {
-    cwd: tmp,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  let exit = null;
-  child.stdout.on('data', (chunk) => (stdout += chunk));
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve((exit = { code, signal }))));
-  return {
-    stdout: () => stdout,
-    stderr: () => stderr,
-    exit: () => exit,
-    exited,
-    stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid, 'SIGTERM');
-      await exited;
-    },
-  };
+  const child = spawn('bash', ['-e', '-o', 'pipefail', '-c', block.text], { cwd: tmp, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  return watch(child, { group: true });
 }
 
 /** A block with the README's address moved to Caddy's port; it must name that address. */
