@@ -52,20 +52,27 @@ import (
 //	```sh tour             README.md's tour, run in order against make run's site by
 //	                       interop/tour.test.mjs
 //	```sh tour-stream      the tour's subscription, which the tour test leaves running meanwhile
+//	```sh run              curl calls to make run's site (localhost:8080, the key dev-key) in any
+//	                       document, each block run as pasted by interop/shell.test.mjs
 const (
 	roleSyntax     = "syntax"
 	roleEcosystem  = "ecosystem"
 	roleAdapted    = "adapted"
 	roleTour       = "tour"
 	roleTourStream = "tour-stream"
+	roleRun        = "run"
 )
 
 // blockRoles are the second words a block of each language may have.
 var blockRoles = map[string][]string{
 	"caddyfile": {"", roleSyntax, roleEcosystem},
 	"json":      {"", roleAdapted},
-	"sh":        {"", roleTour, roleTourStream},
+	"sh":        {"", roleTour, roleTourStream, roleRun},
 }
+
+// callsMakeRun matches a curl call to make run's site (the command's lines joined at a
+// backslash), which a reader runs as pasted: a plain ```sh block with one would be run by no test.
+var callsMakeRun = regexp.MustCompile(`(?m)^\s*curl\s([^\n]|\\\n)*localhost:8080`)
 
 // caddyfileLike matches a line that opens a site or a posts block, as no other language here does.
 var caddyfileLike = regexp.MustCompile(`(?m)^\s*(posts|https?://\S+|[a-z0-9-]+(\.[a-z0-9-]+)+|:\d+)( [^{]*)?\{$`)
@@ -77,6 +84,9 @@ func TestTheDocumentsBlocksSayWhatTheyAre(t *testing.T) {
 		}
 		if b.lang != "caddyfile" && caddyfileLike.MatchString(b.text) {
 			t.Errorf("%s: a ```%s block looks like a Caddyfile; fence it as ```caddyfile so that it is checked", b.where, b.lang)
+		}
+		if b.lang == "sh" && b.role == "" && callsMakeRun.MatchString(b.text) {
+			t.Errorf("%s: a ```sh block calls make run's site; fence it as ```sh %s so that interop/shell.test.mjs runs it", b.where, roleRun)
 		}
 		// interop/tour.test.mjs runs README.md's tour as make run serves it.
 		if (b.role == roleTour || b.role == roleTourStream) && b.file != "README.md" {

@@ -1,6 +1,7 @@
-// Helpers the interop tests share: a free port, ./caddy started on a Caddyfile of its own and
-// stopped again, a test() that counts failures so that Caddy's log is shown when one failed, the
-// fenced blocks of the documentation, and an event split from its cursor.
+// Helpers the interop tests share: a free port, ./caddy started on a Caddyfile of its own (or as
+// make run starts it) and stopped again, a test() that counts failures so that Caddy's log is
+// shown when one failed, the fenced blocks of the documentation, a shell block run with bash
+// against make run's site and what its curls printed, and an event split from its cursor.
 // Nothing here holds state across test files: each file starts its own Caddy in its own directory.
 import { test as nodeTest } from 'node:test';
 import assert from 'node:assert/strict';
@@ -133,6 +134,30 @@ export async function stopCaddy(caddy) {
   const timer = setTimeout(() => caddy.child.kill('SIGKILL'), 10_000);
   await caddy.exited;
   clearTimeout(timer);
+}
+
+/** The address of make run's site, which the documentation's shell blocks name. */
+export const MAKE_RUN_ADDRESS = 'localhost:8080';
+
+/**
+ * Starts ./caddy as `make run` starts it: the repository's Caddyfile, POSTS_API_KEY=dev-key, an
+ * empty data directory (under dir, Caddy's home); PORT and ADMIN moved to free ports, as the
+ * README says a reader may do. Returns what startCaddy returns, with port: Caddy's, in place of
+ * 8080.
+ */
+export async function startMakeRun(dir) {
+  const admin = await freePort();
+  const caddy = await startCaddy({
+    dir,
+    caddyfile: () => fs.readFileSync(path.join(ROOT, 'Caddyfile'), 'utf8'),
+    env: (base) => ({ PORT: new URL(base).port, ADMIN: `localhost:${admin}`, POSTS_API_KEY: 'dev-key' }),
+    ready: async (base) => {
+      const res = await fetch(`${base}/posts`);
+      await res.arrayBuffer();
+      return res.status === 200 || `GET /posts: ${res.status}`;
+    },
+  });
+  return { ...caddy, port: new URL(caddy.base).port };
 }
 
 /** Serves {keys} at /.well-known/jwks.json on 127.0.0.1 and a free port. */
@@ -274,4 +299,60 @@ export function watch(child, { group = false } = {}) {
       await exited;
     },
   };
+}
+
+/** A block with make run's address moved to port; it must name that address and no other. */
+function onPort(block, port) {
+  assert.ok(block.text.includes(MAKE_RUN_ADDRESS), `${block.where}: the block names ${MAKE_RUN_ADDRESS}`);
+  const text = block.text.replaceAll(MAKE_RUN_ADDRESS, `localhost:${port}`);
+  const others = [...text.matchAll(/(localhost|127\.0\.0\.1)(:\d+)?/g)].map((m) => m[0]).filter((a) => a !== `localhost:${port}`);
+  assert.deepEqual(others, [], `${block.where}: the block names other addresses than ${MAKE_RUN_ADDRESS}`);
+  return { ...block, text };
+}
+
+/**
+ * Runs a shell block of the documentation as a reader pastes it against make run's site on
+ * port (localhost:8080 moved there): with bash -e -o pipefail in cwd, in a process group of its
+ * own so that stop() ends the curl it runs too. Returns what watch returns.
+ */
+export function bash(block, { cwd, port }) {
+  const { text } = onPort(block, port);
+  const child = spawn('bash', ['-e', '-o', 'pipefail', '-c', text], { cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  return watch(child, { group: true });
+}
+
+/** Runs a shell block as bash does, to its end within 20s; it must exit 0. Returns its stdout. */
+export async function bashToEnd(block, site) {
+  const run = bash(block, site);
+  const timer = setTimeout(() => run.stop(), 20_000);
+  const exit = await run.exited;
+  clearTimeout(timer);
+  assert.deepEqual(exit, { code: 0, signal: null }, `${block.where} failed; stdout:\n${run.stdout()}\nstderr:\n${run.stderr()}`);
+  return run.stdout();
+}
+
+/** The responses curl -i printed, each as { status, headers (lower-case names), body }. */
+export function curlResponses(stdout) {
+  return stdout
+    .split(/^(?=HTTP\/\S+ \d{3}\b)/m)
+    .filter((part) => part.startsWith('HTTP/'))
+    .map((part) => {
+      const [head, ...body] = part.split('\r\n\r\n');
+      const [statusLine, ...fields] = head.split('\r\n');
+      const headers = Object.fromEntries(
+        fields.map((f) => {
+          const i = f.indexOf(':');
+          return [f.slice(0, i).trim().toLowerCase(), f.slice(i + 1).trim()];
+        }),
+      );
+      return { status: Number(statusLine.split(' ')[1]), headers, body: body.join('\r\n\r\n') };
+    });
+}
+
+/** The JSON values printed one a line (curl -s of several requests). */
+export function jsonValues(stdout) {
+  return stdout
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line));
 }

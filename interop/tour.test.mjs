@@ -7,38 +7,24 @@
 // and the posts the tour created arriving on the stream as `event: next`.
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, countingTest, docBlocks, freePort, sleep, startCaddy, stopCaddy, watch } from './lib.mjs';
-
-/** The address the README's commands name, which the test moves to Caddy's port. */
-const README_ADDRESS = 'localhost:8080';
+import { bash, bashToEnd, countingTest, curlResponses, docBlocks, jsonValues, sleep, startMakeRun, stopCaddy } from './lib.mjs';
 
 /** README.md's ```sh tour and ```sh tour-stream blocks, in its order. */
 const tour = docBlocks('sh').filter((b) => b.role === 'tour' || b.role === 'tour-stream');
 
-let tmp; // the scratch directory: Caddy's Caddyfile and home
-let caddy; // { child, exited, log(), base }
-let port; // Caddy's, in place of 8080
+let tmp; // the scratch directory: Caddy's Caddyfile and home, the blocks' working directory
+let caddy; // { child, exited, log(), base, port }
+let site; // where bash runs a block: { cwd, port }
 
 const { test, failures } = countingTest();
 
 before(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-posts-tour-'));
-  const admin = await freePort();
-  caddy = await startCaddy({
-    dir: tmp,
-    caddyfile: () => fs.readFileSync(path.join(ROOT, 'Caddyfile'), 'utf8'),
-    env: (base) => ({ PORT: new URL(base).port, ADMIN: `localhost:${admin}`, POSTS_API_KEY: 'dev-key' }),
-    ready: async (base) => {
-      const res = await fetch(`${base}/posts`);
-      await res.arrayBuffer();
-      return res.status === 200 || `GET /posts: ${res.status}`;
-    },
-  });
-  port = new URL(caddy.base).port;
+  caddy = await startMakeRun(tmp);
+  site = { cwd: tmp, port: caddy.port };
 });
 
 after(async () => {
@@ -48,57 +34,6 @@ after(async () => {
   }
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
-
-/** Runs a block with bash -e -o pipefail, in a process group of its own so that stop() ends the curl it runs too. */
-function bash(block) {
-  const child = spawn('bash', ['-e', '-o', 'pipefail', '-c', block.text], { cwd: tmp, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  return watch(child, { group: true });
-}
-
-/** A block with the README's address moved to Caddy's port; it must name that address. */
-function onCaddy(block) {
-  assert.ok(block.text.includes(README_ADDRESS), `${block.where}: the block names ${README_ADDRESS}`);
-  const text = block.text.replaceAll(README_ADDRESS, `localhost:${port}`);
-  const others = [...text.matchAll(/(localhost|127\.0\.0\.1)(:\d+)?/g)].map((m) => m[0]).filter((a) => a !== `localhost:${port}`);
-  assert.deepEqual(others, [], `${block.where}: the block names other addresses than ${README_ADDRESS}`);
-  return { ...block, text };
-}
-
-/** Runs a tour block to its end; it must succeed. Returns its stdout. */
-async function runToEnd(block) {
-  const run = bash(onCaddy(block));
-  const timer = setTimeout(() => run.stop(), 20_000);
-  const exit = await run.exited;
-  clearTimeout(timer);
-  assert.deepEqual(exit, { code: 0, signal: null }, `${block.where} failed; stdout:\n${run.stdout()}\nstderr:\n${run.stderr()}`);
-  return run.stdout();
-}
-
-/** The responses curl -i printed, each as { status, headers (lower-case names), body }. */
-function responses(stdout) {
-  return stdout
-    .split(/^(?=HTTP\/\S+ \d{3}\b)/m)
-    .filter((part) => part.startsWith('HTTP/'))
-    .map((part) => {
-      const [head, ...body] = part.split('\r\n\r\n');
-      const [statusLine, ...fields] = head.split('\r\n');
-      const headers = Object.fromEntries(
-        fields.map((f) => {
-          const i = f.indexOf(':');
-          return [f.slice(0, i).trim().toLowerCase(), f.slice(i + 1).trim()];
-        }),
-      );
-      return { status: Number(statusLine.split(' ')[1]), headers, body: body.join('\r\n\r\n') };
-    });
-}
-
-/** The JSON values printed one after another (curl -s of several requests). */
-function jsonValues(stdout) {
-  return stdout
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => JSON.parse(line));
-}
 
 /** The events of an SSE stream as curl -N printed them: { event, id, data } for each. */
 function sseEvents(stdout) {
@@ -125,7 +60,7 @@ test("README.md's tour is the blocks this file runs: two ```sh tour blocks and a
 
 test("README.md's tour, as pasted, prints what the README says, and its posts arrive on its stream", async (t) => {
   const [rest, graphql, streamBlock] = tour;
-  const stream = bash(onCaddy(streamBlock));
+  const stream = bash(streamBlock, site);
   try {
     // Subscribed once the stream's first bytes (an SSE comment) are printed: posts created from
     // then on are pushed.
@@ -135,7 +70,7 @@ test("README.md's tour, as pasted, prints what the README says, and its posts ar
     }
 
     // The REST block: the statuses in the order of its comments, and what each shows.
-    const answers = responses(await runToEnd(rest));
+    const answers = curlResponses(await bashToEnd(rest, site));
     const shown = answers.map((r) => `${r.status} ${r.body.trim()}`).join('\n');
     assert.deepEqual(
       answers.map((r) => r.status),
@@ -159,7 +94,7 @@ test("README.md's tour, as pasted, prints what the README says, and its posts ar
     }
 
     // The GraphQL block: the query's posts (only Hello, edge is left), and the mutation's post.
-    const [query, mutation] = jsonValues(await runToEnd(graphql));
+    const [query, mutation] = jsonValues(await bashToEnd(graphql, site));
     assert.deepEqual(query, { data: { posts: [{ id: hello.id, title: 'Hello, edge', author: { id: 'alice', name: null } }] } });
     assert.match(mutation.data?.createPost?.id ?? '', /^[0-9a-f]{24}$/, JSON.stringify(mutation));
     assert.deepEqual(mutation, { data: { createPost: { id: mutation.data.createPost.id, userId: 'alice', title: 'From GraphQL' } } });
