@@ -3,11 +3,12 @@
 // shown when one failed, the fenced blocks of the documentation, a shell block run with bash
 // against make run's site and what its curls printed, and an event split from its cursor.
 // Nothing here holds state across test files: each file starts its own Caddy in its own directory.
-import { test as nodeTest } from 'node:test';
+import { test as nodeTest, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -140,24 +141,40 @@ export async function stopCaddy(caddy) {
 export const MAKE_RUN_ADDRESS = 'localhost:8080';
 
 /**
- * Starts ./caddy as `make run` starts it: the repository's Caddyfile, POSTS_API_KEY=dev-key, an
- * empty data directory (under dir, Caddy's home); PORT and ADMIN moved to free ports, as the
- * README says a reader may do. Returns what startCaddy returns, with port: Caddy's, in place of
- * 8080.
+ * The site of `make run` for a test file that runs the documentation's shell blocks: before its
+ * tests, ./caddy started as `make run` starts it (the repository's Caddyfile, POSTS_API_KEY=dev-key,
+ * an empty data directory under a scratch directory of its own; PORT and ADMIN moved to free
+ * ports, as the README says a reader may do), stopped after them, its log printed if one failed.
+ * Returns { test, site }: the file's test (countingTest's), and site, { cwd, port } once started,
+ * where bash runs a block.
  */
-export async function startMakeRun(dir) {
-  const admin = await freePort();
-  const caddy = await startCaddy({
-    dir,
-    caddyfile: () => fs.readFileSync(path.join(ROOT, 'Caddyfile'), 'utf8'),
-    env: (base) => ({ PORT: new URL(base).port, ADMIN: `localhost:${admin}`, POSTS_API_KEY: 'dev-key' }),
-    ready: async (base) => {
-      const res = await fetch(`${base}/posts`);
-      await res.arrayBuffer();
-      return res.status === 200 || `GET /posts: ${res.status}`;
-    },
+export function makeRunSite(name) {
+  const { test, failures } = countingTest();
+  const site = {};
+  let caddy;
+  before(async () => {
+    site.cwd = fs.mkdtempSync(path.join(os.tmpdir(), `caddy-posts-${name}-`));
+    const admin = await freePort();
+    caddy = await startCaddy({
+      dir: site.cwd,
+      caddyfile: () => fs.readFileSync(path.join(ROOT, 'Caddyfile'), 'utf8'),
+      env: (base) => ({ PORT: new URL(base).port, ADMIN: `localhost:${admin}`, POSTS_API_KEY: 'dev-key' }),
+      ready: async (base) => {
+        const res = await fetch(`${base}/posts`);
+        await res.arrayBuffer();
+        return res.status === 200 || `GET /posts: ${res.status}`;
+      },
+    });
+    site.port = new URL(caddy.base).port;
   });
-  return { ...caddy, port: new URL(caddy.base).port };
+  after(async () => {
+    await stopCaddy(caddy);
+    if (failures() > 0 && caddy) {
+      console.error(`--- caddy's log (${failures()} test(s) failed) ---\n${caddy.log()}--- end of caddy's log ---`);
+    }
+    if (site.cwd) fs.rmSync(site.cwd, { recursive: true, force: true });
+  });
+  return { test, site };
 }
 
 /** Serves {keys} at /.well-known/jwks.json on 127.0.0.1 and a free port. */

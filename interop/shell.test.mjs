@@ -5,35 +5,13 @@
 // each curl, every curl -i status is 2xx, every GraphQL answer is JSON with data and no errors; a
 // block that sends an Idempotency-Key is run twice, as a retry, and the second answer is the
 // first's post replayed.
-import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { bashToEnd, countingTest, curlResponses, docBlocks, jsonValues, startMakeRun, stopCaddy } from './lib.mjs';
+import { bashToEnd, curlResponses, docBlocks, jsonValues, makeRunSite } from './lib.mjs';
 
 /** Every ```sh run block of the documents, in their order. */
 const blocks = docBlocks('sh').filter((b) => b.role === 'run');
 
-let tmp; // the scratch directory: Caddy's Caddyfile and home, the blocks' working directory
-let caddy; // { child, exited, log(), base, port }
-let site; // where bash runs a block: { cwd, port }
-
-const { test, failures } = countingTest();
-
-before(async () => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-posts-shell-'));
-  caddy = await startMakeRun(tmp);
-  site = { cwd: tmp, port: caddy.port };
-});
-
-after(async () => {
-  await stopCaddy(caddy);
-  if (failures() > 0 && caddy) {
-    console.error(`--- caddy's log (${failures()} test(s) failed) ---\n${caddy.log()}--- end of caddy's log ---`);
-  }
-  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-});
+const { test, site } = makeRunSite('shell');
 
 /**
  * The curl commands of a block, each as { include (curl -i), graphql (it calls /graphql) }: the

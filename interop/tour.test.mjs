@@ -5,35 +5,13 @@
 // with bash -e -o pipefail, one after the other, with localhost:8080 on Caddy's port. What a
 // reader would see is checked: the statuses each curl -i prints, in order, the GraphQL answers,
 // and the posts the tour created arriving on the stream as `event: next`.
-import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { bash, bashToEnd, countingTest, curlResponses, docBlocks, jsonValues, sleep, startMakeRun, stopCaddy } from './lib.mjs';
+import { bash, bashToEnd, curlResponses, docBlocks, jsonValues, sleep, makeRunSite } from './lib.mjs';
 
 /** README.md's ```sh tour and ```sh tour-stream blocks, in its order. */
 const tour = docBlocks('sh').filter((b) => b.role === 'tour' || b.role === 'tour-stream');
 
-let tmp; // the scratch directory: Caddy's Caddyfile and home, the blocks' working directory
-let caddy; // { child, exited, log(), base, port }
-let site; // where bash runs a block: { cwd, port }
-
-const { test, failures } = countingTest();
-
-before(async () => {
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-posts-tour-'));
-  caddy = await startMakeRun(tmp);
-  site = { cwd: tmp, port: caddy.port };
-});
-
-after(async () => {
-  await stopCaddy(caddy);
-  if (failures() > 0 && caddy) {
-    console.error(`--- caddy's log (${failures()} test(s) failed) ---\n${caddy.log()}--- end of caddy's log ---`);
-  }
-  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
-});
+const { test, site } = makeRunSite('tour');
 
 /** The events of an SSE stream as curl -N printed them: { event, id, data } for each. */
 function sseEvents(stdout) {
