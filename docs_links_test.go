@@ -126,12 +126,12 @@ func TestHeadingsAreSluggedAsGitHubDoes(t *testing.T) {
 // followed. Each problem is a message that starts with the link's file:line. links is how many
 // links to the repository's files it checked.
 func linkProblems(root string, files []string) (problems []string, links int, err error) {
-	parsed := map[string]*markdownDoc{}
-	read := func(file string) (*markdownDoc, error) {
+	parsed := map[string]*docgen.Document{}
+	read := func(file string) (*docgen.Document, error) {
 		if doc, ok := parsed[file]; ok {
 			return doc, nil
 		}
-		doc, err := parseDocument(root, file)
+		doc, err := docgen.Parse(root, file)
 		parsed[file] = doc
 		return doc, err
 	}
@@ -151,7 +151,7 @@ func linkProblems(root string, files []string) (problems []string, links int, er
 			}
 			return err
 		}
-		err = ast.Walk(doc.node, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		err = ast.Walk(doc.Node, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
 			if !entering {
 				return ast.WalkContinue, nil
 			}
@@ -167,17 +167,17 @@ func linkProblems(root string, files []string) (problems []string, links int, er
 			default:
 				return ast.WalkContinue, nil
 			}
-			shown := fmt.Sprintf("[%s](%s)", plainText(n, doc.source), destination)
-			return ast.WalkContinue, check(fmt.Sprintf("%s:%d", file, lineOfNode(n, doc.source)), shown, destination)
+			shown := fmt.Sprintf("[%s](%s)", plainText(n, doc.Source), destination)
+			return ast.WalkContinue, check(fmt.Sprintf("%s:%d", file, lineOfNode(n, doc.Source)), shown, destination)
 		})
 		if err != nil {
 			return nil, 0, err
 		}
-		for _, ref := range doc.refs {
+		for _, ref := range doc.Refs {
 			shown := fmt.Sprintf("[%s]: %s", ref.Label(), ref.Destination())
 			where := file
-			if i := strings.Index(string(doc.source), fmt.Sprintf("[%s]:", ref.Label())); i >= 0 {
-				where = fmt.Sprintf("%s:%d", file, lineOf(doc.source, i))
+			if i := strings.Index(string(doc.Source), fmt.Sprintf("[%s]:", ref.Label())); i >= 0 {
+				where = fmt.Sprintf("%s:%d", file, docgen.LineOf(doc.Source, i))
 			}
 			if err := check(where, shown, string(ref.Destination())); err != nil {
 				return nil, 0, err
@@ -195,7 +195,7 @@ var lineAnchor = regexp.MustCompile(`^L\d+(-L\d+)?$`)
 
 // linkProblem says what is wrong with destination, a link of the document file (both relative to
 // root), or "" when nothing is. read parses a Markdown file of root, for its anchors.
-func linkProblem(root, file, destination string, read func(string) (*markdownDoc, error)) (string, error) {
+func linkProblem(root, file, destination string, read func(string) (*docgen.Document, error)) (string, error) {
 	target, anchor, hasAnchor := strings.Cut(destination, "#")
 	target, _, _ = strings.Cut(target, "?")
 	target, err := url.PathUnescape(target)
@@ -246,14 +246,14 @@ var explicitAnchor = regexp.MustCompile(`<a\s[^>]*\b(?:id|name)\s*=\s*"([^"]+)"`
 
 // anchors is what a link into doc may name after #: its headings' slugs, a heading whose slug
 // is there already taking -1, -2, ... as GitHub numbers them; and its <a id> and <a name>.
-func anchors(doc *markdownDoc) []string {
+func anchors(doc *docgen.Document) []string {
 	var found []string
 	occurrences := map[string]int{} // as github-slugger counts them
-	_ = ast.Walk(doc.node, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+	_ = ast.Walk(doc.Node, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
 		if _, ok := n.(*ast.Heading); !ok || !entering {
 			return ast.WalkContinue, nil
 		}
-		first := slug(plainText(n, doc.source))
+		first := slug(plainText(n, doc.Source))
 		s := first
 		for _, taken := occurrences[s]; taken; _, taken = occurrences[s] {
 			occurrences[first]++
@@ -263,7 +263,7 @@ func anchors(doc *markdownDoc) []string {
 		found = append(found, s)
 		return ast.WalkSkipChildren, nil
 	})
-	for _, m := range explicitAnchor.FindAllSubmatch(doc.source, -1) {
+	for _, m := range explicitAnchor.FindAllSubmatch(doc.Source, -1) {
 		found = append(found, string(m[1]))
 	}
 	return found
@@ -323,5 +323,5 @@ func lineOfNode(n ast.Node, source []byte) int {
 			offset = p.Lines().At(0).Start
 		}
 	}
-	return lineOf(source, max(offset, 0))
+	return docgen.LineOf(source, max(offset, 0))
 }

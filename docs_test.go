@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -22,11 +21,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
-	"github.com/yuin/goldmark/parser"
-	"github.com/yuin/goldmark/text"
 	"gopkg.in/yaml.v3"
 
 	"github.com/postsedge/caddy-posts/internal/docgen"
@@ -79,18 +73,18 @@ var caddyfileLike = regexp.MustCompile(`(?m)^\s*(posts|https?://\S+|[a-z0-9-]+(\
 
 func TestTheDocumentsBlocksSayWhatTheyAre(t *testing.T) {
 	for _, b := range allBlocks(t) {
-		if allowed, ok := blockRoles[b.lang]; ok && !slices.Contains(allowed, b.role) {
-			t.Errorf("%s: ```%s %s: the second word must be one of %q", b.where, b.lang, b.role, allowed)
+		if allowed, ok := blockRoles[b.Lang]; ok && !slices.Contains(allowed, b.Role) {
+			t.Errorf("%s: ```%s %s: the second word must be one of %q", b.Where, b.Lang, b.Role, allowed)
 		}
-		if b.lang != "caddyfile" && caddyfileLike.MatchString(b.text) {
-			t.Errorf("%s: a ```%s block looks like a Caddyfile; fence it as ```caddyfile so that it is checked", b.where, b.lang)
+		if b.Lang != "caddyfile" && caddyfileLike.MatchString(b.Text) {
+			t.Errorf("%s: a ```%s block looks like a Caddyfile; fence it as ```caddyfile so that it is checked", b.Where, b.Lang)
 		}
-		if b.lang == "sh" && b.role == "" && callsMakeRun.MatchString(b.text) {
-			t.Errorf("%s: a ```sh block calls make run's site; fence it as ```sh %s so that interop/shell.test.mjs runs it", b.where, roleRun)
+		if b.Lang == "sh" && b.Role == "" && callsMakeRun.MatchString(b.Text) {
+			t.Errorf("%s: a ```sh block calls make run's site; fence it as ```sh %s so that interop/shell.test.mjs runs it", b.Where, roleRun)
 		}
 		// interop/tour.test.mjs runs README.md's tour as make run serves it.
-		if (b.role == roleTour || b.role == roleTourStream) && b.file != "README.md" {
-			t.Errorf("%s: ```%s %s belongs to README.md's tour only", b.where, b.lang, b.role)
+		if (b.Role == roleTour || b.Role == roleTourStream) && b.File != "README.md" {
+			t.Errorf("%s: ```%s %s belongs to README.md's tour only", b.Where, b.Lang, b.Role)
 		}
 	}
 }
@@ -100,24 +94,24 @@ func TestTheDocumentsCaddyfilesAreFormattedAndAdapt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := []fencedBlock{{lang: "caddyfile", text: string(repo), file: "Caddyfile", where: "Caddyfile"}}
+	blocks := []docgen.Block{{Lang: "caddyfile", Text: string(repo), File: "Caddyfile", Where: "Caddyfile"}}
 	blocks = append(blocks, allBlocks(t)...)
 	checked := 0
 	for _, b := range blocks {
-		if b.lang != "caddyfile" {
+		if b.Lang != "caddyfile" {
 			continue
 		}
 		checked++
-		t.Run(b.where+" is as caddy fmt writes it", func(t *testing.T) {
-			if formatted := caddyfile.Format([]byte(b.text)); !bytes.Equal(formatted, []byte(b.text)) {
-				t.Errorf("caddy fmt changes it:\n%s\nto:\n%s", b.text, formatted)
+		t.Run(b.Where+" is as caddy fmt writes it", func(t *testing.T) {
+			if formatted := caddyfile.Format([]byte(b.Text)); !bytes.Equal(formatted, []byte(b.Text)) {
+				t.Errorf("caddy fmt changes it:\n%s\nto:\n%s", b.Text, formatted)
 			}
 		})
-		if b.role == roleSyntax || b.role == roleEcosystem {
+		if b.Role == roleSyntax || b.Role == roleEcosystem {
 			continue // a grammar; or a recipe that ecosystem/ adapts and runs
 		}
-		t.Run(b.where+" adapts without an error or a warning", func(t *testing.T) {
-			adapt(t, b.where, b.text)
+		t.Run(b.Where+" adapts without an error or a warning", func(t *testing.T) {
+			adapt(t, b.Where, b.Text)
 		})
 	}
 	if checked < 10 {
@@ -128,34 +122,34 @@ func TestTheDocumentsCaddyfilesAreFormattedAndAdapt(t *testing.T) {
 func TestTheDocumentsJSONExamplesAreWhatCaddyAdaptMakes(t *testing.T) {
 	compared := 0
 	for _, doc := range readDocuments(t) {
-		var caddyfileAbove *fencedBlock
-		for _, b := range doc.blocks {
+		var caddyfileAbove *docgen.Block
+		for _, b := range doc.Blocks {
 			switch {
-			case b.lang == "caddyfile" && b.role == "":
+			case b.Lang == "caddyfile" && b.Role == "":
 				caddyfileAbove = &b
-			case b.lang == "json" && b.role == roleAdapted:
+			case b.Lang == "json" && b.Role == roleAdapted:
 				compared++
-				t.Run(b.where+" is caddy adapt of the Caddyfile above it", func(t *testing.T) {
+				t.Run(b.Where+" is caddy adapt of the Caddyfile above it", func(t *testing.T) {
 					if caddyfileAbove == nil {
-						t.Fatalf("there is no Caddyfile above it in %s", doc.file)
+						t.Fatalf("there is no Caddyfile above it in %s", doc.File)
 					}
 					var example, adapted any
-					if err := json.Unmarshal([]byte(b.text), &example); err != nil {
+					if err := json.Unmarshal([]byte(b.Text), &example); err != nil {
 						t.Fatalf("the example is not JSON: %v", err)
 					}
-					if err := json.Unmarshal(adapt(t, caddyfileAbove.where, caddyfileAbove.text), &adapted); err != nil {
+					if err := json.Unmarshal(adapt(t, caddyfileAbove.Where, caddyfileAbove.Text), &adapted); err != nil {
 						t.Fatal(err)
 					}
 					if name, ok := example.(map[string]any)["handler"]; ok {
 						handlers := handlersNamed(adapted, name)
 						if len(handlers) != 1 {
-							t.Fatalf("the config of %s has %d handlers %q, want 1", caddyfileAbove.where, len(handlers), name)
+							t.Fatalf("the config of %s has %d handlers %q, want 1", caddyfileAbove.Where, len(handlers), name)
 						}
 						adapted = handlers[0]
 					}
 					if !reflect.DeepEqual(example, adapted) {
 						want, _ := json.MarshalIndent(adapted, "", "  ")
-						t.Errorf("the example differs from what caddy adapt makes of %s:\n%s", caddyfileAbove.where, want)
+						t.Errorf("the example differs from what caddy adapt makes of %s:\n%s", caddyfileAbove.Where, want)
 					}
 				})
 			}
@@ -172,16 +166,16 @@ func TestTheDocumentsJSONAndYAMLBlocksParse(t *testing.T) {
 	for _, b := range allBlocks(t) {
 		var err error
 		switch {
-		case b.lang == "json" && b.role != roleAdapted: // those are parsed and compared above
-			err = parseJSONOrLines(b.text)
-		case b.lang == "yaml" || b.lang == "yml":
-			err = parseYAML(b.text)
+		case b.Lang == "json" && b.Role != roleAdapted: // those are parsed and compared above
+			err = parseJSONOrLines(b.Text)
+		case b.Lang == "yaml" || b.Lang == "yml":
+			err = parseYAML(b.Text)
 		default:
 			continue
 		}
-		counts[b.lang]++
+		counts[b.Lang]++
 		if err != nil {
-			t.Errorf("%s: the ```%s block does not parse: %v\n%s", b.where, b.lang, err, b.text)
+			t.Errorf("%s: the ```%s block does not parse: %v\n%s", b.Where, b.Lang, err, b.Text)
 		}
 	}
 	if counts["json"] < 2 || counts["yaml"]+counts["yml"] < 1 {
@@ -283,99 +277,29 @@ func handlersNamed(v, name any) []any {
 	return found
 }
 
-// markdownDoc is a Markdown document of the repository, parsed as GitHub shows it (CommonMark
-// and its extensions) by goldmark, which Caddy's templates already bring.
-type markdownDoc struct {
-	file   string // a slash path relative to the root it was read from
-	source []byte
-	node   ast.Node
-	refs   []parser.Reference // its link reference definitions, [label]: destination
-	blocks []fencedBlock
-}
-
-// fencedBlock is one fenced code block of a Markdown file.
-type fencedBlock struct {
-	lang, role string // the first two words of the info string
-	name       string // the third, which names a recipe (```caddyfile ecosystem <name>)
-	text       string // the lines between the fences, each ending in a newline
-	file       string // the document
-	where      string // file:line of the opening fence
-}
-
-var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM))
-
-// parseDocument reads file under root.
-func parseDocument(root, file string) (*markdownDoc, error) {
-	source, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(file)))
-	if err != nil {
-		return nil, err
-	}
-	ctx := parser.NewContext()
-	doc := &markdownDoc{file: file, source: source, node: markdown.Parser().Parse(text.NewReader(source), parser.WithContext(ctx))}
-	doc.refs = ctx.References()
-	slices.SortFunc(doc.refs, func(a, b parser.Reference) int { return bytes.Compare(a.Label(), b.Label()) })
-	err = ast.Walk(doc.node, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
-		code, ok := n.(*ast.FencedCodeBlock)
-		if !ok || !entering {
-			return ast.WalkContinue, nil
-		}
-		b := fencedBlock{file: file, where: file + ":?"}
-		if code.Info != nil {
-			words := strings.Fields(string(code.Info.Segment.Value(source)))
-			for i, w := range []*string{&b.lang, &b.role, &b.name} {
-				if i < len(words) {
-					*w = words[i]
-				}
-			}
-			b.where = fmt.Sprintf("%s:%d", file, lineOf(source, code.Info.Segment.Start))
-		} else if code.Lines().Len() > 0 {
-			b.where = fmt.Sprintf("%s:%d", file, lineOf(source, code.Lines().At(0).Start)-1)
-		}
-		lines := code.Lines()
-		for i := range lines.Len() {
-			seg := lines.At(i)
-			b.text += string(seg.Value(source))
-		}
-		// An unclosed fence runs to the end of the document, its closing fence being none.
-		if lines.Len() > 0 && lines.At(lines.Len()-1).Stop == len(source) {
-			return ast.WalkStop, fmt.Errorf("%s: the block is never closed", b.where)
-		}
-		doc.blocks = append(doc.blocks, b)
-		return ast.WalkSkipChildren, nil
-	})
-	return doc, err
-}
-
-// lineOf is the line, from 1, of the byte at offset in source.
-func lineOf(source []byte, offset int) int {
-	return 1 + bytes.Count(source[:offset], []byte("\n"))
-}
-
-// readDocuments parses every Markdown document of the repository (docgen.Documents).
-func readDocuments(t *testing.T) []*markdownDoc {
+// readDocuments parses every Markdown document of the repository (docgen.Read).
+func readDocuments(t *testing.T) []*docgen.Document {
 	t.Helper()
-	files, err := docgen.Documents(".")
+	docs, err := docgen.Read(".")
 	if err != nil {
 		t.Fatal(err)
 	}
+	files := make([]string, len(docs))
+	for i, doc := range docs {
+		files[i] = doc.File
+	}
 	if !slices.Contains(files, "README.md") || !slices.Contains(files, "docs/subscriptions.md") || len(files) < 10 {
 		t.Fatalf("the documents found are %q; the listing is broken", files)
-	}
-	docs := make([]*markdownDoc, len(files))
-	for i, file := range files {
-		if docs[i], err = parseDocument(".", file); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return docs
 }
 
 // allBlocks is the fenced blocks of every document, document by document.
-func allBlocks(t *testing.T) []fencedBlock {
+func allBlocks(t *testing.T) []docgen.Block {
 	t.Helper()
-	var blocks []fencedBlock
+	var blocks []docgen.Block
 	for _, doc := range readDocuments(t) {
-		blocks = append(blocks, doc.blocks...)
+		blocks = append(blocks, doc.Blocks...)
 	}
 	return blocks
 }

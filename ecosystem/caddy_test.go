@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -54,38 +53,24 @@ func TestEveryRecipeOfTheDocumentationIsRun(t *testing.T) {
 	}
 }
 
-// recipeFence opens a recipe's block in a document.
-var recipeFence = regexp.MustCompile("^```caddyfile ecosystem (\\S+)$")
-
 // readRecipes reads the ```caddyfile ecosystem <name> blocks of every Markdown document of the
-// repository (docgen.Documents), by name, wherever a page puts them.
+// repository (docgen.Blocks), by name, wherever a page puts them.
 func readRecipes(t *testing.T) map[string]string {
 	t.Helper()
-	files, err := docgen.Documents("..")
+	blocks, err := docgen.Blocks("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := map[string]string{}
 	where := map[string]string{}
-	for _, file := range files {
-		doc, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(file)))
-		if err != nil {
-			t.Fatal(err)
+	for _, b := range blocks {
+		if b.Lang != "caddyfile" || b.Role != "ecosystem" {
+			continue
 		}
-		name, text := "", ""
-		for line := range strings.Lines(string(doc)) {
-			switch m := recipeFence.FindStringSubmatch(strings.TrimSuffix(line, "\n")); {
-			case m != nil:
-				name, text = m[1], ""
-			case name != "" && strings.TrimSpace(line) == "```":
-				if where[name] != "" {
-					t.Fatalf("two recipes are called %s: in %s and in %s", name, where[name], file)
-				}
-				found[name], where[name], name = text, file, ""
-			case name != "":
-				text += line
-			}
+		if where[b.Name] != "" {
+			t.Fatalf("two recipes are called %s: in %s and in %s", b.Name, where[b.Name], b.File)
 		}
+		found[b.Name], where[b.Name] = b.Text, b.File
 	}
 	return found
 }

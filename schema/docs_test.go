@@ -1,8 +1,6 @@
 package schema
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,29 +17,30 @@ import (
 // argument and type as schema.graphql declares them, so that an excerpt cannot go stale.
 func TestTheDocumentsShowTheSchemaAsItIs(t *testing.T) {
 	schema := graphql.MustParseSchema(sdl, nil).ASTSchema()
-	files, err := docgen.Documents("..")
+	blocks, err := docgen.Blocks("..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	shown := 0
-	for _, file := range files {
-		for _, block := range graphqlBlocks(t, filepath.Join("..", file)) {
-			for name, fields := range excerptTypes(block) {
-				shown++
-				t.Run(file+" shows "+name, func(t *testing.T) {
-					object, ok := schema.Types[name].(*ast.ObjectTypeDefinition)
-					if !ok {
-						t.Fatalf("the schema has no object type %s", name)
-					}
-					var want []string
-					for _, f := range object.Fields {
-						want = append(want, fieldSignature(f))
-					}
-					if !slices.Equal(fields, want) {
-						t.Errorf("the excerpt has\n\t%s\nthe schema\n\t%s", strings.Join(fields, "\n\t"), strings.Join(want, "\n\t"))
-					}
-				})
-			}
+	for _, block := range blocks {
+		if block.Lang != "graphql" {
+			continue
+		}
+		for name, fields := range excerptTypes(block.Text) {
+			shown++
+			t.Run(block.File+" shows "+name, func(t *testing.T) {
+				object, ok := schema.Types[name].(*ast.ObjectTypeDefinition)
+				if !ok {
+					t.Fatalf("the schema has no object type %s", name)
+				}
+				var want []string
+				for _, f := range object.Fields {
+					want = append(want, fieldSignature(f))
+				}
+				if !slices.Equal(fields, want) {
+					t.Errorf("the excerpt has\n\t%s\nthe schema\n\t%s", strings.Join(fields, "\n\t"), strings.Join(want, "\n\t"))
+				}
+			})
 		}
 	}
 	if shown < 5 {
@@ -62,11 +61,10 @@ func fieldSignature(f *ast.FieldDefinition) string {
 }
 
 var (
-	comment     = regexp.MustCompile(`#.*`)
-	typeDecl    = regexp.MustCompile(`type\s+(\w+)\s*\{([^}]*)\}`)
-	fieldDecl   = regexp.MustCompile(`(\w+)\s*(?:\(([^)]*)\))?\s*:\s*([\w\[\]!]+)`)
-	argDecl     = regexp.MustCompile(`(\w+)\s*:\s*([\w\[\]!]+)`)
-	graphqlOpen = "```graphql"
+	comment   = regexp.MustCompile(`#.*`)
+	typeDecl  = regexp.MustCompile(`type\s+(\w+)\s*\{([^}]*)\}`)
+	fieldDecl = regexp.MustCompile(`(\w+)\s*(?:\(([^)]*)\))?\s*:\s*([\w\[\]!]+)`)
+	argDecl   = regexp.MustCompile(`(\w+)\s*:\s*([\w\[\]!]+)`)
 )
 
 // excerptTypes reads the type declarations of an excerpt: each type's fields in order, written
@@ -89,21 +87,4 @@ func excerptTypes(block string) map[string][]string {
 		types[m[1]] = fields
 	}
 	return types
-}
-
-// graphqlBlocks reads the ```graphql blocks of a Markdown file that declare types.
-func graphqlBlocks(t *testing.T, file string) []string {
-	t.Helper()
-	doc, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var blocks []string
-	for _, part := range strings.Split(string(doc), graphqlOpen+"\n")[1:] {
-		block, _, _ := strings.Cut(part, "\n```")
-		if strings.Contains(block, "type ") {
-			blocks = append(blocks, block)
-		}
-	}
-	return blocks
 }

@@ -105,24 +105,18 @@ func repositoryDocuments(root string) ([]corpusDoc, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := docgen.Documents(root)
+	blocks, err := docgen.Blocks(root)
 	if err != nil {
 		return nil, err
 	}
-	for _, file := range files {
-		md, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(file)))
-		if err != nil {
-			return nil, err
-		}
-		for _, b := range codeBlocks(string(md)) {
-			switch b.lang {
-			case "graphql", "json":
-				add("docs", file, []string{b.text})
-			case "js", "javascript", "mjs":
-				add("docs", file, jsStrings(b.text))
-			case "sh", "bash", "shell", "console":
-				add("docs", file, withVariables(shellWords(b.text)))
-			}
+	for _, b := range blocks {
+		switch b.Lang {
+		case "graphql", "json":
+			add("docs", b.File, []string{b.Text})
+		case "js", "javascript", "mjs":
+			add("docs", b.File, jsStrings(b.Text))
+		case "sh", "bash", "shell", "console":
+			add("docs", b.File, withVariables(shellWords(b.Text)))
 		}
 	}
 	return docs, nil
@@ -490,27 +484,4 @@ func withVariables(words []string) []string {
 		}
 	}
 	return out
-}
-
-// codeBlock is a fenced code block of Markdown and the first word of its info string.
-type codeBlock struct{ lang, text string }
-
-// codeBlocks is the fenced code blocks of a Markdown text.
-func codeBlocks(md string) []codeBlock {
-	var blocks []codeBlock
-	lines := strings.Split(md, "\n")
-	for i := 0; i < len(lines); i++ {
-		info, ok := strings.CutPrefix(strings.TrimSpace(lines[i]), "```")
-		if !ok {
-			continue
-		}
-		end := slices.IndexFunc(lines[i+1:], func(l string) bool { return strings.TrimSpace(l) == "```" })
-		if end < 0 {
-			break
-		}
-		lang, _, _ := strings.Cut(strings.TrimSpace(info), " ")
-		blocks = append(blocks, codeBlock{lang, strings.Join(lines[i+1:i+1+end], "\n")})
-		i += end + 1
-	}
-	return blocks
 }
