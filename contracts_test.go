@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -148,4 +149,38 @@ func unannounced(changes []breakingChange, entries []string) []breakingChange {
 		}
 	}
 	return out
+}
+
+// A breakCase edits a contract once and names the breaks the edit makes; none for a safe change.
+type breakCase struct {
+	name     string
+	old, new string // old replaced by new, once
+	want     []string
+}
+
+// checkBreakCases runs each case on base through find, which compares two versions of a contract.
+func checkBreakCases(t *testing.T, base string, cases []breakCase, find func(old, new string) ([]breakingChange, error)) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(base, tt.old) {
+				t.Fatalf("the contract holds no %q", tt.old)
+			}
+			changes, err := find(base, strings.Replace(base, tt.old, tt.new, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := changeNames(changes); !slices.Equal(got, tt.want) {
+				t.Errorf("got %v (%v), want %v", got, changes, tt.want)
+			}
+		})
+	}
+}
+
+func changeNames(changes []breakingChange) []string {
+	var names []string
+	for _, c := range changes {
+		names = append(names, c.name)
+	}
+	return names
 }
