@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
@@ -127,4 +132,302 @@ func (s slowLists) Unwrap() store.Store { return s.Store }
 func (s slowLists) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, error) {
 	time.Sleep(time.Millisecond)
 	return s.Store.ListPosts(ctx, f)
+}
+
+// conn is a connection as handlers/ makes one for its subscriptions: a Sequence of limit whose
+// responses go to a send queue of limit, which its client reads one response every period (0:
+// as fast as it can). A response that finds the queue full ends it as too slow, and so does the
+// Sequence's overflow; a replay waits until the queue is less than half full (room), as
+// handlers' roomForEvents does.
+type conn struct {
+	seq   *schema.Sequence
+	queue chan json.RawMessage
+	hold  chan struct{} // if not nil, room waits until it is closed
+
+	mu    sync.Mutex
+	read  []json.RawMessage // what the client read, in order
+	ended string            // why the connection ended; "" while it runs
+}
+
+func newConn(t *testing.T, limit int, period time.Duration) *conn {
+	c := &conn{queue: make(chan json.RawMessage, limit)}
+	c.seq = schema.NewSequence(limit, func() { c.end("the sequence overflowed (TOO_SLOW)") }, func(ctx context.Context) error {
+		if c.hold != nil {
+			select {
+			case <-c.hold:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		for len(c.queue) >= limit/2 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+		}
+		return nil
+	})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	t.Cleanup(func() { close(stop); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(max(period, time.Microsecond))
+		defer tick.Stop()
+		for {
+			select {
+			case p := <-c.queue:
+				c.mu.Lock()
+				c.read = append(c.read, p)
+				c.mu.Unlock()
+			case <-stop:
+				return
+			}
+			if period > 0 {
+				select {
+				case <-tick.C:
+				case <-stop:
+					return
+				}
+			}
+		}
+	}()
+	return c
+}
+
+func (c *conn) end(why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended == "" {
+		c.ended = fmt.Sprintf("%s after the client read %d responses", why, len(c.read))
+	}
+}
+
+// deliver queues p for the client, or ends c when its queue is full.
+func (c *conn) deliver(p json.RawMessage) {
+	select {
+	case c.queue <- p:
+	default:
+		c.end("the send queue filled (TOO_SLOW)")
+	}
+}
+
+// listen subscribes c to query with s, from cursor unless it is "".
+func (c *conn) listen(t *testing.T, s *schema.Schema, query, cursor string) {
+	t.Helper()
+	req := schema.Request{Query: query}
+	if cursor != "" {
+		req.ResumeFrom = json.RawMessage(fmt.Sprintf("%q", cursor))
+	}
+	op, refusal := s.Prepare(req)
+	if refusal != nil {
+		t.Fatal(refusal)
+	}
+	l, err := s.ListenIn(c.seq, "user bob", op, bob, c.deliver, func(err error) { c.end(fmt.Sprintf("%s ended: %v", query, err)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+}
+
+// readAll waits until the client has read n responses, and returns each as "<alias> <title>",
+// in the order read; it fails when the connection ended or n did not come within d.
+func (c *conn) readAll(t *testing.T, n int, d time.Duration) []string {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		c.mu.Lock()
+		got, ended := len(c.read), c.ended
+		c.mu.Unlock()
+		if ended != "" {
+			t.Fatalf("the connection ended: %s", ended)
+		}
+		if got >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client read %d of %d responses in %s", got, n, d)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, p := range c.read {
+		var r struct {
+			Data map[string]struct{ Title string } `json:"data"`
+		}
+		if err := json.Unmarshal(p, &r); err != nil || len(r.Data) != 1 {
+			t.Fatalf("a response that is not one post's: %s (%v)", p, err)
+		}
+		for alias, post := range r.Data {
+			out = append(out, alias+" "+post.Title)
+		}
+	}
+	return out
+}
+
+// cursorOfFirst is the cursor of a post created now, the first write that a test's
+// subscriptions resume after.
+func cursorOfFirst(t *testing.T, s *schema.Schema, svc *posts.Service, broker *events.Broker[posts.Event]) string {
+	t.Helper()
+	watch := listen(t, s, createdQuery, nil, bob)
+	started(t, broker, 1)
+	createAll(t, svc, alice, "0")
+	cursor := readCreated(t, next(t, watch)).Extensions.Cursor
+	watch.Close()
+	return cursor
+}
+
+// writes makes writes numbered from 1, each post's title its number (an update sets it), so
+// that the order a client reads them in is the order written.
+type writes struct {
+	t    *testing.T
+	svc  *posts.Service
+	n    int
+	post string // the post that update changes
+}
+
+func (w *writes) create() {
+	w.n++
+	p, err := w.svc.Create(w.t.Context(), alice, posts.NewPost{Title: fmt.Sprint(w.n)})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.post = p.ID
+}
+
+func (w *writes) update() {
+	w.n++
+	title := fmt.Sprint(w.n)
+	if _, err := w.svc.Update(w.t.Context(), alice, w.post, posts.Changes{Title: posts.Change{Set: true, Value: &title}}, posts.Expect{}); err != nil {
+		w.t.Error(err)
+	}
+}
+
+// paced calls write n times, every period.
+func paced(n int, period time.Duration, write func()) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for range n {
+		write()
+		<-tick.C
+	}
+}
+
+// A connection subscribed to postUpdated, live at some 300 events a second, resumes postCreated
+// 2,000 events back; its client reads 1,000 responses a second. The replay goes at the client's
+// pace, and holds back postUpdated's responses meanwhile: the connection must not end for it,
+// and the client reads every event once, in the order written.
+func TestAResumeDoesNotEndAConnectionWhoseClientReadsSteadily(t *testing.T) {
+	s, svc, broker := subscribed(t, 4096)
+	cursor := cursorOfFirst(t, s, svc, broker)
+	w := &writes{t: t, svc: svc}
+	const behind, live = 2000, 900
+	for range behind {
+		w.create()
+	}
+	c := newConn(t, 256, time.Millisecond)
+	c.listen(t, s, `subscription { postUpdated { title } }`, "")
+	c.listen(t, s, `subscription { postCreated { title } }`, cursor)
+	started(t, broker, 2)
+	paced(live, time.Second/300, w.update)
+	read := c.readAll(t, w.n, 60*time.Second)
+	for i, r := range read {
+		if _, title, _ := strings.Cut(r, " "); title != fmt.Sprint(i+1) {
+			t.Fatalf("the client's response %d is %s, want write %d (%d written)", i+1, r, i+1, w.n)
+		}
+	}
+}
+
+// An app with five live views reconnects and resumes all five on one connection, each far
+// behind, while writes go on: none is ended, and each catches up with every event once, in the
+// order written across the five.
+func TestFiveResumesOfOneConnectionAllCatchUp(t *testing.T) {
+	s, svc, broker := subscribed(t, 4096)
+	cursor := cursorOfFirst(t, s, svc, broker)
+	w := &writes{t: t, svc: svc}
+	const views, behind, live = 5, 5000, 500
+	for range behind {
+		w.create()
+	}
+	c := newConn(t, 256, 0)
+	for v := range views {
+		c.listen(t, s, fmt.Sprintf(`subscription { v%d: postCreated { title } }`, v), cursor)
+	}
+	started(t, broker, views)
+	paced(live, time.Second/500, w.create)
+	read := c.readAll(t, views*w.n, 120*time.Second)
+	last, seen := 0, map[string]int{}
+	for _, r := range read {
+		alias, title, _ := strings.Cut(r, " ")
+		n, _ := strconv.Atoi(title)
+		if n < last {
+			t.Fatalf("write %s after write %d: out of the order written", r, last)
+		}
+		if seen[alias]++; seen[alias] != n {
+			t.Fatalf("%s's response %d is write %d", alias, seen[alias], n)
+		}
+		last = n
+	}
+}
+
+// A connection outlives a reload: its Sequence holds listeners of the old config's schema, live,
+// and of the new one's, resuming, while writes go on. Under the race detector, the replays' ends
+// and seams must not race with the live responses of the other schema; and the client reads
+// every event once, in the order written.
+func TestASequenceOfTwoSchemasKeepsOneOrder(t *testing.T) {
+	old, svc, broker := subscribed(t, 4096)
+	cursor := cursorOfFirst(t, old, svc, broker)
+	reloaded, err := schema.New(svc, zap.NewNop(), schema.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &writes{t: t, svc: svc}
+	const behind, resumes = 200, 10
+	for range behind {
+		w.create()
+	}
+	c := newConn(t, 100_000, 0)
+	c.listen(t, old, `subscription { postUpdated { title } }`, "")
+	started(t, broker, 1)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 2000 { // at most
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				w.update()
+			}
+		}
+	})
+	// The replays begin once all have joined, as those of a client that resubscribes all at once.
+	c.hold = make(chan struct{})
+	for v := range resumes {
+		c.listen(t, reloaded, fmt.Sprintf(`subscription { v%d: postCreated { title } }`, v), cursor)
+	}
+	close(c.hold)
+	c.readAll(t, resumes*behind, 30*time.Second)
+	close(stop)
+	wg.Wait()
+	read := c.readAll(t, resumes*behind+w.n-behind, 30*time.Second)
+	last, seen, resumed := 0, map[string]int{}, false
+	for _, r := range read {
+		alias, title, _ := strings.Cut(r, " ")
+		n, _ := strconv.Atoi(title)
+		// The updates read before the first replayed response were delivered before the
+		// resumes: the order holds from it on.
+		if resumed = resumed || alias != "postUpdated"; resumed && n < last {
+			t.Fatalf("write %s after write %d: out of the order written", r, last)
+		}
+		want := seen[alias] + 1
+		if alias == "postUpdated" {
+			want += behind
+		}
+		if seen[alias]++; n != want {
+			t.Fatalf("%s's response %d is write %d, want %d", alias, seen[alias], n, want)
+		}
+		last = n
+	}
 }
