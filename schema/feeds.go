@@ -64,11 +64,18 @@ type Listener struct {
 	seq     *Sequence // of its connection, if it orders its responses with others (order.go)
 	deliver func(json.RawMessage)
 	ended   func(error)
-	done    bool
+	op      *Operation
+	// resolveIn is what its replays resolve in: its feed's base, anonymous or the caller's.
+	resolveIn context.Context
+	done      bool // guarded by feeds.mu of s
+
+	// Guarded by seq.mu, which the listeners of every schema on the connection share (order.go):
+	//
 	// after is the position up to which the listener has its events from elsewhere (a replay
 	// from the log, replay.go): the feed's responses to events up to it are not delivered.
 	after int64
-	// replay is what the listener's replay has still to answer, nil when it has none.
+	// replay is what the listener's replay has still to answer, nil when it has none;
+	// stopReplay stops it.
 	replay     *pending
 	stopReplay context.CancelFunc
 }
@@ -119,7 +126,10 @@ func (s *Schema) listen(client string, op *Operation, caller posts.Caller, deliv
 	if op.personal {
 		key, base = caller.UserID+"\x00"+key, posts.WithCaller(base, caller)
 	}
-	l := &Listener{s: s, client: client, seq: seq, deliver: deliver, ended: ended}
+	if seq == nil && op.resumeFrom != "" { // of no connection: nothing else to keep in order
+		seq = NewSequence(math.MaxInt, nil, nil)
+	}
+	l := &Listener{s: s, client: client, seq: seq, deliver: deliver, ended: ended, op: op, resolveIn: base}
 	s.feeds.mu.Lock()
 	defer s.feeds.mu.Unlock()
 	f := s.feeds.all[key]
@@ -155,15 +165,8 @@ func (s *Schema) listen(client string, op *Operation, caller posts.Caller, deliv
 	mine[f]++
 	l.f = f
 	f.listeners[l] = struct{}{}
-	if op.resumeFrom != "" {
-		if seq == nil { // of no connection: nothing else to keep in order
-			seq = NewSequence(math.MaxInt, func() {}, nil)
-		}
-		l.seq = seq
-		s.startReplay(base, l, op)
-	}
 	if seq != nil {
-		seq.join(l)
+		seq.join(l, op.resumeFrom != "")
 	}
 	metrics.SubscriberJoined()
 	return l, nil
@@ -194,15 +197,21 @@ func (s *Schema) run(ctx context.Context, f *feed, op *Operation) {
 		}
 		payload := s.encode(res, f.pending.oldest())
 		s.feeds.mu.Lock()
-		position := f.pending.resolved()
+		// The position is dropped once the response is with every listener's Sequence: one
+		// of another schema (its feeds.mu another) would release a later response past it
+		// in between (order.go).
+		position := f.pending.oldest()
 		for l := range f.listeners {
-			if position != 0 && position <= l.after {
-				continue // replayed
-			}
 			if l.seq != nil {
 				l.seq.arrive(l, position, payload)
 			} else {
 				l.deliver(payload)
+			}
+		}
+		f.pending.resolved()
+		for l := range f.listeners {
+			if l.seq != nil {
+				l.seq.recheck()
 			}
 		}
 		metrics.EventsDelivered(len(f.listeners))
@@ -276,9 +285,6 @@ func (s *Schema) leave(l *Listener) bool {
 	}
 	l.done = true
 	delete(l.f.listeners, l)
-	if l.stopReplay != nil {
-		l.stopReplay()
-	}
 	if l.seq != nil {
 		l.seq.leave(l)
 	}

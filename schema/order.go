@@ -3,6 +3,7 @@ package schema
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -21,7 +22,21 @@ import (
 // lock, and the feed notes the event's position then (reserve), and drops it once it has handed
 // its response to its listeners (resolved). A response at position p is released once every
 // feed of the connection has nothing noted before p: what it would answer before p is answered
-// already, or will never be.
+// already, or will never be. A feed drops a position only once its response is with every
+// listener's Sequence (Schema.run), and a replay under its Sequence's mu (arriveReplayed): a
+// Sequence never sees a position neither noted nor held, which it would release a later response
+// past.
+//
+// The responses a Sequence holds are bounded (its limit, the connection's send queue), but a
+// listener is not ended for what it holds: a replay goes at the client's pace, and holds back
+// every other subscription of the connection meanwhile, however steadily the client reads.
+// Past the limit, the listener that holds the most responses of its feed (reread) drops them and
+// turns into a replay itself, from the position before the oldest it held: the log keeps every
+// event, and the replay meets the feed at a seam as a resume does (replay.go). Its replays are
+// paced (pace) so that together they hold half the limit at most, and the one furthest behind
+// always goes on: five subscriptions resumed at once all catch up. A client that stops reading
+// is ended by its connection (its send queue, or a write that times out), never by the
+// Sequence.
 
 // pending are the positions of the events a feed has matched and not answered yet, oldest first.
 // A replay (replay.go) reads the log as it goes, so it also notes how far it has read: it may
@@ -64,6 +79,18 @@ func (q *pending) oldest() int64 {
 	return q.positions[0]
 }
 
+// unanswered is the position of the oldest event a replay may still answer: noted, or not read
+// yet (open); 0 when none.
+func (q *pending) unanswered() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := q.open
+	if len(q.positions) > 0 && (p == 0 || q.positions[0] < p) {
+		p = q.positions[0]
+	}
+	return p
+}
+
 // readTo notes that a replay has read the log up to position p: what it matches from now on is
 // after p.
 func (q *pending) readTo(p int64) {
@@ -81,16 +108,17 @@ func (q *pending) before(p int64) bool {
 }
 
 // Sequence hands the responses of the subscriptions of one connection in the order of the
-// events they answer. Its methods are safe for concurrent use.
+// events they answer. Its methods are safe for concurrent use. Its listeners may be of several
+// schemas (a connection that outlives a reload subscribes through the new config's), each with
+// its own feeds.mu: what a Sequence reads of its listeners (their after, replay and stopReplay)
+// is guarded by its mu alone.
 type Sequence struct {
-	limit    int                             // of the responses held back
-	overflow func()                          // called, once, when more would be held
-	room     func(ctx context.Context) error // waits until the connection can take more (NewSequence)
+	limit int                             // of the responses held back
+	room  func(ctx context.Context) error // waits until the connection can take more (NewSequence)
 
 	mu        sync.Mutex
 	listeners map[*Listener]struct{}
 	held      []held // by position
-	overflown bool
 }
 
 // held is a response that waits for an earlier one.
@@ -102,33 +130,22 @@ type held struct {
 }
 
 // NewSequence returns the sequence of one connection, which holds back limit responses at most:
-// past them, overflow is called (the connection should end, as one whose client reads too
-// slowly) and nothing is delivered any more. overflow is called with locks held: it must not
-// block, nor close a listener. room, if not nil, waits until the connection can take more
-// responses (its send queue is not too full), or fails when ctx ends: a replay, which has
-// every event at hand, goes at the client's pace rather than overflow it. Its listeners may be
-// of several schemas (a connection that outlives a reload subscribes through the new config's).
+// past them, a listener's held responses are read again from the log (reread). overflow is no
+// longer called: a Sequence ends no connection (the handlers still pass it). room, if not nil,
+// waits until the connection can take more responses (its send queue is not too full), or
+// fails when ctx ends: a replay, which has every event at hand, goes at the client's pace
+// rather than overflow it.
 func NewSequence(limit int, overflow func(), room func(ctx context.Context) error) *Sequence {
-	return &Sequence{limit: max(limit, 1), overflow: overflow, room: room}
+	return &Sequence{limit: max(limit, 1), room: room}
 }
 
-// pace waits until l may be given another replayed response: while a quarter of the responses
-// held are l's replayed ones (they wait for an earlier event of another subscription of the
-// connection), and until the connection has room. The replay furthest behind never has one
-// held, so some replay always goes on.
+// pace waits until l's replay may hand another response: while l has a response held (it waits
+// for an earlier event of another subscription of the connection) and the responses held are
+// half the limit or more, and until the connection has room. The replay furthest behind never
+// has one held, so some replay always goes on, and the replays leave the other half of the
+// limit to the live subscriptions.
 func (q *Sequence) pace(ctx context.Context, l *Listener) error {
-	for {
-		q.mu.Lock()
-		mine := 0
-		for _, h := range q.held {
-			if h.l == l && h.replayed {
-				mine++
-			}
-		}
-		q.mu.Unlock()
-		if mine < max(q.limit/4, 1) {
-			break
-		}
+	for q.crowded(l) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -141,10 +158,20 @@ func (q *Sequence) pace(ctx context.Context, l *Listener) error {
 	return q.room(ctx)
 }
 
+// crowded says whether l's replay waits (pace).
+func (q *Sequence) crowded(l *Listener) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.held) < q.limit/2 {
+		return false
+	}
+	return slices.ContainsFunc(q.held, func(h held) bool { return h.l == l })
+}
+
 // paceWait is how often a replay held back looks again.
 const paceWait = 5 * time.Millisecond
 
-// recheck hands what may go since a listener's replay read further; feeds.mu is held.
+// recheck hands what may go since a feed dropped a position or a replay read further.
 func (q *Sequence) recheck() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -156,54 +183,121 @@ func (s *Schema) ListenIn(q *Sequence, client string, op *Operation, caller post
 	return s.listen(client, op, caller, deliver, ended, q)
 }
 
-// join adds l; feeds.mu is held.
-func (q *Sequence) join(l *Listener) {
+// join adds l, and starts its replay if it resumes from a cursor; feeds.mu of l's schema is
+// held, so that its feed hands it nothing before.
+func (q *Sequence) join(l *Listener, resumes bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.listeners == nil {
 		q.listeners = map[*Listener]struct{}{}
 	}
 	q.listeners[l] = struct{}{}
+	if resumes {
+		q.replayFrom(l, 0, true)
+	}
 }
 
-// leave removes l and what it holds, and hands what waited for it; feeds.mu is held.
+// leave removes l, stops its replay, drops what it holds, and hands what waited for it.
 func (q *Sequence) leave(l *Listener) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.listeners, l)
+	if l.stopReplay != nil {
+		l.stopReplay()
+	}
+	l.replay, l.stopReplay = nil, nil
 	q.held = slices.DeleteFunc(q.held, func(h held) bool { return h.l == l })
 	q.release()
 }
 
-// arrive takes the response of l to the event at position, and hands what may go; feeds.mu is
-// held.
+// arrive takes the response of l's feed to the event at position (0: none), unless l has left
+// or its replay answers that event (after), and hands what may go. The feed drops position
+// only once it has arrived at every listener (Schema.run).
 func (q *Sequence) arrive(l *Listener, position int64, payload json.RawMessage) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, in := q.listeners[l]; !in || position != 0 && position <= l.after {
+		return
+	}
 	q.take(held{l, position, payload, false})
 }
 
-// arriveReplayed is arrive, for a response of l's replay.
-func (q *Sequence) arriveReplayed(l *Listener, position int64, payload json.RawMessage) {
-	q.take(held{l, position, payload, true})
-}
-
-// take is arrive's.
-func (q *Sequence) take(h held) {
+// arriveReplayed takes the response of r, l's replay, to the oldest event r has noted, and
+// hands what may go: it drops the event from r under q.mu, so that no release sees it neither
+// noted nor held. It says whether the response was taken: not when l has left, or r is no
+// longer l's replay (reread started another).
+func (q *Sequence) arriveReplayed(l *Listener, r *pending, payload json.RawMessage) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.overflown {
-		return
+	position := r.resolved()
+	if _, in := q.listeners[l]; !in || l.replay != r {
+		return false
 	}
-	if len(q.held) >= q.limit {
-		q.overflown, q.held = true, nil
-		q.overflow()
-		return
-	}
+	q.take(held{l, position, payload, true})
+	return true
+}
+
+// take holds h in order, hands what may go, and rereads past the limit; q.mu is held.
+func (q *Sequence) take(h held) {
 	i := len(q.held) // after those of the same position: most come in order
 	for i > 0 && q.held[i-1].position > h.position {
 		i--
 	}
 	q.held = slices.Insert(q.held, i, h)
 	q.release()
+	for len(q.held) > q.limit {
+		l := q.crowding()
+		if l == nil {
+			return
+		}
+		q.reread(l)
+	}
+}
+
+// crowding is the listener that holds the most responses of its feed, or, when none holds one,
+// of its replay (pace keeps those few); nil when none holds any. q.mu is held.
+func (q *Sequence) crowding() *Listener {
+	live, replayed := map[*Listener]int{}, map[*Listener]int{}
+	for _, h := range q.held {
+		if h.replayed {
+			replayed[h.l]++
+		} else {
+			live[h.l]++
+		}
+	}
+	most := func(counts map[*Listener]int) (top *Listener) {
+		for l, n := range counts {
+			if top == nil || n > counts[top] {
+				top = l
+			}
+		}
+		return top
+	}
+	if l := most(live); l != nil {
+		return l
+	}
+	return most(replayed)
+}
+
+// reread drops the responses l holds, and replays l from the log from the oldest event it has
+// not answered on: the oldest it holds, or one its replay has still to answer, before them when
+// its seam is passed. q.mu is held. What l delivered is before it (release hands in order), and
+// what its feed answers after it is the new replay's until its seam.
+func (q *Sequence) reread(l *Listener) {
+	from := int64(math.MaxInt64)
+	q.held = slices.DeleteFunc(q.held, func(h held) bool {
+		if h.l != l {
+			return false
+		}
+		from = min(from, h.position-1)
+		return true
+	})
+	if l.replay != nil {
+		if p := l.replay.unanswered(); p != 0 {
+			from = min(from, p-1)
+		}
+	}
+	q.replayFrom(l, from, false)
 }
 
 // release hands the held responses that no listener's feed has an earlier event for; q.mu is
@@ -220,7 +314,8 @@ func (q *Sequence) release() {
 	q.held = q.held[n:]
 }
 
-// waits says whether a feed of a listener has an event before position to answer.
+// waits says whether a feed or a replay of a listener has an event before position to answer;
+// q.mu is held.
 func (q *Sequence) waits(position int64) bool {
 	for l := range q.listeners {
 		if l.f.pending.before(position) || l.replay != nil && l.replay.before(position) {

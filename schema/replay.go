@@ -35,6 +35,9 @@ import (
 //     seam: the listener takes the feed's responses after it from then on (held, in order, until
 //     the replay has answered the rest), and the replay reads up to it and ends.
 //
+// A listener that its Sequence held back past its limit is replayed the same way, from the
+// position after the last response it got, with no cursor to read (Sequence.reread).
+//
 // Nothing of a resume refused at the start is delivered: the client refetches, and subscribes
 // without it. An expiry that cuts into a replay under way ends it with CURSOR_EXPIRED after the
 // events it had read.
@@ -43,20 +46,30 @@ import (
 // few megabytes.
 const replayPage = 100
 
-// startReplay starts the replay of l, which has just joined its feed with op, and whose
-// responses resolve in ctx (the feed's: anonymous, or the caller's); feeds.mu is held.
-func (s *Schema) startReplay(ctx context.Context, l *Listener, op *Operation) {
-	ctx, l.stopReplay = context.WithCancel(ctx)
-	l.after, l.replay = math.MaxInt64, &pending{open: 1}
-	go s.replay(ctx, l, op)
+// replayFrom starts a replay of l from the event after position from, or, when resumes, from
+// its operation's cursor (step 2 on), in place of the one it had; q.mu is held. It resolves in
+// the context of l's feed (anonymous, or its caller's), and stops when l leaves or reread starts
+// another.
+func (q *Sequence) replayFrom(l *Listener, from int64, resumes bool) {
+	if l.stopReplay != nil {
+		l.stopReplay()
+	}
+	ctx, stop := context.WithCancel(l.resolveIn)
+	r := &pending{open: from + 1}
+	l.after, l.replay, l.stopReplay = math.MaxInt64, r, stop
+	go l.s.replay(ctx, l, r, from, resumes)
 }
 
-// replay is the replay of l: steps 2 to 4 above.
-func (s *Schema) replay(ctx context.Context, l *Listener, op *Operation) {
-	from, err := s.svc.ResumeAfter(ctx, op.resumeFrom)
-	if err != nil {
-		s.refuseResume(ctx, l, err)
-		return
+// replay is r, the replay of l from the event after from, or from its operation's cursor when
+// resumes: steps 2 to 4 above. Each of its acts on l's Sequence checks that r is still l's
+// replay.
+func (s *Schema) replay(ctx context.Context, l *Listener, r *pending, from int64, resumes bool) {
+	if resumes {
+		var err error
+		if from, err = s.svc.ResumeAfter(ctx, l.op.resumeFrom); err != nil {
+			s.refuseResume(ctx, l, err)
+			return
+		}
 	}
 	select {
 	case <-l.f.ready:
@@ -64,23 +77,19 @@ func (s *Schema) replay(ctx context.Context, l *Listener, op *Operation) {
 		return
 	}
 	handed, _ := s.svc.Handed() // read: ResumeAfter waited for it
-	if handed-from > s.limits.MaxResume {
+	if resumes && handed-from > s.limits.MaxResume {
 		s.refuseResume(ctx, l, &errcode.Error{Code: errcode.ResumeTooLong, Message: resumeTooLong(handed-from, s.limits.MaxResume)})
 		return
 	}
-	s.feeds.mu.Lock()
-	l.replay.readTo(from)
+	r.readTo(from)
 	l.seq.recheck()
-	s.feeds.mu.Unlock()
 
-	src := &replaySource{svc: s.svc, q: l.replay, from: from, upto: max(handed, from),
+	src := &replaySource{svc: s.svc, q: r, from: from, upto: max(handed, from),
 		pace: func(ctx context.Context) error { return l.seq.pace(ctx, l) },
-		read: func() {
-			s.feeds.mu.Lock()
-			l.seq.recheck()
-			s.feeds.mu.Unlock()
-		},
+		read: l.seq.recheck,
 		seam: func(read int64) (upto int64, last bool) {
+			// Under feeds.mu, which Schema.run holds while it hands a response: the feed
+			// hands none between Handed and the seam.
 			s.feeds.mu.Lock()
 			defer s.feeds.mu.Unlock()
 			handed, _ := s.svc.Handed()
@@ -88,17 +97,13 @@ func (s *Schema) replay(ctx context.Context, l *Listener, op *Operation) {
 			if upto-read > replayPage {
 				return upto, false
 			}
-			l.after = upto
+			l.seq.seam(l, r, upto)
 			return upto, true
 		}}
-	for res := range s.subscribe(withReplay(ctx, src), op) {
-		payload := s.encode(res, l.replay.oldest())
-		s.feeds.mu.Lock()
-		if position := l.replay.resolved(); !l.done {
-			l.seq.arriveReplayed(l, position, payload)
+	for res := range s.subscribe(withReplay(ctx, src), l.op) {
+		if l.seq.arriveReplayed(l, r, s.encode(res, r.oldest())) {
 			metrics.EventReplayed()
 		}
-		s.feeds.mu.Unlock()
 	}
 	if ctx.Err() != nil {
 		return
@@ -107,13 +112,33 @@ func (s *Schema) replay(ctx context.Context, l *Listener, op *Operation) {
 		s.refuseResume(ctx, l, src.err)
 		return
 	}
-	metrics.Resumed(metrics.ResumeOK)
-	s.feeds.mu.Lock()
-	l.replay = nil
-	if !l.done {
-		l.seq.recheck()
+	if resumes {
+		metrics.Resumed(metrics.ResumeOK)
 	}
-	s.feeds.mu.Unlock()
+	l.seq.replayed(l, r)
+}
+
+// seam makes l take its feed's responses after position upto from now on, if r is still its
+// replay.
+func (q *Sequence) seam(l *Listener, r *pending, upto int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l.replay == r {
+		l.after = upto
+	}
+}
+
+// replayed ends r, l's replay, which has answered every event up to its seam, and hands what
+// waited for it; not if r is no longer l's replay.
+func (q *Sequence) replayed(l *Listener, r *pending) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l.replay != r {
+		return
+	}
+	l.stopReplay()
+	l.replay, l.stopReplay = nil, nil
+	q.release()
 }
 
 // refuseResume ends l, whose resume failed with err, unless it has left.
