@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/postsedge/caddy-posts/posts"
 )
@@ -118,7 +117,8 @@ type Sequence struct {
 
 	mu        sync.Mutex
 	listeners map[*Listener]struct{}
-	held      []held // by position
+	held      []held        // by position
+	fewer     chan struct{} // closed once fewer are held, for the replays that pace holds back
 }
 
 // held is a response that waits for an earlier one.
@@ -145,11 +145,15 @@ func NewSequence(limit int, overflow func(), room func(ctx context.Context) erro
 // has one held, so some replay always goes on, and the replays leave the other half of the
 // limit to the live subscriptions.
 func (q *Sequence) pace(ctx context.Context, l *Listener) error {
-	for q.crowded(l) {
+	for {
+		fewer := q.crowded(l)
+		if fewer == nil {
+			break
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(paceWait):
+		case <-fewer:
 		}
 	}
 	if q.room == nil {
@@ -158,18 +162,27 @@ func (q *Sequence) pace(ctx context.Context, l *Listener) error {
 	return q.room(ctx)
 }
 
-// crowded says whether l's replay waits (pace).
-func (q *Sequence) crowded(l *Listener) bool {
+// crowded says whether l's replay waits (pace): if so, it returns a channel closed once fewer
+// responses are held.
+func (q *Sequence) crowded(l *Listener) <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.held) < q.limit/2 {
-		return false
+	if len(q.held) < q.limit/2 || !slices.ContainsFunc(q.held, func(h held) bool { return h.l == l }) {
+		return nil
 	}
-	return slices.ContainsFunc(q.held, func(h held) bool { return h.l == l })
+	if q.fewer == nil {
+		q.fewer = make(chan struct{})
+	}
+	return q.fewer
 }
 
-// paceWait is how often a replay held back looks again.
-const paceWait = 5 * time.Millisecond
+// shrank wakes the replays that pace holds back, once fewer responses are held; q.mu is held.
+func (q *Sequence) shrank() {
+	if q.fewer != nil {
+		close(q.fewer)
+		q.fewer = nil
+	}
+}
 
 // recheck hands what may go since a feed dropped a position or a replay read further.
 func (q *Sequence) recheck() {
@@ -207,6 +220,7 @@ func (q *Sequence) leave(l *Listener) {
 	}
 	l.replay, l.stopReplay = nil, nil
 	q.held = slices.DeleteFunc(q.held, func(h held) bool { return h.l == l })
+	q.shrank()
 	q.release()
 }
 
@@ -292,6 +306,7 @@ func (q *Sequence) reread(l *Listener) {
 		from = min(from, h.position-1)
 		return true
 	})
+	q.shrank()
 	if l.replay != nil {
 		if p := l.replay.unanswered(); p != 0 {
 			from = min(from, p-1)
@@ -310,8 +325,11 @@ func (q *Sequence) release() {
 		}
 		q.held[n].l.deliver(q.held[n].payload)
 	}
-	clear(q.held[:n])
-	q.held = q.held[n:]
+	if n > 0 {
+		clear(q.held[:n])
+		q.held = q.held[n:]
+		q.shrank()
+	}
 }
 
 // waits says whether a feed or a replay of a listener has an event before position to answer;
