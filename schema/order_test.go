@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/internal/race"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
@@ -322,7 +323,10 @@ func TestAResumeDoesNotEndAConnectionWhoseClientReadsSteadily(t *testing.T) {
 	s, svc, broker := subscribed(t, 4096)
 	cursor := cursorOfFirst(t, s, svc, broker)
 	w := &writes{t: t, svc: svc}
-	const behind, live = 2000, 900
+	behind, live := 2000, 900
+	if race.Enabled { // some ten times slower: still past the send queue's 256 held for the replay
+		behind, live = 1000, 600
+	}
 	for range behind {
 		w.create()
 	}
@@ -346,7 +350,10 @@ func TestFiveResumesOfOneConnectionAllCatchUp(t *testing.T) {
 	s, svc, broker := subscribed(t, 4096)
 	cursor := cursorOfFirst(t, s, svc, broker)
 	w := &writes{t: t, svc: svc}
-	const views, behind, live = 5, 5000, 500
+	views, behind, live := 5, 5000, 500
+	if race.Enabled { // some ten times slower: still far past the 256 held that ended it
+		behind, live = 1000, 200
+	}
 	for range behind {
 		w.create()
 	}
