@@ -29,10 +29,10 @@ import (
 // The responses a Sequence holds are bounded (its limit, the connection's send queue), but a
 // listener is not ended for what it holds: a replay goes at the client's pace, and holds back
 // every other subscription of the connection meanwhile, however steadily the client reads.
-// Past the limit, the listener that holds the most responses of its feed (reread) drops them and
-// turns into a replay itself, from the position before the oldest it held: the log keeps every
-// event, and the replay meets the feed at a seam as a resume does (replay.go). Its replays are
-// paced (pace) so that together they hold half the limit at most, and the one furthest behind
+// Past the limit, the listener that holds the most responses of its feed drops them and turns
+// into a replay itself, from the oldest event it has not answered (reread): the log keeps every
+// event, and the replay meets the feed at a seam as a resume does (replay.go). Replays held back
+// wait (pace) while the responses held are half the limit or more, and the one furthest behind
 // always goes on: five subscriptions resumed at once all catch up. A client that stops reading
 // is ended by its connection (its send queue, or a write that times out), never by the
 // Sequence.
