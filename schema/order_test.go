@@ -352,7 +352,7 @@ func TestFiveResumesOfOneConnectionAllCatchUp(t *testing.T) {
 	w := &writes{t: t, svc: svc}
 	views, behind, live := 5, 5000, 500
 	if race.Enabled { // some ten times slower: still far past the 256 held that ended it
-		behind, live = 1000, 200
+		behind, live = 600, 100
 	}
 	for range behind {
 		w.create()
