@@ -9,8 +9,10 @@
 // (replayed); under way and held, it is told to wait (KeyInUseError); under way but no longer
 // held (the attempt crashed, or failed in a way that may have written), it takes the key over,
 // keeping its post id, and creates again: an insert that finds the post of that id already
-// stored answers with that post instead, and publishes nothing. So a crash at any point leaves
-// one post at most, and its event at most once.
+// stored answers with that post instead, and publishes nothing; one that finds it deleted since
+// (its user deleted it before the retry came) is refused by the store (store.ErrDeleted), and the
+// retry is told so (KeyPostDeletedError), with nothing written: a deleted post never comes back.
+// So a crash at any point leaves one post at most, and its event at most once.
 
 package posts
 
@@ -58,6 +60,17 @@ type KeyInUseError struct {
 
 func (e *KeyInUseError) Error() string {
 	return "a request with this Idempotency-Key is still under way: retry once it has finished"
+}
+
+// KeyPostDeletedError is a retry of a create whose idempotency key made its post, which was
+// deleted since: the post is not created again (store.ErrDeleted), and nothing is written.
+type KeyPostDeletedError struct {
+	// PostID is the id of the post the key's create made.
+	PostID string
+}
+
+func (e *KeyPostDeletedError) Error() string {
+	return "the post this Idempotency-Key created (" + e.PostID + ") was deleted since, and is not created again: send a new key to create a new post"
 }
 
 // CreateOnce is Create under an idempotency key: the first request with k creates the post and
@@ -185,6 +198,9 @@ const (
 	unknown                   // an insert failed, and may have written
 	created                   // the post was inserted
 	found                     // the post of the reserved id was stored already: an earlier attempt's
+	// The post of the reserved id was stored and deleted since: nothing is written, and the key
+	// stays, released, so that every retry until it expires is told so (KeyPostDeletedError).
+	deleted
 )
 
 // reservation is a key held by the request that runs, as Create finds it in its context.
@@ -232,6 +248,10 @@ func (s *Service) createReserved(ctx context.Context, caller Caller, r *reservat
 		r.outcome = created
 		s.written(ctx, caller, e)
 		return post, nil
+	}
+	if errors.Is(err, store.ErrDeleted) { // an earlier attempt's post, deleted since
+		r.outcome = deleted
+		return Post{}, &KeyPostDeletedError{PostID: post.ID}
 	}
 	if earlier, getErr := s.store.GetPost(ctx, post.ID); getErr == nil && earlier.UserID == caller.UserID {
 		r.outcome = found

@@ -6,6 +6,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,5 +109,116 @@ func TestAFailedWriteReleasesItsKeyAtOnce(t *testing.T) {
 	}
 	if posts := stored(t, st); len(posts) != 1 || !bytes.Contains(a.Body, []byte(posts[0].ID)) {
 		t.Errorf("stored %v; want the one post of the answer %s", ids(posts), a.Body)
+	}
+}
+
+// published returns the writes published since the subscription was last read, a line each.
+func (k *keyed) published() []string {
+	var out []string
+	for {
+		select {
+		case e := <-k.sub.C():
+			out = append(out, fmt.Sprintf("%v %s v%d", map[EventKind]string{Created: "created", Updated: "updated", Deleted: "deleted"}[e.Kind], e.Post.ID, e.Post.Version))
+		default:
+			return out
+		}
+	}
+}
+
+// A create whose attempt stored its post and stopped before it kept its answer, the post deleted
+// by its user, then the retry after the lease: the retry is told that the key's post was created
+// and deleted since, and brings nothing back.
+func TestARetryAfterTheKeysPostWasDeletedCreatesNothing(t *testing.T) {
+	for _, b := range backends {
+		t.Run("on "+b.name, func(t *testing.T) {
+			st := b.open(t)
+			crashing := &crashingKeys{IdempotencyStore: st, crash: true}
+			k := newKeyed(t, st, crashing)
+			clock := setClock(t, start)
+			ctx := WithCaller(t.Context(), alice)
+			key := Keyed{Key: "deleted", Fingerprint: "f"}
+			if _, _, err := k.svc.RunOnce(ctx, alice, key, graphQL(k.svc, "written")); err != nil {
+				t.Fatal(err)
+			}
+			crashing.crash = false // the process that starts again
+			posts := stored(t, st)
+			if len(posts) != 1 {
+				t.Fatalf("%d posts stored by the first attempt; want 1", len(posts))
+			}
+			id := posts[0].ID
+			if err := k.svc.Delete(ctx, alice, id, Expect{}); err != nil {
+				t.Fatalf("deleting the post: %v", err)
+			}
+			want := []string{"created " + id + " v1", "deleted " + id + " v1"}
+			if got := k.published(); !slices.Equal(got, want) {
+				t.Fatalf("published %v before the retry; want %v", got, want)
+			}
+			retries := []struct {
+				name string
+				run  func() (Answer, bool, error)
+			}{
+				{"a GraphQL retry", func() (Answer, bool, error) {
+					return k.svc.RunOnce(ctx, alice, key, func(ctx context.Context) (Answer, error) {
+						p, err := k.svc.Create(ctx, CallerFrom(ctx), NewPost{Title: "written"})
+						return render(p), err
+					})
+				}},
+				{"a REST retry", func() (Answer, bool, error) {
+					return k.svc.CreateOnce(ctx, alice, NewPost{Title: "written"}, key, render)
+				}},
+			}
+			for i, retry := range retries {
+				t.Run(retry.name+" after the lease is told the key's post was deleted, and changes nothing", func(t *testing.T) {
+					*clock = start.Add(time.Duration(i+1) * 20 * time.Second)
+					a, replayed, err := retry.run()
+					var gone *KeyPostDeletedError
+					if !errors.As(err, &gone) || gone.PostID != id || replayed {
+						t.Errorf("the retry: %d %s, replayed %v, %v; want a KeyPostDeletedError naming %s", a.Status, a.Body, replayed, err, id)
+					}
+					if after := stored(t, st); len(after) != 0 {
+						t.Errorf("stored %v after the retry; want the post still deleted", ids(after))
+					}
+					if got, err := k.svc.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+						t.Errorf("a read of %s after the retry: %+v, %v; want ErrNotFound", id, got, err)
+					}
+					got := k.published()
+					if len(got) != 0 {
+						t.Errorf("published %v by the retry; want nothing", got)
+					}
+					// What subscribers saw last of the post is what the store holds: a post
+					// stored again whose create's event was not published is lost to them.
+					seen := slices.Concat(want, got)
+					if _, err := st.GetPost(t.Context(), id); err == nil && strings.HasPrefix(seen[len(seen)-1], "deleted") {
+						t.Errorf("%s is stored again, and subscribers saw %v: its create's event was never published", id, seen)
+					}
+				})
+			}
+			t.Run("the log holds the create's and the delete's events, and nothing else", func(t *testing.T) {
+				var got []string
+				for _, e := range readLog(t, st) {
+					got = append(got, fmt.Sprintf("%s %s v%d", e.Kind, e.Post.ID, e.Post.Version))
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("the log holds %v; want %v", got, want)
+				}
+			})
+		})
+	}
+}
+
+// readLog reads st's whole event log.
+func readLog(t *testing.T, st store.Store) []store.Event {
+	t.Helper()
+	var all []store.Event
+	for after := int64(0); ; {
+		page, upto, err := st.(store.EventLog).ReadEvents(t.Context(), after, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page...)
+		if upto == after {
+			return all
+		}
+		after = upto
 	}
 }

@@ -16,7 +16,8 @@ type IdempotencyRecord struct {
 	// Fingerprint is what the request asked for, in a form that a retry of it repeats.
 	Fingerprint string
 	// PostID is the id the create gives its post, chosen when the key is reserved, so that a
-	// retry after a crash can find the post the first attempt wrote.
+	// retry after a crash can find the post the first attempt wrote. Once that post is deleted,
+	// the id is refused (store.ErrDeleted) until the record expires.
 	PostID string
 	// Attempt counts the attempts that held the record: 1 for the first, one more for each
 	// that took over from an attempt that ended without a response.
@@ -66,7 +67,8 @@ type IdempotencyStore interface {
 	// DeleteKey deletes the record of user and key if attempt holds it, still under way: its
 	// create wrote nothing, so the key may be used again as if never sent.
 	DeleteKey(ctx context.Context, user, key string, attempt int) error
-	// DeleteExpiredKeys deletes at most limit records that have expired at now, and returns how
-	// many it deleted.
+	// DeleteExpiredKeys deletes at most limit records that have expired at now, and the deleted
+	// post ids kept for them (Store.DeletePost) whose records have all expired at now, at most
+	// limit in all, and returns how many it deleted.
 	DeleteExpiredKeys(ctx context.Context, now time.Time, limit int) (int, error)
 }

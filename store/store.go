@@ -78,7 +78,9 @@ type Store interface {
 	// ListPosts returns the posts that f selects, newest first.
 	ListPosts(ctx context.Context, f Filter) ([]Post, error)
 	// InsertPost stores a new post and logs its event, which it returns; an id in use already
-	// is an error and changes nothing.
+	// is an error and changes nothing, and so is ErrDeleted, the id of a post deleted while an
+	// idempotency record named it (IdempotencyRecord.PostID): a deleted post is never created
+	// again, whichever attempt of its key retries it (see DeletePost).
 	InsertPost(ctx context.Context, p Post) (Event, error)
 	// UpdatePost applies u to the post with the id if it belongs to owner and, unless version
 	// is AnyVersion, is at that version, in one statement that also adds one to its version,
@@ -88,7 +90,11 @@ type Store interface {
 	UpdatePost(ctx context.Context, id, owner string, version int64, u Update) (Event, error)
 	// DeletePost deletes the post with the id if it belongs to owner and, unless version is
 	// AnyVersion, is at that version, in one statement, and returns its event. ErrNotFound
-	// means no post has that id, owner and version; nothing was deleted.
+	// means no post has that id, owner and version; nothing was deleted. If an idempotency
+	// record names the id, the store keeps the id, deleted, until the latest such record
+	// expires (IdempotencyStore.DeleteExpiredKeys deletes it then), and InsertPost refuses it
+	// meanwhile: only a retry of that record's create could give it again, as every other
+	// create takes a new id (NewID). An id no record names leaves nothing behind.
 	DeletePost(ctx context.Context, id, owner string, version int64) (Event, error)
 
 	// SaveUser creates the user or refreshes its profile. A nil Name or Email leaves the stored
@@ -136,4 +142,7 @@ var (
 	// ErrUnavailable means the database could not be reached, was closed, or did not answer
 	// before the context ended.
 	ErrUnavailable = errors.New("database unavailable")
+	// ErrDeleted means an insert named the id of a post deleted while an idempotency record
+	// named it (see Store.DeletePost); nothing was written.
+	ErrDeleted = errors.New("the post of this id was deleted, and is not created again")
 )

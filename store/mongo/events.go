@@ -33,7 +33,8 @@ import (
 // the pending event in the document, from which the next write of that post (which must first
 // log it) or RecoverEvents (every few seconds, on every instance) logs it: so every write that
 // reached the database reaches the log, once (the unique key of an event, its post, version and
-// kind, refuses a second copy), whether or not its writer answered. A write that did not reach
+// kind, refuses a second copy; an event of another write at that key is an error, never handed
+// back as this write's: sameWrite, deleted.go), whether or not its writer answered. A write that did not reach
 // the database logs nothing. A post's events are logged in the order of its versions, since each
 // waits for the one before.
 //
@@ -71,7 +72,10 @@ type event struct {
 	At       time.Time `bson:"at"`
 	// Key is unique: the post, version and kind of the change (see changeKey), or "hole/"
 	// and the position.
-	Key    string     `bson:"key"`
+	Key string `bson:"key"`
+	// Wrote is when the write made the change (its pending event's time): with the post, it
+	// tells the write an event is of from another write of the same key (see sameWrite).
+	Wrote  time.Time  `bson:"wrote,omitempty"`
 	Origin string     `bson:"origin,omitempty"`
 	Kind   string     `bson:"kind,omitempty"`
 	Post   *eventPost `bson:"post,omitempty"`
@@ -221,7 +225,8 @@ func (s *Store) LastPosition(ctx context.Context) (int64, error) {
 
 // logEvent logs the pending event of p, a post document as its write left it, and returns it.
 // The event may be logged already (by an earlier try, or by another writer or instance that
-// found it pending): then it returns that one, and logs nothing. Its writer, which has just
+// found it pending): then it returns that one, and logs nothing; an event of another write at
+// its key (sameWrite) is errEventTaken. Its writer, which has just
 // made the change, logs at once; anyone else (found) looks for the event first.
 func (s *Store) logEvent(ctx context.Context, p post, found bool) (store.Event, error) {
 	c, err := s.events(ctx)
@@ -236,6 +241,8 @@ func (s *Store) logEvent(ctx context.Context, p post, found bool) (store.Event, 
 	if found {
 		var logged event
 		switch err := c.FindOne(ctx, bson.D{{Key: "key", Value: key}}).Decode(&logged); {
+		case err == nil && !sameWrite(logged, p, e):
+			return store.Event{}, fmt.Errorf("%w: %s at position %d", errEventTaken, key, logged.Position)
 		case err == nil:
 			return logged.toStore(), nil
 		case !errors.Is(err, driver.ErrNoDocuments):
@@ -249,7 +256,7 @@ func (s *Store) logEvent(ctx context.Context, p post, found bool) (store.Event, 
 			return store.Event{}, err
 		}
 		e.At = time.Now().UTC().Truncate(time.Millisecond)
-		_, err = c.InsertOne(ctx, event{Position: e.Position, At: e.At, Key: key, Origin: e.Origin, Kind: e.Kind, Post: &eventPost{
+		_, err = c.InsertOne(ctx, event{Position: e.Position, At: e.At, Key: key, Wrote: p.Pending.At, Origin: e.Origin, Kind: e.Kind, Post: &eventPost{
 			ID: e.Post.ID, UserID: e.Post.UserID, Title: e.Post.Title, Body: e.Post.Body, CreatedAt: e.Post.CreatedAt,
 			UpdatedAt: e.Post.UpdatedAt, Version: e.Post.Version,
 		}})
@@ -261,6 +268,9 @@ func (s *Store) logEvent(ctx context.Context, p post, found bool) (store.Event, 
 		case err == nil:
 			// Logged already: the position taken for it would hold readers up until holeWait.
 			s.fillHoles(ctx, c, e.Position, e.Position)
+			if !sameWrite(logged, p, e) {
+				return store.Event{}, fmt.Errorf("%w: %s at position %d", errEventTaken, key, logged.Position)
+			}
 			return logged.toStore(), nil
 		case !errors.Is(err, driver.ErrNoDocuments):
 			return store.Event{}, err

@@ -52,11 +52,18 @@ func (k keyRecord) toStore() store.IdempotencyRecord {
 // the sweeps of DeleteExpiredKeys read.
 var expiryIndex = driver.IndexModel{Keys: bson.D{{Key: "expiresAt", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(0)}
 
-// keys returns the keys collection, ensuring its index on first use.
+// postIDIndex finds the records of a post id, which a deleted post's id is kept for (deleted.go).
+var postIDIndex = driver.IndexModel{Keys: bson.D{{Key: "postId", Value: 1}}}
+
+// keys returns the keys collection, ensuring its indexes on first use.
 func (s *Store) keys(ctx context.Context) (*driver.Collection, error) {
 	return s.ensured(ctx, &s.keyRecords, KeysCollection, func(ctx context.Context, coll *driver.Collection) error {
-		if err := createExpiryIndex(ctx, coll, expiryIndex); err != nil {
-			return fmt.Errorf("ensuring the index of %s: %w", KeysCollection, err)
+		err := createExpiryIndex(ctx, coll, expiryIndex)
+		if err == nil {
+			_, err = coll.Indexes().CreateOne(ctx, postIDIndex)
+		}
+		if err != nil {
+			return fmt.Errorf("ensuring the indexes of %s: %w", KeysCollection, err)
 		}
 		return nil
 	})
@@ -150,20 +157,24 @@ func (s *Store) DeleteKey(ctx context.Context, user, key string, attempt int) er
 	return s.classify(err)
 }
 
-// DeleteExpiredKeys deletes at most limit expired records: their ids found through the index
-// on expiresAt, then deleted by id (a delete of many documents takes no limit).
-func (s *Store) DeleteExpiredKeys(ctx context.Context, now time.Time, limit int) (int, error) {
+// deleteExpiredKeys deletes at most limit expired records, found through the index on expiresAt.
+func (s *Store) deleteExpiredKeys(ctx context.Context, now time.Time, limit int) (int, error) {
 	c, err := s.keys(ctx)
 	if err != nil {
 		return 0, s.classify(err)
 	}
-	expired := bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$lte", Value: now}}}}
-	cursor, err := c.Find(ctx, expired, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)))
+	return s.deleteFound(ctx, c, bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$lte", Value: now}}}}, limit)
+}
+
+// deleteFound deletes at most limit documents of c that filter selects: their ids found first,
+// then deleted by id (a delete of many documents takes no limit), filter asked again.
+func (s *Store) deleteFound(ctx context.Context, c *driver.Collection, filter bson.D, limit int) (int, error) {
+	cursor, err := c.Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}).SetLimit(int64(limit)))
 	if err != nil {
 		return 0, s.classify(err)
 	}
 	var found []struct {
-		ID keyID `bson:"_id"`
+		ID bson.RawValue `bson:"_id"`
 	}
 	if err := cursor.All(ctx, &found); err != nil {
 		return 0, s.classify(err)
@@ -175,11 +186,22 @@ func (s *Store) DeleteExpiredKeys(ctx context.Context, now time.Time, limit int)
 	for i, f := range found {
 		ids[i] = f.ID
 	}
-	res, err := c.DeleteMany(ctx, append(expired, bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}))
+	res, err := c.DeleteMany(ctx, append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}))
 	if err != nil {
 		return 0, s.classify(err)
 	}
 	return int(res.DeletedCount), nil
+}
+
+// DeleteExpiredKeys deletes at most limit expired records, then, within what is left of limit,
+// the ids of deleted posts kept until then (deleted.go).
+func (s *Store) DeleteExpiredKeys(ctx context.Context, now time.Time, limit int) (int, error) {
+	n, err := s.deleteExpiredKeys(ctx, now, limit)
+	if err != nil || n >= limit {
+		return n, err
+	}
+	ids, err := s.deleteExpiredIDs(ctx, now, limit-n)
+	return n + ids, err
 }
 
 // updateKey applies update to the record that filter selects.

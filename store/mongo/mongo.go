@@ -36,6 +36,9 @@ var indexes = []driver.IndexModel{
 	// The posts whose last write's event is not logged yet (events.go): sparse, so it holds
 	// those few alone (FerretDB v1 ignores sparse, and scans).
 	{Keys: bson.D{{Key: "ev.at", Value: 1}}, Options: options.Index().SetSparse(true)},
+	// The ids of deleted posts kept until their idempotency keys expire (deleted.go), which the
+	// sweep of expired keys finds: sparse, as the one above.
+	{Keys: bson.D{{Key: "until", Value: 1}}, Options: options.Index().SetSparse(true)},
 }
 
 // Store is one database of a MongoDB deployment, through a pooled client of its own.

@@ -174,6 +174,9 @@ func (s *Store) InsertPost(ctx context.Context, p store.Post) (store.Event, erro
 			// Maybe this post, inserted by an earlier attempt under the same idempotency key
 			// that stopped before its event: logged now, so its retry need not wait for it.
 			_ = s.logPending(ctx, c, oid)
+			if s.deletedPost(ctx, c, oid) { // and deleted since (deleted.go)
+				return store.Event{}, store.ErrDeleted
+			}
 		}
 		return store.Event{}, s.classify(err)
 	}
@@ -304,16 +307,20 @@ func (s *Store) logPending(ctx context.Context, c *driver.Collection, oid bson.O
 }
 
 // logged logs the pending event of p, the post as its write left it, then clears it: unsets ev,
-// or deletes the tombstone. found says that p was found pending, not written just now. A clear
+// or ends the tombstone (clearTombstone). found says that p was found pending, not written just now. A clear
 // that fails leaves the event pending, logged: the next write or RecoverEvents finds it logged,
 // and clears it.
 func (s *Store) logged(ctx context.Context, c *driver.Collection, p post, found bool) (store.Event, error) {
 	e, err := s.logEvent(ctx, p, found)
+	if errors.Is(err, errEventTaken) && p.Pending.Kind == store.EventCreated {
+		// The insert of an id whose created event an earlier post holds: undone, as refused.
+		_, _ = c.DeleteOne(ctx, bson.D{{Key: "_id", Value: p.ID}, {Key: "ev.kind", Value: store.EventCreated}, {Key: "ev.at", Value: p.Pending.At}})
+	}
 	if err != nil {
 		return store.Event{}, err
 	}
 	if p.Gone {
-		_, _ = c.DeleteOne(ctx, bson.D{{Key: "_id", Value: p.ID}, {Key: "gone", Value: true}})
+		s.clearTombstone(ctx, c, p)
 	} else {
 		// Only this version's: once cleared, a later write may have set its own.
 		_, _ = c.UpdateOne(ctx, bson.D{{Key: "_id", Value: p.ID}, {Key: "version", Value: p.Version}, {Key: "ev.kind", Value: p.Pending.Kind}},

@@ -34,11 +34,14 @@ const (
 	// A sweep deletes a bounded batch, found through the index on expires_at.
 	deleteExpiredKeysSQL = `DELETE FROM idempotency_keys WHERE rowid IN
 		(SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`
+	// And the ids of deleted posts kept until their keys expired, through the index on until.
+	deleteExpiredIDsSQL = `DELETE FROM deleted_posts WHERE id IN
+		(SELECT id FROM deleted_posts WHERE until <= ? LIMIT ?)`
 )
 
 // keyStatements are the statements of idempotency keys, prepared once per store.
 type keyStatements struct {
-	reserve, get, takeOver, complete, release, delete, deleteExpired *sql.Stmt
+	reserve, get, takeOver, complete, release, delete, deleteExpired, deleteExpiredIDs *sql.Stmt
 }
 
 func (ks *keyStatements) prepare(write *sql.DB) error {
@@ -48,7 +51,7 @@ func (ks *keyStatements) prepare(write *sql.DB) error {
 	}{
 		{&ks.reserve, reserveKeySQL}, {&ks.get, getKeySQL}, {&ks.takeOver, takeOverKeySQL},
 		{&ks.complete, completeKeySQL}, {&ks.release, releaseKeySQL}, {&ks.delete, deleteKeySQL},
-		{&ks.deleteExpired, deleteExpiredKeysSQL},
+		{&ks.deleteExpired, deleteExpiredKeysSQL}, {&ks.deleteExpiredIDs, deleteExpiredIDsSQL},
 	} {
 		stmt, err := write.Prepare(s.query)
 		if err != nil {
@@ -60,7 +63,7 @@ func (ks *keyStatements) prepare(write *sql.DB) error {
 }
 
 func (ks *keyStatements) close() {
-	for _, s := range []*sql.Stmt{ks.reserve, ks.get, ks.takeOver, ks.complete, ks.release, ks.delete, ks.deleteExpired} {
+	for _, s := range []*sql.Stmt{ks.reserve, ks.get, ks.takeOver, ks.complete, ks.release, ks.delete, ks.deleteExpired, ks.deleteExpiredIDs} {
 		if s != nil {
 			s.Close()
 		}
@@ -130,7 +133,7 @@ func (s *Store) InsertPostCompletingKey(ctx context.Context, p store.Post, key s
 		return store.Event{}, false, err
 	}
 	err = s.inTransaction(ctx, func(ctx context.Context, tx *sql.Tx, c *conns) error {
-		if _, err := tx.StmtContext(ctx, c.stmt.insertPost).ExecContext(ctx, postArgs(p)...); err != nil {
+		if err := insertPost(ctx, tx, c, p); err != nil {
 			return err
 		}
 		if e, err = logEvent(ctx, tx, c, store.EventCreated, asStored(p)); err != nil {
@@ -154,10 +157,15 @@ func (s *Store) DeleteKey(ctx context.Context, user, key string, attempt int) er
 	return err
 }
 
-// DeleteExpiredKeys deletes at most limit expired records.
+// DeleteExpiredKeys deletes at most limit expired records, then, within what is left of limit,
+// the ids of deleted posts kept until then.
 func (s *Store) DeleteExpiredKeys(ctx context.Context, now time.Time, limit int) (int, error) {
 	n, err := s.writeKey(ctx, func(ks *keyStatements) *sql.Stmt { return ks.deleteExpired }, millis(now), limit)
-	return int(n), err
+	if err != nil || n >= int64(limit) {
+		return int(n), err
+	}
+	ids, err := s.writeKey(ctx, func(ks *keyStatements) *sql.Stmt { return ks.deleteExpiredIDs }, millis(now), int64(limit)-n)
+	return int(n + ids), err
 }
 
 // writeKey runs the statement of the open store that stmt picks with args, and returns how many

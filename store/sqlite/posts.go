@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -22,6 +23,15 @@ const (
 	listSQL       = `SELECT ` + postColumns + ` FROM posts WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	listByUserSQL = `SELECT ` + postColumns + ` FROM posts WHERE user_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	insertPostSQL = `INSERT INTO posts (` + postColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	// InsertPost's insert is insertPostSQL's unless the id is of a deleted post kept in
+	// deleted_posts: then it inserts nothing (store.ErrDeleted).
+	insertLivePostSQL = `INSERT INTO posts (` + postColumns + `) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
+		WHERE NOT EXISTS (SELECT 1 FROM deleted_posts WHERE id = ?1)`
+	// A delete keeps the id of its post if an idempotency key names it, until the last such
+	// key expires (store.Store.DeletePost); an id no key names leaves no row.
+	keepDeletedSQL = `INSERT INTO deleted_posts (id, until)
+		SELECT post_id, max(expires_at) FROM idempotency_keys WHERE post_id = ?1 GROUP BY post_id
+		ON CONFLICT (id) DO UPDATE SET until = max(until, excluded.until)`
 	// The owner and the expected version (0: any) are in the WHERE clause, so a write can never
 	// touch someone else's post nor one that changed since its writer read it, and there is no
 	// read between the check and the write.
@@ -42,6 +52,7 @@ var firstPage = store.Key{CreatedAt: time.UnixMilli(math.MaxInt64)}
 type statements struct {
 	getPost, list, listByUser, getUser, getUsers *sql.Stmt // on the readers
 	insertPost, updatePost, deletePost, saveUser *sql.Stmt // on the writer
+	keepDeleted                                  *sql.Stmt
 	logEvent, lastPosition, readEvents           *sql.Stmt // of the event log (events.go)
 	expiryCut, raiseFloor, expireEvents          *sql.Stmt
 	kept, logStats                               *sql.Stmt
@@ -59,7 +70,8 @@ func (st *statements) prepare(read, write *sql.DB) error {
 		{read, &st.listByUser, listByUserSQL},
 		{read, &st.getUser, getUserSQL},
 		{read, &st.getUsers, getUsersSQL},
-		{write, &st.insertPost, insertPostSQL},
+		{write, &st.insertPost, insertLivePostSQL},
+		{write, &st.keepDeleted, keepDeletedSQL},
 		{write, &st.updatePost, updatePostSQL},
 		{write, &st.deletePost, deletePostSQL},
 		{write, &st.saveUser, saveUserSQL},
@@ -162,13 +174,26 @@ func collect[T any](rows *sql.Rows, err error, into []T, scan func(scanner) (T, 
 // InsertPost stores a new post and its event, in one transaction.
 func (s *Store) InsertPost(ctx context.Context, p store.Post) (e store.Event, err error) {
 	err = s.inTransaction(ctx, func(ctx context.Context, tx *sql.Tx, c *conns) error {
-		if _, err := tx.StmtContext(ctx, c.stmt.insertPost).ExecContext(ctx, postArgs(p)...); err != nil {
+		if err := insertPost(ctx, tx, c, p); err != nil {
 			return err
 		}
 		e, err = logEvent(ctx, tx, c, store.EventCreated, asStored(p))
 		return err
 	})
 	return e, err
+}
+
+// insertPost inserts p in tx: store.ErrDeleted if its id is of a deleted post kept in
+// deleted_posts, and nothing is inserted.
+func insertPost(ctx context.Context, tx *sql.Tx, c *conns, p store.Post) error {
+	res, err := tx.StmtContext(ctx, c.stmt.insertPost).ExecContext(ctx, postArgs(p)...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return cmp.Or(err, store.ErrDeleted)
+	}
+	return nil
 }
 
 // asStored is p as InsertPost stores it: times to the millisecond in UTC, version 1 at least.
@@ -202,12 +227,16 @@ func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64,
 }
 
 // DeletePost deletes the post with the id if it belongs to owner and is at version (any, for
-// store.AnyVersion), and logs its event in the same transaction.
+// store.AnyVersion), keeps its id if an idempotency key names it (keepDeletedSQL), and logs its
+// event, in one transaction.
 func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64) (e store.Event, err error) {
 	err = s.inTransaction(ctx, func(ctx context.Context, tx *sql.Tx, c *conns) error {
 		var deleted int64
 		if err := tx.StmtContext(ctx, c.stmt.deletePost).QueryRowContext(ctx, id, owner, version).Scan(&deleted); err != nil {
 			return err // sql.ErrNoRows: store.ErrNotFound
+		}
+		if _, err := tx.StmtContext(ctx, c.stmt.keepDeleted).ExecContext(ctx, id); err != nil {
+			return err
 		}
 		e, err = logEvent(ctx, tx, c, store.EventDeleted, store.Post{ID: id, UserID: owner, Version: deleted})
 		return err

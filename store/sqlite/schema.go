@@ -97,6 +97,16 @@ var migrations = []string{
 	INSERT INTO events_rowid SELECT position, at, kind, post_id, user_id, title, body, created_at, updated_at, version FROM events;
 	DROP TABLE events;
 	ALTER TABLE events_rowid RENAME TO events;`,
+	// 7: the ids of deleted posts that an idempotency key reserved (posts.go, DeletePost), each
+	// kept until the last of those keys expires, refused to an insert meanwhile; the index on
+	// idempotency_keys.post_id that a delete finds those keys through, and the one on until that
+	// the sweep of expired keys deletes the ids through.
+	`CREATE TABLE deleted_posts (
+		id    TEXT    NOT NULL PRIMARY KEY,
+		until INTEGER NOT NULL
+	) STRICT, WITHOUT ROWID;
+	CREATE INDEX deleted_posts_until ON deleted_posts (until);
+	CREATE INDEX idempotency_keys_post ON idempotency_keys (post_id);`,
 }
 
 // SchemaVersion is the schema version this build writes.

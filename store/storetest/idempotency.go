@@ -5,7 +5,9 @@ package storetest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -352,6 +354,84 @@ func testExpiredKeys(t *testing.T, open Open) {
 		}
 		if got := current(t, s, "alice", "done", base.Add(3*time.Hour)); got.Fingerprint != "new" {
 			t.Errorf("the key reserved again was swept: %s", describeRecord(got))
+		}
+	})
+}
+
+func testDeletedPostIDs(t *testing.T, open Open) {
+	s := keysOf(t, open)
+	log := eventLog(t, s)
+	// Two creates under keys, as posts.Service.CreateOnce makes them: k's attempt stored its post
+	// and stopped before it completed the key; done's stored its post with its response.
+	reserve(t, s, record("alice", "k", "f", 1), base)
+	insert(t, s, newPost(1, "alice", base))
+	reserve(t, s, record("alice", "done", "f", 2), base)
+	if _, inserted, err := s.InsertPostCompletingKey(t.Context(), newPost(2, "alice", base), "done", response(201, 10)); !inserted || err != nil {
+		t.Fatalf("InsertPostCompletingKey = %v, %v", inserted, err)
+	}
+	for _, n := range []int{1, 2} {
+		if _, err := s.DeletePost(t.Context(), id(n), "alice", store.AnyVersion); err != nil {
+			t.Fatalf("DeletePost(%s): %v", id(n), err)
+		}
+	}
+	refused := func(t *testing.T, n int, err error) {
+		t.Helper()
+		if !errors.Is(err, store.ErrDeleted) {
+			t.Errorf("the insert of %s again: %v; want store.ErrDeleted", id(n), err)
+		}
+		if p, err := s.GetPost(t.Context(), id(n)); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("after it the post is %+v, %v; want none", p, err)
+		}
+	}
+	t.Run("an insert of a deleted post's id is refused, and stores nothing", func(t *testing.T) {
+		_, err := s.InsertPost(t.Context(), newPost(1, "alice", base.Add(time.Hour)))
+		refused(t, 1, err)
+	})
+	t.Run("an insert completing the key is refused, and the key stays under way", func(t *testing.T) {
+		_, inserted, err := s.InsertPostCompletingKey(t.Context(), newPost(1, "alice", base.Add(time.Hour)), "k", response(201, 10))
+		if inserted {
+			t.Error("it says it inserted")
+		}
+		refused(t, 1, err)
+		if got := current(t, s, "alice", "k", base); got.Response != nil {
+			t.Errorf("the record is %s; want it under way", describeRecord(got))
+		}
+	})
+	t.Run("the id of a post whose key is done is refused too", func(t *testing.T) {
+		_, err := s.InsertPost(t.Context(), newPost(2, "alice", base.Add(time.Hour)))
+		refused(t, 2, err)
+	})
+	t.Run("the log holds the creates' and the deletes' events, and nothing else", func(t *testing.T) {
+		var want []string
+		for _, n := range []int{1, 2} {
+			want = append(want, describe(store.Event{Kind: store.EventCreated, Post: store.Post{ID: id(n), UserID: "alice", Title: fmt.Sprintf("post %d", n), CreatedAt: base, UpdatedAt: base, Version: 1}}))
+		}
+		for _, n := range []int{1, 2} {
+			want = append(want, describe(store.Event{Kind: store.EventDeleted, Post: store.Post{ID: id(n), UserID: "alice", Version: 1}}))
+		}
+		if got := describeAll(readAll(t, log, 0)); !slices.Equal(got, want) {
+			t.Errorf("the log holds\n%s\nwant\n%s", lines(got), lines(want))
+		}
+	})
+	t.Run("the ids kept are swept with their keys, within the sweep's limit", func(t *testing.T) {
+		sweep := func(now time.Time, limit int) int {
+			t.Helper()
+			n, err := s.DeleteExpiredKeys(t.Context(), now, limit)
+			if err != nil {
+				t.Fatalf("DeleteExpiredKeys: %v", err)
+			}
+			return n
+		}
+		if n := sweep(base.Add(23*time.Hour), 10); n != 0 {
+			t.Errorf("a sweep before the keys expire deleted %d; want 0", n)
+		}
+		_, err := s.InsertPost(t.Context(), newPost(1, "alice", base.Add(time.Hour)))
+		refused(t, 1, err)
+		// Two keys and two ids: a sweep of 3, then of what is left.
+		for i, want := range []int{3, 1, 0} {
+			if n := sweep(base.Add(25*time.Hour), 3); n != want {
+				t.Errorf("sweep %d after the keys expired deleted %d; want %d", i+1, n, want)
+			}
 		}
 	})
 }

@@ -78,6 +78,7 @@ func RunWith(t *testing.T, open Open, opts Options) {
 		{"a post and its idempotency key's response are written together", testInsertPostCompletingKey},
 		{"an idempotency key whose create wrote nothing is deleted", testDeleteKeys},
 		{"expired idempotency keys count as absent and are swept in batches", testExpiredKeys},
+		{"a deleted post's id that an idempotency key reserved is never created again", testDeletedPostIDs},
 		{"idempotency keys fail on an ended context or a closed store", testKeysUnavailable},
 	}, eventTests(opts)...) {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, open) })
