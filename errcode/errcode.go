@@ -89,6 +89,9 @@ var (
 	BadIdempotencyKey    = Code{"BAD_REQUEST", 400, 0, "an `Idempotency-Key` that is not 1 to 255 printable ASCII characters (bare or as a quoted string), given twice, or sent with a write other than a create"}
 	IdempotencyKeyInUse  = Code{"IDEMPOTENCY_KEY_IN_USE", 409, 0, "a create whose `Idempotency-Key` an earlier request holds, still under way; `Retry-After` says when its hold ends at the latest"}
 	IdempotencyKeyReused = Code{"IDEMPOTENCY_KEY_REUSED", 422, 0, "a create whose `Idempotency-Key` the caller sent before with another request"}
+	// IdempotencyKeyPostDeleted is a 410: what the key made is gone for good, and no retry brings
+	// it back; a 409 would invite the retry that IdempotencyKeyInUse's Retry-After invites.
+	IdempotencyKeyPostDeleted = Code{"IDEMPOTENCY_KEY_POST_DELETED", 410, 0, "a retry of a create whose `Idempotency-Key` made its post, which was deleted since, while its first answer was not kept (the first request ended before it could keep it): the post is not created again and nothing is written; the message names its id. Send a new key to create a new post"}
 )
 
 // InternalMessage is all a client learns of a fault of the server.
@@ -103,7 +106,7 @@ var Table = []Code{
 	BadUserInput, Unauthenticated, InvalidCredentials, MalformedCredentials, Forbidden, NotFound, VersionConflict, TooManyConnections, TooManyInitialisations,
 	ResponseTooLarge, TooManyErrors, TooManyOperations, TooManySubscriptions, ServerFull, Unavailable, CursorExpired, ResumeTooLong, TooSlow,
 	NotAcknowledged, InitTimeout, SubscriberExists, GoingAway, Terminated, Internal, ServiceRestart,
-	BadIdempotencyKey, IdempotencyKeyInUse, IdempotencyKeyReused,
+	BadIdempotencyKey, IdempotencyKeyInUse, IdempotencyKeyReused, IdempotencyKeyPostDeleted,
 }
 
 // Error is an error of a kind in the table, with the message a client may read.
@@ -179,6 +182,9 @@ func Of(err error) *Error {
 	}
 	if inUse, ok := errors.AsType[*posts.KeyInUseError](err); ok {
 		return &Error{Code: IdempotencyKeyInUse, Message: inUse.Error()}
+	}
+	if gone, ok := errors.AsType[*posts.KeyPostDeletedError](err); ok {
+		return &Error{Code: IdempotencyKeyPostDeleted, Message: gone.Error()}
 	}
 	return &Error{Code: Internal, Message: InternalMessage, Cause: err}
 }

@@ -67,6 +67,7 @@ func TestOfGivesEachErrorItsRow(t *testing.T) {
 		{"a malformed credential is a bad request", twice, errcode.MalformedCredentials, "the request has more than one bearer token", ""},
 		{"an idempotency key sent before with another request is IDEMPOTENCY_KEY_REUSED", posts.ErrKeyReused, errcode.IdempotencyKeyReused, posts.ErrKeyReused.Error(), ""},
 		{"an idempotency key held by a request under way is IDEMPOTENCY_KEY_IN_USE", &posts.KeyInUseError{RetryAfter: time.Second}, errcode.IdempotencyKeyInUse, (&posts.KeyInUseError{}).Error(), ""},
+		{"a retry of an idempotency key whose post was deleted since is IDEMPOTENCY_KEY_POST_DELETED, naming it", fmt.Errorf("create: %w", &posts.KeyPostDeletedError{PostID: "67d446000000000000000001"}), errcode.IdempotencyKeyPostDeleted, (&posts.KeyPostDeletedError{PostID: "67d446000000000000000001"}).Error(), ""},
 		{"an error of the table is its own row", errcode.New(errcode.MaxAliases, "too many aliases"), errcode.MaxAliases, "too many aliases", ""},
 		{"anything else is INTERNAL_SERVER_ERROR, its cause kept back", cause, errcode.Internal, errcode.InternalMessage, ""},
 	} {
