@@ -59,7 +59,8 @@ type IdempotencyStore interface {
 	// record of p.UserID and key with res, as CompleteKey does: in one transaction where the
 	// backend has them (SQLite), else in that order (MongoDB). inserted says whether p was stored
 	// (with its event), which it may be with an error: that of the completion, where it is not in
-	// the same transaction. A post id in use fails it, and then neither is written.
+	// the same transaction. A post id in use fails it, and so does a deleted post's id kept
+	// (ErrDeleted, see Store.DeletePost): then neither is written.
 	InsertPostCompletingKey(ctx context.Context, p Post, key string, res Response) (e Event, inserted bool, err error)
 	// ReleaseKey ends the hold of attempt on the record of user and key, still under way, so that
 	// the next retry takes it over at once.

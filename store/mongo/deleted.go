@@ -16,7 +16,7 @@ import (
 // once its event is logged, stripped to a keptDeleted, until the last of those records expires
 // (store.Store.DeletePost): its _id refuses the insert of a retry of that record's create, in the
 // one atomic insert, where a check before the insert could race with the delete. It has no
-// userId, no version and no ev, so no write's filter matches it, and reads skip it as they skip
+// userId and no ev, so no write's filter matches it, and reads skip it as they skip
 // every tombstone (gone). A deleted post that no record names leaves nothing, as before.
 
 // errEventTaken is a write whose event's key (changeKey) an event of another write holds: the
@@ -46,6 +46,8 @@ func show(body *string) string {
 type keptDeleted struct {
 	ID   bson.ObjectID `bson:"_id"`
 	Gone bool          `bson:"gone"`
+	// Version is the version deleted, so that versionMissing never matches it.
+	Version int64 `bson:"version"`
 	// Until is when the last record that names the id expires: the sweep of expired keys
 	// (DeleteExpiredKeys) deletes the document then.
 	Until time.Time `bson:"until"`
@@ -60,7 +62,7 @@ func (s *Store) clearTombstone(ctx context.Context, c *driver.Collection, p post
 	switch {
 	case err != nil:
 	case named:
-		_, _ = c.ReplaceOne(ctx, pendingTombstone, keptDeleted{ID: p.ID, Gone: true, Until: until})
+		_, _ = c.ReplaceOne(ctx, pendingTombstone, keptDeleted{ID: p.ID, Gone: true, Version: p.Version, Until: until})
 	default:
 		_, _ = c.DeleteOne(ctx, pendingTombstone)
 	}

@@ -401,6 +401,14 @@ func testDeletedPostIDs(t *testing.T, open Open) {
 		_, err := s.InsertPost(t.Context(), newPost(2, "alice", base.Add(time.Hour)))
 		refused(t, 2, err)
 	})
+	t.Run("an update or a delete of a deleted post's id finds no post", func(t *testing.T) {
+		if _, err := s.UpdatePost(t.Context(), id(1), "alice", store.AnyVersion, store.Update{Title: ptr("back"), UpdatedAt: base}); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("UpdatePost: %v; want store.ErrNotFound", err)
+		}
+		if _, err := s.DeletePost(t.Context(), id(1), "alice", store.AnyVersion); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("DeletePost: %v; want store.ErrNotFound", err)
+		}
+	})
 	t.Run("the log holds the creates' and the deletes' events, and nothing else", func(t *testing.T) {
 		var want []string
 		for _, n := range []int{1, 2} {
