@@ -1,6 +1,7 @@
 // The sweep of expired idempotency keys: an expired key counts as absent wherever it is read, and
 // a sweep deletes it within a minute, so that the keys kept stay those of the last KeyTTL. MongoDB
-// deletes them itself too, where it has TTL indexes.
+// deletes them itself too, where it has TTL indexes. The same sweep deletes the ids of deleted
+// posts kept while a key named them (store.Store.DeletePost), once those keys have expired.
 
 package posts
 

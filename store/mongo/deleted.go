@@ -16,12 +16,13 @@ import (
 // once its event is logged, stripped to a keptDeleted, until the last of those records expires
 // (store.Store.DeletePost): its _id refuses the insert of a retry of that record's create, in the
 // one atomic insert, where a check before the insert could race with the delete. It has no
-// userId and no ev, so no write's filter matches it, and reads skip it as they skip
-// every tombstone (gone). A deleted post that no record names leaves nothing, as before.
+// userId and no ev, so no write's filter matches it, and reads skip it as they skip every
+// tombstone (gone). A deleted post that no record names leaves nothing, as before.
 
 // errEventTaken is a write whose event's key (changeKey) an event of another write holds: the
-// write of a post's id that a deleted post had, which no idempotency key named (a key's is
-// refused: deleted.go). Its event is not logged, and logEvent never hands the other's back.
+// insert of a deleted post's id that no idempotency record named (one a record names is refused
+// before, as a keptDeleted). Its event is not logged, logEvent never hands the other's back as
+// its own, and logged undoes the insert.
 var errEventTaken = errors.New("the key of this write's event is held by the event of an earlier write of the same post id")
 
 // sameWrite says whether logged, the event logged at a change's key, is that of the write that

@@ -307,13 +307,13 @@ func (s *Store) logPending(ctx context.Context, c *driver.Collection, oid bson.O
 }
 
 // logged logs the pending event of p, the post as its write left it, then clears it: unsets ev,
-// or ends the tombstone (clearTombstone). found says that p was found pending, not written just now. A clear
-// that fails leaves the event pending, logged: the next write or RecoverEvents finds it logged,
-// and clears it.
+// or ends the tombstone (clearTombstone). found says that p was found pending, not written just
+// now. A clear that fails leaves the event pending, logged: the next write or RecoverEvents finds
+// it logged, and clears it. An insert whose event's key another write's event holds
+// (errEventTaken) is undone.
 func (s *Store) logged(ctx context.Context, c *driver.Collection, p post, found bool) (store.Event, error) {
 	e, err := s.logEvent(ctx, p, found)
 	if errors.Is(err, errEventTaken) && p.Pending.Kind == store.EventCreated {
-		// The insert of an id whose created event an earlier post holds: undone, as refused.
 		_, _ = c.DeleteOne(ctx, bson.D{{Key: "_id", Value: p.ID}, {Key: "ev.kind", Value: store.EventCreated}, {Key: "ev.at", Value: p.Pending.At}})
 	}
 	if err != nil {
