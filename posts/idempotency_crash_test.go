@@ -39,24 +39,35 @@ func (c *crashingKeys) InsertPostCompletingKey(ctx context.Context, p store.Post
 	return c.IdempotencyStore.InsertPostCompletingKey(ctx, p, key, res)
 }
 
+// crashedCreate is a GraphQL create under key, on b at the clock's start, whose process is
+// killed after it stored its post and before it kept its answer; then the process starts again.
+// It returns the service, the clock, alice's context, the answer the create would have sent, and
+// the one post it stored.
+func crashedCreate(t *testing.T, b backend, key Keyed) (*keyed, *time.Time, context.Context, Answer, store.Post) {
+	t.Helper()
+	st := b.open(t)
+	crashing := &crashingKeys{IdempotencyStore: st, crash: true}
+	k := newKeyed(t, st, crashing)
+	clock := setClock(t, start)
+	ctx := WithCaller(t.Context(), alice)
+	first, _, err := k.svc.RunOnce(ctx, alice, key, graphQL(k.svc, "written"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashing.crash = false // the process that starts again
+	posts := stored(t, st)
+	if len(posts) != 1 {
+		t.Fatalf("%d posts stored by the first attempt; want 1", len(posts))
+	}
+	return k, clock, ctx, first, posts[0]
+}
+
 func TestACrashBetweenThePostAndItsAnswer(t *testing.T) {
 	for _, b := range backends {
 		t.Run("on "+b.name, func(t *testing.T) {
-			st := b.open(t)
-			crashing := &crashingKeys{IdempotencyStore: st, crash: true}
-			k := newKeyed(t, st, crashing)
-			clock := setClock(t, start)
-			ctx := WithCaller(t.Context(), alice)
 			key := Keyed{Key: "crash", Fingerprint: "f"}
-			first, _, err := k.svc.RunOnce(ctx, alice, key, graphQL(k.svc, "written"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			crashing.crash = false // the process that starts again
-			posts := stored(t, st)
-			if len(posts) != 1 {
-				t.Fatalf("%d posts stored before the retry; want 1", len(posts))
-			}
+			k, clock, ctx, first, post := crashedCreate(t, b, key)
+			st := k.st
 			t.Run("a retry within the first's lease is told to wait", func(t *testing.T) {
 				*clock = start.Add(19 * time.Second)
 				var inUse *KeyInUseError
@@ -72,8 +83,8 @@ func TestACrashBetweenThePostAndItsAnswer(t *testing.T) {
 				}
 			})
 			t.Run("the post is stored once and published once", func(t *testing.T) {
-				if after := stored(t, st); len(after) != 1 || after[0].ID != posts[0].ID {
-					t.Errorf("stored %v; want only %s", ids(after), posts[0].ID)
+				if after := stored(t, st); len(after) != 1 || after[0].ID != post.ID {
+					t.Errorf("stored %v; want only %s", ids(after), post.ID)
 				}
 				if created := k.events(); len(created) != 1 {
 					t.Errorf("published %v; want one event", created)
@@ -131,21 +142,9 @@ func (k *keyed) published() []string {
 func TestARetryAfterTheKeysPostWasDeletedCreatesNothing(t *testing.T) {
 	for _, b := range backends {
 		t.Run("on "+b.name, func(t *testing.T) {
-			st := b.open(t)
-			crashing := &crashingKeys{IdempotencyStore: st, crash: true}
-			k := newKeyed(t, st, crashing)
-			clock := setClock(t, start)
-			ctx := WithCaller(t.Context(), alice)
 			key := Keyed{Key: "deleted", Fingerprint: "f"}
-			if _, _, err := k.svc.RunOnce(ctx, alice, key, graphQL(k.svc, "written")); err != nil {
-				t.Fatal(err)
-			}
-			crashing.crash = false // the process that starts again
-			posts := stored(t, st)
-			if len(posts) != 1 {
-				t.Fatalf("%d posts stored by the first attempt; want 1", len(posts))
-			}
-			id := posts[0].ID
+			k, clock, ctx, _, post := crashedCreate(t, b, key)
+			st, id := k.st, post.ID
 			if err := k.svc.Delete(ctx, alice, id, Expect{}); err != nil {
 				t.Fatalf("deleting the post: %v", err)
 			}

@@ -306,6 +306,16 @@ func testDeleteKeys(t *testing.T, open Open) {
 	})
 }
 
+// sweepKeys is how many records (and deleted ids kept) a sweep of s at now deletes, limit at most.
+func sweepKeys(t *testing.T, s keyStore, now time.Time, limit int) int {
+	t.Helper()
+	n, err := s.DeleteExpiredKeys(t.Context(), now, limit)
+	if err != nil {
+		t.Fatalf("DeleteExpiredKeys: %v", err)
+	}
+	return n
+}
+
 func testExpiredKeys(t *testing.T, open Open) {
 	s := keysOf(t, open)
 	for n := range 5 {
@@ -327,14 +337,7 @@ func testExpiredKeys(t *testing.T, open Open) {
 			t.Errorf("got %s (reserved %v); want %s", describeRecord(stored), reserved, describeRecord(again))
 		}
 	})
-	sweep := func(now time.Time, limit int) int {
-		t.Helper()
-		n, err := s.DeleteExpiredKeys(t.Context(), now, limit)
-		if err != nil {
-			t.Fatalf("DeleteExpiredKeys: %v", err)
-		}
-		return n
-	}
+	sweep := func(now time.Time, limit int) int { return sweepKeys(t, s, now, limit) }
 	t.Run("a sweep deletes at most its limit of expired keys, and only those", func(t *testing.T) {
 		// At base+3h, old0, old1 and old2 have expired.
 		if n := sweep(base.Add(3*time.Hour), 2); n != 2 {
@@ -422,14 +425,7 @@ func testDeletedPostIDs(t *testing.T, open Open) {
 		}
 	})
 	t.Run("the ids kept are swept with their keys, within the sweep's limit", func(t *testing.T) {
-		sweep := func(now time.Time, limit int) int {
-			t.Helper()
-			n, err := s.DeleteExpiredKeys(t.Context(), now, limit)
-			if err != nil {
-				t.Fatalf("DeleteExpiredKeys: %v", err)
-			}
-			return n
-		}
+		sweep := func(now time.Time, limit int) int { return sweepKeys(t, s, now, limit) }
 		if n := sweep(base.Add(23*time.Hour), 10); n != 0 {
 			t.Errorf("a sweep before the keys expire deleted %d; want 0", n)
 		}
