@@ -247,3 +247,36 @@ func wantGraphQLCode(t *testing.T, res response, want int, code string) {
 		t.Errorf("got %d %s; want %d with %s", res.status, res.body, want, code)
 	}
 }
+
+// A POST whose first attempt stored its post and stopped before it kept its answer (the state a
+// crash leaves on MongoDB, or of a GraphQL create), the post deleted since, then the retry once
+// the first's hold has ended: 410, naming the post, and the post stays deleted.
+func TestARetryWhoseKeysPostWasDeletedIsGone(t *testing.T) {
+	s := newKeyedServer(t)
+	now := time.Now()
+	in := posts.NewPost{Title: "Hello"}
+	id := store.NewID(now)
+	keys := s.store.(store.IdempotencyStore)
+	if _, _, err := keys.ReserveKey(t.Context(), store.IdempotencyRecord{UserID: "alice", Key: "k", Fingerprint: restFingerprint(httptest.NewRequest("POST", "/posts", nil), in),
+		PostID: id, Attempt: 1, LockedUntil: now.Add(-time.Second), CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.InsertPost(t.Context(), store.Post{ID: id, UserID: "alice", Title: in.Title, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if res := s.do(t, "DELETE", "/posts/"+id, "", ""); res.status != http.StatusNoContent {
+		t.Fatalf("the delete: %d %s", res.status, res.body)
+	}
+	for _, attempt := range []string{"the retry", "the retry after it"} {
+		t.Run(attempt+" is 410, naming the post, and creates nothing", func(t *testing.T) {
+			res := s.do(t, "POST", "/posts", "k", `{"title": "Hello"}`)
+			wantError(t, res.status, res.body, http.StatusGone, "the post this Idempotency-Key created ("+id+") was deleted since")
+			if n := s.count(t); n != 0 {
+				t.Errorf("%d posts stored; want none", n)
+			}
+			if res := s.do(t, "GET", "/posts/"+id, "", ""); res.status != http.StatusNotFound {
+				t.Errorf("a GET of the post: %d %s; want 404", res.status, res.body)
+			}
+		})
+	}
+}
