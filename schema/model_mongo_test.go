@@ -1,0 +1,48 @@
+//go:build !race
+
+// The model of model_test.go on FerretDB: two instances on one database, each with its own
+// client and a follower that relays. Built without the race detector only, as the other suites
+// that would link FerretDB into a package's race test binary.
+
+package schema_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/mongo"
+	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
+)
+
+func init() {
+	modelBackends = append(modelBackends, modelBackend{
+		name: "ferretdb", instances: 2, shortSeeds: []uint64{1, 2}, steps: 160,
+		open: func(t *testing.T) (store.Store, error) { return mongo.Open(modelFerretDB(t), "model") },
+	})
+}
+
+// modelFerretDB is the URI of the test's FerretDB, started with its first instance.
+func modelFerretDB(t *testing.T) string {
+	modelServers.mu.Lock()
+	defer modelServers.mu.Unlock()
+	if modelServers.m == nil {
+		modelServers.m = map[*testing.T]string{}
+	}
+	if uri, ok := modelServers.m[t]; ok {
+		return uri
+	}
+	uri := mongotest.FerretDB(t).URI
+	modelServers.m[t] = uri
+	t.Cleanup(func() {
+		modelServers.mu.Lock()
+		delete(modelServers.m, t)
+		modelServers.mu.Unlock()
+	})
+	return uri
+}
+
+var modelServers struct {
+	mu sync.Mutex
+	m  map[*testing.T]string
+}

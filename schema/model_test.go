@@ -1,0 +1,1403 @@
+package schema_test
+
+// The model-based test of the delivery machinery (issue 36): a seeded random mix of writes
+// through posts.Service and GraphQL mutations, subscriptions with filters opened and closed on
+// shared connections (each a schema.Sequence), resumes from cursors received, readers that read
+// fast, slowly or not at all for a while, reloads (another Schema joining a connection's
+// Sequence), instance restarts and the expiry of the log, checked against modelLog, the store's
+// event log read back: each subscription gets exactly the matching events after its start, once,
+// in the log's order across its connection, or a documented refusal after which it gets nothing.
+//
+// TestModel runs modelShortSeeds (make test, under -race too); MODEL_SEED=n runs seed n alone,
+// MODEL_SEEDS=a,b,c those, MODEL_DURATION=1h consecutive seeds from MODEL_SEED (default: the
+// clock) until that time has passed (make soak), MODEL_STEPS the steps of each. A failure names
+// its seed and the command that runs it again; the schedule of goroutines is the machine's, so a
+// seed replays the same steps, not always the same interleaving.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/events/eventstest"
+	"github.com/postsedge/caddy-posts/internal/race"
+	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
+	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/sqlite"
+)
+
+// modelBackend is a store the model runs on: how many instances share it, and how to open one
+// instance's store (again, for a restart).
+type modelBackend struct {
+	name      string
+	instances int
+	// open returns a store of the backend for one instance, closed by its close.
+	open func(t *testing.T) (store.Store, error)
+	// shortSeeds are the seeds make test runs.
+	shortSeeds []uint64
+	steps      int
+}
+
+// modelBackends are the backends TestModel runs on: the embedded store here, FerretDB's where
+// the race detector is off (model_mongo_test.go).
+var modelBackends = []modelBackend{embeddedModelBackend}
+
+var embeddedModelBackend = modelBackend{
+	name: "embedded", instances: 1, shortSeeds: []uint64{1, 2, 3, 4}, steps: 220,
+	open: func(t *testing.T) (store.Store, error) {
+		dir := modelDir(t)
+		return sqlite.Open(dir, sqlite.Options{})
+	},
+}
+
+// modelDir is the embedded store's directory of the test: one per test, shared by the
+// instances that open it one after the other (a restart).
+func modelDir(t *testing.T) string {
+	modelDirs.mu.Lock()
+	defer modelDirs.mu.Unlock()
+	if modelDirs.m == nil {
+		modelDirs.m = map[*testing.T]string{}
+	}
+	if d, ok := modelDirs.m[t]; ok {
+		return d
+	}
+	d := t.TempDir()
+	modelDirs.m[t] = d
+	t.Cleanup(func() {
+		modelDirs.mu.Lock()
+		delete(modelDirs.m, t)
+		modelDirs.mu.Unlock()
+	})
+	return d
+}
+
+var modelDirs struct {
+	mu sync.Mutex
+	m  map[*testing.T]string
+}
+
+// The limits and sizes of the model's world: small, so that refusals and expiry happen.
+const (
+	modelQueue      = 96  // a connection's send queue, and its Sequence's limit
+	modelMaxResume  = 120 // max_resume_events
+	modelKeep       = 400 // events the log keeps
+	modelBroker     = 1024
+	modelMaxSubs    = 4 // subscriptions of a connection at once
+	modelConns      = 4 // connections at once
+	modelMaxBurst   = 24
+	modelSettleWait = 30 * time.Second
+)
+
+// TestModel runs the model on each backend: see the top of this file.
+func TestModel(t *testing.T) {
+	seeds, duration, steps := modelEnv(t)
+	for _, b := range modelBackends {
+		t.Run(b.name, func(t *testing.T) {
+			var total modelCounts
+			run := func(seed uint64) bool {
+				return t.Run(fmt.Sprintf("seed_%d", seed), func(t *testing.T) {
+					n := cmpOr(steps, b.steps)
+					c := runModel(t, b, seed, n)
+					total.add(c)
+					if t.Failed() {
+						t.Logf("reproduce: MODEL_SEED=%d go test -count=1 -run 'TestModel/%s/seed_%d$' ./schema/", seed, b.name, seed)
+					}
+				})
+			}
+			if duration > 0 {
+				until := time.Now().Add(duration / time.Duration(len(modelBackends)))
+				var failed []uint64
+				for seed := seeds[0]; time.Now().Before(until); seed++ {
+					if !run(seed) {
+						failed = append(failed, seed)
+						fmt.Printf("model %s: seed %d FAILED: MODEL_SEED=%d go test -count=1 -run 'TestModel/%s/seed_%d$' ./schema/\n", b.name, seed, seed, b.name, seed)
+					}
+				}
+				fmt.Printf("model %s: %s; failed seeds %v\n", b.name, total.String(), failed)
+				return
+			}
+			for _, seed := range seedsOr(seeds, b.shortSeeds) {
+				run(seed)
+			}
+			t.Logf("covered %s", total.String())
+		})
+	}
+}
+
+func cmpOr(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+func seedsOr(a, b []uint64) []uint64 {
+	if len(a) > 0 {
+		return a
+	}
+	return b
+}
+
+// modelEnv reads MODEL_SEED, MODEL_SEEDS, MODEL_DURATION and MODEL_STEPS.
+func modelEnv(t *testing.T) (seeds []uint64, duration time.Duration, steps int) {
+	if v := os.Getenv("MODEL_SEED"); v != "" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("MODEL_SEED=%q: %v", v, err)
+		}
+		seeds = []uint64{seed}
+	}
+	if v := os.Getenv("MODEL_SEEDS"); v != "" {
+		for f := range strings.SplitSeq(v, ",") {
+			seed, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				t.Fatalf("MODEL_SEEDS=%q: %v", v, err)
+			}
+			seeds = append(seeds, seed)
+		}
+	}
+	if v := os.Getenv("MODEL_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("MODEL_DURATION=%q: %v", v, err)
+		}
+		duration = d
+		if len(seeds) == 0 {
+			seeds = []uint64{uint64(time.Now().UnixNano()) % 1_000_000_000}
+		}
+	}
+	if v := os.Getenv("MODEL_STEPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("MODEL_STEPS=%q: %v", v, err)
+		}
+		steps = n
+	}
+	return seeds, duration, steps
+}
+
+// modelCounts is how much of the machinery a run covered.
+type modelCounts struct {
+	seeds, steps, writes, subscriptions, resumes, reloads, restarts, settles, deliveries int
+	refusals                                                                               map[string]int
+}
+
+func (c *modelCounts) add(o modelCounts) {
+	c.seeds += o.seeds
+	c.steps += o.steps
+	c.writes += o.writes
+	c.subscriptions += o.subscriptions
+	c.resumes += o.resumes
+	c.reloads += o.reloads
+	c.restarts += o.restarts
+	c.settles += o.settles
+	c.deliveries += o.deliveries
+	for k, v := range o.refusals {
+		if c.refusals == nil {
+			c.refusals = map[string]int{}
+		}
+		c.refusals[k] += v
+	}
+}
+
+func (c *modelCounts) refused(why string) {
+	if c.refusals == nil {
+		c.refusals = map[string]int{}
+	}
+	c.refusals[why]++
+}
+
+func (c modelCounts) String() string {
+	return fmt.Sprintf("%d seeds, %d steps, %d writes, %d subscriptions (%d resumed), %d reloads, %d restarts, %d settles, %d deliveries checked, refusals %v",
+		c.seeds, c.steps, c.writes, c.subscriptions, c.resumes, c.reloads, c.restarts, c.settles, c.deliveries, c.refusals)
+}
+
+// modelInstance is one process's share of the store: its store client, the follower of the log,
+// the broker, the service, and its configs' schemas, the current one last (a reload adds one).
+type modelInstance struct {
+	name     string
+	st       store.Store
+	log      store.EventLog
+	follower *events.Follower
+	broker   *events.Broker[posts.Event]
+	svc      *posts.Service
+	schemas  []*schema.Schema
+	stop     func()
+}
+
+func startModelInstance(t *testing.T, b modelBackend, name string) *modelInstance {
+	t.Helper()
+	st, err := b.open(t)
+	if err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+	log := st.(store.EventLog)
+	broker := events.NewBroker[posts.Event](modelBroker)
+	follower := events.NewFollower(events.FollowerConfig{Log: log, Hand: func(e store.Event) { broker.Publish(posts.EventOf(e)) },
+		Relay: b.instances > 1, Interval: 20 * time.Millisecond, Keep: modelKeep, ExpireEvery: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		follower.Run(ctx)
+	}()
+	in := &modelInstance{name: name, st: st, log: log, follower: follower, broker: broker,
+		svc: posts.NewService(posts.Config{Store: st, Timeout: 10 * time.Second, MaxLimit: 10, Logger: zap.NewNop(), Events: broker, Follower: follower})}
+	var once sync.Once
+	in.stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			broker.Close()
+			st.Close()
+		})
+	}
+	t.Cleanup(in.stop)
+	select {
+	case <-follower.Started():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the follower of %s did not start in 10s", name)
+	}
+	in.reload(t)
+	return in
+}
+
+// reload adds a schema over the instance's service: a config that replaced the last.
+func (in *modelInstance) reload(t *testing.T) {
+	limits := schema.DefaultLimits
+	limits.MaxResume = modelMaxResume
+	s, err := schema.New(in.svc, zap.NewNop(), limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.schemas = append(in.schemas, s)
+}
+
+func (in *modelInstance) handed() int64 {
+	p, _ := in.svc.Handed()
+	return p
+}
+
+// modelLog is the truth: the store's event log, read back by a reader of its own.
+type modelLog struct {
+	log    func() store.EventLog
+	read   int64
+	events map[int64]store.Event
+	order  []int64
+}
+
+// sync reads what the log has decided since the last read.
+func (m *modelLog) sync(ctx context.Context) error {
+	for {
+		page, upto, err := m.log().ReadEvents(ctx, m.read, 1000)
+		if err != nil {
+			return err
+		}
+		for _, e := range page {
+			if _, seen := m.events[e.Position]; !seen {
+				m.events[e.Position] = e
+				m.order = append(m.order, e.Position)
+			}
+		}
+		if upto <= m.read {
+			return nil
+		}
+		m.read = upto
+	}
+}
+
+func (m *modelLog) last() int64 {
+	if len(m.order) == 0 {
+		return 0
+	}
+	return m.order[len(m.order)-1]
+}
+
+// modelFilter is a subscription's: the kind of event, and the user or post it is restricted to.
+type modelFilter struct {
+	kind       string // store.EventCreated, EventUpdated, EventDeleted
+	user, post string // "": any
+}
+
+func (f modelFilter) matches(e store.Event) bool {
+	return e.Kind == f.kind && (f.user == "" || e.Post.UserID == f.user) && (f.post == "" || e.Post.ID == f.post)
+}
+
+func (f modelFilter) request() (query string, vars map[string]any) {
+	vars = map[string]any{}
+	if f.user != "" {
+		vars["u"] = f.user
+	}
+	switch f.kind {
+	case store.EventCreated:
+		return `subscription Created($u: ID) { postCreated(userId: $u) { id userId version } }`, vars
+	case store.EventUpdated:
+		if f.post != "" {
+			vars["id"] = f.post
+		}
+		return `subscription Updated($u: ID, $id: ID) { postUpdated(userId: $u, id: $id) { id userId version } }`, vars
+	default:
+		return `subscription Deleted($u: ID) { postDeleted(userId: $u) }`, vars
+	}
+}
+
+func (f modelFilter) String() string {
+	return fmt.Sprintf("%s user=%q post=%q", f.kind, f.user, f.post)
+}
+
+// Reader modes of a connection's client.
+const (
+	readFast = iota
+	readSlow
+	readStopped
+)
+
+var readModes = []string{"fast", "slow", "stopped"}
+
+// modelConn is one connection: its Sequence, its send queue (a bounded queue of tokens that its
+// reader takes), and what was delivered to it, in order.
+type modelConn struct {
+	id    int
+	inst  *modelInstance
+	seq   *schema.Sequence
+	queue chan struct{}
+	mode  atomic.Int32
+	wake  chan struct{} // a stopped reader reads again
+	ctx   context.Context
+	quit  context.CancelFunc
+
+	mu         sync.Mutex
+	dead       string // why the connection ended: "" while it is open
+	everStop   bool   // its reader stopped at some point
+	everSlow   bool
+	deliveries []modelDelivery
+	subs       []*modelSub
+	parsed     []modelEvent // of deliveries, parsed by the driver
+}
+
+type modelDelivery struct {
+	sub     *modelSub
+	payload json.RawMessage
+}
+
+// modelEvent is a delivery as a client reads it.
+type modelEvent struct {
+	position       int64
+	cursor, postID string
+	userID         string
+	version        int64
+	err            error
+}
+
+// modelSub is one subscription of a connection.
+type modelSub struct {
+	id      int
+	conn    *modelConn
+	schema  int // of its instance's schemas
+	f       modelFilter
+	resumed bool
+	from    int64 // the resume cursor's position
+	// start0 and start1 are the positions handed before Listen and once subscribed: a fresh
+	// subscription gets every matching event after start1, and may get a run of those before.
+	start0, start1 int64
+	joined         int // len(conn.deliveries) once it had joined its connection's Sequence
+	l              *schema.Listener
+
+	// under conn.mu
+	got     []int // indices of conn.deliveries
+	done    bool  // closed, ended, or its connection ended
+	why     string
+	endErr  error
+	late    int   // responses delivered after it was done
+	settled int64 // closed right after a settle that covered the log to this position
+}
+
+// modelRun is one seed's run.
+type modelRun struct {
+	t       *testing.T
+	b       modelBackend
+	seed    uint64
+	r       *rand.Rand
+	ctx     context.Context
+	insts   []*modelInstance
+	truth   *modelLog
+	conns   []*modelConn
+	allSubs []*modelSub
+	nextID  int
+	live    map[string]modelPost // posts, by id
+	deleted []modelPost
+	recent  []string // the last steps, for a failure's report
+	counts  modelCounts
+	// closers close the listeners of a connection that a callback ended; readers are the
+	// connections' clients.
+	closers, readers sync.WaitGroup
+	allConns         []*modelConn
+}
+
+type modelPost struct {
+	id, owner string
+}
+
+var modelUsers = []posts.Caller{alice, bob, {UserID: "carol", Method: auth.MethodAPIKey}}
+
+func runModel(t *testing.T, b modelBackend, seed uint64, steps int) modelCounts {
+	m := &modelRun{t: t, b: b, seed: seed, r: rand.New(rand.NewPCG(seed, 0x36)), ctx: t.Context(), live: map[string]modelPost{}}
+	m.counts.seeds = 1
+	for i := range b.instances {
+		m.insts = append(m.insts, startModelInstance(t, b, fmt.Sprintf("instance %d", i)))
+	}
+	var observer store.EventLog = m.insts[0].log
+	if b.instances > 1 { // a reader of its own, which no restart closes
+		st, err := b.open(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		observer = st.(store.EventLog)
+	}
+	m.truth = &modelLog{log: func() store.EventLog {
+		if b.instances == 1 {
+			return m.insts[0].log // reopened by a restart
+		}
+		return observer
+	}, events: map[int64]store.Event{}}
+	if err := m.truth.sync(m.ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("seed %d, the last steps:\n  %s", seed, strings.Join(m.recent, "\n  "))
+		}
+	}()
+	for range modelConns {
+		m.conns = append(m.conns, m.connect(m.insts[m.r.IntN(len(m.insts))]))
+	}
+	for step := 0; step < steps && !t.Failed(); step++ {
+		m.counts.steps++
+		m.step()
+	}
+	if !t.Failed() {
+		m.settle("the end")
+	}
+	m.closeAll()
+	m.checkAll(false)
+	return m.counts
+}
+
+func (m *modelRun) note(format string, args ...any) {
+	m.recent = append(m.recent, fmt.Sprintf(format, args...))
+	if len(m.recent) > 60 {
+		m.recent = m.recent[1:]
+	}
+}
+
+// step takes one random step.
+func (m *modelRun) step() {
+	switch n := m.r.IntN(100); {
+	case n < 34:
+		m.write()
+	case n < 38:
+		m.burst()
+	case n < 54:
+		m.subscribe(nil)
+	case n < 61:
+		m.unsubscribe()
+	case n < 70:
+		m.resume()
+	case n < 78:
+		m.readMode()
+	case n < 80:
+		m.reload()
+	case n < 82:
+		m.restart()
+	case n < 85:
+		m.recreate()
+	case n < 90:
+		m.settle("a settle step")
+	default:
+		d := time.Duration(m.r.IntN(20)) * time.Millisecond
+		m.note("sleep %v", d)
+		time.Sleep(d)
+	}
+}
+
+func (m *modelRun) pickUser() posts.Caller { return modelUsers[m.r.IntN(len(modelUsers))] }
+
+func (m *modelRun) pickLive() (modelPost, bool) {
+	if len(m.live) == 0 {
+		return modelPost{}, false
+	}
+	ids := make([]string, 0, len(m.live))
+	for id := range m.live {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return m.live[ids[m.r.IntN(len(ids))]], true
+}
+
+func callerOf(id string) posts.Caller {
+	for _, u := range modelUsers {
+		if u.UserID == id {
+			return u
+		}
+	}
+	return posts.Caller{UserID: id, Method: auth.MethodAPIKey}
+}
+
+// write makes one create, update or delete, through the service or a GraphQL mutation, on a
+// random instance.
+func (m *modelRun) write() {
+	in := m.insts[m.r.IntN(len(m.insts))]
+	graphQL := m.r.IntN(2) == 0
+	p, ok := m.pickLive()
+	switch k := m.r.IntN(10); {
+	case k < 4 || !ok:
+		caller := m.pickUser()
+		id, err := m.create(in, caller, graphQL)
+		m.note("create by %s on %s (graphql %v): %s %v", caller.UserID, in.name, graphQL, id, err)
+		if err != nil {
+			m.t.Errorf("seed %d: a create on %s failed: %v", m.seed, in.name, err)
+			return
+		}
+		m.live[id] = modelPost{id, caller.UserID}
+	case k < 8:
+		err := m.update(in, p, graphQL)
+		m.note("update of %s on %s (graphql %v): %v", p.id, in.name, graphQL, err)
+		if err != nil {
+			m.t.Errorf("seed %d: an update of %s on %s failed: %v", m.seed, p.id, in.name, err)
+		}
+	default:
+		err := m.delete(in, p, graphQL)
+		m.note("delete of %s on %s (graphql %v): %v", p.id, in.name, graphQL, err)
+		if err != nil {
+			m.t.Errorf("seed %d: a delete of %s on %s failed: %v", m.seed, p.id, in.name, err)
+			return
+		}
+		delete(m.live, p.id)
+		m.deleted = append(m.deleted, p)
+	}
+	m.counts.writes++
+	m.sync()
+}
+
+func (m *modelRun) create(in *modelInstance, caller posts.Caller, graphQL bool) (string, error) {
+	if !graphQL {
+		p, err := in.svc.Create(m.ctx, caller, posts.NewPost{Title: "t"})
+		return p.ID, err
+	}
+	var out struct{ CreatePost struct{ ID string } }
+	err := m.mutate(in, caller, `mutation($t: String!) { createPost(input: {title: $t}) { id } }`, map[string]any{"t": "t"}, &out)
+	return out.CreatePost.ID, err
+}
+
+func (m *modelRun) update(in *modelInstance, p modelPost, graphQL bool) error {
+	title := "u" + strconv.Itoa(m.r.IntN(1000))
+	if !graphQL {
+		_, err := in.svc.Update(m.ctx, callerOf(p.owner), p.id, posts.Changes{Title: posts.Change{Set: true, Value: &title}}, posts.Expect{})
+		return err
+	}
+	return m.mutate(in, callerOf(p.owner), `mutation($id: ID!, $t: String!) { updatePost(id: $id, input: {title: $t}) { version } }`, map[string]any{"id": p.id, "t": title}, nil)
+}
+
+func (m *modelRun) delete(in *modelInstance, p modelPost, graphQL bool) error {
+	if !graphQL {
+		return in.svc.Delete(m.ctx, callerOf(p.owner), p.id, posts.Expect{})
+	}
+	return m.mutate(in, callerOf(p.owner), `mutation($id: ID!) { deletePost(id: $id) }`, map[string]any{"id": p.id}, nil)
+}
+
+// mutate runs a GraphQL mutation on the instance's current schema.
+func (m *modelRun) mutate(in *modelInstance, caller posts.Caller, query string, vars map[string]any, out any) error {
+	s := in.schemas[len(in.schemas)-1]
+	res := s.Do(auth.NewContext(m.ctx, caller), schema.Request{Query: query, Variables: vars})
+	if len(res.Errors) > 0 {
+		return fmt.Errorf("%v", res.Errors)
+	}
+	if out != nil {
+		return json.Unmarshal(res.Data, out)
+	}
+	return nil
+}
+
+// burst writes concurrently: a few writers, each creating a post, updating it and maybe
+// deleting it, on random instances.
+func (m *modelRun) burst() {
+	writers := 2 + m.r.IntN(3)
+	each := 1 + m.r.IntN(modelMaxBurst/writers/3+1)
+	type plan struct {
+		in      *modelInstance
+		caller  posts.Caller
+		updates int
+		del     bool
+	}
+	var plans [][]plan
+	for range writers {
+		var ps []plan
+		for range each {
+			ps = append(ps, plan{m.insts[m.r.IntN(len(m.insts))], m.pickUser(), m.r.IntN(3), m.r.IntN(2) == 0})
+		}
+		plans = append(plans, ps)
+	}
+	m.note("burst of %d writers × %d posts", writers, each)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		alive []modelPost
+	)
+	for _, ps := range plans {
+		wg.Go(func() {
+			for _, p := range ps {
+				post, err := p.in.svc.Create(m.ctx, p.caller, posts.NewPost{Title: "b"})
+				if err != nil {
+					m.t.Errorf("seed %d: a create of a burst failed: %v", m.seed, err)
+					return
+				}
+				title := "bu"
+				for range p.updates {
+					if _, err := p.in.svc.Update(m.ctx, p.caller, post.ID, posts.Changes{Title: posts.Change{Set: true, Value: &title}}, posts.Expect{}); err != nil {
+						m.t.Errorf("seed %d: an update of a burst failed: %v", m.seed, err)
+					}
+				}
+				mp := modelPost{post.ID, p.caller.UserID}
+				if p.del {
+					if err := p.in.svc.Delete(m.ctx, p.caller, post.ID, posts.Expect{}); err != nil {
+						m.t.Errorf("seed %d: a delete of a burst failed: %v", m.seed, err)
+					}
+				}
+				mu.Lock()
+				if p.del {
+					m.deleted = append(m.deleted, mp)
+				} else {
+					alive = append(alive, mp)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, p := range alive {
+		m.live[p.id] = p
+	}
+	m.counts.writes += writers * each
+	m.sync()
+}
+
+// recreate stores a post again under the id of a deleted one, straight into the store (as an
+// idempotent create's takeover or a copy does), then writes one more through the service, after
+// which the follower has read the log past it.
+func (m *modelRun) recreate() {
+	if len(m.deleted) == 0 {
+		return
+	}
+	i := m.r.IntN(len(m.deleted))
+	p := m.deleted[i]
+	in := m.insts[m.r.IntN(len(m.insts))]
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	_, err := in.st.InsertPost(m.ctx, store.Post{ID: p.id, UserID: p.owner, Title: "again", CreatedAt: at, UpdatedAt: at, Version: 1})
+	m.note("recreate %s on %s: %v", p.id, in.name, err)
+	if err == nil {
+		m.deleted = slices.Delete(m.deleted, i, i+1)
+		m.live[p.id] = p
+		m.counts.writes++
+	} else {
+		m.counts.refused("recreate: " + err.Error())
+	}
+	caller := m.pickUser()
+	id, err := m.create(in, caller, false)
+	if err != nil {
+		m.t.Errorf("seed %d: a create on %s failed: %v", m.seed, in.name, err)
+		return
+	}
+	m.live[id] = modelPost{id, caller.UserID}
+	m.counts.writes++
+	m.sync()
+}
+
+// sync reads the log after a write, so that the truth is read before the expiry takes it.
+func (m *modelRun) sync() {
+	if err := m.truth.sync(m.ctx); err != nil {
+		m.t.Errorf("seed %d: reading the log back: %v", m.seed, err)
+	}
+}
+
+// connect opens a connection on in, with its reader.
+func (m *modelRun) connect(in *modelInstance) *modelConn {
+	m.nextID++
+	ctx, quit := context.WithCancel(m.ctx)
+	c := &modelConn{id: m.nextID, inst: in, queue: make(chan struct{}, modelQueue), wake: make(chan struct{}, 1), ctx: ctx, quit: quit}
+	// The overflow is called with the Sequence's lock held, which is taken before c.mu.
+	c.seq = schema.NewSequence(modelQueue, func() { c.fail(&m.closers, "TOO_SLOW: the server fell behind the events (the Sequence overflowed)") }, c.room)
+	mode := m.r.IntN(2) // a connection starts fast or slow
+	c.mode.Store(int32(mode))
+	c.everSlow = mode == readSlow
+	r := rand.New(rand.NewPCG(m.seed, uint64(c.id)))
+	m.readers.Go(func() { c.read(r) })
+	m.allConns = append(m.allConns, c)
+	m.t.Cleanup(quit)
+	m.note("connect %d on %s, reader %s", c.id, in.name, readModes[mode])
+	return c
+}
+
+// read is the connection's client: it takes what the queue holds, at its mode's pace.
+func (c *modelConn) read(r *rand.Rand) {
+	for {
+		for c.mode.Load() == readStopped {
+			select {
+			case <-c.wake:
+			case <-c.ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-c.queue:
+		case <-c.ctx.Done():
+			return
+		}
+		if c.mode.Load() == readSlow {
+			time.Sleep(time.Duration(100+r.IntN(400)) * time.Microsecond)
+		}
+	}
+}
+
+// room is the Sequence's: it waits until the queue is less than half full, as the WebSocket
+// connection's roomForEvents does.
+func (c *modelConn) room(ctx context.Context) error {
+	for len(c.queue) >= cap(c.queue)/2 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// failLocked ends the connection, as a transport that closes it with why: every subscription
+// of it ends; c.mu is held (or the Sequence's lock, which is taken before c.mu).
+func (c *modelConn) failLocked(closers *sync.WaitGroup, why string) {
+	if c.dead != "" {
+		return
+	}
+	c.dead = why
+	subs := slices.Clone(c.subs)
+	for _, s := range subs {
+		if !s.done {
+			s.done, s.why = true, why
+		}
+	}
+	c.quit()
+	closers.Go(func() {
+		for _, s := range subs {
+			s.l.Close()
+		}
+	})
+}
+
+func (c *modelConn) fail(closers *sync.WaitGroup, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failLocked(closers, why)
+}
+
+// end ends the connection as fail does, but closes its listeners before it returns: for the
+// driver, which holds no lock.
+func (c *modelConn) end(why string) {
+	c.mu.Lock()
+	if c.dead == "" {
+		c.dead = why
+		for _, s := range c.subs {
+			if !s.done {
+				s.done, s.why = true, why
+			}
+		}
+		c.quit()
+	}
+	subs := slices.Clone(c.subs)
+	c.mu.Unlock()
+	for _, s := range subs {
+		s.l.Close()
+	}
+}
+
+// liveConn is a random open connection, a new one in place of one that ended.
+func (m *modelRun) liveConn() *modelConn {
+	i := m.r.IntN(len(m.conns))
+	c := m.conns[i]
+	c.mu.Lock()
+	dead := c.dead != ""
+	c.mu.Unlock()
+	if dead {
+		c = m.connect(m.insts[m.r.IntN(len(m.insts))])
+		m.conns[i] = c
+	}
+	return c
+}
+
+func (m *modelRun) pickFilter() modelFilter {
+	f := modelFilter{kind: []string{store.EventCreated, store.EventUpdated, store.EventDeleted}[m.r.IntN(3)]}
+	if m.r.IntN(2) == 0 {
+		f.user = modelUsers[m.r.IntN(len(modelUsers))].UserID
+	}
+	if f.kind == store.EventUpdated && m.r.IntN(4) == 0 {
+		if p, ok := m.pickLive(); ok {
+			f.post = p.id
+		}
+	}
+	return f
+}
+
+// subscribe opens a subscription on a random connection: fresh, or from cursor when from is
+// not nil.
+func (m *modelRun) subscribe(from *modelResume) {
+	c := m.liveConn()
+	c.mu.Lock()
+	open := 0
+	for _, s := range c.subs {
+		if !s.done {
+			open++
+		}
+	}
+	c.mu.Unlock()
+	if open >= modelMaxSubs {
+		return
+	}
+	in := c.inst
+	sub := &modelSub{conn: c, schema: len(in.schemas) - 1, f: m.pickFilter()}
+	m.nextID++
+	sub.id = m.nextID
+	if m.r.IntN(4) == 0 { // an older config's, on a connection that outlived a reload
+		sub.schema = m.r.IntN(len(in.schemas))
+	}
+	req := schema.Request{}
+	if from != nil {
+		sub.f, sub.resumed, sub.from = from.f, true, from.position
+		req.ResumeFrom = json.RawMessage(strconv.Quote(from.cursor))
+	}
+	req.Query, req.Variables = sub.f.request()
+	s := in.schemas[sub.schema]
+	op, refusal := s.Prepare(req)
+	if refusal != nil {
+		m.t.Errorf("seed %d: subscription %s refused by Prepare: %v", m.seed, sub.f, refusal)
+		return
+	}
+	caller := m.pickUser()
+	sub.start0 = in.handed()
+	l, err := s.ListenIn(c.seq, "user "+caller.UserID, op, caller, func(p json.RawMessage) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.dead != "" {
+			return // a transport sends nothing once it failed
+		}
+		if sub.done {
+			sub.late++
+			return
+		}
+		select {
+		case c.queue <- struct{}{}:
+		default:
+			c.failLocked(&m.closers, "TOO_SLOW: the client reads too slowly (its queue is full)")
+			return
+		}
+		c.deliveries = append(c.deliveries, modelDelivery{sub, p})
+		sub.got = append(sub.got, len(c.deliveries)-1)
+	}, func(err error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !sub.done {
+			sub.done, sub.why, sub.endErr = true, "ended", err
+		}
+	})
+	if err != nil {
+		m.t.Errorf("seed %d: Listen %s: %v", m.seed, sub.f, err)
+		return
+	}
+	c.mu.Lock()
+	sub.l = l
+	sub.joined = len(c.deliveries)
+	c.subs = append(c.subs, sub)
+	dead := c.dead != ""
+	if dead && !sub.done {
+		sub.done, sub.why = true, c.dead
+	}
+	c.mu.Unlock()
+	if dead {
+		l.Close()
+	}
+	m.allSubs = append(m.allSubs, sub)
+	m.counts.subscriptions++
+	if from != nil {
+		m.counts.resumes++
+		sub.start1 = sub.from
+		m.note("sub %d on conn %d (%s, schema %d): %s resumed after %d", sub.id, c.id, in.name, sub.schema, sub.f, sub.from)
+		return
+	}
+	select {
+	case <-l.Subscribed():
+	case <-time.After(10 * time.Second):
+		m.t.Errorf("seed %d: subscription %d (%s) not subscribed in 10s", m.seed, sub.id, sub.f)
+	}
+	sub.start1 = in.handed()
+	m.note("sub %d on conn %d (%s, schema %d): %s from (%d, %d]", sub.id, c.id, in.name, sub.schema, sub.f, sub.start0, sub.start1)
+}
+
+// modelResume is where a resume starts: a cursor a subscription received, and its filter.
+type modelResume struct {
+	f        modelFilter
+	cursor   string
+	position int64
+}
+
+// resume subscribes again, on a random connection, from a random cursor that an ended
+// subscription received.
+func (m *modelRun) resume() {
+	var ended []*modelSub
+	for _, s := range m.allSubs {
+		s.conn.mu.Lock()
+		if s.done && len(s.got) > 0 {
+			ended = append(ended, s)
+		}
+		s.conn.mu.Unlock()
+	}
+	if len(ended) == 0 {
+		return
+	}
+	s := ended[m.r.IntN(len(ended))]
+	s.conn.mu.Lock()
+	idx := s.got[m.r.IntN(len(s.got))]
+	if m.r.IntN(2) == 0 {
+		idx = s.got[len(s.got)-1] // a client resumes after the last it received
+	}
+	s.conn.mu.Unlock()
+	m.parse(s.conn)
+	e := s.conn.parsed[idx]
+	if e.err != nil {
+		return
+	}
+	m.subscribe(&modelResume{s.f, e.cursor, e.position})
+}
+
+// unsubscribe closes a random open subscription, after a settle half the time, so that what it
+// got up to then is checked whole.
+func (m *modelRun) unsubscribe() {
+	var open []*modelSub
+	for _, s := range m.allSubs {
+		s.conn.mu.Lock()
+		if !s.done {
+			open = append(open, s)
+		}
+		s.conn.mu.Unlock()
+	}
+	if len(open) == 0 {
+		return
+	}
+	s := open[m.r.IntN(len(open))]
+	settled := int64(0)
+	if m.r.IntN(2) == 0 {
+		settled = m.settle(fmt.Sprintf("before closing sub %d", s.id))
+	}
+	s.l.Close()
+	s.conn.mu.Lock()
+	if !s.done {
+		s.done, s.why, s.settled = true, "closed", settled
+	}
+	s.conn.mu.Unlock()
+	m.note("close sub %d (settled to %d)", s.id, settled)
+}
+
+// readMode changes how a connection's client reads.
+func (m *modelRun) readMode() {
+	c := m.conns[m.r.IntN(len(m.conns))]
+	mode := m.r.IntN(3)
+	c.mu.Lock()
+	if mode == readStopped {
+		c.everStop = true
+	}
+	if mode == readSlow {
+		c.everSlow = true
+	}
+	c.mu.Unlock()
+	c.mode.Store(int32(mode))
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	m.note("conn %d reads %s", c.id, readModes[mode])
+}
+
+// reload adds a schema to an instance: the connections' new subscriptions go through it, while
+// the older ones go on in the same Sequences.
+func (m *modelRun) reload() {
+	in := m.insts[m.r.IntN(len(m.insts))]
+	if len(in.schemas) >= 3 {
+		return
+	}
+	in.reload(m.t)
+	m.counts.reloads++
+	m.note("reload %s: %d schemas", in.name, len(in.schemas))
+}
+
+// restart stops an instance, its connections with it, and starts it again; each subscription
+// that was open resumes on a new connection from the last cursor it received, as a client does.
+func (m *modelRun) restart() {
+	i := m.r.IntN(len(m.insts))
+	old := m.insts[i]
+	var resumes []modelResume
+	for _, c := range m.conns {
+		if c.inst != old {
+			continue
+		}
+		type last struct {
+			s   *modelSub
+			idx int
+		}
+		var lasts []last
+		c.mu.Lock()
+		for _, s := range c.subs {
+			if !s.done && len(s.got) > 0 {
+				lasts = append(lasts, last{s, s.got[len(s.got)-1]})
+			}
+		}
+		c.mu.Unlock()
+		c.end("the instance restarted")
+		m.parse(c)
+		for _, l := range lasts {
+			if e := c.parsed[l.idx]; e.err == nil {
+				resumes = append(resumes, modelResume{l.s.f, e.cursor, e.position})
+			}
+		}
+	}
+	old.stop()
+	m.insts[i] = startModelInstance(m.t, m.b, old.name+"'")
+	m.counts.restarts++
+	m.note("restart %s: %d subscriptions to resume", old.name, len(resumes))
+	for j, c := range m.conns {
+		if c.inst == old {
+			m.conns[j] = m.connect(m.insts[i])
+		}
+	}
+	for _, r := range resumes {
+		m.subscribe(&r)
+	}
+}
+
+// parse reads the deliveries of c not read yet.
+func (m *modelRun) parse(c *modelConn) {
+	c.mu.Lock()
+	fresh := slices.Clone(c.deliveries[len(c.parsed):])
+	c.mu.Unlock()
+	cursors := c.inst.follower.Cursors()
+	for _, d := range fresh {
+		var e modelEvent
+		data, cursor, err := eventstest.ParseEvent(d.payload)
+		if err != nil {
+			e.err = err
+			c.parsed = append(c.parsed, e)
+			continue
+		}
+		e.cursor = cursor
+		if e.position, err = cursors.Read(cursor); err != nil {
+			e.err = fmt.Errorf("cursor %q: %w", cursor, err)
+		}
+		var v struct {
+			PostCreated, PostUpdated *struct {
+				ID, UserID string
+				Version    int64
+			}
+			PostDeleted *string
+		}
+		if err := json.Unmarshal([]byte(data), &v); err != nil {
+			e.err = err
+		}
+		switch {
+		case v.PostCreated != nil:
+			e.postID, e.userID, e.version = v.PostCreated.ID, v.PostCreated.UserID, v.PostCreated.Version
+		case v.PostUpdated != nil:
+			e.postID, e.userID, e.version = v.PostUpdated.ID, v.PostUpdated.UserID, v.PostUpdated.Version
+		case v.PostDeleted != nil:
+			e.postID = *v.PostDeleted
+		default:
+			e.err = fmt.Errorf("a response with no event: %s", d.payload)
+		}
+		c.parsed = append(c.parsed, e)
+	}
+}
+
+// settle waits until every open subscription has got every event the log holds that it
+// matches, then checks them all; it returns the position it covered.
+func (m *modelRun) settle(why string) int64 {
+	m.counts.settles++
+	for _, c := range m.conns {
+		if c.mode.Load() == readStopped {
+			c.mode.Store(readSlow)
+			select {
+			case c.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	m.sync()
+	target := m.truth.last()
+	wait := modelSettleWait
+	if race.Enabled {
+		wait *= 3
+	}
+	deadline := time.Now().Add(wait)
+	for _, in := range m.insts {
+		for in.handed() < target {
+			if time.Now().After(deadline) {
+				m.t.Errorf("seed %d: %s: %s handed up to %d, not the log's last event %d, in %v", m.seed, why, in.name, in.handed(), target, wait)
+				return target
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	for {
+		behind := m.behind(target)
+		if behind == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			m.t.Errorf("seed %d: %s: after %v, %s", m.seed, why, wait, behind)
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	m.note("settle (%s) to %d", why, target)
+	m.checkAll(true)
+	return target
+}
+
+// behind names an open subscription that has not got all it matches up to target, "" when none.
+func (m *modelRun) behind(target int64) string {
+	for _, s := range m.allSubs {
+		s.conn.mu.Lock()
+		done := s.done
+		n := len(s.got)
+		s.conn.mu.Unlock()
+		if done {
+			continue
+		}
+		want := m.expected(s, target, n)
+		if len(want) > n {
+			return fmt.Sprintf("sub %d on conn %d (%s, %s) got %d of the %d events it matches up to %d", s.id, s.conn.id, s.conn.inst.name, s.f, n, len(want), target)
+		}
+	}
+	return ""
+}
+
+// expected are the positions of the events that s must get up to target, as the truth says,
+// given the first got of its n deliveries (a fresh subscription may get a run of the events
+// before its start).
+func (m *modelRun) expected(s *modelSub, target int64, n int) []int64 {
+	start := s.start1
+	m.parse(s.conn)
+	if !s.resumed && n > 0 {
+		s.conn.mu.Lock()
+		first := s.conn.parsed[s.got[0]]
+		s.conn.mu.Unlock()
+		if first.err == nil && first.position <= s.start1 && first.position > 0 {
+			start = first.position - 1
+		}
+	}
+	var want []int64
+	for _, p := range m.truth.order {
+		if p > start && p <= target && s.f.matches(m.truth.events[p]) {
+			want = append(want, p)
+		}
+	}
+	return want
+}
+
+// checkAll checks every subscription and connection against the model; complete says the open
+// subscriptions got all up to the log's last event (a settle).
+func (m *modelRun) checkAll(complete bool) {
+	m.sync()
+	for _, c := range m.allConns {
+		m.parse(c)
+	}
+	seen := map[*modelConn]bool{}
+	for _, s := range m.allSubs {
+		if !seen[s.conn] {
+			seen[s.conn] = true
+			m.checkConn(s.conn)
+		}
+		m.checkSub(s, complete)
+	}
+}
+
+// checkConn checks what a connection was delivered: in the log's order across its
+// subscriptions, and no TOO_SLOW for a client that read steadily.
+func (m *modelRun) checkConn(c *modelConn) {
+	m.parse(c)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if strings.HasPrefix(c.dead, "TOO_SLOW") {
+		switch {
+		case c.everStop:
+			// a client that stopped reading may be too slow
+		case c.everSlow && strings.Contains(c.dead, "queue is full"):
+			// and one that reads slowly may let its queue fill
+		default:
+			m.t.Errorf("seed %d: conn %d on %s, whose reader was %s (slow at some point: %v), ended with %s",
+				m.seed, c.id, c.inst.name, readModes[c.mode.Load()], c.everSlow, c.dead)
+			c.dead = "reported: " + c.dead
+		}
+	}
+	// The deliveries after a subscription joined come in the log's order: none before the
+	// largest position delivered to the connection since.
+	since := map[*modelSub]int64{}
+	for j, d := range c.deliveries[:len(c.parsed)] {
+		e := c.parsed[j]
+		if e.err != nil {
+			continue // checkSub says
+		}
+		if top, ok := since[d.sub]; ok && e.position < top {
+			var around []string
+			for k := max(0, j-12); k <= j; k++ {
+				around = append(around, fmt.Sprintf("sub %d: %d", c.deliveries[k].sub.id, c.parsed[k].position))
+			}
+			m.t.Errorf("seed %d: conn %d: sub %d (%s) was delivered position %d after position %d had been delivered to the connection since it joined (the connection's deliveries up to it: %s)",
+				m.seed, c.id, d.sub.id, d.sub.f, e.position, top, strings.Join(around, ", "))
+			since[d.sub] = 0
+		}
+		for _, s := range c.subs {
+			if s.joined <= j {
+				since[s] = max(since[s], e.position)
+			}
+		}
+	}
+}
+
+// checkSub checks what s was delivered against the truth.
+func (m *modelRun) checkSub(s *modelSub, complete bool) {
+	c := s.conn
+	c.mu.Lock()
+	var got []modelEvent
+	for _, idx := range s.got {
+		if idx >= len(c.parsed) {
+			break // delivered since the last parse
+		}
+		got = append(got, c.parsed[idx])
+	}
+	done, why, endErr, late, settled := s.done, s.why, s.endErr, s.late, s.settled
+	if late > 0 {
+		s.late = 0
+	}
+	c.mu.Unlock()
+	name := fmt.Sprintf("sub %d on conn %d (%s, schema %d, %s, resumed %v after %d)", s.id, c.id, c.inst.name, s.schema, s.f, s.resumed, s.from)
+	if late > 0 {
+		m.t.Errorf("seed %d: %s: %d responses delivered after it %s", m.seed, name, late, why)
+	}
+	// Its end.
+	refusal := ""
+	if why == "ended" {
+		var refused *schema.RefusedError
+		switch {
+		case errors.As(endErr, &refused) && len(refused.Errors) == 1:
+			refusal, _ = refused.Errors[0].Extensions["code"].(string)
+		case errors.Is(endErr, schema.ErrFeedFellBehind):
+			refusal = "FEED_FELL_BEHIND"
+		default:
+			refusal = fmt.Sprint(endErr)
+		}
+		if !s.resumed || (refusal != errcode.CursorExpired.GraphQL && refusal != errcode.ResumeTooLong.GraphQL) {
+			m.t.Errorf("seed %d: %s ended with %s (%v)", m.seed, name, refusal, endErr)
+		}
+		if refusal == errcode.ResumeTooLong.GraphQL && len(got) > 0 {
+			m.t.Errorf("seed %d: %s was refused RESUME_TOO_LONG after %d responses", m.seed, name, len(got))
+		}
+		m.counts.refused(refusal)
+		c.mu.Lock()
+		s.why = "ended, counted"
+		c.mu.Unlock()
+	}
+	// What it got: events of the log it matches, each once, in order.
+	last := int64(0)
+	if s.resumed {
+		last = s.from
+	}
+	for i, e := range got {
+		if e.err != nil {
+			m.t.Errorf("seed %d: %s: response %d: %v", m.seed, name, i, e.err)
+			return
+		}
+		te, ok := m.truth.events[e.position]
+		switch {
+		case !ok:
+			m.t.Errorf("seed %d: %s: response %d names position %d, which holds no event of the log (read to %d)", m.seed, name, i, e.position, m.truth.read)
+			return
+		case !s.f.matches(te):
+			m.t.Errorf("seed %d: %s: response %d is the event at %d (%s of %s by %s), which it does not match", m.seed, name, i, e.position, te.Kind, te.Post.ID, te.Post.UserID)
+			return
+		case te.Post.ID != e.postID || te.Kind != store.EventDeleted && (te.Post.Version != e.version || te.Post.UserID != e.userID):
+			m.t.Errorf("seed %d: %s: response %d is post %s version %d by %q, but the log's event at %d is post %s version %d by %q",
+				m.seed, name, i, e.postID, e.version, e.userID, e.position, te.Post.ID, te.Post.Version, te.Post.UserID)
+			return
+		case e.position <= last:
+			m.t.Errorf("seed %d: %s: response %d is position %d, after %d (twice, or out of order)", m.seed, name, i, e.position, last)
+			return
+		}
+		last = e.position
+	}
+	// Every event it matches, from its start: a prefix of them, all of them up to what a settle
+	// covered.
+	target := m.truth.last()
+	want := m.expected(s, target, len(got))
+	for i, e := range got {
+		if i >= len(want) {
+			break // delivered after the truth was read
+		}
+		if e.position != want[i] {
+			m.t.Errorf("seed %d: %s: response %d is position %d; the next event it matches is at %d (missed)", m.seed, name, i, e.position, want[i])
+			return
+		}
+	}
+	m.counts.deliveries += len(got)
+	covered := int64(0)
+	switch {
+	case complete && !done:
+		covered = target
+	case settled > 0:
+		covered = settled
+	}
+	if covered > 0 {
+		n := 0
+		for _, p := range want {
+			if p <= covered {
+				n++
+			}
+		}
+		if len(got) < n {
+			m.t.Errorf("seed %d: %s got %d events of the %d it matches up to %d: it missed %v", m.seed, name, len(got), n, covered, want[len(got):n])
+		}
+	}
+}
+
+// closeAll closes every subscription and connection at the end of a run.
+func (m *modelRun) closeAll() {
+	for _, c := range m.allConns {
+		c.end("the run ended")
+	}
+	m.readers.Wait()
+	m.closers.Wait()
+}
+
+
