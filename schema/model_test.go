@@ -195,7 +195,7 @@ func modelEnv(t *testing.T) (seeds []uint64, duration time.Duration, steps int) 
 // modelCounts is how much of the machinery a run covered.
 type modelCounts struct {
 	seeds, steps, writes, subscriptions, resumes, reloads, restarts, settles, deliveries int
-	refusals                                                                               map[string]int
+	refusals                                                                             map[string]int
 }
 
 func (c *modelCounts) add(o modelCounts) {
@@ -1399,5 +1399,3 @@ func (m *modelRun) closeAll() {
 	m.readers.Wait()
 	m.closers.Wait()
 }
-
-
