@@ -11,7 +11,7 @@ export POSTS_API_KEY
 SOURCES := $(shell find . -name '*.go' -not -path './build/*' -not -path './bench/*' -not -path './interop/*' -not -path './ecosystem/*') go.mod go.sum \
 	$(wildcard handlers/graphiql/* schema/*.graphql)
 
-.PHONY: build run test interop ecosystem fuzz clean
+.PHONY: build run test interop ecosystem fuzz soak clean
 
 # The binary is built from the xcaddy.json recipe by the build/ program (xcaddy as a library).
 caddy: $(SOURCES) xcaddy.json build/main.go build/go.mod
@@ -89,6 +89,16 @@ BENCH_FLAGS ?=
 .PHONY: bench
 bench: caddy
 	$(GO) run ./bench/run $(BENCH_FLAGS)
+
+# The model-based test of the delivery machinery (schema/model_test.go) for SOAK_DURATION, split
+# between the embedded store and FerretDB: consecutive seeds from the clock's, without the race
+# detector; each failure prints its seed and the command that runs it again, and the end what was
+# covered. SOAK_FLAGS passes more (e.g. SOAK_FLAGS=-race runs the embedded store's under it).
+SOAK_DURATION ?= 1h
+SOAK_FLAGS ?=
+soak:
+	@out=$$(MODEL_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -timeout 0 -v $(SOAK_FLAGS) -run 'TestModel' ./schema/ 2>&1); status=$$?; \
+		echo "$$out" | grep -E '^(model |--- FAIL|FAIL|ok )|seed [0-9]+:|reproduce:'; exit $$status
 
 # Runs every Go fuzz target for FUZZTIME each (their seed corpora run in make test already).
 FUZZTIME ?= 30s

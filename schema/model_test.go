@@ -52,6 +52,8 @@ type modelBackend struct {
 	// shortSeeds are the seeds make test runs.
 	shortSeeds []uint64
 	steps      int
+	// maxBurst is how many posts a writer of a burst creates at most, each with up to 4 events.
+	maxBurst int
 }
 
 // modelBackends are the backends TestModel runs on: the embedded store here, FerretDB's where
@@ -59,7 +61,7 @@ type modelBackend struct {
 var modelBackends = []modelBackend{embeddedModelBackend}
 
 var embeddedModelBackend = modelBackend{
-	name: "embedded", instances: 1, shortSeeds: []uint64{1, 2, 3, 4}, steps: 220,
+	name: "embedded", instances: 1, shortSeeds: []uint64{1, 2, 3, 4}, steps: 220, maxBurst: 30,
 	open: func(t *testing.T) (store.Store, error) {
 		dir := modelDir(t)
 		return sqlite.Open(dir, sqlite.Options{})
@@ -96,11 +98,10 @@ var modelDirs struct {
 const (
 	modelQueue      = 96  // a connection's send queue, and its Sequence's limit
 	modelMaxResume  = 120 // max_resume_events
-	modelKeep       = 400 // events the log keeps
+	modelKeep       = 300 // events the log keeps
 	modelBroker     = 1024
 	modelMaxSubs    = 4 // subscriptions of a connection at once
 	modelConns      = 4 // connections at once
-	modelMaxBurst   = 24
 	modelSettleWait = 30 * time.Second
 )
 
@@ -112,8 +113,7 @@ func TestModel(t *testing.T) {
 			var total modelCounts
 			run := func(seed uint64) bool {
 				return t.Run(fmt.Sprintf("seed_%d", seed), func(t *testing.T) {
-					n := cmpOr(steps, b.steps)
-					c := runModel(t, b, seed, n)
+					c := runModel(t, b, seed, steps)
 					total.add(c)
 					if t.Failed() {
 						t.Logf("reproduce: MODEL_SEED=%d go test -count=1 -run 'TestModel/%s/seed_%d$' ./schema/", seed, b.name, seed)
@@ -443,6 +443,7 @@ type modelRun struct {
 	live    map[string]modelPost // posts, by id
 	deleted []modelPost
 	recent  []string // the last steps, for a failure's report
+	began   time.Time
 	counts  modelCounts
 	// closers close the listeners of a connection that a callback ended; readers are the
 	// connections' clients.
@@ -457,7 +458,10 @@ type modelPost struct {
 var modelUsers = []posts.Caller{alice, bob, {UserID: "carol", Method: auth.MethodAPIKey}}
 
 func runModel(t *testing.T, b modelBackend, seed uint64, steps int) modelCounts {
-	m := &modelRun{t: t, b: b, seed: seed, r: rand.New(rand.NewPCG(seed, 0x36)), ctx: t.Context(), live: map[string]modelPost{}}
+	if race.Enabled && steps == 0 { // the race detector slows every step tenfold
+		steps, b.maxBurst = b.steps/3, max(b.maxBurst/3, 1)
+	}
+	m := &modelRun{t: t, b: b, seed: seed, r: rand.New(rand.NewPCG(seed, 0x36)), ctx: t.Context(), live: map[string]modelPost{}, began: time.Now()}
 	m.counts.seeds = 1
 	for i := range b.instances {
 		m.insts = append(m.insts, startModelInstance(t, b, fmt.Sprintf("instance %d", i)))
@@ -488,7 +492,7 @@ func runModel(t *testing.T, b modelBackend, seed uint64, steps int) modelCounts 
 	for range modelConns {
 		m.conns = append(m.conns, m.connect(m.insts[m.r.IntN(len(m.insts))]))
 	}
-	for step := 0; step < steps && !t.Failed(); step++ {
+	for step := 0; step < cmpOr(steps, b.steps) && !t.Failed(); step++ {
 		m.counts.steps++
 		m.step()
 	}
@@ -501,7 +505,10 @@ func runModel(t *testing.T, b modelBackend, seed uint64, steps int) modelCounts 
 }
 
 func (m *modelRun) note(format string, args ...any) {
-	m.recent = append(m.recent, fmt.Sprintf(format, args...))
+	m.recent = append(m.recent, fmt.Sprintf("%6.2fs ", time.Since(m.began).Seconds())+fmt.Sprintf(format, args...))
+	if os.Getenv("MODEL_TRACE") != "" {
+		fmt.Println(m.recent[len(m.recent)-1])
+	}
 	if len(m.recent) > 60 {
 		m.recent = m.recent[1:]
 	}
@@ -513,7 +520,7 @@ func (m *modelRun) step() {
 	case n < 34:
 		m.write()
 	case n < 38:
-		m.burst()
+		m.burst(false)
 	case n < 54:
 		m.subscribe(nil)
 	case n < 61:
@@ -637,9 +644,12 @@ func (m *modelRun) mutate(in *modelInstance, caller posts.Caller, query string, 
 
 // burst writes concurrently: a few writers, each creating a post, updating it and maybe
 // deleting it, on random instances.
-func (m *modelRun) burst() {
+func (m *modelRun) burst(large bool) {
 	writers := 2 + m.r.IntN(3)
-	each := 1 + m.r.IntN(modelMaxBurst/writers/3+1)
+	each := 1 + m.r.IntN(m.b.maxBurst/writers/3+1)
+	if large || m.r.IntN(4) == 0 { // a large one, that outlasts a replay
+		each = m.b.maxBurst
+	}
 	type plan struct {
 		in      *modelInstance
 		caller  posts.Caller
@@ -660,6 +670,23 @@ func (m *modelRun) burst() {
 		mu    sync.Mutex
 		alive []modelPost
 	)
+	// The log is read back meanwhile, before the expiry takes what the burst wrote.
+	reading, stopReading := context.WithCancel(m.ctx)
+	read := make(chan error, 1)
+	go func() {
+		for {
+			if err := m.truth.sync(reading); err != nil && reading.Err() == nil {
+				read <- err
+				return
+			}
+			select {
+			case <-reading.Done():
+				read <- nil
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
 	for _, ps := range plans {
 		wg.Go(func() {
 			for _, p := range ps {
@@ -691,6 +718,10 @@ func (m *modelRun) burst() {
 		})
 	}
 	wg.Wait()
+	stopReading()
+	if err := <-read; err != nil {
+		m.t.Errorf("seed %d: reading the log back: %v", m.seed, err)
+	}
 	for _, p := range alive {
 		m.live[p.id] = p
 	}
@@ -992,6 +1023,9 @@ func (m *modelRun) resume() {
 		return
 	}
 	m.subscribe(&modelResume{s.f, e.cursor, e.position})
+	if m.r.IntN(3) == 0 { // live events for the connection's other subscriptions while it replays
+		m.burst(true)
+	}
 }
 
 // unsubscribe closes a random open subscription, after a settle half the time, so that what it
@@ -1250,6 +1284,7 @@ func (m *modelRun) checkConn(c *modelConn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if strings.HasPrefix(c.dead, "TOO_SLOW") {
+		m.counts.refused(c.dead)
 		switch {
 		case c.everStop:
 			// a client that stopped reading may be too slow
@@ -1258,8 +1293,8 @@ func (m *modelRun) checkConn(c *modelConn) {
 		default:
 			m.t.Errorf("seed %d: conn %d on %s, whose reader was %s (slow at some point: %v), ended with %s",
 				m.seed, c.id, c.inst.name, readModes[c.mode.Load()], c.everSlow, c.dead)
-			c.dead = "reported: " + c.dead
 		}
+		c.dead = "counted: " + c.dead
 	}
 	// The deliveries after a subscription joined come in the log's order: none before the
 	// largest position delivered to the connection since.
