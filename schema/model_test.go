@@ -15,6 +15,7 @@ package schema_test
 // seed replays the same steps, not always the same interleaving.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -140,13 +141,7 @@ func TestModel(t *testing.T) {
 	}
 }
 
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
-}
-
+// seedsOr is a, or b when a is empty.
 func seedsOr(a, b []uint64) []uint64 {
 	if len(a) > 0 {
 		return a
@@ -493,7 +488,7 @@ func runModel(t *testing.T, b modelBackend, seed uint64, steps int) modelCounts 
 	for range modelConns {
 		m.conns = append(m.conns, m.connect(m.insts[m.r.IntN(len(m.insts))]))
 	}
-	for step := 0; step < cmpOr(steps, b.steps) && !t.Failed(); step++ {
+	for step := 0; step < cmp.Or(steps, b.steps) && !t.Failed(); step++ {
 		m.counts.steps++
 		m.step()
 	}
