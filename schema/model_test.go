@@ -62,7 +62,7 @@ type modelBackend struct {
 var modelBackends = []modelBackend{embeddedModelBackend}
 
 var embeddedModelBackend = modelBackend{
-	name: "embedded", instances: 1, shortSeeds: []uint64{1, 2, 3, 4}, steps: 220, maxBurst: 30,
+	name: "embedded", instances: 1, shortSeeds: []uint64{1, 2, 3, 4}, steps: 220, maxBurst: 16,
 	open: func(t *testing.T) (store.Store, error) {
 		dir := modelDir(t)
 		return sqlite.Open(dir, sqlite.Options{})
@@ -95,12 +95,15 @@ var modelDirs struct {
 	m  map[*testing.T]string
 }
 
-// The limits and sizes of the model's world: small, so that refusals and expiry happen.
+// The limits and sizes of the model's world: a site's queues (caddymodule.EventQueue: the
+// broker's and a connection's send queue, which is its Sequence's limit), and limits small
+// enough that refusals and expiry happen. A burst writes fewer events than the queues hold, so
+// that a client that reads steadily is never too slow.
 const (
-	modelQueue      = 96  // a connection's send queue, and its Sequence's limit
+	modelQueue      = 256 // a connection's send queue, and its Sequence's limit
 	modelMaxResume  = 120 // max_resume_events
 	modelKeep       = 300 // events the log keeps
-	modelBroker     = 1024
+	modelBroker     = 256
 	modelMaxSubs    = 4 // subscriptions of a connection at once
 	modelConns      = 4 // connections at once
 	modelSettleWait = 30 * time.Second
