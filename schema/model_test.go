@@ -101,8 +101,11 @@ var modelDirs struct {
 // that a client that reads steadily is never too slow.
 const (
 	modelQueue      = 256 // a connection's send queue, and its Sequence's limit
-	modelMaxResume  = 120 // max_resume_events
-	modelKeep       = 300 // events the log keeps
+	modelMaxResume  = 120 // max_resume_events of half the seeds
+	modelKeep       = 300 // events the log keeps, of those seeds
+	// The other half replay long: up to modelLongResume events, while writes go on.
+	modelLongResume = 2000
+	modelLongKeep   = 3000
 	modelBroker     = 256
 	modelMaxSubs    = 4 // subscriptions of a connection at once
 	modelConns      = 4 // connections at once
@@ -230,6 +233,7 @@ func (c modelCounts) String() string {
 // the broker, the service, and its configs' schemas, the current one last (a reload adds one).
 type modelInstance struct {
 	name     string
+	long     bool // it keeps modelLongKeep events, and replays up to modelLongResume
 	st       store.Store
 	log      store.EventLog
 	follower *events.Follower
@@ -239,7 +243,7 @@ type modelInstance struct {
 	stop     func()
 }
 
-func startModelInstance(t *testing.T, b modelBackend, name string) *modelInstance {
+func startModelInstance(t *testing.T, b modelBackend, name string, long bool) *modelInstance {
 	t.Helper()
 	st, err := b.open(t)
 	if err != nil {
@@ -248,14 +252,14 @@ func startModelInstance(t *testing.T, b modelBackend, name string) *modelInstanc
 	log := st.(store.EventLog)
 	broker := events.NewBroker[posts.Event](modelBroker)
 	follower := events.NewFollower(events.FollowerConfig{Log: log, Hand: func(e store.Event) { broker.Publish(posts.EventOf(e)) },
-		Relay: b.instances > 1, Interval: 20 * time.Millisecond, Keep: modelKeep, ExpireEvery: 200 * time.Millisecond})
+		Relay: b.instances > 1, Interval: 20 * time.Millisecond, Keep: cond[int64](long, modelLongKeep, modelKeep), ExpireEvery: 200 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		follower.Run(ctx)
 	}()
-	in := &modelInstance{name: name, st: st, log: log, follower: follower, broker: broker,
+	in := &modelInstance{name: name, long: long, st: st, log: log, follower: follower, broker: broker,
 		svc: posts.NewService(posts.Config{Store: st, Timeout: 10 * time.Second, MaxLimit: 10, Logger: zap.NewNop(), Events: broker, Follower: follower})}
 	var once sync.Once
 	in.stop = func() {
@@ -279,7 +283,7 @@ func startModelInstance(t *testing.T, b modelBackend, name string) *modelInstanc
 // reload adds a schema over the instance's service: a config that replaced the last.
 func (in *modelInstance) reload(t *testing.T) {
 	limits := schema.DefaultLimits
-	limits.MaxResume = modelMaxResume
+	limits.MaxResume = cond[int64](in.long, modelLongResume, modelMaxResume)
 	s, err := schema.New(in.svc, zap.NewNop(), limits)
 	if err != nil {
 		t.Fatal(err)
@@ -441,6 +445,8 @@ type modelRun struct {
 	nextID  int
 	live    map[string]modelPost // posts, by id
 	deleted []modelPost
+	acked   modelWrites
+	long    bool // its instances replay long (modelLongResume)
 	recent  []string // the last steps, for a failure's report
 	began   time.Time
 	counts  modelCounts
@@ -462,8 +468,9 @@ func runModel(t *testing.T, b modelBackend, seed uint64, steps int) modelCounts 
 	}
 	m := &modelRun{t: t, b: b, seed: seed, r: rand.New(rand.NewPCG(seed, 0x36)), ctx: t.Context(), live: map[string]modelPost{}, began: time.Now()}
 	m.counts.seeds = 1
+	m.long = m.r.IntN(2) == 0
 	for i := range b.instances {
-		m.insts = append(m.insts, startModelInstance(t, b, fmt.Sprintf("instance %d", i)))
+		m.insts = append(m.insts, startModelInstance(t, b, fmt.Sprintf("instance %d", i), m.long))
 	}
 	var observer store.EventLog = m.insts[0].log
 	if b.instances > 1 { // a reader of its own, which no restart closes
@@ -605,27 +612,93 @@ func (m *modelRun) write() {
 func (m *modelRun) create(in *modelInstance, caller posts.Caller, graphQL bool) (string, error) {
 	if !graphQL {
 		p, err := in.svc.Create(m.ctx, caller, posts.NewPost{Title: "t"})
+		if err == nil {
+			m.acked.add(store.EventCreated, p.ID, 1)
+		}
 		return p.ID, err
 	}
 	var out struct{ CreatePost struct{ ID string } }
 	err := m.mutate(in, caller, `mutation($t: String!) { createPost(input: {title: $t}) { id } }`, map[string]any{"t": "t"}, &out)
+	if err == nil {
+		m.acked.add(store.EventCreated, out.CreatePost.ID, 1)
+	}
 	return out.CreatePost.ID, err
 }
 
 func (m *modelRun) update(in *modelInstance, p modelPost, graphQL bool) error {
 	title := "u" + strconv.Itoa(m.r.IntN(1000))
 	if !graphQL {
-		_, err := in.svc.Update(m.ctx, callerOf(p.owner), p.id, posts.Changes{Title: posts.Change{Set: true, Value: &title}}, posts.Expect{})
+		post, err := in.svc.Update(m.ctx, callerOf(p.owner), p.id, posts.Changes{Title: posts.Change{Set: true, Value: &title}}, posts.Expect{})
+		if err == nil {
+			m.acked.add(store.EventUpdated, p.id, post.Version)
+		}
 		return err
 	}
-	return m.mutate(in, callerOf(p.owner), `mutation($id: ID!, $t: String!) { updatePost(id: $id, input: {title: $t}) { version } }`, map[string]any{"id": p.id, "t": title}, nil)
+	var out struct{ UpdatePost struct{ Version int64 } }
+	err := m.mutate(in, callerOf(p.owner), `mutation($id: ID!, $t: String!) { updatePost(id: $id, input: {title: $t}) { version } }`, map[string]any{"id": p.id, "t": title}, &out)
+	if err == nil {
+		m.acked.add(store.EventUpdated, p.id, out.UpdatePost.Version)
+	}
+	return err
 }
 
 func (m *modelRun) delete(in *modelInstance, p modelPost, graphQL bool) error {
+	var err error
 	if !graphQL {
-		return in.svc.Delete(m.ctx, callerOf(p.owner), p.id, posts.Expect{})
+		err = in.svc.Delete(m.ctx, callerOf(p.owner), p.id, posts.Expect{})
+	} else {
+		err = m.mutate(in, callerOf(p.owner), `mutation($id: ID!) { deletePost(id: $id) }`, map[string]any{"id": p.id}, nil)
 	}
-	return m.mutate(in, callerOf(p.owner), `mutation($id: ID!) { deletePost(id: $id) }`, map[string]any{"id": p.id}, nil)
+	if err == nil {
+		m.acked.add(store.EventDeleted, p.id, 0)
+	}
+	return err
+}
+
+// modelWrites are the writes acknowledged, each as the event the log must hold for it (of a
+// deletion, without the version): how many of each.
+type modelWrites struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func writeKey(kind, id string, version int64) string {
+	if kind == store.EventDeleted {
+		version = 0
+	}
+	return fmt.Sprintf("%s %s %d", kind, id, version)
+}
+
+func (w *modelWrites) add(kind, id string, version int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n == nil {
+		w.n = map[string]int{}
+	}
+	w.n[writeKey(kind, id, version)]++
+}
+
+// checkLogged checks that the log holds an event for every write acknowledged: a write whose
+// event is not logged is never published, and the truth of the other checks would not show it.
+func (m *modelRun) checkLogged() {
+	logged := map[string]int{}
+	for _, p := range m.truth.order {
+		e := m.truth.events[p]
+		logged[writeKey(e.Kind, e.Post.ID, e.Post.Version)]++
+	}
+	m.acked.mu.Lock()
+	defer m.acked.mu.Unlock()
+	var missing []string
+	for k, n := range m.acked.n {
+		if logged[k] < n {
+			missing = append(missing, fmt.Sprintf("%s (acknowledged %d times, logged %d)", k, n, logged[k]))
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		m.t.Errorf("seed %d: acknowledged writes whose event the log does not hold: %v", m.seed, missing)
+		m.acked.n = nil // said once
+	}
 }
 
 // mutate runs a GraphQL mutation on the instance's current schema.
@@ -694,16 +767,21 @@ func (m *modelRun) burst(large bool) {
 					m.t.Errorf("seed %d: a create of a burst failed: %v", m.seed, err)
 					return
 				}
+				m.acked.add(store.EventCreated, post.ID, 1)
 				title := "bu"
 				for range p.updates {
-					if _, err := p.in.svc.Update(m.ctx, p.caller, post.ID, posts.Changes{Title: posts.Change{Set: true, Value: &title}}, posts.Expect{}); err != nil {
+					if u, err := p.in.svc.Update(m.ctx, p.caller, post.ID, posts.Changes{Title: posts.Change{Set: true, Value: &title}}, posts.Expect{}); err != nil {
 						m.t.Errorf("seed %d: an update of a burst failed: %v", m.seed, err)
+					} else {
+						m.acked.add(store.EventUpdated, post.ID, u.Version)
 					}
 				}
 				mp := modelPost{post.ID, p.caller.UserID}
 				if p.del {
 					if err := p.in.svc.Delete(m.ctx, p.caller, post.ID, posts.Expect{}); err != nil {
 						m.t.Errorf("seed %d: a delete of a burst failed: %v", m.seed, err)
+					} else {
+						m.acked.add(store.EventDeleted, post.ID, 0)
 					}
 				}
 				mu.Lock()
@@ -742,6 +820,7 @@ func (m *modelRun) recreate() {
 	_, err := in.st.InsertPost(m.ctx, store.Post{ID: p.id, UserID: p.owner, Title: "again", CreatedAt: at, UpdatedAt: at, Version: 1})
 	m.note("recreate %s on %s: %v", p.id, in.name, err)
 	if err == nil {
+		m.acked.add(store.EventCreated, p.id, 1)
 		m.deleted = slices.Delete(m.deleted, i, i+1)
 		m.live[p.id] = p
 		m.counts.writes++
@@ -1022,9 +1101,41 @@ func (m *modelRun) resume() {
 		return
 	}
 	m.subscribe(&modelResume{s.f, e.cursor, e.position})
-	if m.r.IntN(3) == 0 { // live events for the connection's other subscriptions while it replays
+	switch m.r.IntN(3) { // live events for the connection's other subscriptions while it replays
+	case 0:
 		m.burst(true)
+	case 1:
+		m.trickle()
 	}
+}
+
+// trickle writes one post after the other for a while, as a steady stream of live events.
+func (m *modelRun) trickle() {
+	n := 10 * (1 + m.r.IntN(m.b.maxBurst))
+	in := m.insts[m.r.IntN(len(m.insts))]
+	m.note("trickle of %d creates on %s", n, in.name)
+	for i := range n {
+		caller := m.pickUser()
+		p, err := in.svc.Create(m.ctx, caller, posts.NewPost{Title: "tr"})
+		if err != nil {
+			m.t.Errorf("seed %d: a create of a trickle failed: %v", m.seed, err)
+			return
+		}
+		m.acked.add(store.EventCreated, p.ID, 1)
+		m.live[p.ID] = modelPost{p.ID, caller.UserID}
+		m.counts.writes++
+		if i%50 == 49 {
+			m.sync()
+		}
+	}
+	m.sync()
+}
+
+func cond[T any](c bool, a, b T) T {
+	if c {
+		return a
+	}
+	return b
 }
 
 // unsubscribe closes a random open subscription, after a settle half the time, so that what it
@@ -1118,7 +1229,7 @@ func (m *modelRun) restart() {
 		}
 	}
 	old.stop()
-	m.insts[i] = startModelInstance(m.t, m.b, old.name+"'")
+	m.insts[i] = startModelInstance(m.t, m.b, old.name+"'", m.long)
 	m.counts.restarts++
 	m.note("restart %s: %d subscriptions to resume", old.name, len(resumes))
 	for j, c := range m.conns {
@@ -1214,6 +1325,7 @@ func (m *modelRun) settle(why string) int64 {
 		time.Sleep(2 * time.Millisecond)
 	}
 	m.note("settle (%s) to %d", why, target)
+	m.checkLogged()
 	m.checkAll(true)
 	return target
 }
