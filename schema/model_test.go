@@ -100,9 +100,9 @@ var modelDirs struct {
 // enough that refusals and expiry happen. A burst writes fewer events than the queues hold, so
 // that a client that reads steadily is never too slow.
 const (
-	modelQueue      = 256 // a connection's send queue, and its Sequence's limit
-	modelMaxResume  = 120 // max_resume_events of half the seeds
-	modelKeep       = 300 // events the log keeps, of those seeds
+	modelQueue     = 256 // a connection's send queue, and its Sequence's limit
+	modelMaxResume = 120 // max_resume_events of half the seeds
+	modelKeep      = 300 // events the log keeps, of those seeds
 	// The other half replay long: up to modelLongResume events, while writes go on.
 	modelLongResume = 2000
 	modelLongKeep   = 3000
@@ -446,7 +446,7 @@ type modelRun struct {
 	live    map[string]modelPost // posts, by id
 	deleted []modelPost
 	acked   modelWrites
-	long    bool // its instances replay long (modelLongResume)
+	long    bool     // its instances replay long (modelLongResume)
 	recent  []string // the last steps, for a failure's report
 	began   time.Time
 	counts  modelCounts
