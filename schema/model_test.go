@@ -528,7 +528,7 @@ func (m *modelRun) step() {
 	case n < 38:
 		m.burst(false)
 	case n < 54:
-		m.subscribe(nil)
+		m.subscribe(nil, nil)
 	case n < 61:
 		m.unsubscribe()
 	case n < 70:
@@ -975,8 +975,10 @@ func (m *modelRun) pickFilter() modelFilter {
 
 // subscribe opens a subscription on a random connection: fresh, or from cursor when from is
 // not nil.
-func (m *modelRun) subscribe(from *modelResume) {
-	c := m.liveConn()
+func (m *modelRun) subscribe(from *modelResume, c *modelConn) {
+	if c == nil {
+		c = m.liveConn()
+	}
 	c.mu.Lock()
 	open := 0
 	for _, s := range c.subs {
@@ -1075,8 +1077,33 @@ type modelResume struct {
 }
 
 // resume subscribes again, on a random connection, from a random cursor that an ended
-// subscription received.
+// subscription received; or, a quarter of the time, several times on one new connection whose
+// client reads fast (a client that comes back with all its subscriptions), while writes go on.
 func (m *modelRun) resume() {
+	var c *modelConn
+	n := 1
+	if m.r.IntN(4) == 0 {
+		c, n = m.connect(m.insts[m.r.IntN(len(m.insts))]), 2+m.r.IntN(modelMaxSubs-1)
+		c.mode.Store(readFast)
+		c.everSlow = false
+		i := m.r.IntN(len(m.conns))
+		m.conns[i].end("its client closed it")
+		m.conns[i] = c
+	}
+	for range n {
+		m.resumeOn(c)
+	}
+	switch m.r.IntN(3) { // live events for the connection's other subscriptions while it replays
+	case 0:
+		m.burst(true)
+	case 1:
+		m.trickle()
+	}
+}
+
+// resumeOn subscribes again on c (nil: a random connection) from a random cursor that an ended
+// subscription received.
+func (m *modelRun) resumeOn(c *modelConn) {
 	var ended []*modelSub
 	for _, s := range m.allSubs {
 		s.conn.mu.Lock()
@@ -1100,13 +1127,7 @@ func (m *modelRun) resume() {
 	if e.err != nil {
 		return
 	}
-	m.subscribe(&modelResume{s.f, e.cursor, e.position})
-	switch m.r.IntN(3) { // live events for the connection's other subscriptions while it replays
-	case 0:
-		m.burst(true)
-	case 1:
-		m.trickle()
-	}
+	m.subscribe(&modelResume{s.f, e.cursor, e.position}, c)
 }
 
 // trickle writes one post after the other for a while, as a steady stream of live events.
@@ -1204,7 +1225,7 @@ func (m *modelRun) restart() {
 	i := m.r.IntN(len(m.insts))
 	old := m.insts[i]
 	var resumes []modelResume
-	for _, c := range m.conns {
+	for _, c := range m.allConns {
 		if c.inst != old {
 			continue
 		}
@@ -1238,7 +1259,7 @@ func (m *modelRun) restart() {
 		}
 	}
 	for _, r := range resumes {
-		m.subscribe(&r)
+		m.subscribe(&r, nil)
 	}
 }
 
