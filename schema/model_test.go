@@ -6,9 +6,13 @@ package schema_test
 // fast, slowly or not at all for a while, reloads (another Schema joining a connection's
 // Sequence), instance restarts and the expiry of the log, checked against modelLog, the store's
 // event log read back: each subscription gets exactly the matching events after its start, once,
-// in the log's order across its connection, or a documented refusal after which it gets nothing.
+// in the log's order across its connection, or a documented refusal after which it gets nothing
+// (TOO_SLOW only for a client that stopped reading, or read slowly and let its queue fill;
+// CURSOR_EXPIRED and RESUME_TOO_LONG for a resume); and the log holds an event for every write
+// acknowledged (checkLogged), which the log alone, as the truth, would not show.
 //
-// TestModel runs modelShortSeeds (make test, under -race too); MODEL_SEED=n runs seed n alone,
+// TestModel runs each backend's shortSeeds (make test, under -race too, with fewer steps);
+// MODEL_SEED=n runs seed n alone,
 // MODEL_SEEDS=a,b,c those, MODEL_DURATION=1h consecutive seeds from MODEL_SEED (default: the
 // clock) until that time has passed (make soak), MODEL_STEPS the steps of each. A failure names
 // its seed and the command that runs it again; the schedule of goroutines is the machine's, so a
