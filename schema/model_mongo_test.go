@@ -8,7 +8,6 @@
 package schema_test
 
 import (
-	"sync"
 	"testing"
 
 	"github.com/postsedge/caddy-posts/store"
@@ -25,25 +24,7 @@ func init() {
 
 // modelFerretDB is the URI of the test's FerretDB, started with its first instance.
 func modelFerretDB(t *testing.T) string {
-	modelServers.mu.Lock()
-	defer modelServers.mu.Unlock()
-	if modelServers.m == nil {
-		modelServers.m = map[*testing.T]string{}
-	}
-	if uri, ok := modelServers.m[t]; ok {
-		return uri
-	}
-	uri := mongotest.FerretDB(t).URI
-	modelServers.m[t] = uri
-	t.Cleanup(func() {
-		modelServers.mu.Lock()
-		delete(modelServers.m, t)
-		modelServers.mu.Unlock()
-	})
-	return uri
+	return modelServers.get(t, func() string { return mongotest.FerretDB(t).URI })
 }
 
-var modelServers struct {
-	mu sync.Mutex
-	m  map[*testing.T]string
-}
+var modelServers perTest[string]

@@ -75,28 +75,35 @@ var embeddedModelBackend = modelBackend{
 
 // modelDir is the embedded store's directory of the test: one per test, shared by the
 // instances that open it one after the other (a restart).
-func modelDir(t *testing.T) string {
-	modelDirs.mu.Lock()
-	defer modelDirs.mu.Unlock()
-	if modelDirs.m == nil {
-		modelDirs.m = map[*testing.T]string{}
-	}
-	if d, ok := modelDirs.m[t]; ok {
-		return d
-	}
-	d := t.TempDir()
-	modelDirs.m[t] = d
-	t.Cleanup(func() {
-		modelDirs.mu.Lock()
-		delete(modelDirs.m, t)
-		modelDirs.mu.Unlock()
-	})
-	return d
+func modelDir(t *testing.T) string { return modelDirs.get(t, t.TempDir) }
+
+var modelDirs perTest[string]
+
+// perTest holds a value made once for each test, for the calls of that test (its instances
+// share the backend's), and forgotten when the test ends.
+type perTest[T any] struct {
+	mu sync.Mutex
+	m  map[*testing.T]T
 }
 
-var modelDirs struct {
-	mu sync.Mutex
-	m  map[*testing.T]string
+// get is t's value, made by make the first time.
+func (p *perTest[T]) get(t *testing.T, make func() T) T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v, ok := p.m[t]; ok {
+		return v
+	}
+	if p.m == nil {
+		p.m = map[*testing.T]T{}
+	}
+	v := make()
+	p.m[t] = v
+	t.Cleanup(func() {
+		p.mu.Lock()
+		delete(p.m, t)
+		p.mu.Unlock()
+	})
+	return v
 }
 
 // The limits and sizes of the model's world: a site's queues (caddymodule.EventQueue: the
