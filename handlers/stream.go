@@ -120,6 +120,8 @@ type stream struct {
 	done  bool              // the stream is ending: end is set
 	end   streamEnd
 	room  chan struct{} // closed when the queue is less than half full, for a replay waiting
+	o     out           // where run writes, once it runs
+	cut   bool          // cutOff was called: nothing more reaches the client
 }
 
 // streamEnd is how a stream ends: with errs or not, and whether the client should reconnect.
@@ -128,8 +130,8 @@ type streamEnd struct {
 	reconnect bool
 }
 
-// push queues a result; a client that lets the queue fill is too slow, and its stream ends
-// (for SSE, so that it reconnects and resumes), never waited for.
+// push queues a result; a client that lets the queue fill is too slow, and its stream is cut
+// off (cutOff; for SSE, so that it reconnects and resumes), never waited for.
 func (s *stream) push(payload json.RawMessage, limit int) {
 	s.mu.Lock()
 	if s.done {
@@ -139,7 +141,7 @@ func (s *stream) push(payload json.RawMessage, limit int) {
 	if len(s.queue) >= limit {
 		s.mu.Unlock()
 		metrics.EventsDropped(metrics.StageConnection, limit+1)
-		s.fail(errcode.New(errcode.TooSlow, "the client reads the stream too slowly; reconnect"))
+		s.cutOff(errcode.New(errcode.TooSlow, "the client reads the stream too slowly; reconnect"))
 		return
 	}
 	s.queue = append(s.queue, payload)
@@ -161,6 +163,34 @@ func (s *stream) finish(how streamEnd) {
 // reload or a shutdown, or a client too slow. It never blocks.
 func (s *stream) fail(why *errcode.Error) {
 	s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(why)}, reconnect: true})
+}
+
+// cutOff ends the stream of a client found too slow at once. fail would have run write the
+// stream's last words after what it is writing, which a client that has stopped reading never
+// takes: run would wait out the write's deadline (deadline, 24 s by default) holding its
+// goroutine, its buffers and its place in the hub. cutOff ends the write in progress (out.cut)
+// and every later one, the last words with them; the client's connection or HTTP/2 stream ends
+// there, mid-event maybe. It never blocks.
+func (s *stream) cutOff(why *errcode.Error) {
+	s.mu.Lock()
+	s.cut = true
+	o := s.o
+	s.mu.Unlock()
+	s.fail(why)
+	if o != nil {
+		o.cut()
+	}
+}
+
+// lost is the end of a stream whose client can no longer be written to: the end cutOff set, or
+// the client left.
+func (s *stream) lost() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cut {
+		return endReason(s.end)
+	}
+	return "client_left"
 }
 
 func (s *stream) signal() {
@@ -341,13 +371,20 @@ func (s *stream) deadline() time.Time {
 // run writes the stream until it ends: its results as they come, a keep-alive when it is idle.
 func (s *stream) run(o out) {
 	defer s.close()
+	s.mu.Lock()
+	s.o = o
+	cut := s.cut
+	s.mu.Unlock()
+	if cut { // before run began
+		o.cut()
+	}
 	keepAlive := time.NewTicker(s.frame.keepAliveEvery(s.hub.api().cfg.Subscriptions))
 	defer keepAlive.Stop()
 	var b []byte
 	for {
 		select {
 		case <-o.gone():
-			s.ended("client_left")
+			s.ended(s.lost())
 			return
 		case <-keepAlive.C:
 			if s.hub.exiting() {
@@ -355,7 +392,7 @@ func (s *stream) run(o out) {
 				continue
 			}
 			if !o.write(s.frame.keepAlive(b[:0]), s.deadline()) {
-				s.ended("client_left")
+				s.ended(s.lost())
 				return
 			}
 		case <-s.wake:
@@ -372,7 +409,7 @@ func (s *stream) run(o out) {
 				}
 			}
 			if len(b) > 0 && !o.write(b, s.deadline()) {
-				s.ended("client_left")
+				s.ended(s.lost())
 				return
 			}
 			s.sent += len(results)

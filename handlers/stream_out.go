@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,17 +19,30 @@ type out interface {
 	write(b []byte, deadline time.Time) bool // and flush; false once the client is gone
 	end()                                    // after the last write
 	gone() <-chan struct{}                   // closed when the client leaves, if the transport tells
+	// cut ends the write in progress at once, and fails every later one: for stream.cutOff, from
+	// any goroutine.
+	cut()
 }
+
+// aLongTimeAgo is a write deadline that has passed: a write under it fails at once, and over
+// HTTP/2 setting it resets the stream at once (a deadline of now may not have passed yet when
+// net/http compares it).
+var aLongTimeAgo = time.Unix(1, 0)
 
 // responseOut is the response, through whatever Caddy has in front of the handler (encode).
 type responseOut struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	ctx context.Context
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	ctx    context.Context
+	cutOff atomic.Bool // cut was called
 }
 
 func (o *responseOut) write(b []byte, deadline time.Time) bool {
 	_ = o.rc.SetWriteDeadline(deadline)
+	// Read after the deadline is set: a cut that this misses sets its own deadline after it.
+	if o.cutOff.Load() {
+		return false
+	}
 	if _, err := o.w.Write(b); err != nil {
 		return false
 	}
@@ -37,6 +51,11 @@ func (o *responseOut) write(b []byte, deadline time.Time) bool {
 
 func (o *responseOut) end()                  {}
 func (o *responseOut) gone() <-chan struct{} { return o.ctx.Done() }
+
+func (o *responseOut) cut() {
+	o.cutOff.Store(true)
+	_ = o.rc.SetWriteDeadline(aLongTimeAgo)
+}
 
 // takeConnection takes the connection of an HTTP/1.1 stream from net/http once its head is
 // out, so that the request ends and the stream holds no handler goroutine (and Caddy's state of
@@ -100,6 +119,9 @@ func (o *connOut) end() {
 }
 
 func (o *connOut) gone() <-chan struct{} { return o.left }
+
+// cut closes the connection: the write in progress fails, and so does every later one.
+func (o *connOut) cut() { _ = o.conn.Close() }
 
 // canFlush says whether what is written to w can be flushed to the client, as
 // http.ResponseController finds a writer that flushes: w or one it wraps. A writer that neither

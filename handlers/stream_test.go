@@ -867,6 +867,7 @@ type bufferOut struct{ bytes.Buffer }
 func (o *bufferOut) write(b []byte, _ time.Time) bool { o.Write(b); return true }
 func (o *bufferOut) end()                             {}
 func (o *bufferOut) gone() <-chan struct{}            { return nil }
+func (o *bufferOut) cut()                             {}
 
 func TestAStreamEndsWhenTheServerExits(t *testing.T) {
 	t.Run("an SSE stream ends at its next keep-alive, with no complete", func(t *testing.T) {

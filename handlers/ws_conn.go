@@ -56,8 +56,9 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	// The connection outlives the request: its context comes from the hub, not from r; it
 	// carries the request's id, made here on the request's goroutine, for what its goroutines log.
 	ctx, cancel := context.WithCancel(requestid.With(context.Background(), a.requestID(r)))
+	writes, cutWrites := context.WithCancel(context.Background())
 	c := &wsConn{
-		hub: a.hub, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel,
+		hub: a.hub, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel, writes: writes, cutWrites: cutWrites,
 		room: make(chan struct{}, 1), closing: make(chan struct{}),
 		creds: creds, caller: upgradeCaller, ops: map[string]*operation{}, client: client, address: address,
 		upgrade: r, opened: time.Now(),
@@ -102,6 +103,11 @@ type wsConn struct {
 	ctx    context.Context // the operations': ends with the connection
 	cancel context.CancelFunc
 	creds  auth.Credentials // the upgrade request's, to which connection_init adds its payload
+	// writes is the context of every message written; cancelled by cutOff, it closes the
+	// connection under the write in progress. Not ctx, which fail cancels before the writer
+	// sends the queue and the close frame.
+	writes    context.Context
+	cutWrites context.CancelFunc
 
 	queueMu sync.Mutex
 	queue   []message     // to the writer, at most SendQueue; nil when empty, so idle costs nothing
@@ -195,6 +201,7 @@ func (c *wsConn) end() {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.cutWrites()       // no write runs now: this releases the context alone
 	_ = c.ws.CloseNow() // if the writer has not closed it with a code
 	c.hub.conns.remove(c)
 	metrics.WebSocketClosed()

@@ -24,16 +24,27 @@ func (c *wsConn) reply(m message) {
 	}
 }
 
-// push queues an event. A client that lets the queue fill up is too slow, and is closed rather
-// than allowed to hold events (and memory) back.
+// push queues an event. A client that lets the queue fill up is too slow, and is cut off
+// (cutOff) rather than allowed to hold events (and memory) back.
 func (c *wsConn) push(m message) {
 	if c.ctx.Err() != nil {
 		return
 	}
 	if !c.enqueue(m) {
 		metrics.EventsDropped(metrics.StageConnection, c.api().cfg.Subscriptions.SendQueue+1) // the queue is full
-		c.fail(errcode.New(errcode.TooSlow, "the client reads messages too slowly"))
+		c.cutOff(errcode.New(errcode.TooSlow, "the client reads messages too slowly"))
 	}
+}
+
+// cutOff ends the connection of a client found too slow at once. fail alone would have the
+// writer send the queue and a close frame after the message it is writing, which a client that
+// has stopped reading never takes: the writer would wait out the write's timeout (ws_keepalive)
+// while the connection holds its place in the hub, its queue and its goroutines. cutOff cancels
+// c.writes, on which coder/websocket closes the connection under the write in progress (or the
+// next), and the reader's end follows; the close code is logged, not sent. It never blocks.
+func (c *wsConn) cutOff(why *errcode.Error) {
+	c.fail(why)
+	c.cutWrites()
 }
 
 // roomForEvents waits until the queue is less than half full, for a replay, which has its events
@@ -138,16 +149,21 @@ func (c *wsConn) write() {
 	}
 }
 
-// closeWithReason sends what is queued, then closes the connection with fail's code.
+// closeWithReason sends what is queued, then closes the connection with fail's code; one cut
+// off (cutOff) it closes at once, as Close would wait for the client's close frame.
 func (c *wsConn) closeWithReason() {
 	for m, ok := c.dequeue(); ok && c.writeMessage(m); m, ok = c.dequeue() {
 	}
 	c.cancel()
+	if c.writes.Err() != nil {
+		_ = c.ws.CloseNow()
+		return
+	}
 	_ = c.ws.Close(websocket.StatusCode(c.closeErr.Code.Close), c.closeErr.Message)
 }
 
 func (c *wsConn) writeMessage(m message) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), c.api().cfg.Subscriptions.KeepAlive)
+	ctx, cancel := context.WithTimeout(c.writes, c.api().cfg.Subscriptions.KeepAlive)
 	defer cancel()
 	if err := c.ws.Write(ctx, websocket.MessageText, m.encode()); err != nil {
 		c.cancel()

@@ -14,6 +14,8 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
+
+	"github.com/postsedge/caddy-posts/internal/race"
 )
 
 // titleReader reads a connection's messages in a goroutine of its own and hands on, in order,
@@ -79,12 +81,14 @@ func (r *titleReader) end() error {
 	return r.err
 }
 
-// TestASubscriberThatStopsReadingIsClosedWith1013 has one of two subscribers of a feed stop
-// reading while big events keep coming: once the loopback's buffers and its send queue are
-// full, it is closed with 1013, while the other goes on getting every event, and nothing of it
+// TestASubscriberThatStopsReadingIsCutOff has one of two subscribers of a feed stop reading
+// while big events keep coming: once the loopback's buffers and its send queue are full, its
+// connection is cut off at once (logged as closed with 1013, TOO_SLOW; no close frame reaches
+// a client that reads none), while the other goes on getting every event, and nothing of it
 // is left once both leave.
-func TestASubscriberThatStopsReadingIsClosedWith1013(t *testing.T) {
-	// No keep-alive ping while the test runs: the slow client could not answer it in time.
+func TestASubscriberThatStopsReadingIsCutOff(t *testing.T) {
+	// No keep-alive ping while the test runs: the slow client could not answer it in time. And
+	// so a write's timeout is a minute: slow's connection ends only if the write is cut.
 	s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.SendQueue, s.MaxSubscriptions, s.KeepAlive = 4, 1, time.Minute }))
 	s.createPost(t, "warm-up") // the store, the HTTP server and client start their goroutines
 	warm := s.dial(t, transportWS, nil)
@@ -104,9 +108,10 @@ func TestASubscriberThatStopsReadingIsClosedWith1013(t *testing.T) {
 		conns := s.serverConns()
 		return len(conns) == 2 && conns[0].running() == 1 && conns[1].running() == 1
 	})
-	ending := func() int { // how many connections the server is closing
+	conns := s.serverConns()
+	ending := func() int { // how many connections the server is closing, or has closed
 		n := 0
-		for _, c := range s.serverConns() {
+		for _, c := range conns {
 			if c.ending() {
 				n++
 			}
@@ -124,15 +129,37 @@ func TestASubscriberThatStopsReadingIsClosedWith1013(t *testing.T) {
 		s.createBigPost(t, title)
 		r.expect(t, title) // and so the feed has handed it to slow too
 	}
-	t.Logf("slow was closed after %d events", n)
+	decided := time.Now()
+	var cut *wsConn
+	for _, c := range conns {
+		if c.ending() {
+			cut = c
+		}
+	}
+	t.Logf("slow was found too slow after %d events", n)
+	waitFor(t, "slow's connection to end", func() bool { return s.open() == 1 })
+	took := time.Since(decided)
+	t.Logf("its connection ended %v after", took.Round(time.Millisecond))
+	if !race.Enabled && took > time.Second {
+		t.Errorf("slow's connection ended %v after it was found too slow; want within 1s", took)
+	}
+	if cut == nil || cut.closeCode() != websocket.StatusTryAgainLater {
+		t.Errorf("the connection that ended is %v; want slow's, closed with 1013", cut)
+	}
 	s.createPost(t, "after slow was closed")
 	r.expect(t, "after slow was closed")
 	if ending() != 1 {
-		t.Errorf("%d connections are closing; want only slow's", ending())
+		t.Errorf("%d connections were closed; want only slow's", ending())
 	}
 
-	if code, reason := closedWith(t, slow); code != websocket.StatusTryAgainLater {
-		t.Errorf("slow was closed with %d %q; want 1013", code, reason)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var err error
+	for err == nil { // what the loopback held for it, then the end
+		_, _, err = slow.Read(ctx)
+	}
+	if ctx.Err() != nil || websocket.CloseStatus(err) != -1 {
+		t.Errorf("slow's reads ended with %v; want the connection cut off, with no close frame", err)
 	}
 	_ = fast.Close(websocket.StatusNormalClosure, "")
 	if err := r.end(); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
