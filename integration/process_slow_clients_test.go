@@ -11,15 +11,19 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/postsedge/caddy-posts/events/eventstest"
+	"github.com/postsedge/caddy-posts/internal/race"
 )
 
 // The server timeouts of the test below: the production values of docs/operations.md, shortened. As there,
@@ -384,4 +388,289 @@ func TestServerTimeoutsCutSlowClientsOff(t *testing.T) {
 		t.Logf("open and served %v after the upgrade", served.Round(time.Millisecond))
 	})
 	p.stop()
+}
+
+// stalledClient is a subscriber that stopped reading: what drains it afterwards.
+type stalledClient struct {
+	// drain reads what is left for the client until its end, for at most 10 s: how many bytes,
+	// and whether the server had ended it.
+	drain func() (n int64, ended bool)
+	close func()
+}
+
+// smallBuffers dials with a receive buffer of 4 KiB, so that what the server sends a client
+// that reads nothing piles up on the server's side.
+var smallBuffers = net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+	var err error
+	c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	return err
+}}
+
+// stallRequest sends request on a socket of smallBuffers to addr, and reads nothing.
+func stallRequest(ctx context.Context, addr, request string) (stalledClient, error) {
+	conn, err := smallBuffers.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return stalledClient{}, err
+	}
+	if _, err := io.WriteString(conn, request); err != nil {
+		conn.Close()
+		return stalledClient{}, err
+	}
+	return stalledClient{
+		drain: func() (int64, bool) {
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			n, err := io.Copy(io.Discard, conn)
+			return n, !errors.Is(err, os.ErrDeadlineExceeded)
+		},
+		close: func() { conn.Close() },
+	}, nil
+}
+
+// stallStream opens a stream of kind through client (over HTTP/2: the stream's flow-control
+// window, 4 MiB for Go's client, then the server waits), and reads nothing after its opening.
+func stallStream(ctx context.Context, client *http.Client, kind, base, query string) (stalledClient, error) {
+	s, err := openStreamed(ctx, client, kind, base, query)
+	if err != nil {
+		return stalledClient{}, err
+	}
+	return stalledClient{
+		drain: func() (int64, bool) {
+			read := make(chan int64, 1)
+			go func() { n, _ := io.Copy(io.Discard, s.r); read <- n }()
+			select {
+			case n := <-read:
+				return n, true
+			case <-time.After(10 * time.Second):
+				s.close()
+				return <-read, false
+			}
+		},
+		close: s.close,
+	}, nil
+}
+
+// stallWebSocket subscribes with query over graphql-transport-ws on a socket of smallBuffers,
+// and reads nothing after connection_ack (coder/websocket reads only when asked).
+func stallWebSocket(ctx context.Context, base, query string) (stalledClient, error) {
+	c, _, err := websocket.Dial(ctx, strings.Replace(base, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
+		Subprotocols: []string{"graphql-transport-ws"},
+		HTTPClient:   &http.Client{Transport: &http.Transport{DialContext: smallBuffers.DialContext}},
+	})
+	if err != nil {
+		return stalledClient{}, err
+	}
+	c.SetReadLimit(1 << 20)
+	subscribe, _ := json.Marshal(map[string]any{"id": "1", "type": "subscribe", "payload": map[string]string{"query": query}})
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type": "connection_init"}`)); err != nil {
+		c.CloseNow()
+		return stalledClient{}, err
+	}
+	if _, ack, err := c.Read(ctx); err != nil || !strings.Contains(string(ack), "connection_ack") {
+		c.CloseNow()
+		return stalledClient{}, fmt.Errorf("connection_init: %s %v", ack, err)
+	}
+	if err := c.Write(ctx, websocket.MessageText, subscribe); err != nil {
+		c.CloseNow()
+		return stalledClient{}, err
+	}
+	return stalledClient{
+		drain: func() (n int64, ended bool) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for {
+				_, data, err := c.Read(ctx)
+				if err != nil {
+					return n, ctx.Err() == nil
+				}
+				n += int64(len(data))
+			}
+		},
+		close: func() { c.CloseNow() },
+	}, nil
+}
+
+// readTitles reads the titles of the postCreated events of a reader until it ends: next reads
+// one, "" at the end.
+func readTitles(next func() (string, error)) <-chan string {
+	titles := make(chan string, 1024)
+	go func() {
+		defer close(titles)
+		for {
+			title, err := next()
+			if err != nil || title == "" {
+				return
+			}
+			titles <- title
+		}
+	}()
+	return titles
+}
+
+// TestAClientThatStopsReadingIsCutOffOnEveryTransport: on each transport, a client that
+// subscribes and then reads nothing while 480 posts of 40 KB are written, beside an SSE and a
+// WebSocket subscriber that read, is cut off within 5 s of the server's first drop of its
+// events (caddy_posts_events_dropped_total{stage="connection"}), with the default ws_keepalive:
+// the gauge of its transport drops back, its end is logged as TOO_SLOW (1013), and the readers
+// get every event once, in order.
+func TestAClientThatStopsReadingIsCutOffOnEveryTransport(t *testing.T) {
+	ownProcesses(t)
+	admin, port := freePort(t), freePort(t)
+	p := startProcess(t, fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tpersist_config off\n\tmetrics\n\tservers {\n\t\tprotocols h1 h2c\n\t}\n}\nhttp://:%d {\n\tposts {\n\t\tdata_dir %s\n\t\tapi_key process-key alice\n\t}\n}\n",
+		admin, port, t.TempDir()), port)
+	adminMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", admin)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	const query = "subscription { postCreated { title body } }"
+	multipartBody, _ := json.Marshal(map[string]string{"query": query})
+	streams := func(kind string) func(map[string]*dto.MetricFamily) float64 {
+		return func(f map[string]*dto.MetricFamily) float64 {
+			return sample(f, "caddy_posts_streams", "interface="+kind)
+		}
+	}
+	webSockets := func(f map[string]*dto.MetricFamily) float64 { return sample(f, "caddy_posts_websocket_connections") }
+	tests := []struct {
+		name  string
+		stall func(ctx context.Context) (stalledClient, error)
+		gauge func(map[string]*dto.MetricFamily) float64 // counts the stalled client, beside the readers
+		ended string                                     // what its end's log line says
+	}{
+		{"an SSE stream over HTTP/1.1", func(ctx context.Context) (stalledClient, error) {
+			return stallRequest(ctx, addr, fmt.Sprintf("GET /graphql?query=%s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", url.QueryEscape(query), addr))
+		}, streams(overSSE), `"end":"TOO_SLOW"`},
+		{"a multipart stream over HTTP/1.1", func(ctx context.Context) (stalledClient, error) {
+			return stallRequest(ctx, addr, fmt.Sprintf("POST /graphql HTTP/1.1\r\nHost: %s\r\nAccept: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+				addr, apolloMultipartAccept, len(multipartBody), multipartBody))
+		}, streams(overMultipart), `"end":"TOO_SLOW"`},
+		{"an SSE stream over HTTP/2", func(ctx context.Context) (stalledClient, error) {
+			return stallStream(ctx, h2cClient(), overSSE, p.url, query)
+		}, streams(overSSE), `"end":"TOO_SLOW"`},
+		{"a multipart stream over HTTP/2", func(ctx context.Context) (stalledClient, error) {
+			return stallStream(ctx, h2cClient(), overMultipart, p.url, query)
+		}, streams(overMultipart), `"end":"TOO_SLOW"`},
+		{"a WebSocket", func(ctx context.Context) (stalledClient, error) {
+			return stallWebSocket(ctx, p.url, query)
+		}, webSockets, `"close_code":1013`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+" whose client stops reading is cut off within 5s of the first event dropped", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			sse, err := openStreamed(ctx, streamClient(), overSSE, p.url, postCreatedTitles)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sse.close()
+			ws := p.subscribe(ctx, t, `{}`)
+			defer ws.CloseNow()
+			readers := map[string]<-chan string{
+				"SSE": readTitles(func() (string, error) {
+					ev, err := sse.next()
+					if err != nil || ev.result == nil {
+						return "", err
+					}
+					return titleOf(ev.result)
+				}),
+				"WebSocket": readTitles(func() (string, error) {
+					_, data, err := ws.Read(ctx)
+					if err != nil {
+						return "", err
+					}
+					var m wsMessage
+					if err := json.Unmarshal(data, &m); err != nil || m.Type != "next" {
+						return "", fmt.Errorf("%s: %v", data, err)
+					}
+					result, _, err := eventstest.ParseEvent(m.Payload)
+					if err != nil {
+						return "", err
+					}
+					return titleOf(json.RawMessage(`{"data":` + result + `}`))
+				}),
+			}
+			_, families := scrape(t, adminMetrics)
+			readersOnly := tt.gauge(families)
+			stalled, err := tt.stall(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stalled.close()
+			waitUntil(t, "the stalled client to be counted", func() bool {
+				_, families := scrape(t, adminMetrics)
+				return tt.gauge(families) == readersOnly+1
+			})
+			dropped := sample(families, "caddy_posts_events_dropped_total", "stage=connection")
+			logged := strings.Count(p.out.String(), tt.ended)
+
+			// 480 posts of 40,000 characters: 19 MB to the stalled client, past what the
+			// kernel buffers for it and what the server queues for it.
+			const posts, size = 480, 40_000
+			body := strings.Repeat("x", size)
+			client := keyed()
+			var order []string
+			var firstDrop, cutOff time.Time
+			watch := func() {
+				_, families := scrape(t, adminMetrics)
+				now := time.Now()
+				if firstDrop.IsZero() && sample(families, "caddy_posts_events_dropped_total", "stage=connection") > dropped {
+					firstDrop = now
+				}
+				if cutOff.IsZero() && tt.gauge(families) == readersOnly {
+					cutOff = now
+				}
+			}
+			for i := range posts {
+				title := fmt.Sprint("large ", i)
+				res, err := client.Post(p.url+"/posts", "application/json", strings.NewReader(fmt.Sprintf(`{"title": %q, "body": %q}`, title, body)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusCreated {
+					t.Fatalf("POST /posts: %d", res.StatusCode)
+				}
+				order = append(order, title)
+				watch()
+			}
+			// Then until it is cut off: 30 s at most, past the 24 s of a write's deadline.
+			for deadline := time.Now().Add(30 * time.Second); cutOff.IsZero() && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				watch()
+			}
+			if firstDrop.IsZero() {
+				t.Fatalf("no event was dropped for the client that stopped reading; %d posts of %d bytes", posts, size)
+			}
+			if cutOff.IsZero() {
+				t.Fatalf("the client that stopped reading was still counted 30s after the writes")
+			}
+			took := cutOff.Sub(firstDrop)
+			t.Logf("cut off %v after the first event dropped", took.Round(time.Millisecond))
+			if !race.Enabled && took > 5*time.Second {
+				t.Errorf("cut off %v after the first event dropped; want within 5s", took)
+			}
+			if n, ended := stalled.drain(); !ended {
+				t.Errorf("its connection was still open 10s after it was cut off, %d bytes read", n)
+			} else if n >= posts*size {
+				t.Errorf("it was sent %d bytes: every event, so it was not held back", n)
+			}
+			waitUntil(t, "its end to be logged", func() bool { return strings.Count(p.out.String(), tt.ended) == logged+1 })
+			for name, titles := range readers {
+				for i, want := range order {
+					select {
+					case got, ok := <-titles:
+						if !ok {
+							t.Fatalf("the %s reader's subscription ended after %d events", name, i)
+						}
+						if got != want {
+							t.Fatalf("the %s reader's event %d is %q; want %q", name, i, got, want)
+						}
+					case <-time.After(10 * time.Second):
+						t.Fatalf("the %s reader had no event %d (%q) in 10s", name, i, want)
+					}
+				}
+				select {
+				case got := <-titles:
+					t.Errorf("the %s reader got %q after the last event", name, got)
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		})
+	}
 }

@@ -17,7 +17,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -677,14 +676,9 @@ func TestAStreamClientThatStopsReadingIsEnded(t *testing.T) {
 	defer cancel()
 
 	// The client that stops reading: its request, then nothing read, on a socket whose receive
-	// buffer is small, so that what the server sends piles up on the server's side.
-	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var err error
-		c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return err
-	}}
+	// buffer is small (smallBuffers).
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	stalled, err := dialer.DialContext(ctx, "tcp", addr)
+	stalled, err := smallBuffers.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
