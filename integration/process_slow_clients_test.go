@@ -489,6 +489,21 @@ func stallWebSocket(ctx context.Context, base, query string) (stalledClient, err
 	}, nil
 }
 
+// createWithBody POSTs a post of title and body through client, and fails t unless it is
+// created.
+func (p *caddyProcess) createWithBody(t *testing.T, client *http.Client, title, body string) {
+	t.Helper()
+	res, err := client.Post(p.url+"/posts", "application/json", strings.NewReader(fmt.Sprintf(`{"title": %q, "body": %q}`, title, body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /posts: %d", res.StatusCode)
+	}
+}
+
 // readTitles reads the titles of the postCreated events of a reader until it ends: next reads
 // one, "" at the end.
 func readTitles(next func() (string, error)) <-chan string {
@@ -618,15 +633,7 @@ func TestAClientThatStopsReadingIsCutOffOnEveryTransport(t *testing.T) {
 			}
 			for i := range posts {
 				title := fmt.Sprint("large ", i)
-				res, err := client.Post(p.url+"/posts", "application/json", strings.NewReader(fmt.Sprintf(`{"title": %q, "body": %q}`, title, body)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-				if res.StatusCode != http.StatusCreated {
-					t.Fatalf("POST /posts: %d", res.StatusCode)
-				}
+				p.createWithBody(t, client, title, body)
 				order = append(order, title)
 				watch()
 			}

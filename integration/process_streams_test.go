@@ -729,15 +729,7 @@ func TestAStreamClientThatStopsReadingIsEnded(t *testing.T) {
 	var stalledEnded time.Duration
 	for i := range posts {
 		title := fmt.Sprint("large ", i)
-		res, err := client.Post(p.url+"/posts", "application/json", strings.NewReader(fmt.Sprintf(`{"title": %q, "body": %q}`, title, body)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusCreated {
-			t.Fatalf("POST /posts: %d", res.StatusCode)
-		}
+		p.createWithBody(t, client, title, body)
 		written[title], order = time.Now(), append(order, title)
 		if _, families := scrape(t, adminMetrics); stalledEnded == 0 && sample(families, "caddy_posts_streams", "interface="+overSSE) == 1 {
 			stalledEnded = time.Since(start)
