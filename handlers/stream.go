@@ -250,9 +250,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 	}
 	s.atEnd(func() { a.hub.conns.remove(s) })
 	a.hub.closeOnExit(r, a.cfg.Exiting)
-	seq := schema.NewSequence(cfg.SendQueue, func() {
-		s.fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
-	}, func(ctx context.Context) error { return s.roomForEvents(ctx, a.hub.api().cfg.Subscriptions.SendQueue) })
+	seq := schema.NewSequence(cfg.SendQueue, func(ctx context.Context) error { return s.roomForEvents(ctx, a.hub.api().cfg.Subscriptions.SendQueue) })
 	l, err := a.cfg.GraphQL.ListenIn(seq, client, op, caller,
 		func(payload json.RawMessage) { s.push(payload, a.hub.api().cfg.Subscriptions.SendQueue) },
 		s.feedEnded)

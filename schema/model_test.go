@@ -861,8 +861,7 @@ func (m *modelRun) connect(in *modelInstance) *modelConn {
 	m.nextID++
 	ctx, quit := context.WithCancel(m.ctx)
 	c := &modelConn{id: m.nextID, inst: in, queue: make(chan struct{}, modelQueue), wake: make(chan struct{}, 1), ctx: ctx, quit: quit}
-	// The overflow is called with the Sequence's lock held, which is taken before c.mu.
-	c.seq = schema.NewSequence(modelQueue, func() { c.fail(&m.closers, "TOO_SLOW: the server fell behind the events (the Sequence overflowed)") }, c.room)
+	c.seq = schema.NewSequence(modelQueue, c.room)
 	mode := m.r.IntN(2) // a connection starts fast or slow
 	c.mode.Store(int32(mode))
 	c.everSlow = mode == readSlow

@@ -130,12 +130,11 @@ type held struct {
 }
 
 // NewSequence returns the sequence of one connection, which holds back limit responses at most:
-// past them, a listener's held responses are read again from the log (reread). overflow is no
-// longer called: a Sequence ends no connection (the handlers still pass it). room, if not nil,
-// waits until the connection can take more responses (its send queue is not too full), or
-// fails when ctx ends: a replay, which has every event at hand, goes at the client's pace
-// rather than overflow it.
-func NewSequence(limit int, overflow func(), room func(ctx context.Context) error) *Sequence {
+// past them, a listener's held responses are read again from the log (reread): a Sequence ends
+// no connection. room, if not nil, waits until the connection can take more responses (its send
+// queue is not too full), or fails when ctx ends: a replay, which has every event at hand, goes
+// at the client's pace rather than overflow it.
+func NewSequence(limit int, room func(ctx context.Context) error) *Sequence {
 	return &Sequence{limit: max(limit, 1), room: room}
 }
 
