@@ -3,9 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/postsedge/caddy-posts/store"
 )
@@ -20,9 +20,18 @@ import (
 // Writes that arrive while a transaction commits share the next one; a write alone is a
 // transaction of its own, as before, so a lone client waits no longer. Each write still commits
 // with its event or not at all, and the writes of a transaction are run in the order they came.
+//
+// Each write of a shared transaction runs in a SAVEPOINT of its own (together): a write that
+// fails on its own (no post to update, someone else's, another version, an id taken) is rolled
+// back to it, answers its own error and leaves the others to commit, so that no caller's failing
+// writes can make the others run again one transaction each. Its event's position, taken in the
+// savepoint, is rolled back with it and given to the next write: the log stays one run of
+// positions. Only a failure of the transaction itself (BEGIN, COMMIT, a savepoint's statement,
+// or an error of the database's, store.ErrUnavailable's kind, which may have rolled back the
+// whole transaction) makes each of its writes run again alone.
 const (
 	// maxBatch bounds the writes of one transaction: its time, and the work run again when
-	// one of them fails.
+	// the transaction fails.
 	maxBatch = 64
 	// queued is how many writes may wait for the committer; past it, a write waits to be
 	// queued (within its context).
@@ -50,6 +59,9 @@ type committer struct {
 	queue   chan *write
 	stop    chan struct{} // closed to end the committer
 	stopped chan struct{} // closed once it has ended; every write it took is done by then
+	// transactions counts the transactions begun, for the tests that measure how many writes
+	// share one.
+	transactions atomic.Uint64
 }
 
 // errClosed fails the writes of a store closed while they waited.
@@ -93,9 +105,10 @@ func (s *Store) commitLoop(c *conns) {
 	}
 }
 
-// commit runs the writes whose callers still wait: together in one transaction, or, if that
-// fails and they were more than one, each in its own, as the error may be one write's (its
-// post's id taken, no post to update) and each write must have its own outcome.
+// commit runs the writes whose callers still wait: together in one transaction, or, if the
+// transaction fails and they were more than one, each in its own, as the failure may be one
+// write's (a statement that failed with the database's error) and each write must have its own
+// outcome.
 func (s *Store) commit(c *conns, batch []*write) {
 	ws := batch[:0:0]
 	for _, w := range batch {
@@ -107,63 +120,114 @@ func (s *Store) commit(c *conns, batch []*write) {
 	for i, w := range ws {
 		switch {
 		case err == nil:
-			s.wrote(c)
 		case len(ws) == 1:
 			w.err = err
 		default:
-			if w.err = s.together(c, ws[i:i+1]); w.err == nil {
-				s.wrote(c)
+			if err := s.together(c, ws[i:i+1]); err != nil {
+				w.err = err
 			}
+		}
+		if w.err == nil {
+			s.wrote(c)
 		}
 		close(w.done)
 	}
 }
 
-// together runs ws in one transaction, committed if every one succeeds. A write's caller that
-// gives up once the committer has taken it ends neither the transaction nor the write's
-// statements (their contexts keep its values, not its end): the others' work is not undone for
-// it, and the statements of a write take microseconds, with no context for the driver to watch
-// (a goroutine a statement). BEGIN waits for SQLite's lock only if another process holds it (a
-// backup, the sqlite3 tool): that wait, and the transaction, end when the last of ws gives up,
-// so that its callers get their 503 at their deadline rather than busy_timeout's.
+// together runs ws in one transaction, each of several in a savepoint of its own (see above),
+// and returns the transaction's error: nil once it has committed, with the error of each write
+// that failed on its own (and was rolled back alone) in its err. A write alone needs no
+// savepoint: its error is the transaction's, which is rolled back.
+//
+// A write's caller that gives up once the committer has taken it ends neither the transaction
+// nor the write's statements (their contexts keep its values, not its end): the others' work is
+// not undone for it, and the statements of a write take microseconds, with no context for the
+// driver to watch (a goroutine a statement). BEGIN waits for SQLite's lock only if another
+// process holds it (a backup, the sqlite3 tool): that wait, and the transaction, end when the
+// last of ws gives up (allDone), so that its callers get their 503 at their deadline, or at
+// once when they are cancelled, rather than at busy_timeout's.
 func (s *Store) together(c *conns, ws []*write) error {
 	if len(ws) == 0 {
 		return nil
 	}
-	ctx, cancel := lastDeadline(ws)
+	for _, w := range ws {
+		w.err = nil
+	}
+	ctx, cancel := allDone(ws)
 	defer cancel()
+	c.committer.transactions.Add(1)
 	tx, err := c.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
+	if len(ws) == 1 {
+		if err := ws[0].do(context.WithoutCancel(ws[0].ctx), tx, c); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	// The savepoints' statements have no context to watch.
+	bg := context.Background()
+	savepoint, rollbackTo, release := tx.StmtContext(bg, c.stmt.savepoint), tx.StmtContext(bg, c.stmt.rollbackTo), tx.StmtContext(bg, c.stmt.release)
 	for _, w := range ws {
-		if err := w.do(context.WithoutCancel(w.ctx), tx, c); err != nil {
+		if _, err := savepoint.ExecContext(bg); err != nil {
+			return err
+		}
+		if w.err = w.do(context.WithoutCancel(w.ctx), tx, c); w.err != nil {
+			if s.failsTransaction(w.err) {
+				return w.err
+			}
+			if _, err := rollbackTo.ExecContext(bg); err != nil {
+				return err
+			}
+		}
+		if _, err := release.ExecContext(bg); err != nil {
 			return err
 		}
 	}
 	return tx.Commit()
 }
 
-// lastDeadline is a context that ends at the latest deadline of ws, or never if one has none.
-func lastDeadline(ws []*write) (context.Context, context.CancelFunc) {
-	var last time.Time
+// failsTransaction says whether err, a write's, is the failure of the transaction it runs in
+// rather than the write's own: the database's error (busy, full, I/O, interrupted, closed), after
+// which SQLite may have rolled back the whole transaction, or the transaction already ended
+// (its context ended).
+func (s *Store) failsTransaction(err error) bool {
+	return errors.Is(s.classify(err), store.ErrUnavailable) || errors.Is(err, sql.ErrTxDone)
+}
+
+// allDone is a context that ends once the context of every one of ws has ended (by its deadline
+// or its cancellation), or never if one of them never ends.
+func allDone(ws []*write) (context.Context, context.CancelFunc) {
 	for _, w := range ws {
-		d, ok := w.ctx.Deadline()
-		if !ok {
+		if w.ctx.Done() == nil {
 			return context.Background(), func() {}
 		}
-		if d.After(last) {
-			last = d
-		}
 	}
-	return context.WithDeadline(context.Background(), last)
+	ctx, cancel := context.WithCancel(context.Background())
+	var left atomic.Int64
+	left.Store(int64(len(ws)))
+	stops := make([]func() bool, len(ws))
+	for i, w := range ws {
+		stops[i] = context.AfterFunc(w.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
 }
 
 // inTransaction runs do in a transaction of the writer of the open store, committed if do
-// succeeds, possibly with other writes (see above): do must read and write through tx only, in
-// the context it is given, and set its results anew each time it runs (it runs again if the
-// transaction it shared failed). ctx bounds the wait for the committer; once the committer has
+// succeeds, possibly with other writes (see above), and undone if it fails: do must read and
+// write through tx only, in the context it is given, and set its results anew each time it runs
+// (it runs again if the transaction it shared failed). ctx bounds the wait for the committer; once the committer has
 // taken the write, it runs to its end.
 func (s *Store) inTransaction(ctx context.Context, do func(context.Context, *sql.Tx, *conns) error) error {
 	c, err := s.conns()

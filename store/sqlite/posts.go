@@ -41,8 +41,13 @@ const (
 	deletePostSQL = `DELETE FROM posts WHERE id = ?1 AND user_id = ?2 AND (?3 = 0 OR version = ?3) RETURNING version`
 	saveUserSQL   = `INSERT INTO users (id, name, email, updated_at) VALUES (?1, ?2, ?3, ?4)
 		ON CONFLICT (id) DO UPDATE SET name = coalesce(?2, name), email = coalesce(?3, email), updated_at = ?4`
-	getUserSQL  = `SELECT id, name, email, updated_at FROM users WHERE id = ?`
-	getUsersSQL = `SELECT id, name, email, updated_at FROM users WHERE id IN (SELECT value FROM json_each(?))`
+	// A write of a shared transaction runs in a savepoint of its own (commit.go), released after
+	// it, or rolled back to and released if it fails.
+	savepointSQL  = `SAVEPOINT write`
+	rollbackToSQL = `ROLLBACK TO write`
+	releaseSQL    = `RELEASE write`
+	getUserSQL    = `SELECT id, name, email, updated_at FROM users WHERE id = ?`
+	getUsersSQL   = `SELECT id, name, email, updated_at FROM users WHERE id IN (SELECT value FROM json_each(?))`
 )
 
 // firstPage is a key that every post comes after: no post is created at the largest time.
@@ -53,6 +58,7 @@ type statements struct {
 	getPost, list, listByUser, getUser, getUsers *sql.Stmt // on the readers
 	insertPost, updatePost, deletePost, saveUser *sql.Stmt // on the writer
 	keepDeleted                                  *sql.Stmt
+	savepoint, rollbackTo, release               *sql.Stmt // of the writes of a shared transaction (commit.go)
 	logEvent, lastPosition, readEvents           *sql.Stmt // of the event log (events.go)
 	expiryCut, raiseFloor, expireEvents          *sql.Stmt
 	kept, logStats                               *sql.Stmt
@@ -75,6 +81,9 @@ func (st *statements) prepare(read, write *sql.DB) error {
 		{write, &st.updatePost, updatePostSQL},
 		{write, &st.deletePost, deletePostSQL},
 		{write, &st.saveUser, saveUserSQL},
+		{write, &st.savepoint, savepointSQL},
+		{write, &st.rollbackTo, rollbackToSQL},
+		{write, &st.release, releaseSQL},
 		{write, &st.logEvent, logEventSQL},
 		{read, &st.lastPosition, lastPositionSQL},
 		{read, &st.readEvents, readEventsSQL},
