@@ -27,6 +27,11 @@ type request struct {
 	// the run (0 for a run of a duration): the i-th request takes the (i mod len)-th, in place of
 	// "{id}" in url and body. So a run reads random posts, or deletes posts made for it.
 	ids func(ctx context.Context, n int) ([]string, error)
+	// instead and every, when set, make every every-th request of a run (the every-th, the
+	// 2·every-th, …) instead's: two requests mixed in one run, as row 4f's creates with the
+	// PATCHes that are refused.
+	instead *request
+	every   int
 }
 
 // result is one load run: its answered requests' latencies (or its events' times to the last
@@ -50,15 +55,38 @@ func (r result) quantile(q float64) float64 {
 // measured. rate, when not 0, is the total requests per second, spread evenly over the
 // workers; 0 is closed loop, each worker sending its next request as soon as it has the answer.
 func load(ctx context.Context, req request, conc int, d time.Duration, n int, rate float64) (result, error) {
+	do, err := req.sender(ctx, n)
+	if err != nil {
+		return result{}, err
+	}
+	if req.instead != nil {
+		mixed, err := req.instead.sender(ctx, n)
+		if err != nil {
+			return result{}, err
+		}
+		alone := do
+		do = func(ctx context.Context, c *http.Client, i int) error {
+			if i%req.every == req.every-1 {
+				return mixed(ctx, c, i)
+			}
+			return alone(ctx, c, i)
+		}
+	}
+	return drive(ctx, conc, d, n, rate, do)
+}
+
+// sender returns what sends the i-th request of a run of n (0 for a run of a duration) of req,
+// and checks its answer; req.instead is not its.
+func (req request) sender(ctx context.Context, n int) (func(ctx context.Context, c *http.Client, i int) error, error) {
 	var ids []string
 	if req.ids != nil {
 		var err error
 		if ids, err = req.ids(ctx, n); err != nil || len(ids) == 0 {
-			return result{}, fmt.Errorf("the ids of %s: %d, %v", req.url, len(ids), err)
+			return nil, fmt.Errorf("the ids of %s: %d, %v", req.url, len(ids), err)
 		}
 	}
 	method := cmp.Or(req.method, http.MethodGet)
-	return drive(ctx, conc, d, n, rate, func(ctx context.Context, c *http.Client, i int) error {
+	return func(ctx context.Context, c *http.Client, i int) error {
 		url, body := req.url, req.body
 		if ids != nil {
 			id := ids[i%len(ids)]
@@ -69,7 +97,7 @@ func load(ctx context.Context, req request, conc int, d time.Duration, n int, ra
 			err = fmt.Errorf("%s %s: %d %.200s; want %d %s", method, url, res.StatusCode, answer, req.status, req.want)
 		}
 		return err
-	})
+	}, nil
 }
 
 // send makes one request with c and reads its whole answer; the response's body is closed.
