@@ -9,7 +9,7 @@ import (
 	"github.com/postsedge/caddy-posts/store"
 )
 
-// The event log is the table events: a write of a post inserts its event in its own transaction,
+// The event log is the table events: a write of a post inserts its event in the write's transaction,
 // so the two commit together or not at all, and the one writer gives positions in the order of
 // commits. A reader sees whole transactions, so the log holds no position still to be decided:
 // every position up to the last one read is decided.
@@ -17,7 +17,8 @@ import (
 // A position is the one after the last given (lastPosition): after the newest event kept, and
 // after event_log.floor, which expiry raises to its cut before it deletes (migration 6), so a
 // position is never given twice, even once every event has expired. A write's transaction
-// rolled back gives its position back, unseen.
+// rolled back, or a write of a shared transaction rolled back to its savepoint (commit.go), gives
+// its position back, unseen: the next write takes it.
 const (
 	eventColumns = `position, at, kind, post_id, user_id, title, body, created_at, updated_at, version`
 	// lastPosition reads the last position of the primary key (no scan) and the one row of
@@ -190,7 +191,7 @@ func (s *Store) Key(context.Context) ([]byte, error) {
 }
 
 // Stats counts the events without a scan: the log is one run of positions, as a position is
-// never skipped (a transaction rolled back gives its position back) and expiry deletes the
+// never skipped (a write rolled back gives its position back) and expiry deletes the
 // oldest first, so it holds every position from its oldest to the last.
 func (s *Store) Stats(ctx context.Context) (store.LogStats, error) {
 	c, done, err := s.reading()
