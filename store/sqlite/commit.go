@@ -198,8 +198,11 @@ func (s *Store) failsTransaction(err error) bool {
 }
 
 // allDone is a context that ends once the context of every one of ws has ended (by its deadline
-// or its cancellation), or never if one of them never ends.
+// or its cancellation), or never if one of them never ends: a write alone's own.
 func allDone(ws []*write) (context.Context, context.CancelFunc) {
+	if len(ws) == 1 {
+		return ws[0].ctx, func() {}
+	}
 	for _, w := range ws {
 		if w.ctx.Done() == nil {
 			return context.Background(), func() {}
