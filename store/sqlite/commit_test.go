@@ -128,6 +128,21 @@ func TestAWriteGivenUpWhileQueuedIsNotRun(t *testing.T) {
 	}
 }
 
+// opened is the store of dir, opened and closed when the test ends, and its connections.
+func opened(t *testing.T, dir string) (*Store, *conns) {
+	t.Helper()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c, err := s.conns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
 // holdWriter makes the committer take a write of the test's, which then waits in its BEGIN for
 // the writer's one connection, held until release: the writes that follow wait in its queue.
 func holdWriter(t *testing.T, s *Store) (*conns, func()) {
@@ -163,15 +178,7 @@ func holdWriter(t *testing.T, s *Store) (*conns, func()) {
 // one as without them, each failing write answers its own error and changes nothing, and the
 // log holds every insert's event and nothing else, in one run of positions.
 func TestFailingWritesUndoOnlyThemselves(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c, err := s.conns()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c := opened(t, t.TempDir())
 	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	bobs := store.Post{ID: "67d446000000000000000000", UserID: "bob", Title: "bob's", CreatedAt: at, UpdatedAt: at}
 	if _, err := s.InsertPost(t.Context(), bobs); err != nil {
@@ -310,15 +317,7 @@ func failingWrite(t *testing.T, s *Store, i int, bobs store.Post) string {
 // once with its context's error, not at busy_timeout's end (5s), and is not stored.
 func TestAWriteCancelledWhileWaitingForTheLockReturnsAtOnce(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c, err := s.conns()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c := opened(t, dir)
 	other, err := sql.Open("sqlite", dsn(filepath.Join(dir, DatabaseFile), "immediate"))
 	if err != nil {
 		t.Fatal(err)
