@@ -16,7 +16,8 @@ import (
 )
 
 // Writes that wait while the writer is held share the next transaction; one of them failing
-// (an id taken, no post to update) fails none of the others, and logs nothing of its own.
+// (an id taken, no post to update) fails none of the others, logs nothing of its own, and makes
+// none of them run again in a transaction of its own.
 func TestWritesThatShareATransactionEachHaveTheirOwnOutcome(t *testing.T) {
 	s, err := Open(t.TempDir(), Options{})
 	if err != nil {
@@ -58,8 +59,12 @@ func TestWritesThatShareATransactionEachHaveTheirOwnOutcome(t *testing.T) {
 			t.Fatalf("%d writes queued; want %d", len(c.committer.queue), n)
 		}
 	}
+	began := c.committer.transactions.Load()
 	release()
 	wg.Wait()
+	if got := c.committer.transactions.Load() - began; got != 1 {
+		t.Errorf("the %d writes, two of them failing, took %d transactions; want 1", n, got)
+	}
 
 	var logged []int64
 	for i, o := range outcomes {
@@ -174,7 +179,7 @@ func holdWriter(t *testing.T, s *Store) (*conns, func()) {
 
 // Writes that fail on their own (the update or deletion of someone else's post, of none, of
 // another version; the insert of an id taken), sent without a pause by 4 goroutines beside 32
-// inserting ones, undo only themselves: the inserts still share transactions, about as many to
+// inserting ones, as many each, undo only themselves: the inserts still share transactions, about as many to
 // one as without them, each failing write answers its own error and changes nothing, and the
 // log holds every insert's event and nothing else, in one run of positions.
 func TestFailingWritesUndoOnlyThemselves(t *testing.T) {
@@ -194,12 +199,11 @@ func TestFailingWritesUndoOnlyThemselves(t *testing.T) {
 		inserted = map[string]int64{bobs.ID: 1} // a post's id: its event's position
 		serial   int
 	)
-	// phase inserts inserters×each posts, beside failers goroutines whose writes fail if
-	// failing, and returns the transactions per write.
+	// phase inserts inserters×each posts, beside failers goroutines making each writes that
+	// fail if failing, all at once, and returns the transactions per write.
 	phase := func(failing bool) float64 {
 		began := c.committer.transactions.Load()
-		var wg, failed sync.WaitGroup
-		done := make(chan struct{})
+		var wg sync.WaitGroup
 		writes := inserters * each
 		for range inserters {
 			wg.Go(func() {
@@ -219,21 +223,12 @@ func TestFailingWritesUndoOnlyThemselves(t *testing.T) {
 				}
 			})
 		}
-		var failures sync.Mutex
 		if failing {
+			writes += failers * each
 			for range failers {
-				failed.Go(func() {
-					for i := 0; ; i++ {
-						select {
-						case <-done:
-							return
-						default:
-						}
-						wrong := failingWrite(t, s, i, bobs)
-						failures.Lock()
-						writes++
-						failures.Unlock()
-						if wrong != "" {
+				wg.Go(func() {
+					for i := range each {
+						if wrong := failingWrite(t, s, i, bobs); wrong != "" {
 							t.Error(wrong)
 							return
 						}
@@ -242,16 +237,17 @@ func TestFailingWritesUndoOnlyThemselves(t *testing.T) {
 			}
 		}
 		wg.Wait()
-		close(done)
-		failed.Wait()
 		return float64(c.committer.transactions.Load()-began) / float64(writes)
 	}
 	alone := phase(false)
 	beside := phase(true)
 	t.Logf("transactions per write: %.3f with inserts alone, %.3f beside %d goroutines whose writes fail", alone, beside, failers)
-	// Measured: 0.13 to 0.30 alone, 0.17 to 0.32 beside them (0.05 under the race detector);
-	// 1.02 beside them when a failing write made its transaction's writes run again alone.
-	if want := min(0.5, 2*alone+0.1); beside > want {
+	// Measured: 0.12 to 0.48 alone, 0.17 to 0.54 beside them, as the machine's load moved them
+	// (0.05 under the race detector); 1.02 beside them when a failing write made its
+	// transaction's writes run again alone. How many writes share one transaction is the
+	// scheduler's; that a failing write shares it is checked exactly in
+	// TestWritesThatShareATransactionEachHaveTheirOwnOutcome.
+	if want := max(0.75, alone+0.25); beside > want {
 		t.Errorf("transactions per write: %.3f beside failing writes; want at most %.3f, about the %.3f of inserts alone", beside, want, alone)
 	}
 
