@@ -447,22 +447,6 @@ func (e *env) fresh(base string) func(context.Context, int) ([]string, error) {
 	}
 }
 
-// othersPost makes, before each run, one post of listUser, not the author's, through the API of
-// the site at base: the post the author's PATCHes of row 4f try to change, refused.
-func (e *env) othersPost(base string) func(context.Context, int) ([]string, error) {
-	return func(ctx context.Context, _ int) ([]string, error) {
-		out, _, err := postAll(ctx, 1, base+"/posts", []seedPost{{user: listUser, title: "someone else's", body: "lorem ipsum"}},
-			http.StatusCreated, func(p seedPost) (string, []string) {
-				body, _ := json.Marshal(newPostJSON{Title: p.title, Body: p.body})
-				return string(body), []string{"Authorization: Bearer " + e.tokens[p.user]}
-			})
-		if err != nil {
-			return nil, err
-		}
-		return []string{out[0].ID}, nil
-	}
-}
-
 // check fails unless every side answers what its pair compares: the same bytes from the module,
 // the baseline and Caddy's reverse_proxy to it for the same posts and pages (and, with the gqlgen
 // server, the same JSON from it for the same queries), and a full page for the lists.
