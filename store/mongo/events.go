@@ -40,8 +40,9 @@ import (
 //
 // Positions come from one counter document, so they are given in one order; their events are
 // inserted just after, and may become visible out of that order. A reader stops at a position
-// still empty (a hole) while later ones are filled, until the hole is filled, or until the event
-// after it is older than holeWait: then it fills the hole with a marker that every reader skips.
+// still empty (a hole) while later ones are filled, until the hole is filled, or until it has
+// seen it empty for holeWait, timed on its own clock from its first sight (waits.go: never from
+// a time another instance wrote): then it fills the hole with a marker that every reader skips.
 // The insert that comes later finds its position taken and logs at a new one. A hole is decided
 // once, in the database, so every reader reads the same events in the same order.
 //
@@ -50,11 +51,11 @@ import (
 // below the cut afterwards, in front of positions already gone. So the counter records the cut
 // (expired) before the events go, and a reader that meets a gap at or below it skips it, where
 // it would fill a hole: expired positions are decided. And expiry cuts past a gap only once the
-// event after it is older than settleWait, a minute: the gap's writer took its position before
-// that event's, and a write runs under the request's deadline (timeout, 5 s by default), so it
-// will never insert there. A younger gap is a hole still to be decided, and holds the cut back
-// until a reader decides it (holeWait, 2 s). However small the cap, then, expiry takes no
-// position that a writer or a reader may still fill.
+// expiring instance has seen it empty for settleWait, a minute (waits.go): the gap's writer took
+// its position before that first sight, and a write runs under the request's deadline (timeout,
+// 5 s by default), so it will never insert there. A gap seen for less is a hole still to be
+// decided, and holds the cut back until a reader decides it (holeWait, 2 s). However small the
+// cap, then, expiry takes no position that a writer or a reader may still fill.
 
 // The collections of the event log.
 const (
@@ -63,7 +64,8 @@ const (
 )
 
 // holeWait is how long a reader waits for the event of a position given out before the events it
-// can read already: longer than a write takes between its position and its insert (two commands).
+// can read already, from its first sight of the position empty: longer than a write takes
+// between its position and its insert (two commands).
 var holeWait = 2 * time.Second
 
 // event is a store.Event, or the marker of a hole, as a document of the events collection.
@@ -208,12 +210,20 @@ func (s *Store) expiredUpTo(position int64) {
 	}
 }
 
-// nextPosition takes the next position of the log.
+// nextPosition takes the next position of the log. The first writers of a new log race to
+// insert the counter: the upserts that lose are refused as a duplicate key, and tried again,
+// when the counter is there to update.
 func (s *Store) nextPosition(ctx context.Context) (int64, error) {
 	var c counter
-	err := s.counters().FindOneAndUpdate(ctx, eventsCounter,
-		bson.D{{Key: "$inc", Value: bson.D{{Key: "last", Value: int64(1)}}}},
-		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&c)
+	var err error
+	for range 2 {
+		err = s.counters().FindOneAndUpdate(ctx, eventsCounter,
+			bson.D{{Key: "$inc", Value: bson.D{{Key: "last", Value: int64(1)}}}},
+			options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&c)
+		if !driver.IsDuplicateKeyError(err) {
+			break
+		}
+	}
 	return c.Last, err
 }
 
@@ -255,7 +265,7 @@ func (s *Store) logEvent(ctx context.Context, p post, found bool) (store.Event, 
 		if e.Position, err = s.nextPosition(ctx); err != nil {
 			return store.Event{}, err
 		}
-		e.At = time.Now().UTC().Truncate(time.Millisecond)
+		e.At = s.now().UTC().Truncate(time.Millisecond)
 		_, err = c.InsertOne(ctx, event{Position: e.Position, At: e.At, Key: key, Wrote: p.Pending.At, Origin: e.Origin, Kind: e.Kind, Post: &eventPost{
 			ID: e.Post.ID, UserID: e.Post.UserID, Title: e.Post.Title, Body: e.Post.Body, CreatedAt: e.Post.CreatedAt,
 			UpdatedAt: e.Post.UpdatedAt, Version: e.Post.Version,
@@ -282,7 +292,7 @@ func (s *Store) logEvent(ctx context.Context, p post, found bool) (store.Event, 
 // fillHoles puts a marker at each position from first to last that holds nothing, and says
 // whether all of them were empty: a position taken meanwhile holds an event that came late.
 func (s *Store) fillHoles(ctx context.Context, c *driver.Collection, first, last int64) bool {
-	at := time.Now().UTC().Truncate(time.Millisecond)
+	at := s.now().UTC().Truncate(time.Millisecond)
 	markers := make([]any, 0, last-first+1)
 	for p := first; p <= last; p++ {
 		markers = append(markers, event{Position: p, At: at, Key: "hole/" + strconv.FormatInt(p, 10)})
@@ -298,9 +308,9 @@ const maxHoles = 1000
 var oldestFirst = bson.D{{Key: "_id", Value: 1}}
 
 // ReadEvents returns at most limit events after position after, in order: one query on the _id
-// index (FerretDB v1 scans the collection instead: it pushes down no range), and for a gap
-// older than holeWait, a read of the counter, to skip what expired, and one insert of the
-// markers of the holes left.
+// index (FerretDB v1 scans the collection instead: it pushes down no range), and for a gap seen
+// for the first time or for holeWait, a read of the counter, to skip what expired, and for the
+// latter one insert of the markers of the holes left.
 func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store.Event, int64, error) {
 	c, err := s.events(ctx)
 	if err != nil {
@@ -324,9 +334,6 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store
 			upto = min(expired, d.Position-1)
 		}
 		if d.Position > upto+1 { // upto+1 up to here expired, or are holes
-			if time.Since(d.At) < holeWait {
-				break
-			}
 			var decided bool
 			if upto, decided = s.decideGap(ctx, c, upto, d.Position); !decided {
 				break
@@ -337,21 +344,30 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store
 			out = append(out, d.toStore())
 		}
 	}
+	if upto > after {
+		s.gaps.forget(upto)
+	}
 	return out, upto, nil
 }
 
-// decideGap decides the positions after upto and before next, a gap older than holeWait: it
-// skips those that expired and fills the rest with markers, maxHoles at most. It returns the
-// position decided up to, and whether that is next-1.
+// decideGap decides the positions after upto and before next that this store has seen empty
+// for holeWait (sightings, from its first sight): it skips those that expired and fills the
+// rest with markers, maxHoles at most. It returns the position decided up to, and whether that
+// is next-1.
 func (s *Store) decideGap(ctx context.Context, c *driver.Collection, upto, next int64) (int64, bool) {
+	// A gap seen for the first time may have expired: the counter tells at once.
+	ready, fresh := s.gaps.seenFor(upto+1, min(next-1, upto+maxHoles), holeWait)
+	if ready == upto && !fresh {
+		return upto, false
+	}
 	ctr, err := s.counter(ctx)
 	if err != nil {
 		return upto, false
 	}
-	if upto = max(upto, min(ctr.Expired, next-1)); upto == next-1 {
-		return upto, true
+	if upto = max(upto, min(ctr.Expired, next-1)); upto >= ready {
+		return upto, upto == next-1
 	}
-	last := min(next-1, upto+maxHoles)
+	last := ready
 	if !s.fillHoles(ctx, c, upto+1, last) {
 		return upto, false
 	}
@@ -378,7 +394,7 @@ var (
 
 // ExpireEvents deletes the events and markers up to a cut, oldest first: the newest logged
 // before before, found at the end of the index on at, or the last position less keep,
-// whichever is later. It stops short of a gap younger than settleWait. Each batch of
+// whichever is later. It stops short of a gap seen for less than settleWait. Each batch of
 // expireBatch positions is a query and a delete of a range of _id (MongoDB deletes it in the
 // order of the index), after the counter has the batch's end as its cut.
 func (s *Store) ExpireEvents(ctx context.Context, before time.Time, keep int64) (int, error) {
@@ -418,14 +434,14 @@ func (s *Store) ExpireEvents(ctx context.Context, before time.Time, keep int64) 
 			return deleted, s.classify(err)
 		}
 		deleted += int(res.DeletedCount)
+		s.gaps.forget(end)
 		from = end
 	}
 	return deleted, nil
 }
 
 // settledUpTo returns the end of the batch of expiry after position from, up to cut: the last
-// of at most expireBatch positions the log holds, short of a gap whose next event is younger
-// than settleWait. Positions after the last one held, up to cut, wait for the next expiry.
+// of at most expireBatch positions the log holds, short of a gap not settled. Positions after the last one held, up to cut, wait for the next expiry.
 func (s *Store) settledUpTo(ctx context.Context, c *driver.Collection, from, cut int64) (int64, error) {
 	cur, err := c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: from}, {Key: "$lte", Value: cut}}}},
 		options.Find().SetSort(oldestFirst).SetLimit(expireBatch).SetBatchSize(int32(expireBatch)).SetProjection(bson.D{{Key: "at", Value: 1}}))
@@ -438,12 +454,19 @@ func (s *Store) settledUpTo(ctx context.Context, c *driver.Collection, from, cut
 	}
 	end := from
 	for _, d := range docs {
-		if d.Position > end+1 && time.Since(d.At) < settleWait {
+		if d.Position > end+1 && !s.settled(end+1, d.Position-1) {
 			break
 		}
 		end = d.Position
 	}
 	return end, nil
+}
+
+// settled says whether this store has seen every position from first to last empty for
+// settleWait (sightings): their writers have given up.
+func (s *Store) settled(first, last int64) bool {
+	ready, _ := s.gaps.seenFor(first, min(last, first+maxHoles-1), settleWait)
+	return ready == last
 }
 
 // Kept says whether the log holds position, an event or a hole's marker: one lookup of _id.

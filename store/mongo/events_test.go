@@ -59,13 +59,17 @@ func call[T any](t *testing.T, do func(context.Context) (T, error)) (T, error) {
 	return do(ctx)
 }
 
-// logged is the log as one line per event: kind, version, title.
+// logged is the log as one line per event: kind, version, title; read up to the last position
+// given out, which a hole holds back until the reader has seen it for holeWait.
 func (f *faulty) logged(t *testing.T) []string {
 	t.Helper()
-	time.Sleep(60 * time.Millisecond) // past holeWait: a hole is decided by now
+	last, err := f.direct.LastPosition(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []string
 	after := int64(0)
-	for {
+	for deadline := time.Now().Add(10 * time.Second); after < last; {
 		events, upto, err := f.direct.ReadEvents(t.Context(), after, 100)
 		if err != nil {
 			t.Fatal(err)
@@ -74,10 +78,14 @@ func (f *faulty) logged(t *testing.T) []string {
 			out = append(out, fmt.Sprintf("%s v%d %s", e.Kind, e.Post.Version, e.Post.Title))
 		}
 		if upto == after {
-			return out
+			if time.Now().After(deadline) {
+				t.Fatalf("the log is decided up to %d of %d", after, last)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		after = upto
 	}
+	return out
 }
 
 // pendingEvents is how many posts hold an event not logged yet.
@@ -516,7 +524,13 @@ func TestAMarkerPutBelowANewCutGoesAgain(t *testing.T) {
 	hole := f.direct.TakePosition(t)
 	insert(2)
 	insert(3)
-	time.Sleep(150 * time.Millisecond) // the events after the hole are older than holeWait and settleWait
+	// Both instances see the hole, then wait past holeWait and settleWait from their sight.
+	for _, s := range []*mongo.Store{f.through, f.direct} {
+		if _, _, err := s.ReadEvents(t.Context(), hole-1, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(150 * time.Millisecond)
 	held := mongotest.Fault{Command: "insert", Collection: mongo.EventsCollection, Delay: 2 * time.Second}
 	f.proxy.Arm(held)
 	read := make(chan error, 1)
@@ -524,9 +538,7 @@ func TestAMarkerPutBelowANewCutGoesAgain(t *testing.T) {
 		_, _, err := f.through.ReadEvents(t.Context(), hole-1, 10)
 		read <- err
 	}()
-	for f.proxy.Hits(held) == 0 { // the reader has read the cut, and its marker is on its way
-		time.Sleep(5 * time.Millisecond)
-	}
+	untilHit(t, f.proxy, held, 0) // the reader has read the cut, and its marker is on its way
 	if n, err := f.direct.ExpireEvents(t.Context(), time.Time{}, 1); err != nil || n != 2 {
 		t.Fatalf("ExpireEvents past the hole = %d, %v; want 2, the events at %d and %d", n, err, hole-1, hole+1)
 	}

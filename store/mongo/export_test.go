@@ -32,3 +32,9 @@ func SetExpiry(t *testing.T, settle time.Duration, batch int64) {
 	settleWait, expireBatch = settle, batch
 	t.Cleanup(func() { settleWait, expireBatch = savedSettle, savedBatch })
 }
+
+// SetClock sets the clock of the times the store writes offset from this machine's: another
+// instance's, skewed.
+func (s *Store) SetClock(offset time.Duration) {
+	s.now = func() time.Time { return time.Now().Add(offset) }
+}

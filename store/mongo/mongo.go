@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	driver "go.mongodb.org/mongo-driver/v2/mongo"
@@ -63,6 +64,10 @@ type Store struct {
 	expired atomic.Int64
 	// origin names this store in the events it logs (events.go).
 	origin string
+	// now is the clock of the times the store writes: an event's, a marker's, a pending
+	// event's. No wait is timed from them (waits.go); gaps times those of the log.
+	now  func() time.Time
+	gaps sightings
 }
 
 // Open returns the store of database in the deployment that uri names. It does no I/O: the
@@ -76,7 +81,7 @@ func Open(uri, database string, opts ...*options.ClientOptions) (*Store, error) 
 	var origin [8]byte
 	_, _ = rand.Read(origin[:]) // crypto/rand.Read never fails
 	return &Store{client: client, database: database, users: client.Database(database).Collection(UsersCollection),
-		origin: hex.EncodeToString(origin[:])}, nil
+		origin: hex.EncodeToString(origin[:]), now: time.Now}, nil
 }
 
 // driverGlobals guards what mongo-driver keeps in a package variable without a lock: its default

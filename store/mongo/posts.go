@@ -37,8 +37,8 @@ type pendingEvent struct {
 }
 
 // pending is the pending event of a write of kind made now.
-func pending(kind string) *pendingEvent {
-	return &pendingEvent{Kind: kind, At: time.Now().UTC().Truncate(time.Millisecond)}
+func (s *Store) pending(kind string) *pendingEvent {
+	return &pendingEvent{Kind: kind, At: s.now().UTC().Truncate(time.Millisecond)}
 }
 
 // absent matches a field that a document does not have.
@@ -168,7 +168,7 @@ func (s *Store) InsertPost(ctx context.Context, p store.Post) (store.Event, erro
 		return store.Event{}, s.classify(err)
 	}
 	doc := document(oid, p)
-	doc.Pending = pending(store.EventCreated)
+	doc.Pending = s.pending(store.EventCreated)
 	if _, err := c.InsertOne(ctx, doc); err != nil {
 		if driver.IsDuplicateKeyError(err) {
 			// Maybe this post, inserted by an earlier attempt under the same idempotency key
@@ -196,7 +196,8 @@ type invalidIDError struct{ id string }
 func (e *invalidIDError) Error() string { return "not a post id: " + e.id }
 
 // helpAfter is how long a write waits for the writer before it, whose event is pending, to log
-// it: past it, that writer is taken to have stopped, and the write logs the event itself.
+// it, from when the write first saw it pending: past it, that writer is taken to have stopped,
+// and the write logs the event itself.
 var helpAfter = time.Second
 
 // UpdatePost applies u to the post with the id if it belongs to owner and is at version (any,
@@ -235,15 +236,16 @@ func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64)
 // kind, to the post oid if it belongs to owner, is at version and has no pending event, then logs
 // the event. A post whose last write's event is still pending takes no write: the write reads
 // the post until that writer has logged it (backing off; reads, not writes, so that the waiting
-// writers do not hold up the one that logs), logs it itself once it is older than helpAfter (that
-// writer stopped), then tries again, with its own event stamped anew.
+// writers do not hold up the one that logs), logs it itself once it has seen it pending for
+// helpAfter, timed from its own first sight (waits.go; that writer stopped), then tries again,
+// with its own event stamped anew.
 func (s *Store) write(ctx context.Context, oid bson.ObjectID, owner string, version int64, kind string, set, also bson.D) (store.Event, error) {
 	c, err := s.collection(ctx)
 	if err != nil {
 		return store.Event{}, s.classify(err)
 	}
 	for {
-		update := append(bson.D{{Key: "$set", Value: append(set[:len(set):len(set)], bson.E{Key: "ev", Value: pending(kind)})}}, also...)
+		update := append(bson.D{{Key: "$set", Value: append(set[:len(set):len(set)], bson.E{Key: "ev", Value: s.pending(kind)})}}, also...)
 		var p post
 		err := c.FindOneAndUpdate(ctx, writeFilter(oid, owner, version), update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&p)
 		if err == nil {
@@ -263,12 +265,19 @@ func (s *Store) write(ctx context.Context, oid bson.ObjectID, owner string, vers
 // another owner or another version; otherwise it returns once the post has no pending event.
 func (s *Store) untilFree(ctx context.Context, c *driver.Collection, oid bson.ObjectID, owner string, version int64) error {
 	wait := time.Millisecond
+	var (
+		seen        time.Time // when this call first saw the pending event of seenVersion
+		seenVersion int64
+	)
 	for {
 		var now post
 		if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&now); err != nil {
 			return s.classify(err)
 		}
-		stopped := now.Pending != nil && time.Since(now.Pending.At) >= helpAfter
+		if now.Pending != nil && (seen.IsZero() || now.Version != seenVersion) {
+			seen, seenVersion = time.Now(), now.Version
+		}
+		stopped := now.Pending != nil && time.Since(seen) >= helpAfter
 		switch {
 		case stopped:
 			if _, err := s.logged(ctx, c, now, true); err != nil {
@@ -278,11 +287,16 @@ func (s *Store) untilFree(ctx context.Context, c *driver.Collection, oid bson.Ob
 				return store.ErrNotFound
 			}
 			return nil
-		case now.Gone, now.UserID != owner, version != store.AnyVersion && now.Version != version:
+		case now.UserID != owner, version != store.AnyVersion && now.Version != version:
 			return store.ErrNotFound
 		case now.Pending == nil: // logged since the write was tried
+			if now.Gone {
+				return store.ErrNotFound
+			}
 			return nil
 		}
+		// A tombstone whose event is pending waits as a post does: its deletion is logged
+		// by its writer, or by this write once seen pending for helpAfter, before the answer.
 		select {
 		case <-ctx.Done():
 			return s.classify(ctx.Err())
