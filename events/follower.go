@@ -261,7 +261,12 @@ func (f *Follower) waiting() bool {
 
 // start reads where the log ends, and its key and size, until it can, and hands from after the
 // end: what was written before, no subscriber here was there for (a client that was resumes
-// from its cursor). An event offered meanwhile is handed from its own position.
+// from its cursor). But the end is the last position given out, and the events of the last
+// positions may not be logged yet: their writers (of any instance) are at work, and will
+// acknowledge them after this start, to clients subscribed here by then. So it hands from the
+// first position of the last Page that its read of them does not decide (a hole, or an event
+// still to come); the events logged after that one before the start are handed too: once
+// more, rather than never. An event offered meanwhile is handed from its own position.
 func (f *Follower) start(ctx context.Context) bool {
 	for {
 		query, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
@@ -271,6 +276,12 @@ func (f *Follower) start(ctx context.Context) bool {
 			stats, err = f.cfg.Log.Stats(query)
 		}
 		last := stats.Last
+		if err == nil && last > 0 {
+			var decided int64
+			if _, decided, err = f.cfg.Log.ReadEvents(query, max(last-int64(f.cfg.Page), 0), f.cfg.Page); err == nil {
+				last = min(last, decided)
+			}
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return false
