@@ -77,9 +77,11 @@ type pooledStore struct {
 // waits in server selection, the driver checks the server at once, at most every 500 ms
 // (topology's minHeartbeatInterval), not every heartbeatInterval (10 s).
 func newPooledStore(s store.Store, backend string) pooledStore {
-	breaker := store.NewBreaker(observeStore(s, backend), store.BreakerConfig{
-		Changed: func(open bool) { metrics.StoreBreaker(backend, open) },
-	})
+	cfg := store.BreakerConfig{Changed: func(open bool) { metrics.StoreBreaker(backend, open) }}
+	if client, ok := s.(interface{ Down() bool }); ok { // MongoDB's (mongo.Store.Down)
+		cfg.Down = client.Down
+	}
+	breaker := store.NewBreaker(observeStore(s, backend), cfg)
 	return pooledStore{Store: s, breaker: breaker, backend: backend}
 }
 

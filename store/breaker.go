@@ -36,9 +36,14 @@ type BreakerConfig struct {
 	// Threshold is how many calls in a row must fail with ErrUnavailable to open the breaker,
 	// and how many calls waiting at once, with no answer for StallAfter, open it too.
 	Threshold int
-	// StallAfter is how long Threshold calls may wait on a store that answers none of them
-	// before the breaker opens, without waiting for their time-outs.
+	// StallAfter is how long Threshold calls may wait on a store that answers none of them, and
+	// that Down says is down, before the breaker opens, without waiting for their time-outs.
 	StallAfter time.Duration
+	// Down says whether the store's client has seen its server gone (a connection dropped or
+	// refused, a heartbeat failed) since the server last answered. Calls waiting on a server
+	// that is merely slow are no stall: they end with their own time-outs, which count as
+	// failures. Unset (a store with no server to lose), waiting calls never open the breaker.
+	Down func() bool
 	// ProbeEvery is how often, at most, the probe pings the store while the breaker is open.
 	ProbeEvery time.Duration
 	// ProbeTimeout bounds one ping. Longer than ProbeEvery: a driver that waits for a server to
@@ -50,10 +55,13 @@ type BreakerConfig struct {
 
 // Breaker fails the calls of a store at once while the store is down. It opens after Threshold
 // calls in a row failed with ErrUnavailable, or as soon as Threshold calls have been waiting at
-// once while the store answered nothing for StallAfter: a store that stops answering (a server
-// that is gone, where the driver waits for one to come back) opens it within StallAfter, rather
-// than after Threshold time-outs, so that no more than the calls already waiting wait the whole
-// timeout. While open, every call through it fails at once with ErrBreakerOpen (and
+// once while the store answered nothing for StallAfter and its client says its server is gone
+// (BreakerConfig.Down): a server that is gone, where the driver waits for one to come back,
+// opens it within StallAfter, rather than after Threshold time-outs, so that no more than the
+// calls already waiting wait the whole timeout. Slow is not down: calls that wait on a server
+// that is alive (its connections up, its heartbeats answered) open it only by failing, when
+// their own time-outs end them; a server that answers within the service's timeout, however
+// slowly, never opens it. While open, every call through it fails at once with ErrBreakerOpen (and
 // ErrUnavailable), and one probe pings the store every ProbeEvery. The first answer, of the
 // probe or of a call that was under way, closes it.
 //
@@ -91,8 +99,8 @@ func NewBreaker(s Store, cfg BreakerConfig) *Breaker {
 	return b
 }
 
-// watch opens the breaker when Threshold calls wait at once and the store has answered none
-// for StallAfter, looking four times per StallAfter, until Stop.
+// watch opens the breaker when Threshold calls wait at once, the store has answered none for
+// StallAfter and Down says it is down, looking four times per StallAfter, until Stop.
 func (b *Breaker) watch() {
 	ticker := time.NewTicker(b.cfg.StallAfter / 4)
 	defer ticker.Stop()
@@ -104,7 +112,7 @@ func (b *Breaker) watch() {
 		case now := <-ticker.C:
 			if n := b.answers.Load(); n != answers || b.waiting.Load() < int64(b.cfg.Threshold) || b.open.Load() {
 				answers, since = n, now
-			} else if now.Sub(since) >= b.cfg.StallAfter {
+			} else if now.Sub(since) >= b.cfg.StallAfter && b.cfg.Down != nil && b.cfg.Down() {
 				b.trip()
 				since = now
 			}

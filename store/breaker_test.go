@@ -266,7 +266,7 @@ func TestCallsWaitingOnAStoreThatAnswersNoneOpenTheBreaker(t *testing.T) {
 	s := &downStore{}
 	changes := make(chan bool, 100)
 	b := store.NewBreaker(s, store.BreakerConfig{StallAfter: 100 * time.Millisecond, ProbeEvery: 10 * time.Millisecond,
-		ProbeTimeout: 30 * time.Millisecond, Changed: func(open bool) { changes <- open }})
+		ProbeTimeout: 30 * time.Millisecond, Changed: func(open bool) { changes <- open }, Down: func() bool { return true }})
 	t.Cleanup(b.Stop)
 	st := b.Guard(s)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // the service's timeout, far off
@@ -310,4 +310,44 @@ func TestCallsWaitingOnAStoreThatAnswersNoneOpenTheBreaker(t *testing.T) {
 			t.Errorf("a call while it is open: %v; want ErrBreakerOpen", err)
 		}
 	})
+}
+
+// Slow is not down: calls that wait, more than the threshold at once and longer than
+// StallAfter, on a store whose server is up (or that has no server to lose) do not open the
+// breaker; they end with their own time-outs.
+func TestCallsWaitingOnAStoreThatIsUpDoNotOpenTheBreaker(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		down func() bool
+	}{
+		{"a store whose client says its server is up", func() bool { return false }},
+		{"a store with no server to lose", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &downStore{}
+			var opened atomic.Int64
+			b := store.NewBreaker(s, store.BreakerConfig{StallAfter: 50 * time.Millisecond, ProbeEvery: 10 * time.Millisecond,
+				ProbeTimeout: 30 * time.Millisecond, Down: tc.down, Changed: func(open bool) {
+					if open {
+						opened.Add(1)
+					}
+				}})
+			t.Cleanup(b.Stop)
+			st := b.Guard(s)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			var wg sync.WaitGroup
+			for range 2 * store.DefaultBreakerThreshold {
+				wg.Go(func() { _, _ = st.GetPost(ctx, "stalls") })
+			}
+			time.Sleep(400 * time.Millisecond)
+			cancel()
+			wg.Wait()
+			if n := opened.Load(); n != 0 {
+				t.Errorf("the breaker opened %d times on calls that were waiting on a store that is up", n)
+			}
+			if _, err := st.GetPost(t.Context(), "p"); err != nil {
+				t.Errorf("a call after them: %v", err)
+			}
+		})
+	}
 }

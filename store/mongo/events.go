@@ -356,7 +356,7 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store
 // is next-1.
 func (s *Store) decideGap(ctx context.Context, c *driver.Collection, upto, next int64) (int64, bool) {
 	// A gap seen for the first time may have expired: the counter tells at once.
-	ready, fresh := s.gaps.seenFor(upto+1, min(next-1, upto+maxHoles), holeWait)
+	ready, fresh := s.gaps.seenFor(upto+1, min(next-1, upto+maxHoles), s.holeWait())
 	if ready == upto && !fresh {
 		return upto, false
 	}

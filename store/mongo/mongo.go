@@ -68,20 +68,24 @@ type Store struct {
 	// event's. No wait is timed from them (waits.go); gaps times those of the log.
 	now  func() time.Time
 	gaps sightings
+	// health is what the driver's monitors tell of the server (waits.go).
+	health health
 }
 
 // Open returns the store of database in the deployment that uri names. It does no I/O: the
 // driver connects on first use, so a config can be provisioned without a reachable database.
-// opts are applied after the URI (tests set a command monitor with them).
+// opts are applied after the URI and the store's own monitors (waits.go); a test that sets a
+// command monitor with them replaces the store's.
 func Open(uri, database string, opts ...*options.ClientOptions) (*Store, error) {
-	client, err := Connect(uri, opts...)
+	s := &Store{database: database, now: time.Now}
+	client, err := Connect(uri, append([]*options.ClientOptions{s.health.options()}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("mongodb_uri: %w", err)
 	}
 	var origin [8]byte
 	_, _ = rand.Read(origin[:]) // crypto/rand.Read never fails
-	return &Store{client: client, database: database, users: client.Database(database).Collection(UsersCollection),
-		origin: hex.EncodeToString(origin[:]), now: time.Now}, nil
+	s.client, s.users, s.origin = client, client.Database(database).Collection(UsersCollection), hex.EncodeToString(origin[:])
+	return s, nil
 }
 
 // driverGlobals guards what mongo-driver keeps in a package variable without a lock: its default

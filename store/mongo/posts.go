@@ -277,7 +277,7 @@ func (s *Store) untilFree(ctx context.Context, c *driver.Collection, oid bson.Ob
 		if now.Pending != nil && (seen.IsZero() || now.Version != seenVersion) {
 			seen, seenVersion = time.Now(), now.Version
 		}
-		stopped := now.Pending != nil && time.Since(seen) >= helpAfter
+		stopped := now.Pending != nil && time.Since(seen) >= s.helpAfter()
 		switch {
 		case stopped:
 			if _, err := s.logged(ctx, c, now, true); err != nil {

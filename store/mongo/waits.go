@@ -1,8 +1,15 @@
 package mongo
 
 import (
+	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	monitor "go.mongodb.org/mongo-driver/v2/event"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // The waits of the event protocol (events.go, posts.go) are timed on this process's monotonic
@@ -59,3 +66,72 @@ func (s *sightings) forget(upto int64) {
 		}
 	}
 }
+
+// latencies is how many of the latest commands' round trips health keeps.
+const latencies = 64
+
+// health is what the driver tells a store of its server, through its monitors: whether it has
+// seen the server gone since its last answer, and how long the latest commands took.
+type health struct {
+	down   atomic.Bool
+	mu     sync.Mutex
+	recent [latencies]time.Duration
+	next   int
+}
+
+// options are the client's monitors that tell h.
+func (h *health) options() *options.ClientOptions {
+	answered := func(d time.Duration) {
+		h.down.Store(false)
+		h.mu.Lock()
+		h.recent[h.next] = d
+		h.next = (h.next + 1) % latencies
+		h.mu.Unlock()
+	}
+	return options.Client().
+		SetMonitor(&monitor.CommandMonitor{
+			Succeeded: func(_ context.Context, e *monitor.CommandSucceededEvent) { answered(e.Duration) },
+			Failed: func(_ context.Context, e *monitor.CommandFailedEvent) {
+				if driver.IsNetworkError(e.Failure) {
+					h.down.Store(true)
+					return
+				}
+				answered(e.Duration)
+			},
+		}).
+		SetPoolMonitor(&monitor.PoolMonitor{Event: func(e *monitor.PoolEvent) {
+			if e.Type == monitor.ConnectionPoolCleared {
+				h.down.Store(true)
+			}
+		}}).
+		SetServerMonitor(&monitor.ServerMonitor{
+			ServerHeartbeatSucceeded: func(*monitor.ServerHeartbeatSucceededEvent) { h.down.Store(false) },
+			ServerHeartbeatFailed:    func(*monitor.ServerHeartbeatFailedEvent) { h.down.Store(true) },
+		})
+}
+
+// slowest is the longest round trip of the latest commands.
+func (h *health) slowest() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Max(h.recent[:])
+}
+
+// latencyFactor is how many of the slowest recent round trips a wait of the event log lasts
+// at least: a writer's position and its event's insert are two commands, its pending event
+// lives four (write, position, insert, clear); the waits must outlast them on a server that is
+// merely slow.
+const latencyFactor = 4
+
+// holeWait is how long this store waits for a hole: the package's holeWait, or latencyFactor of
+// its slowest recent round trips, whichever is longer.
+func (s *Store) holeWait() time.Duration { return max(holeWait, latencyFactor*s.health.slowest()) }
+
+// helpAfter is how long a write waits for the writer of a pending event: the package's
+// helpAfter, or latencyFactor of the slowest recent round trips, whichever is longer.
+func (s *Store) helpAfter() time.Duration { return max(helpAfter, latencyFactor*s.health.slowest()) }
+
+// Down says whether the driver has seen the server gone (a connection dropped or refused, a
+// heartbeat failed) since its last answer: a server that is merely slow is not down. The
+// store's breaker opens on calls that wait only then (store.BreakerConfig.Down).
+func (s *Store) Down() bool { return s.health.down.Load() }
