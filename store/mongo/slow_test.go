@@ -1,0 +1,166 @@
+package mongo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/mongo"
+	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
+)
+
+// slowTimeout is the operations' timeout of the slow database's test: a write is five commands
+// or so, each held back up to 3 s.
+const slowTimeout = 40 * time.Second
+
+// Slow is not down: two instances on a database that answers every command 0.3–3 s late (a
+// loaded host, a restart warming up) store every write, slower, none refused or answered as
+// unavailable while the database answers within the operation's timeout; and the followers
+// of both hand every event, once, in the log's order, each post's in the order of its versions.
+func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a minute of slow commands")
+	}
+	server := mongotest.FerretDB(t)
+	dir, err := os.MkdirTemp("", "ferretdb-slow-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	// Through the proxy that lets one write at a time into FerretDB (mongotest.FerretDB's URI).
+	oneWrite := filepath.Join(dir, "mongodb.sock")
+	stop, err := mongotest.OneWriteAtATimeOn(server.Socket, oneWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	addr := mongotest.ServeTCP(oneWrite, func(_ net.Conn, msg []byte) bool {
+		if mongotest.CommandName(msg) != "" {
+			time.Sleep(300*time.Millisecond + rand.N(2700*time.Millisecond))
+		}
+		return true
+	})
+	name := fmt.Sprintf("slow_%d_%d", time.Now().UnixNano()%1e9, databases.Add(1))
+	type instance struct {
+		store   store.Store
+		follows *events.Follower
+		mu      sync.Mutex
+		handed  []store.Event
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var running sync.WaitGroup
+	t.Cleanup(func() { cancel(); running.Wait() })
+	instances := make([]*instance, 2)
+	for i := range instances {
+		s, err := mongo.Open("mongodb://"+addr+"/", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		// The first use makes the collections and their indexes: not part of what is timed.
+		if _, err := s.ListPosts(t.Context(), store.Filter{Limit: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.ReadEvents(t.Context(), 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		b := store.NewBreaker(s, store.BreakerConfig{Down: s.Down})
+		t.Cleanup(b.Stop)
+		in := &instance{store: b.Guard(s)}
+		in.follows = events.NewFollower(events.FollowerConfig{Log: s, Relay: true, Timeout: slowTimeout, Hand: func(e store.Event) {
+			in.mu.Lock()
+			in.handed = append(in.handed, e)
+			in.mu.Unlock()
+		}})
+		running.Go(func() { in.follows.Run(ctx) })
+		<-in.follows.Started()
+		instances[i] = in
+	}
+	// Each instance has writers that create a post and update it twice, at once.
+	const writers, versions = 4, 3
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		written  []string // post/version of each write acknowledged
+		failures []error
+	)
+	started := time.Now()
+	for i, in := range instances {
+		for w := range writers {
+			wg.Go(func() {
+				p := post(1 + i*writers + w)
+				for v := int64(1); v <= versions; v++ {
+					call, cancel := context.WithTimeout(t.Context(), slowTimeout)
+					var err error
+					if v == 1 {
+						_, err = in.store.InsertPost(call, p)
+					} else {
+						_, err = in.store.UpdatePost(call, p.ID, p.UserID, v-1, update(fmt.Sprint("v", v)))
+					}
+					cancel()
+					mu.Lock()
+					if err != nil {
+						failures = append(failures, fmt.Errorf("instance %d, %s v%d: %w", i, p.ID, v, err))
+					} else {
+						written = append(written, fmt.Sprintf("%s/%d", p.ID, v))
+					}
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	t.Logf("%d writes in %v", len(written), time.Since(started).Round(time.Millisecond))
+	for _, err := range failures {
+		unavailable := errors.Is(err, store.ErrUnavailable)
+		t.Errorf("a write failed (unavailable: %v): %v", unavailable, err)
+	}
+	for i, in := range instances {
+		var got []string
+		for deadline := time.Now().Add(2 * slowTimeout); ; time.Sleep(100 * time.Millisecond) {
+			in.mu.Lock()
+			handed := slices.Clone(in.handed)
+			in.mu.Unlock()
+			got = got[:0]
+			for j, e := range handed {
+				if j > 0 && e.Position <= handed[j-1].Position {
+					t.Fatalf("instance %d handed %d after %d", i, e.Position, handed[j-1].Position)
+				}
+				got = append(got, fmt.Sprintf("%s/%d", e.Post.ID, e.Post.Version))
+			}
+			if len(got) >= len(written) || time.Now().After(deadline) {
+				break
+			}
+		}
+		for _, w := range written {
+			if !slices.Contains(got, w) {
+				t.Errorf("instance %d's follower never handed %s", i, w)
+			}
+		}
+		if len(got) != len(written) {
+			t.Errorf("instance %d's follower handed %d events for %d writes: %v", i, len(got), len(written), got)
+		}
+		// A post's events in the order of its versions: the log's order, by position.
+		last := map[string]string{}
+		for _, g := range got {
+			id := g[:24]
+			if prev, ok := last[id]; ok && prev > g {
+				t.Errorf("instance %d handed %s after %s", i, g, prev)
+			}
+			last[id] = g
+		}
+	}
+}
