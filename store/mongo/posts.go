@@ -266,16 +266,16 @@ func (s *Store) write(ctx context.Context, oid bson.ObjectID, owner string, vers
 func (s *Store) untilFree(ctx context.Context, c *driver.Collection, oid bson.ObjectID, owner string, version int64) error {
 	wait := time.Millisecond
 	var (
-		seen        time.Time // when this call first saw the pending event of seenVersion
-		seenVersion int64
+		seen     time.Time // when this call first saw the pending event of the change seenKind
+		seenKind string
 	)
 	for {
 		var now post
 		if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: oid}}).Decode(&now); err != nil {
 			return s.classify(err)
 		}
-		if now.Pending != nil && (seen.IsZero() || now.Version != seenVersion) {
-			seen, seenVersion = time.Now(), now.Version
+		if now.Pending != nil && (seen.IsZero() || changeKey(now.Pending.Kind, now.toStore()) != seenKind) {
+			seen, seenKind = time.Now(), changeKey(now.Pending.Kind, now.toStore())
 		}
 		stopped := now.Pending != nil && time.Since(seen) >= s.helpAfter()
 		switch {

@@ -87,7 +87,7 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 		instances[i] = in
 	}
 	// Each instance has writers that create a post and update it twice, at once.
-	const writers, versions = 4, 3
+	const writers, versions = 8, 3
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex

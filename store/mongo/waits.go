@@ -18,7 +18,10 @@ import (
 // pending event's ev.at) is never compared with this one's clock: instances' clocks differ,
 // and a few seconds of skew would fill a hole at once, or a minute would let expiry cut past a
 // hole that a writer may still fill. The times the store writes come from Store.now, which
-// tests set apart per instance.
+// tests set apart per instance. RecoverEvents alone still selects pending events by ev.at
+// against this instance's clock: a skew makes it log an event early, which is harmless (an
+// event is logged once; its writer finds it logged), or late by the skew, while the post's next
+// write logs it first anyway.
 
 // maxSightings bounds the positions a store remembers seeing empty: past it, it forgets them
 // all and times them again from the next sight, which only delays their decision.
