@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +57,7 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 		follows *events.Follower
 		mu      sync.Mutex
 		handed  []store.Event
+		opened  atomic.Int64 // times its breaker opened
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	var running sync.WaitGroup
@@ -74,9 +76,14 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 		if _, _, err := s.ReadEvents(t.Context(), 0, 1); err != nil {
 			t.Fatal(err)
 		}
-		b := store.NewBreaker(s, store.BreakerConfig{Down: s.Down})
+		in := &instance{}
+		b := store.NewBreaker(s, store.BreakerConfig{Down: s.Down, Changed: func(open bool) {
+			if open {
+				in.opened.Add(1)
+			}
+		}})
 		t.Cleanup(b.Stop)
-		in := &instance{store: b.Guard(s)}
+		in.store = b.Guard(s)
 		in.follows = events.NewFollower(events.FollowerConfig{Log: s, Relay: true, Timeout: slowTimeout, Hand: func(e store.Event) {
 			in.mu.Lock()
 			in.handed = append(in.handed, e)
@@ -95,6 +102,30 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 		failures []error
 	)
 	started := time.Now()
+	// And clients that read, each on its own, five a second at each instance: an open breaker
+	// would refuse them.
+	reading := make(chan struct{})
+	var reads sync.WaitGroup
+	for i, in := range instances {
+		reads.Go(func() {
+			for {
+				select {
+				case <-reading:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				reads.Go(func() {
+					call, cancel := context.WithTimeout(t.Context(), slowTimeout)
+					defer cancel()
+					if _, err := in.store.ListPosts(call, store.Filter{Limit: 1}); err != nil {
+						mu.Lock()
+						failures = append(failures, fmt.Errorf("instance %d, a read: %w", i, err))
+						mu.Unlock()
+					}
+				})
+			}
+		})
+	}
 	for i, in := range instances {
 		for w := range writers {
 			wg.Go(func() {
@@ -123,7 +154,14 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	close(reading)
+	reads.Wait()
 	t.Logf("%d writes in %v", len(written), time.Since(started).Round(time.Millisecond))
+	for i, in := range instances {
+		if n := in.opened.Load(); n != 0 {
+			t.Errorf("instance %d's breaker opened %d times on a database that answered every call", i, n)
+		}
+	}
 	for _, err := range failures {
 		unavailable := errors.Is(err, store.ErrUnavailable)
 		t.Errorf("a write failed (unavailable: %v): %v", unavailable, err)
