@@ -164,7 +164,7 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 	}
 	for _, err := range failures {
 		unavailable := errors.Is(err, store.ErrUnavailable)
-		t.Errorf("a write failed (unavailable: %v): %v", unavailable, err)
+		t.Errorf("a call failed (unavailable: %v): %v", unavailable, err)
 	}
 	for i, in := range instances {
 		var got []string
