@@ -5,11 +5,12 @@ import (
 	"time"
 )
 
-// SetWaits sets holeWait and helpAfter until the test ends.
+// SetWaits sets holeWait and helpAfter until the test ends, whatever the latency of the
+// commands (latencyFactor).
 func SetWaits(t *testing.T, hole, help time.Duration) {
-	savedHole, savedHelp := holeWait, helpAfter
-	holeWait, helpAfter = hole, help
-	t.Cleanup(func() { holeWait, helpAfter = savedHole, savedHelp })
+	savedHole, savedHelp, savedFactor := holeWait, helpAfter, latencyFactor
+	holeWait, helpAfter, latencyFactor = hole, help, 0
+	t.Cleanup(func() { holeWait, helpAfter, latencyFactor = savedHole, savedHelp, savedFactor })
 }
 
 // TakePosition takes the next position of the log and leaves it empty, as a writer that stopped

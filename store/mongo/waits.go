@@ -123,8 +123,8 @@ func (h *health) slowest() time.Duration {
 // latencyFactor is how many of the slowest recent round trips a wait of the event log lasts
 // at least: a writer's position and its event's insert are two commands, its pending event
 // lives four (write, position, insert, clear); the waits must outlast them on a server that is
-// merely slow.
-const latencyFactor = 4
+// merely slow. A variable for the tests that set the waits (SetWaits).
+var latencyFactor time.Duration = 4
 
 // holeWait is how long this store waits for a hole: the package's holeWait, or latencyFactor of
 // its slowest recent round trips, whichever is longer.
