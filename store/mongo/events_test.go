@@ -39,17 +39,23 @@ func newFaulty(t *testing.T) *faulty {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		// The first use makes the collections and their indexes: seconds on a loaded machine
-		// under the race detector, past the deadline of the calls the tests cut.
-		if _, err := s.ListPosts(t.Context(), store.Filter{Limit: 1}); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := s.ReadEvents(t.Context(), 0, 1); err != nil {
-			t.Fatal(err)
-		}
+		firstUse(t, s)
 		return s
 	}
 	return &faulty{through: open(proxy.URI), direct: open(server.URI), proxy: proxy, uri: server.URI, name: name}
+}
+
+// firstUse makes the collections of s and their indexes, as its first use does: seconds on a
+// loaded machine under the race detector, past the deadline of the calls the tests cut, and no
+// part of what they time.
+func firstUse(t *testing.T, s *mongo.Store) {
+	t.Helper()
+	if _, err := s.ListPosts(t.Context(), store.Filter{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ReadEvents(t.Context(), 0, 1); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // call runs a call of the store under a deadline, as the service does.

@@ -29,13 +29,7 @@ func newSkewed(t *testing.T) *skewed {
 	behind.SetClock(-90 * time.Second)
 	ahead.SetClock(90 * time.Second)
 	for _, s := range []*mongo.Store{behind, ahead, slow} {
-		// The first use makes the collections and their indexes: not part of what is timed.
-		if _, err := s.ListPosts(t.Context(), store.Filter{Limit: 1}); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := s.ReadEvents(t.Context(), 0, 1); err != nil {
-			t.Fatal(err)
-		}
+		firstUse(t, s)
 	}
 	return &skewed{slow: slow, behind: behind, ahead: ahead, proxy: proxy}
 }

@@ -69,13 +69,7 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		// The first use makes the collections and their indexes: not part of what is timed.
-		if _, err := s.ListPosts(t.Context(), store.Filter{Limit: 1}); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := s.ReadEvents(t.Context(), 0, 1); err != nil {
-			t.Fatal(err)
-		}
+		firstUse(t, s)
 		in := &instance{}
 		b := store.NewBreaker(s, store.BreakerConfig{Down: s.Down, Changed: func(open bool) {
 			if open {
