@@ -441,7 +441,8 @@ func (s *Store) ExpireEvents(ctx context.Context, before time.Time, keep int64) 
 }
 
 // settledUpTo returns the end of the batch of expiry after position from, up to cut: the last
-// of at most expireBatch positions the log holds, short of a gap not settled. Positions after the last one held, up to cut, wait for the next expiry.
+// of at most expireBatch positions the log holds, short of a gap not settled. Positions after
+// the last one held, up to cut, wait for the next expiry.
 func (s *Store) settledUpTo(ctx context.Context, c *driver.Collection, from, cut int64) (int64, error) {
 	cur, err := c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: from}, {Key: "$lte", Value: cut}}}},
 		options.Find().SetSort(oldestFirst).SetLimit(expireBatch).SetBatchSize(int32(expireBatch)).SetProjection(bson.D{{Key: "at", Value: 1}}))
