@@ -3,6 +3,7 @@ package schema_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -430,5 +431,54 @@ func TestASequenceOfTwoSchemasKeepsOneOrder(t *testing.T) {
 			t.Fatalf("%s's response %d is write %d, want %d", alias, seen[alias], n, want)
 		}
 		last = n
+	}
+}
+
+// A connection subscribed to postUpdated, with no cursor, resumes postCreated; while the replay
+// is held back (room: the client's queue is half full a moment), postUpdated's responses pile
+// up past the Sequence's limit, and it is reread from the log (Sequence.reread). The log then
+// expires what the reread reads from. postUpdated never resumed: it must not be refused as a
+// resume is (CURSOR_EXPIRED), which tells its client to refetch and subscribe without the
+// cursor it never sent.
+func TestARereadWhoseStartExpiredDoesNotRefuseASubscriptionThatNeverResumed(t *testing.T) {
+	st := newStore(t)
+	s, svc, broker := subscribedOver(t, st, 4096, 10, schema.DefaultLimits)
+	cursor := cursorOfFirst(t, s, svc, broker)
+	w := &writes{t: t, svc: svc}
+	for range 5 {
+		w.create()
+	}
+	c := newConn(t, 8, 0)
+	c.hold = make(chan struct{})
+	var (
+		mu    sync.Mutex
+		ended error
+	)
+	l, err := s.ListenIn(c.seq, "user bob", prepare(t, s, `subscription { postUpdated { title } }`, nil), bob, c.deliver,
+		func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			ended = err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	c.listen(t, s, `subscription { postCreated { title } }`, cursor)
+	started(t, broker, 2)
+	for range 150 { // past the limit of 8 held: postUpdated is reread, and past a page of it
+		w.update()
+	}
+	time.Sleep(200 * time.Millisecond) // the reread's replay reads its first page, and waits for room
+	if _, err := st.(store.EventLog).ExpireEvents(t.Context(), time.Now().Add(time.Hour), 0); err != nil {
+		t.Fatal(err)
+	}
+	close(c.hold)
+	time.Sleep(time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	var refused *schema.RefusedError
+	if errors.As(ended, &refused) {
+		t.Fatalf("postUpdated, which never resumed, was refused: %v (%v)", refused.Errors, ended)
 	}
 }
