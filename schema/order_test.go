@@ -482,3 +482,40 @@ func TestARereadWhoseStartExpiredDoesNotRefuseASubscriptionThatNeverResumed(t *t
 		t.Fatalf("postUpdated, which never resumed, was refused: %v (%v)", refused.Errors, ended)
 	}
 }
+
+// A connection whose Sequence holds few responses (4) rereads its live subscription again and
+// again while a resume of another holds it back and updates come fast: each reread's replay
+// meets the feed at a seam of its own. Whatever the timing, the client reads each write once,
+// in the order written.
+func TestRereadsAgainAndAgainDeliverEachEventOnce(t *testing.T) {
+	s, svc, broker := subscribed(t, 4096)
+	cursor := cursorOfFirst(t, s, svc, broker)
+	w := &writes{t: t, svc: svc}
+	behind, live := 300, 1500
+	if race.Enabled {
+		behind, live = 100, 400
+	}
+	for range behind {
+		w.create()
+	}
+	c := newConn(t, 4, 0)
+	c.listen(t, s, `subscription { postUpdated { title } }`, "")
+	c.listen(t, s, `subscription { postCreated { title } }`, cursor)
+	started(t, broker, 2)
+	for range live {
+		w.update()
+	}
+	read := c.readAll(t, w.n, 60*time.Second)
+	time.Sleep(500 * time.Millisecond) // for any response twice
+	c.mu.Lock()
+	n := len(c.read)
+	c.mu.Unlock()
+	if n != w.n {
+		t.Errorf("the client read %d responses, want %d", n, w.n)
+	}
+	for i, r := range read {
+		if _, title, _ := strings.Cut(r, " "); title != fmt.Sprint(i+1) {
+			t.Fatalf("the client's response %d is %s, want write %d (%d written)", i+1, r, i+1, w.n)
+		}
+	}
+}
