@@ -519,3 +519,48 @@ func TestRereadsAgainAndAgainDeliverEachEventOnce(t *testing.T) {
 		}
 	}
 }
+
+// A resume reaches its seam, and its feed's first response after it is held (it waits for
+// the events the replay still has to answer) beside the other subscription's, half the
+// Sequence's limit or more. The replay's next event then waits in pace for fewer responses
+// held, but every one of them waits for that event: once the writes stop, nothing is delivered
+// any more, however fast the client reads.
+func TestAReplayPastItsSeamIsNotHeldBackByItsOwnFeedsResponses(t *testing.T) {
+	s, svc, broker := subscribed(t, 4096)
+	cursor := cursorOfFirst(t, s, svc, broker)
+	w := &writes{t: t, svc: svc}
+	c := newConn(t, 8, 0)
+	gate := make(chan struct{}) // room: one replayed response per value sent, all once closed
+	c.seq = schema.NewSequence(8, func(ctx context.Context) error {
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	w.create() // 1, 2: what the replay reads before its seam
+	w.create()
+	c.listen(t, s, `subscription { postUpdated { title } }`, "")
+	c.listen(t, s, `subscription { postCreated { title } }`, cursor)
+	started(t, broker, 2)
+	time.Sleep(200 * time.Millisecond) // the replay waits for room to hand write 1
+	w.create()                         // 3, 4: the replay's, read after its seam
+	w.create()
+	for range 4 { // 5 to 8: postUpdated's, held until the replay has answered 4
+		w.update()
+	}
+	time.Sleep(200 * time.Millisecond)
+	gate <- struct{}{} // writes 1 and 2; the seam is then at write 8, and the replay waits to hand 3
+	gate <- struct{}{}
+	time.Sleep(200 * time.Millisecond)
+	w.create() // 9: postCreated's feed's, held: 5 held, half the limit or more
+	time.Sleep(200 * time.Millisecond)
+	close(gate)
+	read := c.readAll(t, w.n, 5*time.Second)
+	for i, r := range read {
+		if _, title, _ := strings.Cut(r, " "); title != fmt.Sprint(i+1) {
+			t.Fatalf("the client's response %d is %s, want write %d (%d written)", i+1, r, i+1, w.n)
+		}
+	}
+}
