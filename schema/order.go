@@ -138,11 +138,13 @@ func NewSequence(limit int, room func(ctx context.Context) error) *Sequence {
 	return &Sequence{limit: max(limit, 1), room: room}
 }
 
-// pace waits until l's replay may hand another response: while l has a response held (it waits
-// for an earlier event of another subscription of the connection) and the responses held are
-// half the limit or more, and until the connection has room. The replay furthest behind never
-// has one held, so some replay always goes on, and the replays leave the other half of the
-// limit to the live subscriptions.
+// pace waits until l's replay may hand another response: while l has a replayed response held
+// (it waits for an earlier event of another subscription of the connection) and the responses
+// held are half the limit or more, and until the connection has room. The replay furthest
+// behind never has a replayed response held, so some replay always goes on, and the replays
+// leave the other half of the limit to the live subscriptions. l's own feed's responses past
+// its seam do not count: they wait for the events the replay has still to answer, and would
+// hold it back for a drop that only it can make.
 func (q *Sequence) pace(ctx context.Context, l *Listener) error {
 	for {
 		fewer := q.crowded(l)
@@ -166,7 +168,7 @@ func (q *Sequence) pace(ctx context.Context, l *Listener) error {
 func (q *Sequence) crowded(l *Listener) <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.held) < q.limit/2 || !slices.ContainsFunc(q.held, func(h held) bool { return h.l == l }) {
+	if len(q.held) < q.limit/2 || !slices.ContainsFunc(q.held, func(h held) bool { return h.l == l && h.replayed }) {
 		return nil
 	}
 	if q.fewer == nil {
