@@ -74,6 +74,9 @@ type Listener struct {
 	// after is the position up to which the listener has its events from elsewhere (a replay
 	// from the log, replay.go): the feed's responses to events up to it are not delivered.
 	after int64
+	// delivered is the position of the last event the listener was handed, or that its replay
+	// started after (Sequence.start); 0 when neither: what a reread starts after (order.go).
+	delivered int64
 	// replay is what the listener's replay has still to answer, nil when it has none;
 	// stopReplay stops it.
 	replay     *pending

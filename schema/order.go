@@ -3,7 +3,6 @@ package schema
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"slices"
 	"sync"
 
@@ -76,18 +75,6 @@ func (q *pending) oldest() int64 {
 		return 0
 	}
 	return q.positions[0]
-}
-
-// unanswered is the position of the oldest event a replay may still answer: noted, or not read
-// yet (open); 0 when none.
-func (q *pending) unanswered() int64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	p := q.open
-	if len(q.positions) > 0 && (p == 0 || q.positions[0] < p) {
-		p = q.positions[0]
-	}
-	return p
 }
 
 // readTo notes that a replay has read the log up to position p: what it matches from now on is
@@ -294,25 +281,28 @@ func (q *Sequence) crowding() *Listener {
 	return most(replayed)
 }
 
-// reread drops the responses l holds, and replays l from the log from the oldest event it has
-// not answered on: the oldest it holds, or one its replay has still to answer, before them when
-// its seam is passed. q.mu is held. What l delivered is before it (release hands in order), and
-// what its feed answers after it is the new replay's until its seam.
+// reread drops the responses l holds, and replays l from the log after the last event it was
+// handed (Listener.delivered), or, when it was handed none and had no replay, before the oldest
+// it holds: every response its feed gave it is then held. q.mu is held.
+//
+// It starts from what l was handed, never from what it holds or its replay has noted: a replay
+// notes an event read (readTo) only once it has answered the one before, so the one it has just
+// answered may be handed already, and so may the feed's first response past its seam, before
+// the replay ends. release hands in the order of the log, and only once no subscription of the
+// connection has an earlier event to answer: l has every event up to delivered that it matches,
+// and none after it.
 func (q *Sequence) reread(l *Listener) {
-	from := int64(math.MaxInt64)
+	from := l.delivered
 	q.held = slices.DeleteFunc(q.held, func(h held) bool {
 		if h.l != l {
 			return false
 		}
-		from = min(from, h.position-1)
+		if l.delivered == 0 && (from == 0 || h.position-1 < from) {
+			from = max(h.position-1, 0)
+		}
 		return true
 	})
 	q.shrank()
-	if l.replay != nil {
-		if p := l.replay.unanswered(); p != 0 {
-			from = min(from, p-1)
-		}
-	}
 	q.replayFrom(l, from, false)
 }
 
@@ -324,7 +314,11 @@ func (q *Sequence) release() {
 		if q.waits(q.held[n].position) {
 			break
 		}
-		q.held[n].l.deliver(q.held[n].payload)
+		h := q.held[n]
+		h.l.deliver(h.payload)
+		if h.position != 0 {
+			h.l.delivered = h.position
+		}
 	}
 	if n > 0 {
 		clear(q.held[:n])

@@ -57,6 +57,9 @@ func (q *Sequence) replayFrom(l *Listener, from int64, resumes bool) {
 	ctx, stop := context.WithCancel(l.resolveIn)
 	r := &pending{open: from + 1}
 	l.after, l.replay, l.stopReplay = math.MaxInt64, r, stop
+	if !resumes {
+		l.delivered = from
+	}
 	go l.s.replay(ctx, l, r, from, resumes)
 }
 
@@ -81,8 +84,7 @@ func (s *Schema) replay(ctx context.Context, l *Listener, r *pending, from int64
 		s.refuseResume(ctx, l, &errcode.Error{Code: errcode.ResumeTooLong, Message: resumeTooLong(handed-from, s.limits.MaxResume)})
 		return
 	}
-	r.readTo(from)
-	l.seq.recheck()
+	l.seq.start(l, r, from)
 
 	src := &replaySource{svc: s.svc, q: r, from: from, upto: max(handed, from),
 		pace: func(ctx context.Context) error { return l.seq.pace(ctx, l) },
@@ -116,6 +118,20 @@ func (s *Schema) replay(ctx context.Context, l *Listener, r *pending, from int64
 		metrics.Resumed(metrics.ResumeOK)
 	}
 	l.seq.replayed(l, r)
+}
+
+// start notes that r, l's replay, reads the log after position from, which l has every event up
+// to (its cursor's, or where a reread starts), and hands what may go; not if r is no longer l's
+// replay.
+func (q *Sequence) start(l *Listener, r *pending, from int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l.replay != r {
+		return
+	}
+	r.readTo(from)
+	l.delivered = from
+	q.release()
 }
 
 // seam makes l take its feed's responses after position upto from now on, if r is still its
