@@ -77,6 +77,9 @@ type Listener struct {
 	// delivered is the position of the last event the listener was handed, or that its replay
 	// started after (Sequence.start); 0 when neither: what a reread starts after (order.go).
 	delivered int64
+	// resuming says that the listener resumed from a cursor and its replays have not reached a
+	// seam yet: the resume is counted ok once one does (Sequence.replayed).
+	resuming bool
 	// replay is what the listener's replay has still to answer, nil when it has none;
 	// stopReplay stops it.
 	replay     *pending

@@ -193,6 +193,7 @@ func (q *Sequence) join(l *Listener, resumes bool) {
 		q.listeners = map[*Listener]struct{}{}
 	}
 	q.listeners[l] = struct{}{}
+	l.resuming = resumes
 	if resumes {
 		q.replayFrom(l, 0, true)
 	}

@@ -442,7 +442,8 @@ func TestASequenceOfTwoSchemasKeepsOneOrder(t *testing.T) {
 // up past the Sequence's limit, and it is reread from the log (Sequence.reread). The log then
 // expires what the reread reads from. postUpdated never resumed: it must not be refused as a
 // resume is (CURSOR_EXPIRED), which tells its client to refetch and subscribe without the
-// cursor it never sent.
+// cursor it never sent, but end as a feed that fell behind (the transports' TOO_SLOW), after
+// which its client subscribes again.
 func TestARereadWhoseStartExpiredDoesNotRefuseASubscriptionThatNeverResumed(t *testing.T) {
 	st := newStore(t)
 	s, svc, broker := subscribedOver(t, st, 4096, 10, schema.DefaultLimits)
@@ -483,6 +484,9 @@ func TestARereadWhoseStartExpiredDoesNotRefuseASubscriptionThatNeverResumed(t *t
 	var refused *schema.RefusedError
 	if errors.As(ended, &refused) {
 		t.Fatalf("postUpdated, which never resumed, was refused: %v (%v)", refused.Errors, ended)
+	}
+	if !errors.Is(ended, schema.ErrFeedFellBehind) {
+		t.Fatalf("postUpdated ended with %v, want %v", ended, schema.ErrFeedFellBehind)
 	}
 }
 

@@ -36,7 +36,11 @@ import (
 //     the replay has answered the rest), and the replay reads up to it and ends.
 //
 // A listener that its Sequence held back past its limit is replayed the same way, from the
-// position after the last response it got, with no cursor to read (Sequence.reread).
+// position after the last response it got, with no cursor to read (Sequence.reread). A reread
+// that cannot go on (the log no longer keeps where it reads from) ends its listener as a feed
+// that fell behind (ErrFeedFellBehind, which the transports end as TOO_SLOW), never as a
+// refused resume: the listener may never have sent a cursor, and one that did resumes again
+// from the last event it got. caddy_posts_resumes_total counts the client's resumes alone.
 //
 // Nothing of a resume refused at the start is delivered: the client refetches, and subscribes
 // without it. An expiry that cuts into a replay under way ends it with CURSOR_EXPIRED after the
@@ -110,14 +114,17 @@ func (s *Schema) replay(ctx context.Context, l *Listener, r *pending, from int64
 	if ctx.Err() != nil {
 		return
 	}
-	if src.err != nil {
+	switch {
+	case src.err != nil && resumes:
 		s.refuseResume(ctx, l, src.err)
-		return
+	case src.err != nil:
+		// A reread (Sequence.reread) that cannot go on: its listener never sent the cursor
+		// that a refused resume tells the client to drop, and a client that did has its resume
+		// answered when it resumes again, from the last event it got.
+		s.endListener(l, ErrFeedFellBehind)
+	default:
+		l.seq.replayed(l, r)
 	}
-	if resumes {
-		metrics.Resumed(metrics.ResumeOK)
-	}
-	l.seq.replayed(l, r)
 }
 
 // start notes that r, l's replay, reads the log after position from, which l has every event up
@@ -145,12 +152,17 @@ func (q *Sequence) seam(l *Listener, r *pending, upto int64) {
 }
 
 // replayed ends r, l's replay, which has answered every event up to its seam, and hands what
-// waited for it; not if r is no longer l's replay.
+// waited for it; not if r is no longer l's replay. A resume is counted ok here, whether its
+// own replay or a reread's reached the seam.
 func (q *Sequence) replayed(l *Listener, r *pending) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if l.replay != r {
 		return
+	}
+	if l.resuming {
+		l.resuming = false
+		metrics.Resumed(metrics.ResumeOK)
 	}
 	l.stopReplay()
 	l.replay, l.stopReplay = nil, nil
