@@ -29,10 +29,10 @@ import (
 // listener is not ended for what it holds: a replay goes at the client's pace, and holds back
 // every other subscription of the connection meanwhile, however steadily the client reads.
 // Past the limit, the listener that holds the most responses of its feed drops them and turns
-// into a replay itself, from the oldest event it has not answered (reread): the log keeps every
-// event, and the replay meets the feed at a seam as a resume does (replay.go). Replays held back
-// wait (pace) while the responses held are half the limit or more, and the one furthest behind
-// always goes on: five subscriptions resumed at once all catch up. A client that stops reading
+// into a replay itself, from the last event it was handed (reread): the log keeps every event,
+// and the replay meets the feed at a seam as a resume does (replay.go). Replays whose replayed
+// responses are held wait (pace) while the responses held are half the limit or more, and the
+// one furthest behind always goes on: five subscriptions resumed at once all catch up. A client that stops reading
 // is ended by its connection (its send queue, or a write that times out), never by the
 // Sequence.
 
