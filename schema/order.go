@@ -32,9 +32,9 @@ import (
 // into a replay itself, from the last event it was handed (reread): the log keeps every event,
 // and the replay meets the feed at a seam as a resume does (replay.go). Replays whose replayed
 // responses are held wait (pace) while the responses held are half the limit or more, and the
-// one furthest behind always goes on: five subscriptions resumed at once all catch up. A client that stops reading
-// is ended by its connection (its send queue, or a write that times out), never by the
-// Sequence.
+// one furthest behind always goes on: five subscriptions resumed at once all catch up. A client
+// that stops reading is ended by its connection (its send queue, or a write that times out),
+// never by the Sequence.
 
 // pending are the positions of the events a feed has matched and not answered yet, oldest first.
 // A replay (replay.go) reads the log as it goes, so it also notes how far it has read: it may
@@ -293,17 +293,21 @@ func (q *Sequence) crowding() *Listener {
 // connection has an earlier event to answer: l has every event up to delivered that it matches,
 // and none after it.
 func (q *Sequence) reread(l *Listener) {
-	from := l.delivered
+	oldest := int64(0)
 	q.held = slices.DeleteFunc(q.held, func(h held) bool {
 		if h.l != l {
 			return false
 		}
-		if l.delivered == 0 && (from == 0 || h.position-1 < from) {
-			from = max(h.position-1, 0)
+		if h.position != 0 && (oldest == 0 || h.position < oldest) {
+			oldest = h.position
 		}
 		return true
 	})
 	q.shrank()
+	from := l.delivered
+	if from == 0 && oldest != 0 {
+		from = oldest - 1
+	}
 	q.replayFrom(l, from, false)
 }
 
