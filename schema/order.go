@@ -25,7 +25,9 @@ import (
 // Sequence never sees a position neither noted nor held, which it would release a later response
 // past.
 //
-// The responses a Sequence holds are bounded (its limit, the connection's send queue), but a
+// The responses a Sequence holds are bounded (its limit, a quarter of the connection's send
+// queue: a release of all it holds, on top of the half of the queue that replays may fill
+// (room), leaves the queue room for the live responses of a client that reads steadily), but a
 // listener is not ended for what it holds: a replay goes at the client's pace, and holds back
 // every other subscription of the connection meanwhile, however steadily the client reads.
 // Past the limit, the listener that holds the most responses of its feed drops them and turns
@@ -116,13 +118,13 @@ type held struct {
 	replayed bool // from the log, by a replay (replay.go)
 }
 
-// NewSequence returns the sequence of one connection, which holds back limit responses at most:
-// past them, a listener's held responses are read again from the log (reread): a Sequence ends
-// no connection. room, if not nil, waits until the connection can take more responses (its send
-// queue is not too full), or fails when ctx ends: a replay, which has every event at hand, goes
-// at the client's pace rather than overflow it.
-func NewSequence(limit int, room func(ctx context.Context) error) *Sequence {
-	return &Sequence{limit: max(limit, 1), room: room}
+// NewSequence returns the sequence of one connection whose send queue takes queue responses,
+// which holds back a quarter of them at most: past them, a listener's held responses are read
+// again from the log (reread): a Sequence ends no connection. room, if not nil, waits until the
+// send queue is less than half full, or fails when ctx ends: a replay, which has every event at
+// hand, goes at the client's pace rather than overflow it.
+func NewSequence(queue int, room func(ctx context.Context) error) *Sequence {
+	return &Sequence{limit: max(queue/4, 1), room: room}
 }
 
 // pace waits until l's replay may hand another response: while l has a replayed response held

@@ -509,7 +509,7 @@ func TestRereadsAgainAndAgainDeliverEachEventOnce(t *testing.T) {
 	// whether a reader that the loaded machine leaves unscheduled for some milliseconds keeps
 	// up with writes that go on meanwhile (it may not with a queue the size of the limit).
 	c := newConn(t, 4096, 0)
-	c.seq = schema.NewSequence(4, c.room)
+	c.seq = schema.NewSequence(16, c.room) // holds 4
 	c.listen(t, s, `subscription { postUpdated { title } }`, "")
 	c.listen(t, s, `subscription { postCreated { title } }`, cursor)
 	started(t, broker, 2)
@@ -542,7 +542,7 @@ func TestAReplayPastItsSeamIsNotHeldBackByItsOwnFeedsResponses(t *testing.T) {
 	w := &writes{t: t, svc: svc}
 	c := newConn(t, 8, 0)
 	gate := make(chan struct{}) // room: one replayed response per value sent, all once closed
-	c.seq = schema.NewSequence(8, func(ctx context.Context) error {
+	c.seq = schema.NewSequence(32, func(ctx context.Context) error {
 		select {
 		case <-gate:
 			return nil
