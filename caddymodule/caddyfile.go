@@ -46,7 +46,7 @@ var subdirectives = map[string]arity{
 	"ws_init_timeout": {1, 1}, "ws_keepalive": {1, 1}, "max_subscriptions": {1, 1}, "max_connections_per_user": {1, 1},
 	"max_connections": {1, 1}, "document_cache_entries": {1, 1}, "document_cache_size": {1, 1},
 	"persisted_queries": {1, 1}, "persisted_queries_only": {0, 0}, "health_path": {1, 1}, "openapi_path": {1, 1},
-	"idempotency_ttl": {1, 1}, "events": {1, 1}, "events_poll_interval": {1, 1}, "events_ttl": {1, 1},
+	"idempotency_ttl": {1, 1}, "events": {1, 1}, "events_poll_interval": {1, 1}, "events_ttl": {1, 1}, "mongodb_hole_wait": {1, 1},
 	"events_max": {1, 1}, "max_resume_events": {1, 1}, "sse_max_duration": {1, 1},
 }
 
@@ -121,6 +121,7 @@ func (a arity) String() string {
 //	    events_ttl       <duration>
 //	    events_max       <n>
 //	    max_resume_events <n>
+//	    mongodb_hole_wait <duration>
 //	}
 //
 // Every subdirective is optional. jwks_url, issuer, audience, api_key and allowed_origins may be
@@ -248,7 +249,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.WSReadLimit = size
 		case "jwks_refresh", "timeout", "ws_init_timeout", "ws_keepalive", "idempotency_ttl",
-			"events_poll_interval", "events_ttl", "sse_max_duration":
+			"events_poll_interval", "events_ttl", "sse_max_duration", "mongodb_hole_wait":
 			field := map[string]struct {
 				value   *caddy.Duration
 				example string
@@ -256,7 +257,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				"jwks_refresh": {&h.JWKSRefresh, "1h"}, "timeout": {&h.Timeout, "5s"}, "ws_init_timeout": {&h.WSInitTimeout, "3s"},
 				"ws_keepalive": {&h.WSKeepAlive, "3s"}, "idempotency_ttl": {&h.IdempotencyTTL, "24h"},
 				"events_poll_interval": {&h.EventsPollInterval, "100ms"}, "events_ttl": {&h.EventsTTL, "1h"},
-				"sse_max_duration": {&h.SSEMaxDuration, "10m"},
+				"sse_max_duration": {&h.SSEMaxDuration, "10m"}, "mongodb_hole_wait": {&h.MongoDBHoleWait, "2s"},
 			}[name]
 			t, err := caddy.ParseDuration(arg)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/handlers"
 	"github.com/postsedge/caddy-posts/schema"
+	"github.com/postsedge/caddy-posts/store/mongo"
 )
 
 // Handler serves the posts API: REST under /posts, GraphQL at /graphql, and GraphQL
@@ -238,6 +239,17 @@ type Handler struct {
 	// cursor further behind is refused with RESUME_TOO_LONG. Default: 100000.
 	MaxResumeEvents int `json:"max_resume_events,omitempty"`
 
+	// How long, at least, a reader of MongoDB's event log waits for the event of a position
+	// another write took before it gives the position up (it marks it a hole, and that write
+	// logs its event at a new position), and, half of it, how long a write waits for the writer
+	// of another write's pending event of the same post before it logs that event itself. Both
+	// grow to four of the slowest of the latest 64 round trips when the database is slow. Shorter
+	// hands events sooner after a writer that stopped; longer spares live writers that are
+	// merely slow a relogged event. From 100ms to 1m; used only with mongodb_uri. Default: 2s,
+	// over FerretDB's round trips on a loaded host (1.7s at p99.9, of 16 writers beside a full
+	// test run on 2 cores).
+	MongoDBHoleWait caddy.Duration `json:"mongodb_hole_wait,omitempty"`
+
 	logger    *zap.Logger
 	storeKey  string
 	eventsKey string
@@ -380,6 +392,10 @@ var configFields = []configField{
 		}},
 	{"max_resume_events", func(h *Handler) { orDefault(&h.MaxResumeEvents, 100_000) },
 		func(h *Handler) error { return atLeastOne("max_resume_events", h.MaxResumeEvents) }},
+	{"mongodb_hole_wait", func(h *Handler) { orDefault(&h.MongoDBHoleWait, caddy.Duration(mongo.DefaultHoleWait)) },
+		func(h *Handler) error {
+			return durationIn("mongodb_hole_wait", h.MongoDBHoleWait, 100*time.Millisecond, time.Minute)
+		}},
 }
 
 // fillDefaults gives every unset field that has a default its default.

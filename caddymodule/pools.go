@@ -96,13 +96,15 @@ func (s pooledStore) Destruct() error {
 // the embedded one in data_dir. It does no I/O: the MongoDB driver connects on first use, and
 // the app opens an embedded store when the config starts.
 func (h *Handler) loadStore(ctx caddy.Context, uri string) (pooledStore, error) {
-	key := "mongodb " + uri + " " + h.Database
+	waits := mongo.Waits{Hole: time.Duration(h.MongoDBHoleWait), Timeout: time.Duration(h.Timeout)}
+	key := fmt.Sprintf("mongodb %s %s %v %v", uri, h.Database, waits.Hole, waits.Timeout)
 	construct := func() (caddy.Destructor, error) {
 		h.logger.Info("using MongoDB", zap.String("hosts", mongo.Redact(uri)), zap.String("database", h.Database))
 		s, err := mongo.Open(uri, h.Database)
 		if err != nil {
 			return nil, err
 		}
+		s.SetWaits(waits)
 		return newPooledStore(s, "mongodb"), nil
 	}
 	if uri == "" {

@@ -20,7 +20,10 @@ var ErrBreakerOpen = errors.New("the store failed repeatedly and is not tried un
 // that answers again. The Retry-After of such a 503.
 const BreakerRetryAfter = time.Second
 
-// The defaults of BreakerConfig.
+// The defaults of BreakerConfig. DefaultStallAfter stays a constant, not a setting: it acts only
+// on a server its client says is gone (BreakerConfig.Down), never on one that is slow, so what it
+// trades is how long the calls already waiting on a dead server wait (a second, under the
+// default timeout of 5 s), and no latency of a live one.
 const (
 	DefaultBreakerThreshold = 5
 	DefaultStallAfter       = time.Second

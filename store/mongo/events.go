@@ -51,10 +51,11 @@ import (
 // below the cut afterwards, in front of positions already gone. So the counter records the cut
 // (expired) before the events go, and a reader that meets a gap at or below it skips it, where
 // it would fill a hole: expired positions are decided. And expiry cuts past a gap only once the
-// expiring instance has seen it empty for settleWait, a minute (waits.go): the gap's writer took
-// its position before that first sight, and a write runs under the request's deadline (timeout,
-// 5 s by default), so it will never insert there. A gap seen for less is a hole still to be
-// decided, and holds the cut back until a reader decides it (holeWait, 2 s). However small the
+// expiring instance has seen it empty for settleWait, a minute or twice the request's deadline
+// (timeout, 5 s by default), whichever is longer (waits.go): the gap's writer took its position
+// before that first sight, and a write runs under that deadline, so it will never insert there.
+// A gap seen for less is a hole still to be decided, and holds the cut back until a reader
+// decides it (holeWait, 2 s by default: mongodb_hole_wait). However small the
 // cap, then, expiry takes no position that a writer or a reader may still fill.
 
 // The collections of the event log.
@@ -63,10 +64,17 @@ const (
 	CountersCollection = "counters"
 )
 
+// DefaultHoleWait is the default of Waits.Hole (caddymodule's mongodb_hole_wait): over the
+// slowest of FerretDB's round trips on a loaded host (16 writers of two stores beside a full
+// test run on 2 cores: 133 ms at p50, 1.44 s at p99, 1.7 s at p99.9 and 1.75 s at most of 2776).
+// On a database slower than that, the wait grows with the round trips a reader sees
+// (latencyFactor); a writer slower still finds its position a hole and logs at a new one.
+const DefaultHoleWait = 2 * time.Second
+
 // holeWait is how long a reader waits for the event of a position given out before the events it
-// can read already, from its first sight of the position empty: longer than a write takes
-// between its position and its insert (two commands).
-var holeWait = 2 * time.Second
+// can read already, from its first sight of the position empty, unless the store's Waits.Hole
+// says otherwise: longer than a write takes between its position and its insert (two commands).
+var holeWait = DefaultHoleWait
 
 // event is a store.Event, or the marker of a hole, as a document of the events collection.
 type event struct {
@@ -466,7 +474,7 @@ func (s *Store) settledUpTo(ctx context.Context, c *driver.Collection, from, cut
 // settled says whether this store has seen every position from first to last empty for
 // settleWait (sightings): their writers have given up.
 func (s *Store) settled(first, last int64) bool {
-	ready, _ := s.gaps.seenFor(first, min(last, first+maxHoles-1), settleWait)
+	ready, _ := s.gaps.seenFor(first, min(last, first+maxHoles-1), s.settleWait())
 	return ready == last
 }
 

@@ -70,6 +70,8 @@ type Store struct {
 	gaps sightings
 	// health is what the driver's monitors tell of the server (waits.go).
 	health health
+	// waits are the times of the event log the deployment set (waits.go).
+	waits Waits
 }
 
 // Open returns the store of database in the deployment that uri names. It does no I/O: the

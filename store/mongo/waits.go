@@ -1,6 +1,7 @@
 package mongo
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -123,16 +124,43 @@ func (h *health) slowest() time.Duration {
 // latencyFactor is how many of the slowest recent round trips a wait of the event log lasts
 // at least: a writer's position and its event's insert are two commands, its pending event
 // lives four (write, position, insert, clear); the waits must outlast them on a server that is
-// merely slow. A variable for the tests that set the waits (SetWaits).
+// merely slow. A constant of the protocol, not of a deployment: it counts its commands, and the
+// round trips it multiplies are measured. A variable for the tests that set the waits
+// (SetWaits).
 var latencyFactor time.Duration = 4
 
-// holeWait is how long this store waits for a hole: the package's holeWait, or latencyFactor of
-// its slowest recent round trips, whichever is longer.
-func (s *Store) holeWait() time.Duration { return max(holeWait, latencyFactor*s.health.slowest()) }
+// Waits are the times of the event log that a deployment sets (caddymodule's mongodb_hole_wait
+// and timeout); a zero field takes the package's default.
+type Waits struct {
+	// Hole is the least a reader waits for a hole (holeWait, 2 s by default); a write waits
+	// half of it at least for the writer of a pending event (helpAfter, 1 s by default), as the
+	// write's own client waits meanwhile.
+	Hole time.Duration
+	// Timeout is the longest a write runs, the service's timeout: expiry cuts past a gap only
+	// once it has seen it empty for twice as long, a minute at least (settleWait), as a server
+	// may still hold a command its client gave up on.
+	Timeout time.Duration
+}
 
-// helpAfter is how long a write waits for the writer of a pending event: the package's
-// helpAfter, or latencyFactor of the slowest recent round trips, whichever is longer.
-func (s *Store) helpAfter() time.Duration { return max(helpAfter, latencyFactor*s.health.slowest()) }
+// SetWaits sets the store's waits; before its first use.
+func (s *Store) SetWaits(w Waits) { s.waits = w }
+
+// holeWait is how long this store waits for a hole: Waits.Hole (the package's holeWait unset),
+// or latencyFactor of its slowest recent round trips, whichever is longer.
+func (s *Store) holeWait() time.Duration {
+	return max(cmp.Or(s.waits.Hole, holeWait), latencyFactor*s.health.slowest())
+}
+
+// helpAfter is how long a write waits for the writer of a pending event: half of Waits.Hole
+// (the package's helpAfter unset), or latencyFactor of the slowest recent round trips,
+// whichever is longer.
+func (s *Store) helpAfter() time.Duration {
+	return max(cmp.Or(s.waits.Hole/2, helpAfter), latencyFactor*s.health.slowest())
+}
+
+// settleWait is how long expiry waits for a gap: twice Waits.Timeout, or the package's
+// settleWait, whichever is longer.
+func (s *Store) settleWait() time.Duration { return max(settleWait, 2*s.waits.Timeout) }
 
 // Down says whether the driver has seen the server gone (a connection dropped or refused, a
 // heartbeat failed) since its last answer: a server that is merely slow is not down. The
