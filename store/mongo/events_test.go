@@ -421,6 +421,32 @@ func TestTheLogIsReadThroughItsIndexes(t *testing.T) {
 	}
 }
 
+// Expiry cuts past a gap only once it has seen it empty for twice the operations' timeout,
+// however short settleWait is: a write under a timeout of an hour may still fill it.
+func TestExpiryStopsShortOfAHoleItSawForLessThanTwiceTheTimeout(t *testing.T) {
+	mongo.SetExpiry(t, time.Nanosecond, 2)
+	s := opener(mongotest.FerretDB(t).URI)(t).(*mongo.Store)
+	s.SetWaits(mongo.Waits{Timeout: time.Hour})
+	insert := func(n int) {
+		if _, err := s.InsertPost(t.Context(), post(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(1)
+	hole := s.TakePosition(t)
+	insert(2)
+	insert(3)
+	// The first sight of the hole, which expires the event before it, and one after it.
+	for _, want := range []int{1, 0} {
+		if n, err := s.ExpireEvents(t.Context(), time.Time{}, 1); err != nil || n != want {
+			t.Fatalf("ExpireEvents with a hole at %d seen just now = %d, %v; want %d", hole, n, err, want)
+		}
+		if kept, err := s.Kept(t.Context(), hole+1); err != nil || !kept {
+			t.Errorf("Kept(%d), after the hole = %v, %v; want true", hole+1, kept, err)
+		}
+	}
+}
+
 // Expiry cuts past a gap only once the event after it is older than settleWait: until then the
 // gap's position may still take its writer's event, which would land below the cut.
 func TestExpiryStopsShortOfAYoungHole(t *testing.T) {
