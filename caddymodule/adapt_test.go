@@ -116,6 +116,8 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"events_poll_interval under 10ms", "events_poll_interval 1ms", "events_poll_interval must be from 10ms to 10s, not 1ms"},
 		{"events_poll_interval that is not a duration", "events_poll_interval often", `events_poll_interval: "often" is not a duration such as 100ms`},
 		{"events_ttl under a minute", "events_ttl 30s", "events_ttl must be from 1m0s to 720h0m0s, not 30s"},
+		{"mongodb_hole_wait under 100ms", "mongodb_hole_wait 10ms", "mongodb_hole_wait must be from 100ms to 1m0s, not 10ms"},
+		{"mongodb_hole_wait that is not a duration", "mongodb_hole_wait long", `mongodb_hole_wait: "long" is not a duration such as 2s`},
 	}
 	adapter := caddyconfig.GetAdapter("caddyfile")
 	for _, tt := range tests {
