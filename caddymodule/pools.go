@@ -72,12 +72,14 @@ type pooledStore struct {
 	backend string // sqlite or mongodb, as the metrics name it
 }
 
-// newPooledStore is s, of backend, with a breaker that probes it. The MongoDB driver needs no
-// setting for the probe to see a server come back soon: while an operation (the probe's ping)
-// waits in server selection, the driver checks the server at once, at most every 500 ms
-// (topology's minHeartbeatInterval), not every heartbeatInterval (10 s).
-func newPooledStore(s store.Store, backend string) pooledStore {
-	cfg := store.BreakerConfig{Changed: func(open bool) { metrics.StoreBreaker(backend, open) }}
+// newPooledStore is s, of backend, with a breaker that probes it, each ping bounded by timeout,
+// the operations' own: a store that answers within it, however slowly, is up, and a shorter
+// bound kept the breaker open on a database slower than it (store.BreakerConfig.ProbeTimeout).
+// The MongoDB driver needs no setting for the probe to see a server come back soon: while an
+// operation (the probe's ping) waits in server selection, the driver checks the server at once,
+// at most every 500 ms (topology's minHeartbeatInterval), not every heartbeatInterval (10 s).
+func newPooledStore(s store.Store, backend string, timeout time.Duration) pooledStore {
+	cfg := store.BreakerConfig{ProbeTimeout: timeout, Changed: func(open bool) { metrics.StoreBreaker(backend, open) }}
 	if client, ok := s.(interface{ Down() bool }); ok { // MongoDB's (mongo.Store.Down)
 		cfg.Down = client.Down
 	}
@@ -96,8 +98,10 @@ func (s pooledStore) Destruct() error {
 // the embedded one in data_dir. It does no I/O: the MongoDB driver connects on first use, and
 // the app opens an embedded store when the config starts.
 func (h *Handler) loadStore(ctx caddy.Context, uri string) (pooledStore, error) {
+	// The store, once pooled, keeps the waits and the probe's timeout of the config that
+	// opened it, across reloads and for the other sites that share it.
 	waits := mongo.Waits{Hole: time.Duration(h.MongoDBHoleWait), Timeout: time.Duration(h.Timeout)}
-	key := fmt.Sprintf("mongodb %s %s %v %v", uri, h.Database, waits.Hole, waits.Timeout)
+	key := "mongodb " + uri + " " + h.Database
 	construct := func() (caddy.Destructor, error) {
 		h.logger.Info("using MongoDB", zap.String("hosts", mongo.Redact(uri)), zap.String("database", h.Database))
 		s, err := mongo.Open(uri, h.Database)
@@ -105,7 +109,7 @@ func (h *Handler) loadStore(ctx caddy.Context, uri string) (pooledStore, error) 
 			return nil, err
 		}
 		s.SetWaits(waits)
-		return newPooledStore(s, "mongodb"), nil
+		return newPooledStore(s, "mongodb", waits.Timeout), nil
 	}
 	if uri == "" {
 		dataDir, err := filepath.Abs(h.DataDir)
@@ -116,7 +120,7 @@ func (h *Handler) loadStore(ctx caddy.Context, uri string) (pooledStore, error) 
 		construct = func() (caddy.Destructor, error) {
 			h.logger.Info("using the embedded store; it opens when the config starts",
 				zap.String("file", filepath.Join(dataDir, sqlite.DatabaseFile)))
-			return newPooledStore(sqlite.New(dataDir, sqlite.Options{Logger: h.logger.Named("store")}), "sqlite"), nil
+			return newPooledStore(sqlite.New(dataDir, sqlite.Options{Logger: h.logger.Named("store")}), "sqlite", time.Duration(h.Timeout)), nil
 		}
 	}
 	val, _, err := stores.LoadOrNew(key, construct)

@@ -49,8 +49,12 @@ type BreakerConfig struct {
 	Down func() bool
 	// ProbeEvery is how often, at most, the probe pings the store while the breaker is open.
 	ProbeEvery time.Duration
-	// ProbeTimeout bounds one ping. Longer than ProbeEvery: a driver that waits for a server to
-	// come back (MongoDB's server selection) answers the waiting ping as soon as it does.
+	// ProbeTimeout bounds one ping: the operations' timeout, as a rule (caddymodule's timeout),
+	// since a store that answers within it, however slowly, is up, and a ping bounded by less
+	// keeps the breaker open on a database slower than that (each command 0.3–3 s late: one
+	// instance's breaker stayed open 20 s after a restart with 1 s). Longer than ProbeEvery: a
+	// driver that waits for a server to come back (MongoDB's server selection) answers the
+	// waiting ping as soon as it does.
 	ProbeTimeout time.Duration
 	// Changed, if set, is told each time the breaker opens (true) or closes (false), in order.
 	Changed func(open bool)

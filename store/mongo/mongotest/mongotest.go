@@ -296,7 +296,13 @@ func ServeTCP(socket string, pass func(client net.Conn, msg []byte) bool) string
 					return
 				}
 				defer server.Close()
-				go io.Copy(client, server)
+				go func() {
+					// The server gone (a restart), its client's connection goes too, as the
+					// server's own would: a command in flight fails at once, where it would wait
+					// out its timeout for an answer that cannot come.
+					_, _ = io.Copy(client, server)
+					client.Close()
+				}()
 				for {
 					msg, err := ReadMessage(client)
 					if err != nil {
