@@ -184,19 +184,21 @@ func awaitExpiry(t *testing.T, base string, keep int64) {
 	t.Helper()
 	var events int64
 	if !awaitClients(10*time.Second, func() bool {
-		events, _ = logHealth(t, base)
-		return events <= keep
+		var read bool
+		events, _, read = logHealth(t, base)
+		return read && events <= keep
 	}) {
 		t.Fatalf("the event log holds %d events after 10s; want %d at most", events, keep)
 	}
 }
 
 // logHealth is what the health of the process at base says of its event log: how many events
-// it held at the start or its last expiry, and the last position handed to its subscribers.
-func logHealth(t *testing.T, base string) (events, handed int64) {
+// it held at the start or its last expiry, and the last position handed to its subscribers;
+// read is false while the log is not read yet (the health has no event_log then).
+func logHealth(t *testing.T, base string) (events, handed int64, read bool) {
 	t.Helper()
 	var health struct {
-		EventLog struct {
+		EventLog *struct {
 			Events         int64 `json:"events"`
 			HandedPosition int64 `json:"handed_position"`
 		} `json:"event_log"`
@@ -209,7 +211,10 @@ func logHealth(t *testing.T, base string) (events, handed int64) {
 	if err := json.NewDecoder(res.Body).Decode(&health); err != nil {
 		t.Fatal(err)
 	}
-	return health.EventLog.Events, health.EventLog.HandedPosition
+	if health.EventLog == nil {
+		return 0, 0, false
+	}
+	return health.EventLog.Events, health.EventLog.HandedPosition, true
 }
 
 // cursorLetters are those of base64url, a cursor's alphabet.
@@ -517,7 +522,7 @@ func TestAResumeBesideTheExpiry(t *testing.T) {
 		log, cursor := lc.awaitActive(w, p.url, "c")
 		cursors := []string{cursor}
 		log = log[len(log)-1:]
-		_, first := logHealth(t, p.url) // the last probe's, handed to lc
+		_, first, _ := logHealth(t, p.url) // the last probe's, handed to lc
 		write := func(n int) {
 			for range w.creates(t, p.url, "post", n, 8) {
 				id, cursor := lc.anyEvent("c")
