@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,12 +43,7 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	addr := mongotest.ServeTCP(oneWrite, func(_ net.Conn, msg []byte) bool {
-		if mongotest.CommandName(msg) != "" {
-			time.Sleep(300*time.Millisecond + rand.N(2700*time.Millisecond))
-		}
-		return true
-	})
+	addr := mongotest.ServeTCP(oneWrite, mongotest.DelayCommands(300*time.Millisecond, 3*time.Second))
 	name := fmt.Sprintf("slow_%d_%d", time.Now().UnixNano()%1e9, databases.Add(1))
 	type instance struct {
 		store   store.Store

@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
 )
@@ -26,6 +28,10 @@ type Server struct {
 	URI string
 	// Socket is the path of its unix socket, for tests that put a proxy in front of it.
 	Socket string
+	// Writes is the unix socket of the proxy that URI names when FerretDB started the server
+	// (OneWriteAtATime's), for tests that put another proxy in front of it and keep its one
+	// write at a time; "" for Start's.
+	Writes string
 	stop   func()
 }
 
@@ -107,12 +113,12 @@ func FerretDB(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	uri, stop, err := OneWriteAtATime(s.Socket)
+	path, stop, err := oneWriteAtATime(s.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop) // before s.Close, which waits for the proxy's connections to end
-	s.URI = uri
+	s.URI, s.Writes = SocketURI(path), path
 	return s
 }
 
@@ -135,17 +141,26 @@ var writeCommands = map[string]bool{"insert": true, "update": true, "delete": tr
 // (a find, then a write of what was found) still interleave with others, as on MongoDB, so the
 // tests still see a store that writes back what it read.
 func OneWriteAtATime(socket string) (uri string, stop func(), err error) {
+	path, stop, err := oneWriteAtATime(socket)
+	if err != nil {
+		return "", nil, err
+	}
+	return SocketURI(path), stop, nil
+}
+
+// oneWriteAtATime is OneWriteAtATime, which returns the path of the proxy's socket.
+func oneWriteAtATime(socket string) (path string, stop func(), err error) {
 	dir, err := os.MkdirTemp("", "ferretdb-writes-")
 	if err != nil {
 		return "", nil, err
 	}
-	path := filepath.Join(dir, "mongodb.sock")
+	path = filepath.Join(dir, "mongodb.sock")
 	stopProxy, err := OneWriteAtATimeOn(socket, path)
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
-	return SocketURI(path), func() {
+	return path, func() {
 		stopProxy()
 		os.RemoveAll(dir)
 	}, nil
@@ -319,6 +334,22 @@ func ServeTCP(socket string, pass func(client net.Conn, msg []byte) bool) string
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// DelayCommands is a pass of ServeTCP that holds each command a random time in [least, most)
+// before it goes on, and the other messages not at all: a database that is slow, not down (a
+// loaded host, a restart warming up).
+func DelayCommands(least, most time.Duration) func(client net.Conn, msg []byte) bool {
+	return func(_ net.Conn, msg []byte) bool {
+		if CommandName(msg) != "" {
+			d := least
+			if most > least {
+				d += rand.N(most - least)
+			}
+			time.Sleep(d)
+		}
+		return true
+	}
 }
 
 const opMsg = 2013
