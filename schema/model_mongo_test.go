@@ -2,7 +2,7 @@
 
 // The model of model_test.go on FerretDB: two instances on one database, each with its own
 // client and a follower that relays, the second through a proxy that holds each of its
-// commands back (slow, not down), and restarted once in each run while the first writes
+// commands back (slow, not down), and restarted twice in each run while the first writes
 // (restartWhileWriting). FerretDB takes some 100ms a write on a loaded machine: the short set is
 // one seed of fewer steps, with small bursts, and holds the second's commands 10–100 ms; seeds
 // chosen by the environment (make soak, or one run again) hold them 0.3–3 s, as the slow

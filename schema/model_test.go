@@ -57,7 +57,7 @@ type modelBackend struct {
 	// seed run again), which may make it slower.
 	open func(t *testing.T, instance int, soak bool) (store.Store, error)
 	// slow says the last instance's store is slow (a delaying proxy in front of the database):
-	// restartWhileWriting restarts it, once in each run, while writes go on through the others.
+	// restartWhileWriting restarts it, modelSlowRestarts times a run, while the others write.
 	slow bool
 	// soak is set from the environment: see open.
 	soak bool
@@ -137,6 +137,10 @@ const (
 	modelMaxSubs    = 4 // subscriptions of a connection at once
 	modelConns      = 4 // connections at once
 	modelSettleWait = 30 * time.Second
+	// modelSlowRestarts is how many times a run restarts a backend's slow instance while the
+	// others write (restartWhileWriting): each finds a write that took its position before the
+	// restart and was acknowledged after a subscription on it, two times in three.
+	modelSlowRestarts = 2
 )
 
 // TestModel runs the model on each backend: see the top of this file.
@@ -532,13 +536,13 @@ func runModel(t *testing.T, b modelBackend, seed uint64, steps int) modelCounts 
 		m.conns = append(m.conns, m.connect(m.insts[m.r.IntN(len(m.insts))]))
 	}
 	total := cmp.Or(steps, b.steps)
-	restartAt := -1
-	if b.slow {
-		restartAt = m.r.IntN(total)
+	restartAt := map[int]bool{}
+	for range cond(b.slow, modelSlowRestarts, 0) {
+		restartAt[m.r.IntN(total)] = true
 	}
 	for step := 0; step < total && !t.Failed(); step++ {
 		m.counts.steps++
-		if step == restartAt {
+		if restartAt[step] {
 			m.restartWhileWriting()
 			continue
 		}
@@ -1295,10 +1299,11 @@ func (m *modelRun) reload() {
 
 // restart stops an instance, its connections with it, and starts it again; each subscription
 // that was open resumes on a new connection from the last cursor it received, as a client does.
-func (m *modelRun) restart() { m.restartInstance(m.r.IntN(len(m.insts))) }
+func (m *modelRun) restart() { m.restartInstance(m.r.IntN(len(m.insts)), nil) }
 
-// restartInstance is restart's, of the instance m.insts[i].
-func (m *modelRun) restartInstance(i int) {
+// restartInstance is restart's, of the instance m.insts[i]; first, when not nil, runs as soon
+// as it is back, before its clients resume.
+func (m *modelRun) restartInstance(i int, first func()) {
 	old := m.insts[i]
 	var resumes []modelResume
 	for _, c := range m.allConns {
@@ -1329,6 +1334,9 @@ func (m *modelRun) restartInstance(i int) {
 	m.insts[i] = startModelInstance(m.t, m.b, i, old.name+"'", m.long)
 	m.counts.restarts++
 	m.note("restart %s: %d subscriptions to resume", old.name, len(resumes))
+	if first != nil {
+		first()
+	}
 	for j, c := range m.conns {
 		if c.inst == old {
 			m.conns[j] = m.connect(m.insts[i])
@@ -1368,18 +1376,19 @@ func (m *modelRun) restartWhileWriting() {
 		}
 	})
 	m.note("restart %s while writing on %s", m.insts[i].name, through.name)
-	m.restartInstance(i)
-	c := m.connect(m.insts[i])
-	c.mode.Store(readFast)
-	c.everSlow = false
-	j := m.r.IntN(len(m.conns))
-	m.conns[j].end("its client closed it")
-	m.conns[j] = c
-	every := modelFilter{kind: store.EventCreated}
-	m.subscribe(nil, c, &every)
-	for range m.r.IntN(modelMaxSubs) {
-		m.subscribe(nil, c, nil)
-	}
+	m.restartInstance(i, func() {
+		c := m.connect(m.insts[i])
+		c.mode.Store(readFast)
+		c.everSlow = false
+		j := m.r.IntN(len(m.conns))
+		m.conns[j].end("its client closed it")
+		m.conns[j] = c
+		every := modelFilter{kind: store.EventCreated}
+		m.subscribe(nil, c, &every)
+		for range m.r.IntN(modelMaxSubs) {
+			m.subscribe(nil, c, nil)
+		}
+	})
 	// The writes go on for as long as those of the issue did after its subscribers subscribed.
 	time.Sleep(m.b.slack() * 300 * time.Millisecond)
 	stop()
