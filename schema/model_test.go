@@ -536,9 +536,10 @@ func runModel(t *testing.T, b modelBackend, seed uint64, steps int) modelCounts 
 		m.conns = append(m.conns, m.connect(m.insts[m.r.IntN(len(m.insts))]))
 	}
 	total := cmp.Or(steps, b.steps)
-	restartAt := map[int]bool{}
+	restartAt := map[int]bool{} // from a source of their own: the seed's other steps stay the same
+	at := rand.New(rand.NewPCG(seed, 0x5104))
 	for range cond(b.slow, modelSlowRestarts, 0) {
-		restartAt[m.r.IntN(total)] = true
+		restartAt[at.IntN(total)] = true
 	}
 	for step := 0; step < total && !t.Failed(); step++ {
 		m.counts.steps++
