@@ -230,6 +230,17 @@ func (c *conn) listen(t *testing.T, s *schema.Schema, query, cursor string) {
 	t.Cleanup(l.Close)
 }
 
+// inWriteOrder checks that the responses read, as readAll returns them, answer the n writes
+// made, each once, in the order written.
+func inWriteOrder(t *testing.T, read []string, n int) {
+	t.Helper()
+	for i, r := range read {
+		if _, title, _ := strings.Cut(r, " "); title != fmt.Sprint(i+1) {
+			t.Fatalf("the client's response %d is %s, want write %d (%d written)", i+1, r, i+1, n)
+		}
+	}
+}
+
 // readAll waits until the client has read n responses, and returns each as "<alias> <title>",
 // in the order read; it fails when the connection ended or n did not come within d.
 func (c *conn) readAll(t *testing.T, n int, d time.Duration) []string {
@@ -334,11 +345,7 @@ func TestAResumeDoesNotEndAConnectionWhoseClientReadsSteadily(t *testing.T) {
 	started(t, broker, 2)
 	paced(live, time.Second/300, w.update)
 	read := c.readAll(t, w.n, 60*time.Second)
-	for i, r := range read {
-		if _, title, _ := strings.Cut(r, " "); title != fmt.Sprint(i+1) {
-			t.Fatalf("the client's response %d is %s, want write %d (%d written)", i+1, r, i+1, w.n)
-		}
-	}
+	inWriteOrder(t, read, w.n)
 }
 
 // An app with five live views reconnects and resumes all five on one connection, each far
@@ -524,11 +531,7 @@ func TestRereadsAgainAndAgainDeliverEachEventOnce(t *testing.T) {
 	if n != w.n {
 		t.Errorf("the client read %d responses, want %d", n, w.n)
 	}
-	for i, r := range read {
-		if _, title, _ := strings.Cut(r, " "); title != fmt.Sprint(i+1) {
-			t.Fatalf("the client's response %d is %s, want write %d (%d written)", i+1, r, i+1, w.n)
-		}
-	}
+	inWriteOrder(t, read, w.n)
 }
 
 // A resume reaches its seam, and its feed's first response after it is held (it waits for
@@ -569,9 +572,5 @@ func TestAReplayPastItsSeamIsNotHeldBackByItsOwnFeedsResponses(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	close(gate)
 	read := c.readAll(t, w.n, 5*time.Second)
-	for i, r := range read {
-		if _, title, _ := strings.Cut(r, " "); title != fmt.Sprint(i+1) {
-			t.Fatalf("the client's response %d is %s, want write %d (%d written)", i+1, r, i+1, w.n)
-		}
-	}
+	inWriteOrder(t, read, w.n)
 }

@@ -3,8 +3,6 @@ package mongo_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -20,17 +18,7 @@ import (
 // A write after the database comes back, through the store's breaker, succeeds within a second
 // of its restart, on a loaded machine.
 func TestWritesSucceedWithinASecondOfADatabaseRestart(t *testing.T) {
-	dir := t.TempDir()
-	sockDir, err := os.MkdirTemp("", "ferretdb-restart-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	socket := filepath.Join(sockDir, "mongodb.sock")
-	server, err := mongotest.StartOn(dir, socket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, _, socket, server := restartableFerretDB(t, "ferretdb-restart-")
 	s, err := mongo.Open(server.URI, fmt.Sprintf("restart_%d", databases.Add(1)))
 	if err != nil {
 		t.Fatal(err)
@@ -88,17 +76,7 @@ func TestASlowDatabaseRestartedLosesNoWriteAndRefusesNoneOnceBack(t *testing.T) 
 	if testing.Short() {
 		t.Skip("half a minute of slow commands")
 	}
-	dir := t.TempDir()
-	sockDir, err := os.MkdirTemp("", "ferretdb-slow-restart-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	socket := filepath.Join(sockDir, "mongodb.sock")
-	server, err := mongotest.StartOn(dir, socket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, sockDir, socket, server := restartableFerretDB(t, "ferretdb-slow-restart-")
 	// Through the proxy that lets one write at a time into FerretDB, which dials it anew for
 	// each connection (and so reaches the restarted one), and one that holds each command back.
 	oneWrite := filepath.Join(sockDir, "one-write.sock")
@@ -107,12 +85,7 @@ func TestASlowDatabaseRestartedLosesNoWriteAndRefusesNoneOnceBack(t *testing.T) 
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	addr := mongotest.ServeTCP(oneWrite, func(_ net.Conn, msg []byte) bool {
-		if mongotest.CommandName(msg) != "" {
-			time.Sleep(300*time.Millisecond + rand.N(2700*time.Millisecond))
-		}
-		return true
-	})
+	addr := mongotest.ServeTCP(oneWrite, mongotest.DelayCommands(300*time.Millisecond, 3*time.Second))
 	name := fmt.Sprintf("slow_restart_%d_%d", time.Now().UnixNano()%1e9, databases.Add(1))
 	type outcome struct {
 		instance   int
@@ -263,4 +236,22 @@ func TestASlowDatabaseRestartedLosesNoWriteAndRefusesNoneOnceBack(t *testing.T) 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// restartableFerretDB starts FerretDB on dir, a new temporary directory, serving a socket in
+// sockDir (short, for the socket's path limit), where a test can start it again after it stops
+// it (mongotest.StartOn).
+func restartableFerretDB(t *testing.T, prefix string) (dir, sockDir, socket string, server *mongotest.Server) {
+	t.Helper()
+	dir = t.TempDir()
+	sockDir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	socket = filepath.Join(sockDir, "mongodb.sock")
+	if server, err = mongotest.StartOn(dir, socket); err != nil {
+		t.Fatal(err)
+	}
+	return dir, sockDir, socket, server
 }
