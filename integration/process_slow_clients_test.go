@@ -530,8 +530,7 @@ func readTitles(next func() (string, error)) <-chan string {
 func TestAClientThatStopsReadingIsCutOffOnEveryTransport(t *testing.T) {
 	ownProcesses(t)
 	admin, port := freePort(t), freePort(t)
-	p := startProcess(t, fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tpersist_config off\n\tmetrics\n\tservers {\n\t\tprotocols h1 h2c\n\t}\n}\nhttp://:%d {\n\tposts {\n\t\tdata_dir %s\n\t\tapi_key process-key alice\n\t}\n}\n",
-		admin, port, t.TempDir()), port)
+	p := startProcess(t, slowReadersConfig(admin, port, t.TempDir(), ""), port)
 	adminMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", admin)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	const query = "subscription { postCreated { title body } }"

@@ -667,8 +667,7 @@ func TestAnExpiringTokenEndsTheStreams(t *testing.T) {
 func TestAStreamClientThatStopsReadingIsEnded(t *testing.T) {
 	ownProcesses(t)
 	admin, port := freePort(t), freePort(t)
-	p := startProcess(t, fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tpersist_config off\n\tmetrics\n\tservers {\n\t\tprotocols h1 h2c\n\t}\n}\nhttp://:%d {\n\tposts {\n\t\tdata_dir %s\n\t\tapi_key process-key alice\n\t\tws_keepalive 2s\n\t}\n}\n",
-		admin, port, t.TempDir()), port)
+	p := startProcess(t, slowReadersConfig(admin, port, t.TempDir(), "\t\tws_keepalive 2s\n"), port)
 	adminMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", admin)
 	const query = "subscription { postCreated { title body } }"
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -792,4 +791,12 @@ func TestAStreamClientThatStopsReadingIsEnded(t *testing.T) {
 			t.Errorf("an event came %v after its write; want within 1s", slowest)
 		}
 	})
+}
+
+// slowReadersConfig is the Caddyfile of the tests of clients that stop reading: metrics on the
+// admin API at port admin, HTTP/1.1 and h2c on port, an embedded store in dir, and the posts
+// block's further lines extra.
+func slowReadersConfig(admin, port int, dir, extra string) string {
+	return fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tpersist_config off\n\tmetrics\n\tservers {\n\t\tprotocols h1 h2c\n\t}\n}\n"+
+		"http://:%d {\n\tposts {\n\t\tdata_dir %s\n\t\tapi_key process-key alice\n%s\t}\n}\n", admin, port, dir, extra)
 }

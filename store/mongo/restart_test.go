@@ -79,13 +79,7 @@ func TestASlowDatabaseRestartedLosesNoWriteAndRefusesNoneOnceBack(t *testing.T) 
 	dir, sockDir, socket, server := restartableFerretDB(t, "ferretdb-slow-restart-")
 	// Through the proxy that lets one write at a time into FerretDB, which dials it anew for
 	// each connection (and so reaches the restarted one), and one that holds each command back.
-	oneWrite := filepath.Join(sockDir, "one-write.sock")
-	stop, err := mongotest.OneWriteAtATimeOn(socket, oneWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	addr := mongotest.ServeTCP(oneWrite, mongotest.DelayCommands(300*time.Millisecond, 3*time.Second))
+	addr := slowProxy(t, socket, filepath.Join(sockDir, "one-write.sock"))
 	name := fmt.Sprintf("slow_restart_%d_%d", time.Now().UnixNano()%1e9, databases.Add(1))
 	type outcome struct {
 		instance   int
@@ -156,7 +150,8 @@ func TestASlowDatabaseRestartedLosesNoWriteAndRefusesNoneOnceBack(t *testing.T) 
 	stopping := time.Now()
 	server.Close()
 	time.Sleep(2 * time.Second) // down a while
-	if server, err = mongotest.StartOn(dir, socket); err != nil {
+	server, err := mongotest.StartOn(dir, socket)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(server.Close)

@@ -37,13 +37,7 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	// Through the proxy that lets one write at a time into FerretDB (mongotest.FerretDB's URI).
-	oneWrite := filepath.Join(dir, "mongodb.sock")
-	stop, err := mongotest.OneWriteAtATimeOn(server.Socket, oneWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	addr := mongotest.ServeTCP(oneWrite, mongotest.DelayCommands(300*time.Millisecond, 3*time.Second))
+	addr := slowProxy(t, server.Socket, filepath.Join(dir, "mongodb.sock"))
 	name := fmt.Sprintf("slow_%d_%d", time.Now().UnixNano()%1e9, databases.Add(1))
 	type instance struct {
 		store   store.Store
@@ -188,4 +182,17 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 			last[id] = g
 		}
 	}
+}
+
+// slowProxy serves, on a TCP address it returns, FerretDB's socket one write at a time (through
+// a socket at oneWrite, mongotest.OneWriteAtATimeOn) with each command held 0.3–3 s
+// (mongotest.DelayCommands): a database that is slow, not down.
+func slowProxy(t *testing.T, socket, oneWrite string) string {
+	t.Helper()
+	stop, err := mongotest.OneWriteAtATimeOn(socket, oneWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return mongotest.ServeTCP(oneWrite, mongotest.DelayCommands(300*time.Millisecond, 3*time.Second))
 }
