@@ -2,6 +2,9 @@ package schema
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/graph-gophers/graphql-go"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
@@ -65,4 +68,34 @@ func Unplanned(s *Schema) *Schema {
 // Planned says whether s runs op by a plan rather than graphql-go's Exec.
 func (s *Schema) Planned(op *Operation) bool {
 	return !s.unplanned && s.planOf(op) != nil
+}
+
+// State is what q holds and what each of its listeners waits for: the model test logs it when
+// a subscription stalls.
+func (q *Sequence) State() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "limit %d, held %d\n", q.limit, len(q.held))
+	for i, h := range q.held {
+		if i < 5 || i > len(q.held)-3 {
+			fmt.Fprintf(&b, "  held %p at %d replayed %v\n", h.l, h.position, h.replayed)
+		}
+	}
+	for l := range q.listeners {
+		l.f.pending.mu.Lock()
+		fp := slices.Clone(l.f.pending.positions)
+		l.f.pending.mu.Unlock()
+		if len(fp) > 5 {
+			fp = fp[:5]
+		}
+		fmt.Fprintf(&b, "  listener %p after %d delivered %d resuming %v feed pending %v", l, l.after, l.delivered, l.resuming, fp)
+		if l.replay != nil {
+			l.replay.mu.Lock()
+			fmt.Fprintf(&b, " replay open %d positions %v", l.replay.open, l.replay.positions)
+			l.replay.mu.Unlock()
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }

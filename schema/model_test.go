@@ -26,6 +26,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -1482,6 +1484,7 @@ func (m *modelRun) settle(why string) int64 {
 		}
 		if time.Now().After(deadline) {
 			m.t.Errorf("seed %d: %s: after %v, %s", m.seed, why, wait, behind)
+			m.stalled()
 			break
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -1490,6 +1493,24 @@ func (m *modelRun) settle(why string) int64 {
 	m.checkLogged()
 	m.checkAll(true)
 	return target
+}
+
+// stalled logs the state of each open connection's Sequence, and writes every goroutine's stack
+// to a file it names: what a subscription that stopped receiving waits for.
+func (m *modelRun) stalled() {
+	for _, c := range m.conns {
+		c.mu.Lock()
+		dead := c.dead
+		c.mu.Unlock()
+		if dead == "" {
+			m.t.Logf("conn %d, %d queued, reader %s: %s", c.id, len(c.queue), readModes[c.mode.Load()], c.seq.State())
+		}
+	}
+	buf := make([]byte, 16<<20)
+	name := filepath.Join(os.TempDir(), fmt.Sprintf("model-stall-%d.txt", m.seed))
+	if err := os.WriteFile(name, buf[:runtime.Stack(buf, true)], 0o644); err == nil {
+		m.t.Logf("every goroutine's stack: %s", name)
+	}
 }
 
 // behind names an open subscription that has not got all it matches up to target, "" when none.

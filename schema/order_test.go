@@ -383,6 +383,53 @@ func TestFiveResumesOfOneConnectionAllCatchUp(t *testing.T) {
 	}
 }
 
+// An app comes back with four views open for different times: one connection resumes them from
+// cursors far apart, while writes go on. Each replay waits its turn while another's events come
+// first; none may then lose its turn for long: each view catches up with every write after its
+// cursor, once, in the order written across the four.
+func TestResumesFromCursorsFarApartAllCatchUp(t *testing.T) {
+	s, svc, broker := subscribed(t, 4096)
+	first := cursorOfFirst(t, s, svc, broker)
+	at, err := svc.ResumeAfter(t.Context(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &writes{t: t, svc: svc}
+	behind, live := 4000, 400
+	if race.Enabled {
+		behind, live = 800, 100
+	}
+	for range behind {
+		w.create()
+	}
+	c := newConn(t, 256, 0)
+	from := map[string]int{} // each view's cursor: after the write of that number
+	for v, after := range []int{0, behind / 3, behind * 2 / 3, behind - 20} {
+		alias := fmt.Sprintf("v%d", v)
+		from[alias] = after
+		c.listen(t, s, fmt.Sprintf(`subscription { %s: postCreated { title } }`, alias), svc.Cursor(at+int64(after)))
+	}
+	started(t, broker, len(from))
+	paced(live, time.Second/500, w.create)
+	want := 0
+	for _, after := range from {
+		want += w.n - after
+	}
+	read := c.readAll(t, want, 120*time.Second)
+	last, got := 0, map[string]int{}
+	for _, r := range read {
+		alias, title, _ := strings.Cut(r, " ")
+		n, _ := strconv.Atoi(title)
+		if n < last {
+			t.Fatalf("write %s after write %d: out of the order written", r, last)
+		}
+		if got[alias]++; from[alias]+got[alias] != n {
+			t.Fatalf("%s's response %d is write %d, want write %d", alias, got[alias], n, from[alias]+got[alias])
+		}
+		last = n
+	}
+}
+
 // A connection outlives a reload: its Sequence holds listeners of the old config's schema, live,
 // and of the new one's, resuming, while writes go on. Under the race detector, the replays' ends
 // and seams must not race with the live responses of the other schema; and the client reads

@@ -220,13 +220,15 @@ var errNoProgress = errors.New("the event log did not read past a position in ti
 //
 // A replay has its events at hand, and would take the machine's every core from the live
 // subscribers while it resolves them: after each replayBurst events it rests as long as they
-// took, so that it takes half of a core at most, in bursts short enough that a live event
-// waits for none of them long.
+// took to resolve and send (busy), so that it takes half of a core at most, in bursts short
+// enough that a live event waits for none of them long. busy leaves out the waits for the log
+// and for its turn (pace): a replay that waited while the others' events went first would
+// otherwise rest as long again, and hold them back in turn, each rest longer than the last.
 func replayStream[T any](ctx context.Context, src *replaySource, match func(posts.Event) bool, item func(posts.Post) T) <-chan T {
 	out := make(chan T)
 	go func() {
 		defer close(out)
-		after, stuck, last, sent := src.from, time.Time{}, false, 0
+		after, stuck, last, sent, busy := src.from, time.Time{}, false, 0, time.Duration(0)
 		for {
 			if after >= src.upto {
 				if last {
@@ -235,7 +237,6 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 				src.upto, last = src.seam(after)
 				continue
 			}
-			began := time.Now()
 			page, read, err := src.svc.ReadEvents(ctx, after, replayPage)
 			if err == nil {
 				err = src.svc.StillKept(ctx, after) // what the page began after: nothing expired since
@@ -256,16 +257,18 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 				if src.pace(ctx) != nil {
 					return
 				}
+				began := time.Now()
 				select {
 				case out <- item(e.Post):
 				case <-ctx.Done():
 					return
 				}
+				busy += time.Since(began)
 				if sent++; sent%replayBurst == 0 {
-					if !rest(ctx, time.Since(began)) {
+					if !rest(ctx, busy) {
 						return
 					}
-					began = time.Now()
+					busy = 0
 				}
 			}
 			switch {
