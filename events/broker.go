@@ -107,6 +107,18 @@ func (b *Broker[T]) Subscribers() int {
 	return len(b.subs)
 }
 
+// Backlog is the most events queued on any subscription, which its reader has not taken yet:
+// how far the slowest is from falling behind (its queue's length, queue).
+func (b *Broker[T]) Backlog() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	most := 0
+	for s := range b.subs {
+		most = max(most, len(s.c))
+	}
+	return most
+}
+
 // Close ends every subscription with ErrClosed, and every later one at once.
 func (b *Broker[T]) Close() {
 	b.mu.Lock()

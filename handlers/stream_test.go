@@ -782,13 +782,16 @@ func TestAClientThatStopsReadingIsCutOffAsTooSlow(t *testing.T) {
 			}
 			s.waitForSubscribers(t, 1)
 			// The client reads nothing now: events of some 300 KB each fill the connection's
-			// buffers, then the stream's queue of one (or two come while one is written).
+			// buffers, then the stream's queue of one (or two come while one is written). Each
+			// is written once the feed has taken the one before, so that it is the client, not
+			// the feed (slower under the race detector than the writes), that falls behind.
 			written := 0
 			for ; s.open() == 1 && !s.streamEnding(); written++ {
 				if written == 500 {
 					t.Fatalf("%d events of 300 KB written to a client that reads none, and its stream goes on", written)
 				}
 				s.createBigPost(t, fmt.Sprint(written))
+				waitFor(t, "the feed to take the event", func() bool { return s.broker.Backlog() == 0 })
 			}
 			decided := time.Now()
 			waitFor(t, "the stream to end", func() bool { return s.open() == 0 })
