@@ -55,6 +55,7 @@ type relaySubscriber struct {
 	mu      sync.Mutex
 	got     map[string][]string
 	at      map[string]received // by post id and entry: "<id> u2"
+	order   []string            // the keys of at, in the order received
 	trouble []string
 }
 
@@ -141,6 +142,7 @@ func (s *relaySubscriber) read(closing chan struct{}) {
 		s.mu.Lock()
 		s.got[post.ID] = append(s.got[post.ID], entry)
 		s.at[post.ID+" "+entry] = received{now, post.UpdatedAt}
+		s.order = append(s.order, post.ID+" "+entry)
 		s.mu.Unlock()
 	}
 }
