@@ -32,8 +32,11 @@ type steadyCreate struct {
 // dbOutage is a span of TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers in which the
 // database did not answer: from the signal that stopped it to answers() on its socket again.
 type dbOutage struct {
-	name      string
-	from, to  time.Time
+	name     string
+	from, to time.Time
+	// down says the database was gone (killed), so that a write may be answered 503; a stall
+	// shorter than the operations' timeout is a database that answers, slowly: no 503.
+	down      bool
 	refused   []string // the 503s of writes that overlapped it, each with when it was sent
 	firstBack map[*caddyProcess]time.Duration
 }
@@ -65,7 +68,7 @@ func TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers(t *testing.T) {
 		creates []steadyCreate
 		wg      sync.WaitGroup
 	)
-	restart := &dbOutage{name: "the restart"}
+	restart := &dbOutage{name: "the restart", down: true}
 	stall := &dbOutage{name: "the stall (SIGSTOP, 2 s)"}
 	// Both disruptions from a goroutine of their own, at 10 s and 20 s, while the pace goes on.
 	start := time.Now()
@@ -132,8 +135,12 @@ func TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers(t *testing.T) {
 				t.Errorf("%s on %s during %s: 503 with Retry-After %q; want 1", c.title, name[c.on], during.name, c.retryAfter)
 			}
 			notSent := strings.Contains(c.body, posts.ErrNotTried.Error())
-			during.refused = append(during.refused, fmt.Sprintf("%s %+v (not sent %v)", name[c.on], c.sent.Sub(during.from).Round(time.Millisecond), notSent))
+			during.refused = append(during.refused, fmt.Sprintf("%s %v (not sent: %v)", name[c.on], c.sent.Sub(during.from).Round(time.Millisecond), notSent))
 			o.uncertainCreates = append(o.uncertainCreates, c.title)
+			if !during.down {
+				t.Errorf("%s on %s, sent %v into %s, which ended within the operations' timeout: %d %s",
+					c.title, name[c.on], c.sent.Sub(during.from).Round(time.Millisecond), during.name, c.status, c.body)
+			}
 		default:
 			t.Errorf("%s on %s, sent %v into the run, %v after the last time the database answered again, while it answered: %d %s",
 				c.title, name[c.on], c.sent.Sub(start).Round(time.Millisecond), sinceLastBack(c.sent, outages), c.status, c.body)

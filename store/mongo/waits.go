@@ -96,11 +96,17 @@ func (h *health) options() *options.ClientOptions {
 		SetMonitor(&monitor.CommandMonitor{
 			Succeeded: func(_ context.Context, e *monitor.CommandSucceededEvent) { answered(e.Duration) },
 			Failed: func(_ context.Context, e *monitor.CommandFailedEvent) {
-				if driver.IsNetworkError(e.Failure) {
+				switch {
+				case driver.IsTimeout(e.Failure):
+					// A deadline (its caller's, or a socket's) ended before the answer: the
+					// server is slow, not gone, as the driver judges too (it keeps its pool on
+					// such an error), though it labels a read past the deadline a network
+					// error as well. No answer either, so no round trip to keep.
+				case driver.IsNetworkError(e.Failure):
 					h.down.Store(true)
-					return
+				default:
+					answered(e.Duration)
 				}
-				answered(e.Duration)
 			},
 		}).
 		SetPoolMonitor(&monitor.PoolMonitor{Event: func(e *monitor.PoolEvent) {
