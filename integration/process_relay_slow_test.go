@@ -237,6 +237,12 @@ func TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers(t *testing.T) {
 			out.name, out.from.Sub(start).Round(time.Millisecond), out.to.Sub(out.from).Round(time.Millisecond),
 			out.firstBack[a].Round(time.Millisecond), out.firstBack[b].Round(time.Millisecond), len(out.refused), out.refused)
 	}
+	bySecond := make([]time.Duration, duration/time.Second+1)
+	for _, c := range creates {
+		i := min(int(c.sent.Sub(start)/time.Second), len(bySecond)-1)
+		bySecond[i] = max(bySecond[i], c.answered.Sub(c.sent).Round(10*time.Millisecond))
+	}
+	t.Logf("the slowest create sent in each second of the run: %v", bySecond)
 	var latencies []time.Duration
 	for _, c := range acked {
 		latencies = append(latencies, c.answered.Sub(c.sent))
