@@ -52,8 +52,9 @@ type dbOutage struct {
 	accepted, answered map[*caddyProcess]time.Duration
 }
 
-// slowestEachSecond is the longest of the durations of what started in each second from start
-// to start+d; one that failed counts as the longest, negated.
+// slowestEachSecond is, for each second from a start, the longest of the durations of what
+// began in it (0 when nothing did; the last second takes all that began later); one that
+// failed counts as the longest, negated.
 type slowestEachSecond []time.Duration
 
 func (s slowestEachSecond) add(start, began time.Time, took time.Duration, failed bool) {
@@ -67,9 +68,10 @@ func (s slowestEachSecond) add(start, began time.Time, took time.Duration, faile
 }
 
 // probeWrites inserts a small document into a collection of its own straight to db, through
-// its proxy's one write at a time as every instance's writes, every 200ms until stop: the
-// database's own latency, which a create (four write commands) waits about four times over.
-func probeWrites(t *testing.T, db *ferretProcess, start time.Time, stop <-chan struct{}) slowestEachSecond {
+// its proxy's one write at a time as every instance's writes, every 200ms until stop, and then
+// sends the slowest of each second from start: the database's own latency, which a create (four
+// write commands) waits about four times over.
+func probeWrites(t *testing.T, db *ferretProcess, start time.Time, stop <-chan struct{}) <-chan slowestEachSecond {
 	t.Helper()
 	client, err := storemongo.Connect(db.URI)
 	if err != nil {
@@ -77,19 +79,24 @@ func probeWrites(t *testing.T, db *ferretProcess, start time.Time, stop <-chan s
 	}
 	t.Cleanup(func() { storemongo.Disconnect(client) })
 	probe := client.Database("relay").Collection("probe")
-	slowest := make(slowestEachSecond, 32)
-	for {
-		select {
-		case <-stop:
-			return slowest
-		case <-time.After(200 * time.Millisecond):
+	probed := make(chan slowestEachSecond, 1)
+	go func() {
+		slowest := make(slowestEachSecond, 32)
+		for {
+			select {
+			case <-stop:
+				probed <- slowest
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			began := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err := probe.InsertOne(ctx, bson.D{{Key: "at", Value: began}})
+			cancel()
+			slowest.add(start, began, time.Since(began), err != nil)
 		}
-		began := time.Now()
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		_, err := probe.InsertOne(ctx, bson.D{{Key: "at", Value: began}})
-		cancel()
-		slowest.add(start, began, time.Since(began), err != nil)
-	}
+	}()
+	return probed
 }
 
 // TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers writes creates at 11 a second, spread over
@@ -122,57 +129,59 @@ func TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers(t *testing.T) {
 	)
 	restart := &dbOutage{name: "the restart", down: true}
 	stall := &dbOutage{name: "the stall (SIGSTOP, 2 s)"}
-	// Both disruptions from a goroutine of their own, at 10 s and 20 s, while the pace goes on.
+	// The creates paced from a goroutine of their own, while this one stops the database at 10 s
+	// and stalls it at 20 s.
 	start := time.Now()
-	disrupted := make(chan struct{})
+	probing := make(chan struct{})
+	probed := probeWrites(t, pair.db, start, probing)
+	paced := make(chan struct{})
 	go func() {
-		defer close(disrupted)
-		time.Sleep(time.Until(start.Add(10 * time.Second)))
-		restart.from = time.Now()
-		pair.db.stop()
-		pair.db.start()
-		restart.to = time.Now()
-		time.Sleep(time.Until(start.Add(20 * time.Second)))
-		stall.from = time.Now()
-		pair.db.signal(syscall.SIGSTOP)
-		time.Sleep(2 * time.Second)
-		pair.db.signal(syscall.SIGCONT)
-		for !pair.db.answers() {
-			time.Sleep(5 * time.Millisecond)
+		defer close(paced)
+		tick := time.NewTicker(time.Second / rate)
+		defer tick.Stop()
+		for n := 0; time.Since(start) < duration; n++ {
+			on := []*caddyProcess{a, b}[n%2]
+			title := fmt.Sprint("steady ", n)
+			wg.Go(func() {
+				c := steadyCreate{on: on, title: title, sent: time.Now()}
+				status, body, retryAfter := writer.write(on, "POST", "/posts", fmt.Sprintf(`{"title":%q}`, title))
+				c.answered, c.status, c.body, c.retryAfter = time.Now(), status, string(body), retryAfter
+				if status == http.StatusCreated {
+					c.id = createdID(body)
+				}
+				mu.Lock()
+				creates = append(creates, c)
+				mu.Unlock()
+			})
+			<-tick.C
 		}
-		stall.to = time.Now()
 	}()
-	probing, probed := make(chan struct{}), make(chan slowestEachSecond, 1)
-	go func() { probed <- probeWrites(t, pair.db, start, probing) }()
-	tick := time.NewTicker(time.Second / rate)
-	for n := 0; time.Since(start) < duration; n++ {
-		on := []*caddyProcess{a, b}[n%2]
-		title := fmt.Sprint("steady ", n)
-		wg.Go(func() {
-			c := steadyCreate{on: on, title: title, sent: time.Now()}
-			status, body, retryAfter := writer.write(on, "POST", "/posts", fmt.Sprintf(`{"title":%q}`, title))
-			c.answered, c.status, c.body, c.retryAfter = time.Now(), status, string(body), retryAfter
-			if status == http.StatusCreated {
-				c.id = createdID(body)
-			}
-			mu.Lock()
-			creates = append(creates, c)
-			mu.Unlock()
-		})
-		<-tick.C
+	time.Sleep(time.Until(start.Add(10 * time.Second)))
+	restart.from = time.Now()
+	pair.db.stop()
+	pair.db.start()
+	restart.to = time.Now()
+	time.Sleep(time.Until(start.Add(20 * time.Second)))
+	stall.from = time.Now()
+	pair.db.signal(syscall.SIGSTOP)
+	time.Sleep(2 * time.Second)
+	pair.db.signal(syscall.SIGCONT)
+	for !pair.db.answers() {
+		time.Sleep(5 * time.Millisecond)
 	}
-	tick.Stop()
-	<-disrupted
+	stall.to = time.Now()
+	<-paced
 	wg.Wait()
 	close(probing)
 	database := <-probed
 
 	// Each create against the spans the database did not answer. A create answered 503 once it
-	// had waited the whole timeout met a database that did not answer it within that (this
-	// machine's other load: FerretDB takes the writes one at a time, a create's four interleaved
-	// with every other's, so that a backlog slows them all): not a refusal of a database that
-	// answers. Five such in a row open the breaker, by design: its refusals that follow one, on
-	// the same instance, within recovery, are the same overload.
+	// had waited the whole timeout met a database that did not answer it within that, not a
+	// refusal of one that answers: FerretDB takes the writes one at a time, a create's four
+	// interleaved with every other's, and slows as its collections grow (its inserts, the probe's
+	// figures, went from 10 ms to 1 s over 30 s at this rate on this machine beside other load,
+	// with no restart nor stall). Five such in a row open the breaker, by design: its refusals
+	// that follow one, on the same instance, within recovery, are the same overload.
 	o := &relayOutage{uncertain: map[string]bool{}}
 	outages := []*dbOutage{restart, stall}
 	name := map[*caddyProcess]string{a: "A", b: "B"}
