@@ -85,12 +85,15 @@ type health struct {
 
 // options are the client's monitors that tell h.
 func (h *health) options() *options.ClientOptions {
-	answered := func(d time.Duration) {
-		h.down.Store(false)
+	took := func(d time.Duration) {
 		h.mu.Lock()
 		h.recent[h.next] = d
 		h.next = (h.next + 1) % latencies
 		h.mu.Unlock()
+	}
+	answered := func(d time.Duration) {
+		h.down.Store(false)
+		took(d)
 	}
 	return options.Client().
 		SetMonitor(&monitor.CommandMonitor{
@@ -101,7 +104,9 @@ func (h *health) options() *options.ClientOptions {
 					// A deadline (its caller's, or a socket's) ended before the answer: the
 					// server is slow, not gone, as the driver judges too (it keeps its pool on
 					// such an error), though it labels a read past the deadline a network
-					// error as well. No answer either, so no round trip to keep.
+					// error as well. The round trip took this long at least: kept, so that
+					// the waits grow with it.
+					took(e.Duration)
 				case driver.IsNetworkError(e.Failure):
 					h.down.Store(true)
 				default:
