@@ -13,7 +13,9 @@ import (
 
 // Code is one row of the table. A zero field means the interface never shows that kind of error.
 type Code struct {
-	// GraphQL is the extensions.code of a GraphQL error of this kind.
+	// GraphQL is the extensions.code of a GraphQL error of this kind. Every row with a Status
+	// has one but NoSuchPath, which REST's router alone answers: a GraphQL request refused with
+	// the row gets it (handlers/errors_test.go holds each row to it).
 	GraphQL string
 	// Status is the HTTP status of an answer that is this error: a REST answer, and a GraphQL
 	// answer over HTTP refused before it ran (400 stands for "400, or 200 in application/json",
@@ -62,7 +64,7 @@ var (
 	Forbidden              = Code{"FORBIDDEN", 403, 0, "a write to another user's post"}
 	NotFound               = Code{"NOT_FOUND", 404, 0, "no post has the id (a query's `post(id)` is `null` instead)"}
 	VersionConflict        = Code{"VERSION_CONFLICT", 412, 0, "a write whose `If-Match` (or `If-Unmodified-Since`, `If-None-Match`) or `expectedVersion` the post does not meet: it changed since; nothing was written; the message, and `extensions.currentVersion`, give its version"}
-	TooManyConnections     = Code{"", 429, 4429, "a client that holds `max_connections_per_user` WebSockets and HTTP streams: 429 with `Retry-After` before the upgrade, 4429 when `connection_init` names a user at the cap"}
+	TooManyConnections     = Code{"TOO_MANY_CONNECTIONS", 429, 4429, "a client that holds `max_connections_per_user` WebSockets and HTTP streams: 429 with `Retry-After` before the upgrade, 4429 when `connection_init` names a user at the cap"}
 	TooManyInitialisations = Code{"", 0, 4429, "a second `connection_init`"}
 
 	// Limits of one answer and of shared resources.

@@ -212,6 +212,11 @@ func jsonAnswer(t *testing.T, r *streamResponse) (media string, res graphQLResul
 	if err := json.Unmarshal([]byte(r.rest(t)), &res); err != nil {
 		t.Fatalf("%d %s: not a GraphQL response: %v", r.StatusCode, r.Header.Get("Content-Type"), err)
 	}
+	for _, e := range res.Errors {
+		if code, _ := e.Extensions["code"].(string); code == "" {
+			t.Errorf("%d: the error %q has no extensions.code; every GraphQL error has one", r.StatusCode, e.Message)
+		}
+	}
 	return media, res
 }
 
@@ -681,8 +686,8 @@ func TestStreamsAndWebSocketsShareOnePoolOfConnections(t *testing.T) {
 		t.Run("a third connection over "+transport+" is 429 before the stream", func(t *testing.T) {
 			r := s.post(t, accept, createdTitles, from(ip))
 			_, res := jsonAnswer(t, r)
-			if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" || !strings.Contains(res.only(), "max_connections_per_user") {
-				t.Errorf("%d, Retry-After %q, %q; want 429 with Retry-After naming max_connections_per_user", r.StatusCode, r.Header.Get("Retry-After"), res.only())
+			if r.StatusCode != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" || !strings.HasPrefix(res.only(), "TOO_MANY_CONNECTIONS: ") || !strings.Contains(res.only(), "max_connections_per_user") {
+				t.Errorf("%d, Retry-After %q, %q; want 429 with Retry-After, TOO_MANY_CONNECTIONS naming max_connections_per_user", r.StatusCode, r.Header.Get("Retry-After"), res.only())
 			}
 		})
 	}
