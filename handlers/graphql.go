@@ -310,13 +310,17 @@ type acceptance struct {
 	own, legacy, html float64 // the q of graphQLResponseJSON, applicationJSON and text/html
 }
 
-// mediaRange is one media range of an Accept header, with its q.
+// mediaRange is one media range of an Accept header, with its parameters and its q.
 type mediaRange struct {
-	name string
-	q    float64
+	name   string            // lower case, as mime.ParseMediaType gives it
+	params map[string]string // their names in lower case, their values unquoted
+	q      float64
 }
 
-func accepting(header string) acceptance {
+// mediaRanges reads an Accept header: each element parsed by mime.ParseMediaType, one it
+// cannot parse left out (a duplicated parameter, a value no token and no quoted string), and a
+// q that is no weight (not 0 to 1) read as 0, not acceptable.
+func mediaRanges(header string) []mediaRange {
 	var ranges []mediaRange
 	for item := range strings.SplitSeq(header, ",") {
 		name, params, err := mime.ParseMediaType(strings.TrimSpace(item))
@@ -331,8 +335,13 @@ func accepting(header string) acceptance {
 				q = 0
 			}
 		}
-		ranges = append(ranges, mediaRange{name, q})
+		ranges = append(ranges, mediaRange{name, params, q})
 	}
+	return ranges
+}
+
+func accepting(header string) acceptance {
+	ranges := mediaRanges(header)
 	return acceptance{
 		given:  strings.TrimSpace(header) != "",
 		own:    quality(ranges, graphQLResponseJSON),

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,31 +43,29 @@ type framing interface {
 	failed(b []byte, errs []*gqlerrors.QueryError, reconnect bool) []byte
 }
 
-// streamRequested is the framing an Accept header asks for, or nil for none: the first of
-// text/event-stream and multipart/mixed;subscriptionSpec it lists with a weight.
+// streamRequested is the framing an Accept header asks for, or nil for none: of the media
+// ranges text/event-stream and multipart/mixed;subscriptionSpec=1.0 (Apollo's protocol, the one
+// version of it served), the one with the higher weight, the first listed of two alike. A
+// multipart/mixed of another subscriptionSpec, or of none, asks for no stream: alone, it is
+// answered 406 (serveGraphQL).
 func streamRequested(accept string) framing {
-	for item := range strings.SplitSeq(accept, ",") {
-		media, params, _ := strings.Cut(strings.TrimSpace(item), ";")
+	var f framing
+	best := 0.0
+	for _, r := range mediaRanges(accept) {
+		var this framing
 		switch {
-		case strings.EqualFold(strings.TrimSpace(media), "text/event-stream") && !zeroQuality(params):
-			return sse{}
-		case strings.EqualFold(strings.TrimSpace(media), "multipart/mixed") && strings.Contains(params, "subscriptionSpec") && !zeroQuality(params):
-			return multipart{}
+		case r.name == "text/event-stream":
+			this = sse{}
+		case r.name == "multipart/mixed" && r.params["subscriptionspec"] == "1.0":
+			this = multipart{}
+		default:
+			continue
+		}
+		if r.q > best {
+			f, best = this, r.q
 		}
 	}
-	return nil
-}
-
-// zeroQuality says whether the parameters of a media range hold q=0 (not acceptable), or a q
-// that is no weight, which accepting reads as 0 too.
-func zeroQuality(params string) bool {
-	for p := range strings.SplitSeq(params, ";") {
-		if name, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(strings.TrimSpace(name), "q") {
-			q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return err != nil || !(q > 0 && q <= 1)
-		}
-	}
-	return false
+	return f
 }
 
 // originAllowed says whether a browser on the Origin of r may subscribe: one of the request's

@@ -284,6 +284,15 @@ func TestTheAcceptHeaderChoosesTheTransport(t *testing.T) {
 		{"multipart without subscriptionSpec is no stream: JSON", "multipart/mixed, application/json", asJSON},
 		{"multipart without subscriptionSpec alone is 406", "multipart/mixed", notAcceptable},
 		{"multipart at q=0 is no stream: JSON", `multipart/mixed;subscriptionSpec=1.0;q=0, application/json`, asJSON},
+		{"multipart with subscriptionSpec=99 alone is 406", `multipart/mixed;subscriptionSpec=99`, notAcceptable},
+		{"multipart with an empty subscriptionSpec alone is 406", `multipart/mixed;subscriptionSpec=""`, notAcceptable},
+		{"multipart whose boundary is the word subscriptionSpec alone is 406", `multipart/mixed;boundary=subscriptionSpec`, notAcceptable},
+		{"multipart with subscriptionSpec=1.0 in a parameter's value alone is 406", `multipart/mixed;boundary="subscriptionSpec=1.0"`, notAcceptable},
+		{"multipart with subscriptionSpec=99 beside JSON is no stream: JSON", `multipart/mixed;subscriptionSpec=99, application/json`, asJSON},
+		{"multipart with two subscriptionSpecs alone is 406", `multipart/mixed;subscriptionSpec=1.0;subscriptionSpec=99`, notAcceptable},
+		{"multipart weighted above text/event-stream gets a multipart stream", `text/event-stream;q=0.5, multipart/mixed;subscriptionSpec=1.0`, multipartStream},
+		{"text/event-stream weighted above multipart gets an SSE stream", `multipart/mixed;subscriptionSpec=1.0;q=0.4, text/event-stream;q=0.6`, sseStream},
+		{"text/event-stream and multipart weighted alike get the first listed", `multipart/mixed;subscriptionSpec=1.0;q=0.5, text/event-stream;q=0.5`, multipartStream},
 		{"text/event-stream at q=0 alone is 406", "text/event-stream;q=0", notAcceptable},
 		{"text/event-stream at q=0.000 alone is 406", "text/event-stream;q=0.000", notAcceptable},
 		{"text/event-stream at q=0 beside JSON is JSON", "text/event-stream;q=0, application/json", asJSON},
@@ -309,8 +318,8 @@ func TestTheAcceptHeaderChoosesTheTransport(t *testing.T) {
 				}
 			case notAcceptable:
 				media, res := jsonAnswer(t, r)
-				if r.StatusCode != http.StatusNotAcceptable || media != asJSON || !strings.Contains(res.only(), "text/event-stream") {
-					t.Errorf("%d %s %s; want 406 in application/json naming the media types", r.StatusCode, media, res.only())
+				if r.StatusCode != http.StatusNotAcceptable || media != asJSON || !strings.Contains(res.only(), "text/event-stream") || !strings.Contains(res.only(), "multipart/mixed;subscriptionSpec=1.0") {
+					t.Errorf("%d %s %s; want 406 in application/json naming the media types, multipart with its one subscriptionSpec", r.StatusCode, media, res.only())
 				}
 			default:
 				// A subscription refused over plain JSON names the transports that carry one.
