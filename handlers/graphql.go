@@ -83,6 +83,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		// EventSource sends the id of the last event it received when it reconnects: resume.
 		req.ResumeFrom = mustJSON(r.Header.Get("Last-Event-ID"))
 	}
+	req.NoMutation = get
 	op, refusal := a.cfg.GraphQL.Prepare(req)
 	if op != nil {
 		a.operationKnown(w, r, op)
@@ -90,6 +91,10 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	// A stream carries subscriptions, and the other operations of a client that takes nothing else.
 	streamed := stream != nil && (media == "" || op != nil && op.Type == "subscription")
 	switch {
+	case refusal != nil && isMethodNotAllowed(refusal): // a mutation by GET, whatever else the request holds
+		w.Header().Set("Allow", http.MethodPost)
+		a.failGraphQL(w, r, plain, refusal.Err)
+		return
 	case refusal != nil && media == "": // a client that takes only a stream
 		// As graphql-sse's reference server does: the errors as the stream's one result.
 		a.serveStreamed(w, stream, &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
@@ -97,9 +102,9 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	case refusal != nil:
 		writeGraphQL(w, plain, refusalStatus(plain, refusal), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
 		return
-	case get && (op.Type == "mutation" || op.Type == "subscription" && !streamed): // GET streams a subscription only
+	case get && op.Type == "subscription" && !streamed: // GET streams a subscription only
 		w.Header().Set("Allow", http.MethodPost)
-		a.failGraphQL(w, r, plain, errcode.New(errcode.MethodNotAllowed, "a "+op.Type+" cannot be sent with GET; use POST"))
+		a.failGraphQL(w, r, plain, errcode.New(errcode.MethodNotAllowed, "a subscription cannot be sent with GET but to a stream; use POST"))
 		return
 	case op.Type == "subscription" && !streamed:
 		a.failGraphQL(w, r, plain, badRequest("a subscription is served over a WebSocket to this URL (subprotocol graphql-transport-ws), or streamed over HTTP to a request that accepts text/event-stream or multipart/mixed;subscriptionSpec=1.0"))
@@ -126,6 +131,13 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.executeGraphQL(ctx, w, media, op)
+}
+
+// isMethodNotAllowed says whether refusal is Prepare's of a mutation by GET (schema.Request's
+// NoMutation).
+func isMethodNotAllowed(refusal *gqlerrors.QueryError) bool {
+	e, ok := refusal.Err.(*errcode.Error)
+	return ok && e.Code == errcode.MethodNotAllowed
 }
 
 // executeGraphQL runs op and writes its response in media.

@@ -571,6 +571,23 @@ func TestRefusalsBeforeAStream(t *testing.T) {
 			t.Errorf("Allow %q; want POST", r.Header.Get("Allow"))
 		}
 	})
+	for _, tt := range []struct {
+		name, accept, query string
+		header              http.Header
+	}{
+		{"a mutation over GET with Last-Event-ID to an SSE client is 405", acceptSSE, `mutation { createPost(input: {title: "t"}) { id } }`, http.Header{"X-Api-Key": {wsKey}, "Last-Event-Id": {"not-a-cursor"}}},
+		{"a mutation over GET with Last-Event-ID to a client of SSE and JSON is 405", acceptSSE + ", " + applicationJSON, `mutation { createPost(input: {title: "t"}) { id } }`, http.Header{"X-Api-Key": {wsKey}, "Last-Event-Id": {"not-a-cursor"}}},
+		{"a mutation over GET missing its variables is 405", acceptSSE, `mutation M($t: String!) { createPost(input: {title: $t}) { id } }`, http.Header{"X-Api-Key": {wsKey}}},
+		{"a mutation over GET without credentials is 405", applicationJSON, `mutation { createPost(input: {title: "t"}) { id } }`, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.get(t, tt.accept, tt.query, tt.header)
+			plain(t, r, http.StatusMethodNotAllowed, applicationJSON, "BAD_REQUEST", "use POST")
+			if r.Header.Get("Allow") != http.MethodPost {
+				t.Errorf("Allow %q; want POST", r.Header.Get("Allow"))
+			}
+		})
+	}
 	t.Run("a subscription over GET is streamed", func(t *testing.T) {
 		r := s.get(t, acceptSSE, "subscription { postCreated { title } }", nil)
 		if wantStreamHeaders(t, r, eventStreamCT); r.event(t) != sseOpen {

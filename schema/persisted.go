@@ -107,9 +107,9 @@ func (s *Schema) find(req *Request) (*document, *gqlerrors.QueryError) {
 		d := s.documents.get(req.PersistedHash)
 		switch {
 		case d == nil && s.limits.PersistedOnly:
-			return nil, refusedPersisted(errcode.PersistedQueryNotInList, "the persisted query "+req.PersistedHash+" is not in this server's manifest of persisted queries")
+			return nil, refusedAs(errcode.PersistedQueryNotInList, "the persisted query "+req.PersistedHash+" is not in this server's manifest of persisted queries")
 		case d == nil:
-			return nil, refusedPersisted(errcode.PersistedQueryNotFound, "PersistedQueryNotFound")
+			return nil, refusedAs(errcode.PersistedQueryNotFound, "PersistedQueryNotFound")
 		}
 		req.Query = d.query
 		return d, nil
@@ -119,12 +119,12 @@ func (s *Schema) find(req *Request) (*document, *gqlerrors.QueryError) {
 	}
 	hash := hashOf(req.Query)
 	if req.PersistedHash != "" && req.PersistedHash != hash {
-		return nil, refusedPersisted(errcode.PersistedQueryHashMismatch, "provided sha does not match query: the sha256Hash of a persisted query is the SHA-256 of its query, in lowercase hex")
+		return nil, refusedAs(errcode.PersistedQueryHashMismatch, "provided sha does not match query: the sha256Hash of a persisted query is the SHA-256 of its query, in lowercase hex")
 	}
 	d := s.documents.get(hash)
 	switch {
 	case d == nil && s.limits.PersistedOnly:
-		return nil, refusedPersisted(errcode.QueryNotInSafelist, "this server runs only the operations of its manifest of persisted queries (persisted_queries_only), and this query is not one of them")
+		return nil, refusedAs(errcode.QueryNotInSafelist, "this server runs only the operations of its manifest of persisted queries (persisted_queries_only), and this query is not one of them")
 	case d == nil:
 		return &document{hash: hash, query: req.Query}, nil
 	}
@@ -135,9 +135,10 @@ func tooLong(length, limit int) *gqlerrors.QueryError {
 	return refusedLimit("max_query_length", errcode.ValidationFailed, nil, "the query is %d bytes long, more than the limit of %d (max_query_length)", length, limit)
 }
 
-// refusedPersisted is a refusal of a persisted query. Its Err is its row of errcode's table,
-// whose status the transports answer with rather than that of a request error.
-func refusedPersisted(code errcode.Code, message string) *gqlerrors.QueryError {
+// refusedAs is a refusal whose Err is its row of errcode's table, whose status the transports
+// answer with rather than that of a request error: a persisted query's, and a mutation by GET's
+// (Request.NoMutation).
+func refusedAs(code errcode.Code, message string) *gqlerrors.QueryError {
 	return &gqlerrors.QueryError{Message: message, Extensions: map[string]any{"code": code.GraphQL}, Err: errcode.New(code, message)}
 }
 

@@ -56,6 +56,11 @@ type Request struct {
 	// ResumeFrom is extensions.resumeFrom as sent, nil when absent: the cursor of the last event
 	// a subscriber received, after which its subscription resumes (replay.go).
 	ResumeFrom json.RawMessage
+	// NoMutation says the transport may not run a mutation (GraphQL over HTTP's GET): Prepare
+	// refuses one with errcode.MethodNotAllowed as soon as it has chosen the operation, before
+	// any other check of it, so that whatever else the request holds (resumeFrom, variables
+	// that would be refused) a mutation by GET is told to use POST.
+	NoMutation bool
 }
 
 // Operation is a request that passed the limits, ready to execute.
@@ -102,6 +107,9 @@ func (s *Schema) Prepare(req Request) (*Operation, *gqlerrors.QueryError) {
 	op, refusal := operation(d.tree, req.OperationName)
 	if refusal != nil {
 		return nil, refusal
+	}
+	if req.NoMutation && op.Operation == ast.Mutation {
+		return nil, refusedAs(errcode.MethodNotAllowed, "a mutation cannot be sent with GET; use POST")
 	}
 	resume, refusal := resumeFrom(req.ResumeFrom, op)
 	if refusal != nil {
