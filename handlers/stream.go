@@ -366,6 +366,7 @@ func (s *stream) deadline() time.Time {
 // run writes the stream until it ends: its results as they come, a keep-alive when it is idle.
 func (s *stream) run(o out) {
 	defer s.close()
+	defer s.recoverFault(o)
 	s.mu.Lock()
 	s.o = o
 	cut := s.cut
@@ -418,6 +419,24 @@ func (s *stream) run(o out) {
 			}
 		}
 	}
+}
+
+// recoverFault turns a panic of run into the end of its stream alone. run goes on a goroutine
+// of its own once it has taken its connection (serveStream), which no handler of Caddy's
+// recovers: a panic there would end Caddy. As Caddy's own goroutines do, the panic is logged at
+// error with its stack (and the request's id, as wsConn.recoverFault logs a WebSocket's); the
+// client's connection or HTTP/2 stream is cut, with no word of the fault, as what run was
+// writing when it panicked is unknown. SSE's EventSource reconnects and resumes.
+func (s *stream) recoverFault(o out) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	s.hub.api().cfg.Logger.Error("graphql stream failed", requestid.Field(s.ctx), zap.String("user_id", s.caller),
+		zap.String("interface", s.frame.name()), zap.Any("panic", v), zap.StackSkip("stack", 1))
+	s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(errcode.New(errcode.Internal, errcode.InternalMessage))}}) // nothing more is queued
+	o.cut()
+	s.ended(errcode.Internal.GraphQL)
 }
 
 // endReason names how a stream ended, for its log line: complete, or its first error's code.

@@ -1018,3 +1018,58 @@ func TestAStreamBehindAWriterThatCannotFlushIsRefused(t *testing.T) {
 		t.Errorf("%d connections held after the refusal; want 0", got)
 	}
 }
+
+// panicking is SSE whose keep-alive panics, every 5 ms: a fault of the goroutine that writes a
+// stream.
+type panicking struct{ sse }
+
+func (panicking) keepAliveEvery(Subscriptions) time.Duration { return 5 * time.Millisecond }
+func (panicking) keepAlive([]byte) []byte                    { panic("a fault of the stream's writer") }
+
+// TestAPanicOfAStreamsWriterEndsTheStreamNotTheServer has the writer of a stream whose
+// connection was taken (HTTP/1.1: run on a goroutine of its own, which no handler of Caddy's
+// recovers) panic: the stream ends, its place is given back, the panic is logged at error with
+// the request's id and no word of it reaches the client, and the server goes on serving.
+func TestAPanicOfAStreamsWriterEndsTheStreamNotTheServer(t *testing.T) {
+	core, logs := observer.New(zap.ErrorLevel)
+	s, _ := newStreamServer(t, testSubscriptions, testLimits, func(cfg *Config) {
+		cfg.Logger = zap.New(core)
+		cfg.RequestID = func(*http.Request) string { return "req-1" }
+	})
+	op, refusal := s.api.cfg.GraphQL.Prepare(schema.Request{Query: "subscription { postCreated { title } }"})
+	if refusal != nil {
+		t.Fatal(refusal)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.api.serveStream(w, r, panicking{}, applicationJSON, auth.Identity{}, op)
+	}))
+	t.Cleanup(srv.Close)
+	const ip = "192.0.2.9"
+	r := s.post(t, acceptSSE, createdTitles, nil)
+	r.event(t) // a stream of the server's own, to read after the panic
+	ctx, cancel := context.WithTimeout(t.Context(), streamDeadline)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
+	req.Header.Set(clientIPHeader, ip)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body) // ends, broken off: the connection is closed
+	if res.StatusCode != http.StatusOK || string(body) != sseOpen {
+		t.Errorf("%d %q; want the stream's opening and its end, no word of the fault", res.StatusCode, body)
+	}
+	waitFor(t, "the stream's place to be given back", func() bool { n, _ := s.connectionsOf(addressClient(ip)); return n == 0 })
+	entries := logs.FilterMessage("graphql stream failed").All()
+	if len(entries) != 1 {
+		t.Fatalf("%d lines %q; want one", len(entries), "graphql stream failed")
+	}
+	if fields := entries[0].ContextMap(); fields["uuid"] != "req-1" || fields["panic"] != "a fault of the stream's writer" || fields["stack"] == "" {
+		t.Errorf("the log line %v; want the request's uuid, the panic and its stack", fields)
+	}
+	s.createPost(t, "after the fault")
+	if got := r.event(t); !strings.Contains(got, "after the fault") {
+		t.Errorf("the other stream reads %q; want the post made after the fault", got)
+	}
+}
