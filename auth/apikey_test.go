@@ -335,3 +335,45 @@ func TestAuthenticate(t *testing.T) {
 		})
 	}
 }
+
+// TestAKeyHeaderIsReadOnlyWhenConfigured: with no APIKeyHeader, a key is read from
+// "Authorization: ApiKey <key>" alone, which Caddy's access log redacts; a request, or a
+// connection_init payload, whose only credential is X-API-Key, which the log writes in clear,
+// is refused with invalid_request saying where the key goes, never served as anonymous.
+func TestAKeyHeaderIsReadOnlyWhenConfigured(t *testing.T) {
+	keys := []auth.APIKey{mustParseAPIKey(t, aliceKey, "alice")}
+	none := &auth.Authenticator{APIKeys: keys}
+	configured := &auth.Authenticator{APIKeyHeader: "X-Api-Key", APIKeys: keys}
+	for _, tt := range []struct {
+		name    string
+		a       *auth.Authenticator
+		creds   auth.Credentials
+		user    string // "" for a refusal
+		refusal string
+	}{
+		{"a key in Authorization: ApiKey is read with no key header", none, auth.Credentials{Header: http.Header{"Authorization": {"ApiKey " + aliceKey}}}, "alice", ""},
+		{"a key in X-API-Key alone is refused with no key header", none, auth.Credentials{Header: http.Header{"X-Api-Key": {aliceKey}}}, "", "Authorization: ApiKey <key>"},
+		{"an unknown key in X-API-Key alone is refused the same way", none, auth.Credentials{Header: http.Header{"X-Api-Key": {"not-a-key"}}}, "", "Authorization: ApiKey <key>"},
+		{"X-API-Key beside a key in Authorization is not read", none, auth.Credentials{Header: http.Header{"Authorization": {"ApiKey " + aliceKey}, "X-Api-Key": {"not-a-key"}}}, "alice", ""},
+		{"a key in a connection_init payload's X-API-Key alone is refused with no key header", none, auth.Credentials{Init: []byte(`{"x-api-key": "` + aliceKey + `"}`)}, "", "Authorization: ApiKey <key>"},
+		{"a key in a connection_init payload's Authorization is read with no key header", none, auth.Credentials{Init: []byte(`{"Authorization": "ApiKey ` + aliceKey + `"}`)}, "alice", ""},
+		{"a key in X-API-Key is read when it is the key header", configured, auth.Credentials{Header: http.Header{"X-Api-Key": {aliceKey}}}, "alice", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			id, err := tt.a.Identify(t.Context(), tt.creds)
+			if tt.refusal == "" {
+				if err != nil || id.UserID != tt.user {
+					t.Errorf("Identify = %+v, %v; want %s", id, err, tt.user)
+				}
+				return
+			}
+			var refused *auth.Error
+			if !errors.As(err, &refused) || refused.Code != auth.CodeInvalidRequest || !strings.Contains(refused.Description, tt.refusal) {
+				t.Errorf("Identify = %+v, %v; want invalid_request naming %s", id, err, tt.refusal)
+			}
+			if e := errcode.Of(err); e.Code.Status != http.StatusBadRequest {
+				t.Errorf("status %d; want 400", e.Code.Status)
+			}
+		})
+	}
+}

@@ -61,9 +61,10 @@ func FromContext(ctx context.Context) Identity {
 type Authenticator struct {
 	// Tokens verifies bearer tokens; nil refuses them.
 	Tokens *Tokens
-	// APIKeyHeader is the header that carries an API key, in any case. Given in canonical form
-	// (http.CanonicalHeaderKey), it is looked up without a copy of its name per request. A key
-	// may also come as "Authorization: ApiKey <key>", which Caddy's access log redacts.
+	// APIKeyHeader, if not "", is a header that carries an API key, in any case. Given in
+	// canonical form (http.CanonicalHeaderKey), it is looked up without a copy of its name per
+	// request. A key always may come as "Authorization: ApiKey <key>", which Caddy's access log
+	// redacts; with no APIKeyHeader, a key in X-API-Key alone is refused (unreadKeyHeader).
 	APIKeyHeader string
 	// APIKeys are the accepted keys.
 	APIKeys []APIKey
@@ -100,6 +101,24 @@ func (a *Authenticator) CredentialsOf(r *http.Request) Credentials {
 // Authenticate returns the caller of an HTTP request: Identify of its CredentialsOf.
 func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
 	return a.Identify(r.Context(), a.CredentialsOf(r))
+}
+
+// unreadKeyHeader is the header that carried API keys by default until APIKeyHeader became
+// the operator's to set: Caddy's access log writes it in clear, where it redacts Authorization.
+// With no APIKeyHeader, a request whose only credential is in it is refused (keyHeaderNotRead)
+// rather than served as anonymous, so that its client learns where the key goes.
+const unreadKeyHeader = "X-Api-Key"
+
+// keyHeaderNotRead is the refusal of a key in unreadKeyHeader.
+const keyHeaderNotRead = "this server does not read API keys from the X-API-Key header, which Caddy's access log writes in clear: send the key as Authorization: ApiKey <key>"
+
+// unreadKey refuses header, whose credentials found are, when its only credential is a key in
+// unreadKeyHeader that the Authenticator does not read.
+func (a *Authenticator) unreadKey(found []Identity, header http.Header) error {
+	if len(found) == 0 && a.APIKeyHeader == "" && header[unreadKeyHeader] != nil {
+		return ofMethod(&Error{Code: CodeInvalidRequest, Reason: ReasonNotAccepted, Description: keyHeaderNotRead}, MethodAPIKey)
+	}
+	return nil
 }
 
 // Descriptions of credentials that name different users.
@@ -161,6 +180,9 @@ func (a *Authenticator) identify(ctx context.Context, c Credentials) (Identity, 
 		}
 		found = append(found, Identity{UserID: c.Upstream, Method: MethodCaddy})
 	}
+	if err := a.unreadKey(found, c.Header); err != nil {
+		return Identity{}, err
+	}
 	caller, err := oneUser(found, differentUsers)
 	if err != nil || len(init) == 0 {
 		return caller, err
@@ -174,6 +196,9 @@ func (a *Authenticator) identify(ctx context.Context, c Credentials) (Identity, 
 func (a *Authenticator) withInit(ctx context.Context, upgrade Identity, init http.Header) (Identity, error) {
 	found, err := a.fromHeader(ctx, init, make([]Identity, 0, 3))
 	if err != nil {
+		return Identity{}, err
+	}
+	if err := a.unreadKey(found, init); err != nil {
 		return Identity{}, err
 	}
 	caller, err := oneUser(found, differentInitUsers)

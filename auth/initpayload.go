@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +29,9 @@ func initHeaders(payload json.RawMessage, apiKeyHeader string) (http.Header, err
 	if !json.Valid(payload) {
 		return nil, errInitNotJSON()
 	}
-	apiKeyHeader = http.CanonicalHeaderKey(apiKeyHeader)
+	// With no key header, X-API-Key is kept all the same, to be refused as it is in a request's
+	// headers (unreadKeyHeader).
+	apiKeyHeader = http.CanonicalHeaderKey(cmp.Or(apiKeyHeader, unreadKeyHeader))
 	// A decoder over the tokens sees every member, duplicates among them, where decoding into a
 	// map would keep one of them. UseNumber, so that a number too large for a float64 in a
 	// member that is ignored is skipped as the valid JSON it is.
@@ -54,7 +57,7 @@ func initHeaders(payload json.RawMessage, apiKeyHeader string) (http.Header, err
 		switch {
 		case asciiEqualFold(name, "Authorization"):
 			name = "Authorization"
-		case apiKeyHeader != "" && asciiEqualFold(name, apiKeyHeader):
+		case asciiEqualFold(name, apiKeyHeader):
 			name = apiKeyHeader
 		default:
 			if err := skipValue(dec); err != nil {

@@ -156,7 +156,7 @@ func TestGraphQLAuthentication(t *testing.T) {
 		cases = append(cases,
 			gqlCase{name: name + " without credentials gets 401 UNAUTHENTICATED with a Bearer challenge and runs nothing", query: mutations[name], want: unauthenticated},
 			gqlCase{name: name + " without credentials gets 401 under application/json too", query: mutations[name], header: []string{acceptLegacy}, want: legacy},
-			gqlCase{name: name + " with an unknown API key gets 401 invalid_token", query: mutations[name], header: []string{"X-API-Key: not-a-key"},
+			gqlCase{name: name + " with an unknown API key gets 401 invalid_token", query: mutations[name], header: []string{"Authorization: ApiKey not-a-key"},
 				want: gqlWant{status: 401, header: map[string]string{"WWW-Authenticate": `Bearer realm="posts", error="invalid_token", error_description="unknown API key"`},
 					errors: []wantError{{code: "UNAUTHENTICATED", message: "unknown API key"}}}},
 		)
@@ -179,7 +179,7 @@ func TestGraphQLAuthentication(t *testing.T) {
 		{"an expired token", bearer(idp.Token(expired, "RS256"))},
 		{"a token for another audience", bearer(idp.Token(otherAudience, "ES256"))},
 		{"a token with a bad signature", bearer(good[:len(good)-10])},
-		{"an unknown API key", "X-API-Key: not-a-key"},
+		{"an unknown API key", "Authorization: ApiKey not-a-key"},
 		{"a Bearer header without a token", "Authorization: Bearer"},
 		{"a token with a character no token has", "Authorization: Bearer abc,def"},
 	} {

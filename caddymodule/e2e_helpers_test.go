@@ -39,7 +39,7 @@ type response struct {
 	body   []byte
 }
 
-// header lines such as "X-API-Key: alice-key"; an empty line adds nothing
+// header lines such as "Authorization: ApiKey alice-key"; an empty line adds nothing
 func (c *client) do(method, url, body string, header ...string) response {
 	c.t.Helper()
 	res, err := c.fetch(request{method, url, body, header})
@@ -98,8 +98,8 @@ func (c *client) atOnce(requests []request) ([]response, error) {
 }
 
 const (
-	asAlice  = "X-API-Key: " + aliceKey
-	asBob    = "X-API-Key: " + bobKey
+	asAlice  = "Authorization: ApiKey " + aliceKey
+	asBob    = "Authorization: ApiKey " + bobKey
 	jsonBody = "Content-Type: application/json"
 )
 

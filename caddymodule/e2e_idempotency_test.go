@@ -133,7 +133,7 @@ func subscribeCreated(t *testing.T, c *client, siteURL string) (titles func() []
 		t.Fatalf("dial: %v (%v)", err, res)
 	}
 	t.Cleanup(func() { _ = ws.CloseNow() })
-	wsSend(t, ws, `{"type": "connection_init", "payload": {"X-API-Key": "`+aliceKey+`"}}`)
+	wsSend(t, ws, `{"type": "connection_init", "payload": {"Authorization": "ApiKey `+aliceKey+`"}}`)
 	if m := wsRecv(t, ws); m.Type != "connection_ack" {
 		t.Fatalf("got %+v", m)
 	}

@@ -181,7 +181,7 @@ func TestAuthentication(t *testing.T) {
 		})
 		t.Run(w.method+" with an unknown key gets 401", func(t *testing.T) {
 			before := stored(t)
-			res := c.do(w.method, site+w.path, w.body, jsonBody, "X-API-Key: not-a-key")
+			res := c.do(w.method, site+w.path, w.body, jsonBody, "Authorization: ApiKey not-a-key")
 			res.wantError(t, 401, "unknown API key")
 			if got := res.header.Get("WWW-Authenticate"); !strings.Contains(got, `error="invalid_token"`) {
 				t.Errorf("WWW-Authenticate = %q", got)
@@ -195,14 +195,19 @@ func TestAuthentication(t *testing.T) {
 		}
 	})
 	t.Run("GET with an unknown key is refused, not served as anonymous", func(t *testing.T) {
-		c.do("GET", site+"/posts", "", "X-API-Key: not-a-key").wantError(t, 401, "unknown API key")
+		c.do("GET", site+"/posts", "", "Authorization: ApiKey not-a-key").wantError(t, 401, "unknown API key")
 	})
 	t.Run("a bearer token is refused where no jwks_url is configured", func(t *testing.T) {
 		c.do("GET", deadSite+"/posts", "", "Authorization: Bearer abc.def.ghi").wantError(t, 401, "bearer tokens are not accepted")
 	})
-	t.Run("the key header given twice is a malformed request", func(t *testing.T) {
+	t.Run("two ApiKey authorizations are a malformed request", func(t *testing.T) {
 		before := stored(t)
-		c.do("POST", site+"/posts", `{"title": "twice"}`, jsonBody, asAlice, asBob).wantError(t, 400, "more than once")
+		c.do("POST", site+"/posts", `{"title": "twice"}`, jsonBody, asAlice, asBob).wantError(t, 400, "more than one ApiKey authorization")
+		unchanged(t, before)
+	})
+	t.Run("a key in X-API-Key, which api_key_header does not name, is refused saying where the key goes", func(t *testing.T) {
+		before := stored(t)
+		c.do("POST", site+"/posts", `{"title": "in the header"}`, jsonBody, "X-API-Key: "+aliceKey).wantError(t, 400, "Authorization: ApiKey <key>")
 		unchanged(t, before)
 	})
 }
@@ -280,7 +285,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		before := stored(t)
 		big := `{"title": "big", "body": "` + strings.Repeat("x", 65*1024) + `"}`
 		req, _ := http.NewRequest("POST", site+"/posts", io.MultiReader(strings.NewReader(big))) // unknown length: chunked
-		req.Header.Set("X-API-Key", aliceKey)
+		req.Header.Set("Authorization", "ApiKey "+aliceKey)
 		req.Header.Set("Content-Type", "application/json")
 		res, err := c.http.Do(req)
 		if err != nil {

@@ -27,7 +27,7 @@ import (
 func subscribedAsAlice(t *testing.T, id string) *websocket.Conn {
 	t.Helper()
 	ws := wsDial(t, "graphql-transport-ws")
-	wsSend(t, ws, `{"type": "connection_init", "payload": {"X-API-Key": "`+aliceKey+`"}}`)
+	wsSend(t, ws, `{"type": "connection_init", "payload": {"Authorization": "ApiKey `+aliceKey+`"}}`)
 	if m := wsRecv(t, ws); m.Type != "connection_ack" {
 		t.Fatalf("got %+v", m)
 	}

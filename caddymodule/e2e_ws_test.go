@@ -63,7 +63,7 @@ func TestSubscriptionsThroughCaddy(t *testing.T) {
 			// taken for this one's below.
 			waitForSubscribers(t, func(n int) bool { return n == 0 }, "none")
 			ws := wsDial(t, subprotocol)
-			wsSend(t, ws, `{"type": "connection_init", "payload": {"X-API-Key": "`+aliceKey+`"}}`)
+			wsSend(t, ws, `{"type": "connection_init", "payload": {"Authorization": "ApiKey `+aliceKey+`"}}`)
 			if m := wsRecv(t, ws); m.Type != "connection_ack" {
 				t.Fatalf("got %+v", m)
 			}

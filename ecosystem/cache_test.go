@@ -12,7 +12,7 @@ const bobKey = "bob-key-of-the-ecosystem-tests"
 
 func TestCache(t *testing.T) {
 	s := start(t, "cache", setup{env: []string{"ALICE_KEY=" + aliceKey, "BOB_KEY=" + bobKey}})
-	alice, bob, anonymous := "X-API-Key: "+aliceKey, "X-API-Key: "+bobKey, ""
+	alice, bob, anonymous := "Authorization: ApiKey "+aliceKey, "Authorization: ApiKey "+bobKey, ""
 	created := s.call(t, "POST", "/posts", `{"title": "cached or not"}`, alice)
 	if created.status != 201 {
 		t.Fatalf("creating a post: %d %s", created.status, created.body)
@@ -75,7 +75,7 @@ func TestCache(t *testing.T) {
 	})
 	t.Run("a request with an unknown key gets its 401, not the public answer the cache holds", func(t *testing.T) {
 		s.call(t, "GET", "/posts", "", anonymous)
-		if res := s.call(t, "GET", "/posts", "", "X-API-Key: not-a-key"); res.status != 401 {
+		if res := s.call(t, "GET", "/posts", "", "Authorization: ApiKey not-a-key"); res.status != 401 {
 			t.Errorf("%d %s (Cache-Status %q); want 401", res.status, res.body, res.header.Get("Cache-Status"))
 		}
 	})

@@ -16,7 +16,7 @@ import (
 
 func TestRateLimit(t *testing.T) {
 	s := start(t, "rate_limit", setup{env: []string{"POSTS_API_KEY=" + aliceKey}})
-	key := "X-API-Key: " + aliceKey
+	key := "Authorization: ApiKey " + aliceKey
 	var first post
 	for i := range 10 {
 		res := s.call(t, "POST", "/posts", fmt.Sprintf(`{"title": "write %d"}`, i), key)

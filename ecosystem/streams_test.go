@@ -267,7 +267,7 @@ func keepFeedLive(t *testing.T, s *site, key string) {
 	t.Helper()
 	witness := openStream(t, s.url, sseGET, "")
 	for i := range 20 {
-		if res := s.call(t, "POST", "/posts", fmt.Sprintf(`{"title": "the feed's probe %d"}`, i), "X-API-Key: "+key); res.status != 201 {
+		if res := s.call(t, "POST", "/posts", fmt.Sprintf(`{"title": "the feed's probe %d"}`, i), "Authorization: ApiKey "+key); res.status != 201 {
 			t.Fatalf("creating a probe: %d %s", res.status, res.body)
 		}
 		switch _, err := witness.next(time.Second); {
@@ -301,7 +301,7 @@ func eventsOneByOne(t *testing.T, s *stream, writer *site, key string, n int) {
 	for i := range n {
 		title := fmt.Sprintf("%s, event %d of write %d", t.Name(), i, writes.Add(1))
 		sent := time.Now()
-		if res := writer.call(t, "POST", "/posts", fmt.Sprintf(`{"title": %q}`, title), "X-API-Key: "+key); res.status != 201 {
+		if res := writer.call(t, "POST", "/posts", fmt.Sprintf(`{"title": %q}`, title), "Authorization: ApiKey "+key); res.status != 201 {
 			t.Fatalf("creating a post: %d %s", res.status, res.body)
 		}
 		answered := time.Now()

@@ -80,9 +80,9 @@ func TestHostileGraphQLDocumentsAreRefusedSmallAndFast(t *testing.T) {
 		if len(flood) > 16<<10 {
 			t.Fatalf("the mutation is %d bytes", len(flood))
 		}
-		a := h.graphql("198.51.100.1", flood, "X-API-Key", "process-key")
+		a := h.graphql("198.51.100.1", flood, "Authorization", "ApiKey process-key")
 		refusedWith(t, a, "MAX_ALIASES_LIMIT")
-		a = h.graphql("198.51.100.1", "mutation{"+strings.Repeat(`createPost(input:{title:"f"}){id} `, 11)+"}", "X-API-Key", "process-key")
+		a = h.graphql("198.51.100.1", "mutation{"+strings.Repeat(`createPost(input:{title:"f"}){id} `, 11)+"}", "Authorization", "ApiKey process-key")
 		refusedWith(t, a, "MAX_ROOT_FIELDS_LIMIT")
 		if after := h.send("GET", "/posts?userId=alice&limit=100", "198.51.100.1", nil); bytes.Count(after.body, []byte(`"title":"f"`)) != bytes.Count(before.body, []byte(`"title":"f"`)) {
 			t.Errorf("a refused mutation wrote posts: %.300s", after.body)
@@ -107,7 +107,7 @@ func TestAResponseThatWouldBeHugeStops(t *testing.T) {
 	h := startHostile(t)
 	body, _ := json.Marshal(map[string]string{"title": "escaped", "body": strings.Repeat("<", 50_000)})
 	for range 100 {
-		if a := h.send("POST", "/posts", "198.51.100.2", body, "Content-Type", "application/json", "X-API-Key", "process-key"); a.status != http.StatusCreated {
+		if a := h.send("POST", "/posts", "198.51.100.2", body, "Content-Type", "application/json", "Authorization", "ApiKey process-key"); a.status != http.StatusCreated {
 			t.Fatalf("seeding: %d %.200s", a.status, a.body)
 		}
 	}
@@ -160,7 +160,7 @@ func TestAResponseThatWouldBeHugeStops(t *testing.T) {
 		// Four bytes a character: a page of 100 such posts would be 20 MB.
 		wide, _ := json.Marshal(map[string]string{"title": "wide", "body": strings.Repeat("😀", 50_000)})
 		for range 60 {
-			if a := h.send("POST", "/posts", "198.51.100.2", wide, "Content-Type", "application/json", "X-API-Key", "process-key"); a.status != http.StatusCreated {
+			if a := h.send("POST", "/posts", "198.51.100.2", wide, "Content-Type", "application/json", "Authorization", "ApiKey process-key"); a.status != http.StatusCreated {
 				t.Fatalf("seeding: %d %.200s", a.status, a.body)
 			}
 		}

@@ -210,7 +210,7 @@ func TestStrictCredentialsAndInput(t *testing.T) {
 		{"a control character in a body", `{"title":"fine","body":"a\u001bb"}`, 422, "body"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a := h.send("POST", "/posts", "198.51.100.9", []byte(tt.body), "Content-Type", "application/json", "X-API-Key", "process-key")
+			a := h.send("POST", "/posts", "198.51.100.9", []byte(tt.body), "Content-Type", "application/json", "Authorization", "ApiKey process-key")
 			if a.status != tt.status || !bytes.Contains(a.body, []byte(`"error"`)) || !bytes.Contains(a.body, []byte(tt.want)) {
 				t.Errorf("got %d %s; want %d naming %s", a.status, a.body, tt.status, tt.want)
 			}

@@ -96,7 +96,7 @@ func TestTheStoreDownUnderLoad(t *testing.T) {
 				case "create":
 					req, _ = http.NewRequest("POST", p.url+"/posts", strings.NewReader(fmt.Sprintf(`{"title": "worker %d, post %d"}`, w, i)))
 					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set("X-API-Key", "process-key")
+					req.Header.Set("Authorization", "ApiKey process-key")
 				}
 				a := loadAnswer{worker: worker, start: time.Now()}
 				res, err := client.Do(req)

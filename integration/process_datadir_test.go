@@ -232,7 +232,7 @@ func writersAtOnce(t *testing.T, users, seeded int) {
 			client := &http.Client{Timeout: 10 * time.Second}
 			do := func(method, path, body string, want int) {
 				req, _ := http.NewRequest(method, p.url+path, strings.NewReader(body))
-				req.Header.Set("X-API-Key", fmt.Sprint("key-", u))
+				req.Header.Set("Authorization", fmt.Sprint("ApiKey key-", u))
 				req.Header.Set("Content-Type", "application/json")
 				requests.Add(1)
 				res, err := client.Do(req)

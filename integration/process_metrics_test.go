@@ -114,7 +114,7 @@ func TestMetricsOfARunningCaddy(t *testing.T) {
 		req, _ := http.NewRequest(method, p.url+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		if key != "" {
-			req.Header.Set("X-API-Key", key)
+			req.Header.Set("Authorization", "ApiKey "+key)
 		}
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -146,7 +146,7 @@ func TestMetricsOfARunningCaddy(t *testing.T) {
 	// A subscriber, who gets one event, then leaves.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	ws := p.subscribe(ctx, t, `{"X-API-Key":"process-key"}`)
+	ws := p.subscribe(ctx, t, `{"Authorization":"ApiKey process-key"}`)
 	// The subscribe message is read after the ack: once a series shows the subscriber, the event
 	// reaches it.
 	waitFor(t, adminMetrics, "caddy_posts_subscribers", 1)

@@ -117,7 +117,7 @@ func trickle(addr, head, tail string, limit time.Duration) trickled {
 // second.
 func slowBody(addr string) (head, body string) {
 	body = `{"title": "sent one byte a second"}`
-	return fmt.Sprintf("POST /posts HTTP/1.1\r\nHost: %s\r\nX-API-Key: process-key\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+	return fmt.Sprintf("POST /posts HTTP/1.1\r\nHost: %s\r\nAuthorization: ApiKey process-key\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
 		addr, len(body)), body
 }
 
@@ -228,7 +228,7 @@ func patientSubscriber(addr string, quiet time.Duration, create func(title strin
 		return nil
 	}
 
-	if err := send(`{"type": "connection_init", "payload": {"X-API-Key": "process-key"}}`); err != nil {
+	if err := send(`{"type": "connection_init", "payload": {"Authorization": "ApiKey process-key"}}`); err != nil {
 		return 0, err
 	}
 	if m, err := next(); err != nil || m.Type != "connection_ack" {

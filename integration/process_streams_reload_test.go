@@ -279,7 +279,7 @@ func TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest("POST", p.url+"/posts", strings.NewReader(fmt.Sprintf(`{"title": %q}`, title)))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-API-Key", key)
+		req.Header.Set("Authorization", "ApiKey "+key)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -293,7 +293,7 @@ func TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams(t *testing.T) {
 	endAll := func(t *testing.T, key, reloadTo string) (lastID string) {
 		var streams []*streamedSub
 		for i := range 2 * perKind {
-			s, err := openStreamed(ctx, client, []string{overSSE, overMultipart}[i%2], p.url, postCreatedTitles, "X-API-Key", key)
+			s, err := openStreamed(ctx, client, []string{overSSE, overMultipart}[i%2], p.url, postCreatedTitles, "Authorization", "ApiKey "+key)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +341,7 @@ func TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams(t *testing.T) {
 	t.Run("a reload that changes the site's API keys ends its streams; an SSE client resumes under the new key", func(t *testing.T) {
 		lastID := endAll(t, "first-key", config("second-key"))
 		post("second-key", "while away")
-		s, err := openStreamed(ctx, client, overSSE, p.url, postCreatedTitles, "X-API-Key", "second-key", "Last-Event-ID", lastID)
+		s, err := openStreamed(ctx, client, overSSE, p.url, postCreatedTitles, "Authorization", "ApiKey second-key", "Last-Event-ID", lastID)
 		if err != nil {
 			t.Fatal(err)
 		}

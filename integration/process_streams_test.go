@@ -453,7 +453,7 @@ http://:%d {
 		}
 	}
 	from := func(ip string, more ...string) []string { return append([]string{"X-Forwarded-For", ip}, more...) }
-	key := []string{"X-API-Key", "process-key"}
+	key := []string{"Authorization", "ApiKey process-key"}
 
 	t.Run("a user holding a WebSocket, an SSE and a multipart stream from three addresses gets 429 on a fourth of any kind", func(t *testing.T) {
 		closeStream := hold(t, p.url, [3][]string{from("192.0.2.1", key...), from("192.0.2.2", key...), from("192.0.2.3", key...)})
@@ -515,7 +515,7 @@ func TestMetricsAndAccessLogOfStreams(t *testing.T) {
 	defer cancel()
 	streams := map[string]*streamedSub{}
 	for _, kind := range []string{overSSE, overMultipart} {
-		s, err := openStreamed(ctx, streamClient(), kind, p.url, "subscription Titles { postCreated { title } }", "X-API-Key", "process-key")
+		s, err := openStreamed(ctx, streamClient(), kind, p.url, "subscription Titles { postCreated { title } }", "Authorization", "ApiKey process-key")
 		if err != nil {
 			t.Fatal(err)
 		}

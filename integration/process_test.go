@@ -200,7 +200,7 @@ type keyTransport struct{ base http.RoundTripper }
 
 func (k keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("X-API-Key", "process-key")
+	r.Header.Set("Authorization", "ApiKey process-key")
 	return k.base.RoundTrip(r)
 }
 

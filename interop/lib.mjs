@@ -50,7 +50,7 @@ export function countingTest() {
 /**
  * A Caddyfile with one site at base that runs the posts module with the subdirectives given
  * (lines such as "api_key <key> <user>"), without the admin API, logging requests to stderr with
- * the API key header deleted (as docs/authentication.md shows).
+ * the API key header that api_key_header opts in to deleted (as docs/authentication.md shows).
  */
 export function postsCaddyfile(base, subdirectives) {
   return `{
@@ -65,6 +65,7 @@ ${base} {
 		}
 	}
 	posts {
+		api_key_header X-API-Key
 ${subdirectives.map((line) => `\t\t${line}\n`).join('')}	}
 }
 `;

@@ -32,6 +32,7 @@ ${base} {
 	}
 ${routes}	handle {
 		posts {
+			api_key_header X-API-Key
 ${subdirectives.map((line) => `\t\t\t${line}\n`).join('')}		}
 	}
 }

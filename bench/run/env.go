@@ -437,7 +437,7 @@ func (e *env) fresh(base string) func(context.Context, int) ([]string, error) {
 		out, _, err := postAll(ctx, e.conc, base+"/posts", slices.Repeat([]seedPost{{title: "to delete", body: "lorem ipsum"}}, n),
 			http.StatusCreated, func(p seedPost) (string, []string) {
 				body, _ := json.Marshal(newPostJSON{Title: p.title, Body: p.body})
-				return string(body), []string{"X-API-Key: " + e.apiKey}
+				return string(body), []string{"Authorization: ApiKey " + e.apiKey}
 			})
 		ids := make([]string, len(out))
 		for i, c := range out {
@@ -522,7 +522,7 @@ func (e *env) check(ctx context.Context) error {
 		}
 	}
 	for _, base := range []string{e.write, e.bareWrite.url, e.bareWriteEvents.url} {
-		status, body, err := do(ctx, "POST", base+"/posts", `{"title": "check"}`, "X-API-Key: "+e.apiKey)
+		status, body, err := do(ctx, "POST", base+"/posts", `{"title": "check"}`, "Authorization: ApiKey "+e.apiKey)
 		if err != nil || status != http.StatusCreated {
 			return fmt.Errorf("POST %s/posts: %d %s, %v; want 201", base, status, body, err)
 		}

@@ -144,7 +144,7 @@ func pairs(e *env) []*pair {
 	anonymous := get(e.read+"/posts", e.large.ids)
 	bearer := anonymous
 	bearer.headers = []string{"Authorization: Bearer " + e.tokens[author]}
-	apiKey := "X-API-Key: " + e.apiKey
+	apiKey := "Authorization: ApiKey " + e.apiKey
 	post := func(base string) request {
 		return request{method: "POST", url: base + "/posts", body: createBody(""), headers: []string{apiKey}, status: 201}
 	}

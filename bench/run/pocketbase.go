@@ -84,7 +84,7 @@ func (e *env) checkPocketBase(ctx context.Context) error {
 			if c.oursBody != "" {
 				method, body, want = "POST", c.theirsBody, http.StatusOK
 				if i == 0 {
-					body, want, headers = c.oursBody, http.StatusCreated, []string{"X-API-Key: " + e.apiKey}
+					body, want, headers = c.oursBody, http.StatusCreated, []string{"Authorization: ApiKey " + e.apiKey}
 				}
 			}
 			status, answer, err := do(ctx, method, url, body, headers...)

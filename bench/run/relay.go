@@ -139,7 +139,7 @@ func timeEvents(ctx context.Context, a, b *relayInstance, apiKey string) (remote
 		rounds := []*wsload.Round{fleets[0].Begin(seq), fleets[1].Begin(seq)}
 		post, cancel := context.WithTimeout(ctx, 30*time.Second)
 		began := time.Now()
-		status, body, err := do(post, "POST", a.base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "X-API-Key: "+apiKey)
+		status, body, err := do(post, "POST", a.base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "Authorization: ApiKey "+apiKey)
 		answered = append(answered, time.Since(began))
 		cancel()
 		if err == nil && status != http.StatusCreated {
@@ -176,7 +176,7 @@ func writeAtRate(ctx context.Context, bases []string, apiKey string, perSecond i
 		wg.Go(func() {
 			post, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
-			status, body, err := do(post, "POST", bases[i%len(bases)]+"/posts", `{"title": "load"}`, "X-API-Key: "+apiKey)
+			status, body, err := do(post, "POST", bases[i%len(bases)]+"/posts", `{"title": "load"}`, "Authorization: ApiKey "+apiKey)
 			if err == nil && status != http.StatusCreated {
 				err = fmt.Errorf("POST /posts: %d %s", status, body)
 			}

@@ -74,7 +74,7 @@ func (e *env) resumeRound(ctx context.Context, dir string) (first, live time.Dur
 	base := p.sites["READ"]
 	url := strings.Replace(base, "http://", "ws://", 1) + "/graphql"
 	create := func(ctx context.Context, title string) error {
-		status, body, err := do(ctx, "POST", base+"/posts", fmt.Sprintf(`{"title": %q}`, title), "X-API-Key: "+e.apiKey)
+		status, body, err := do(ctx, "POST", base+"/posts", fmt.Sprintf(`{"title": %q}`, title), "Authorization: ApiKey "+e.apiKey)
 		if err == nil && status != http.StatusCreated {
 			err = fmt.Errorf("POST /posts: %d %s", status, body)
 		}
@@ -88,7 +88,7 @@ func (e *env) resumeRound(ctx context.Context, dir string) (first, live time.Dur
 	if _, _, err := postAll(ctx, e.conc, base+"/posts", slices.Repeat([]seedPost{{title: "behind", body: "lorem ipsum"}}, resumeBehind),
 		http.StatusCreated, func(p seedPost) (string, []string) {
 			body, _ := json.Marshal(newPostJSON{Title: p.title, Body: p.body})
-			return string(body), []string{"X-API-Key: " + e.apiKey}
+			return string(body), []string{"Authorization: ApiKey " + e.apiKey}
 		}); err != nil {
 		return 0, 0, 0, err
 	}

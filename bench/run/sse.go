@@ -30,7 +30,7 @@ func streamSides(e *env) (h1, h2 side) {
 // its warm-up's few take one each).
 func openSSE(apiKey string, conns int) opener {
 	return func(ctx context.Context, srv *wsServer, n int) (fleet, error) {
-		opts := sseload.Options{Headers: http.Header{"X-Api-Key": {apiKey}}}
+		opts := sseload.Options{Headers: http.Header{"Authorization": {"ApiKey " + apiKey}}}
 		if conns > 0 {
 			opts.HTTP2Conns = min(conns, n)
 		}

@@ -60,7 +60,7 @@ func (e *env) module(ctx context.Context, site string) (*wsServer, error) {
 		pid:   p.proc.cmd.Process.Pid,
 		pprof: p.sites["ADMIN"] + "/debug/pprof",
 		publish: func(ctx context.Context, seq int) error {
-			status, body, err := do(ctx, "POST", base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "X-API-Key: "+e.apiKey)
+			status, body, err := do(ctx, "POST", base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "Authorization: ApiKey "+e.apiKey)
 			if err == nil && status != http.StatusCreated {
 				err = fmt.Errorf("POST /posts: %d %s", status, body)
 			}

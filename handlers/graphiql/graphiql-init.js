@@ -9,7 +9,7 @@
     '# the Headers tab below, as JSON:',
     '#   {"Authorization": "Bearer <token>"}',
     '# or',
-    '#   {"X-API-Key": "<key>"}',
+    '#   {"Authorization": "ApiKey <key>"}',
     '# Headers stay in this tab; they are not saved.',
     '',
     '{',
