@@ -338,23 +338,45 @@ type modelLog struct {
 	order  []int64
 }
 
-// sync reads what the log has decided since the last read.
+// sync reads what the log has decided since the last read. A position it reads past without an
+// event must be a hole, whose marker the log keeps: one the log no longer keeps was expired
+// before the truth read it (the model wrote more than the log keeps, modelKeep, without reading
+// it back; or the expiry took it early), and the checks of its event would blame the store for
+// the model's blindness (checkLogged: a write acknowledged and not logged), so sync says so.
 func (m *modelLog) sync(ctx context.Context) error {
 	for {
 		page, upto, err := m.log().ReadEvents(ctx, m.read, 1000)
 		if err != nil {
 			return err
 		}
+		gap := int64(0) // the first position read past without an event
+		next := m.read + 1
 		for _, e := range page {
+			if e.Position > next && gap == 0 {
+				gap = next
+			}
+			next = e.Position + 1
 			if _, seen := m.events[e.Position]; !seen {
 				m.events[e.Position] = e
 				m.order = append(m.order, e.Position)
 			}
 		}
+		if upto >= next && gap == 0 {
+			gap = next
+		}
 		if upto <= m.read {
 			return nil
 		}
 		m.read = upto
+		if gap != 0 {
+			kept, err := m.log().Kept(ctx, gap)
+			if err != nil {
+				return err
+			}
+			if !kept {
+				return fmt.Errorf("position %d was gone when the model's reader first read past it (to %d): it expired before the model read it back", gap, upto)
+			}
+		}
 	}
 }
 
@@ -818,23 +840,7 @@ func (m *modelRun) burst(large bool) {
 		mu    sync.Mutex
 		alive []modelPost
 	)
-	// The log is read back meanwhile, before the expiry takes what the burst wrote.
-	reading, stopReading := context.WithCancel(m.ctx)
-	read := make(chan error, 1)
-	go func() {
-		for {
-			if err := m.truth.sync(reading); err != nil && reading.Err() == nil {
-				read <- err
-				return
-			}
-			select {
-			case <-reading.Done():
-				read <- nil
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}()
+	stopReading := m.readBack()
 	for _, ps := range plans {
 		wg.Go(func() {
 			for _, p := range ps {
@@ -872,9 +878,6 @@ func (m *modelRun) burst(large bool) {
 	}
 	wg.Wait()
 	stopReading()
-	if err := <-read; err != nil {
-		m.t.Errorf("seed %d: reading the log back: %v", m.seed, err)
-	}
 	for _, p := range alive {
 		m.live[p.id] = p
 	}
@@ -918,6 +921,36 @@ func (m *modelRun) recreate() {
 func (m *modelRun) sync() {
 	if err := m.truth.sync(m.ctx); err != nil {
 		m.t.Errorf("seed %d: reading the log back: %v", m.seed, err)
+	}
+}
+
+// readBack reads the log back into the truth every few milliseconds until the function it
+// returns is called, for a step whose writes go on beside it (burst, restartWhileWriting): such
+// a step may write more events than the log keeps (modelKeep), and the truth must read each
+// before the expiry takes it. Nothing else reads the truth meanwhile; the truth's reader is not
+// an instance that the step restarts (a backend with a slow instance has a reader of its own).
+func (m *modelRun) readBack() (stop func()) {
+	reading, stopReading := context.WithCancel(m.ctx)
+	read := make(chan error, 1)
+	go func() {
+		for {
+			if err := m.truth.sync(reading); err != nil && reading.Err() == nil {
+				read <- err
+				return
+			}
+			select {
+			case <-reading.Done():
+				read <- nil
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	return func() {
+		stopReading()
+		if err := <-read; err != nil {
+			m.t.Errorf("seed %d: reading the log back: %v", m.seed, err)
+		}
 	}
 }
 
@@ -1364,6 +1397,9 @@ func (m *modelRun) restartWhileWriting() {
 		mu      sync.Mutex
 		created []modelPost
 	)
+	// The writes outlast the restart (some 20 s in a soak, hundreds of creates): more than the
+	// log keeps, read back meanwhile.
+	stopReading := m.readBack()
 	wg.Go(func() {
 		for n := 0; writing.Err() == nil; n++ {
 			caller := modelUsers[n%len(modelUsers)]
@@ -1396,6 +1432,7 @@ func (m *modelRun) restartWhileWriting() {
 	time.Sleep(m.b.slack() * 300 * time.Millisecond)
 	stop()
 	wg.Wait()
+	stopReading()
 	mu.Lock()
 	for _, p := range created {
 		m.live[p.id] = p
