@@ -840,7 +840,7 @@ func (m *modelRun) burst(large bool) {
 		mu    sync.Mutex
 		alive []modelPost
 	)
-	stopReading := m.readBack()
+	stopReading := m.readBack(2 * time.Millisecond)
 	for _, ps := range plans {
 		wg.Go(func() {
 			for _, p := range ps {
@@ -924,12 +924,12 @@ func (m *modelRun) sync() {
 	}
 }
 
-// readBack reads the log back into the truth every few milliseconds until the function it
-// returns is called, for a step whose writes go on beside it (burst, restartWhileWriting): such
-// a step may write more events than the log keeps (modelKeep), and the truth must read each
-// before the expiry takes it. Nothing else reads the truth meanwhile; the truth's reader is not
-// an instance that the step restarts (a backend with a slow instance has a reader of its own).
-func (m *modelRun) readBack() (stop func()) {
+// readBack reads the log back into the truth every interval until the function it returns is
+// called, for a step whose writes go on beside it (burst, restartWhileWriting): such a step may
+// write more events than the log keeps (modelKeep), and the truth must read each before the
+// expiry takes it. Nothing else reads the truth meanwhile; the truth's reader is not an instance
+// that the step restarts (a backend with a slow instance has a reader of its own).
+func (m *modelRun) readBack(interval time.Duration) (stop func()) {
 	reading, stopReading := context.WithCancel(m.ctx)
 	read := make(chan error, 1)
 	go func() {
@@ -942,7 +942,7 @@ func (m *modelRun) readBack() (stop func()) {
 			case <-reading.Done():
 				read <- nil
 				return
-			case <-time.After(2 * time.Millisecond):
+			case <-time.After(interval):
 			}
 		}
 	}()
@@ -1397,9 +1397,10 @@ func (m *modelRun) restartWhileWriting() {
 		mu      sync.Mutex
 		created []modelPost
 	)
-	// The writes outlast the restart (some 20 s in a soak, hundreds of creates): more than the
-	// log keeps, read back meanwhile.
-	stopReading := m.readBack()
+	// The writes outlast the restart (20-30 s in a soak: 280-420 creates, one after the other),
+	// more than the log keeps, read back meanwhile: every 100 ms, a few creates each time, as a
+	// read every 2 ms (FerretDB scans the events at each) took a third of the writes' pace.
+	stopReading := m.readBack(100 * time.Millisecond)
 	wg.Go(func() {
 		for n := 0; writing.Err() == nil; n++ {
 			caller := modelUsers[n%len(modelUsers)]
