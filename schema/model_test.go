@@ -380,6 +380,54 @@ func (m *modelLog) sync(ctx context.Context) error {
 	}
 }
 
+// TestModelLog checks the truth's reader on the embedded store: it reads each event the log
+// keeps, and says when the expiry took events before it read them, rather than let checkLogged
+// blame the store for writes acknowledged and not logged.
+func TestModelLog(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		readBetween bool // the truth reads after each write
+		wantErr     bool
+	}{
+		{"a truth that reads after each write holds every event", true, false},
+		{"a truth that reads only after the expiry took events says so", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			var log store.EventLog = st
+			truth := &modelLog{log: func() store.EventLog { return log }, events: map[int64]store.Event{}}
+			var errs []error
+			now := time.Now().UTC()
+			for range 5 {
+				if _, err := st.InsertPost(t.Context(), store.Post{ID: store.NewID(now), UserID: "alice", Title: "t", CreatedAt: now, UpdatedAt: now}); err != nil {
+					t.Fatal(err)
+				}
+				if tc.readBetween {
+					errs = append(errs, truth.sync(t.Context()))
+				}
+				if _, err := log.ExpireEvents(t.Context(), time.Time{}, 2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			errs = append(errs, truth.sync(t.Context()))
+			err = errors.Join(errs...)
+			if got := err != nil; got != tc.wantErr {
+				t.Fatalf("sync: %v; want an error: %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && len(truth.order) != 5 {
+				t.Errorf("the truth holds the events at %v; want 5", truth.order)
+			}
+			if tc.wantErr && !strings.Contains(err.Error(), "position 1 was gone") {
+				t.Errorf("sync: %v; want it to name position 1", err)
+			}
+		})
+	}
+}
+
 func (m *modelLog) last() int64 {
 	if len(m.order) == 0 {
 		return 0
