@@ -343,7 +343,10 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store
 		}
 		if d.Position > upto+1 { // upto+1 up to here expired, or are holes
 			var decided bool
-			if upto, decided = s.decideGap(ctx, c, upto, d.Position); !decided {
+			if upto, decided, err = s.decideGap(ctx, c, upto, d.Position); err != nil {
+				return nil, after, s.classify(err)
+			}
+			if !decided {
 				break
 			}
 		}
@@ -361,37 +364,39 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store
 // decideGap decides the positions after upto and before next that this store has seen empty
 // for holeWait (sightings, from its first sight): it skips those that expired and fills the
 // rest with markers, maxHoles at most. It returns the position decided up to, and whether that
-// is next-1.
-func (s *Store) decideGap(ctx context.Context, c *driver.Collection, upto, next int64) (int64, bool) {
+// is next-1; or the error of a command that failed (the counter's read, the delete of markers
+// below the cut), which fails the read: a gap it could not tell is not a gap undecided, and a
+// reader that took it for one (the follower's start, events/follower.go) would stop short.
+func (s *Store) decideGap(ctx context.Context, c *driver.Collection, upto, next int64) (int64, bool, error) {
 	// A gap seen for the first time may have expired: the counter tells at once.
 	ready, fresh := s.gaps.seenFor(upto+1, min(next-1, upto+maxHoles), s.holeWait())
 	if ready == upto && !fresh {
-		return upto, false
+		return upto, false, nil
 	}
 	ctr, err := s.counter(ctx)
 	if err != nil {
-		return upto, false
+		return upto, false, err
 	}
 	if upto = max(upto, min(ctr.Expired, next-1)); upto >= ready {
-		return upto, upto == next-1
+		return upto, upto == next-1, nil
 	}
 	last := ready
 	if !s.fillHoles(ctx, c, upto+1, last) {
-		return upto, false
+		return upto, false, nil
 	}
 	// An expiry that moved its cut past these positions since the counter was read would leave
 	// the markers below it: the counter, read again, tells, and they go. An expiry that moves
 	// it later deletes them itself.
 	if ctr, err = s.counter(ctx); err != nil {
-		return upto, false
+		return upto, false, err
 	}
 	if ctr.Expired > upto {
 		gone := bson.D{{Key: "$gt", Value: upto}, {Key: "$lte", Value: min(ctr.Expired, last)}}
 		if _, err := c.DeleteMany(ctx, bson.D{{Key: "_id", Value: gone}}); err != nil {
-			return upto, false
+			return upto, false, err
 		}
 	}
-	return last, last == next-1
+	return last, last == next-1, nil
 }
 
 // The batches and the pace of expiry (see the opening comment); variables for the tests.

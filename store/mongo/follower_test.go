@@ -57,3 +57,63 @@ func TestAFollowerStartingDuringAWriteHandsItsEvent(t *testing.T) {
 		t.Fatalf("the event at %d, acknowledged after the follower started, was never handed", e.Position)
 	}
 }
+
+// A follower that starts on a slow database hands nothing written before its start, even when
+// the expiry moves its cut while the start reads the log, and its second read of the counter
+// outlasts the start's timeout: the start's read failed, and is tried again. (ReadEvents
+// answered that the log was decided up to the cut read first, with no error, and the start
+// handed from there: up to a page of earlier events at once to its first subscribers, whose
+// feeds fell behind; the model's restarted instance on a database 0.3-3 s a command, seed
+// 303343087.)
+func TestAFollowerStartingOnASlowDatabaseHandsNothingWrittenBefore(t *testing.T) {
+	f := newFaulty(t)
+	if _, err := f.direct.Key(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= 10; n++ {
+		if _, err := f.direct.InsertPost(t.Context(), post(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The start's commands, in order: the counter (Key), the oldest event and the counter
+	// (Stats), the events after a page back (ReadEvents, held while the expiry cuts), and the
+	// counter once more for the gap that read finds (held past the start's timeout).
+	const timeout = 8 * time.Second
+	read := mongotest.Fault{Command: "find", Collection: mongo.EventsCollection, Delay: 3 * time.Second}
+	for _, fault := range []mongotest.Fault{
+		{Command: "find", Collection: mongo.CountersCollection, Delay: time.Millisecond},
+		{Command: "find", Collection: mongo.EventsCollection, Delay: time.Millisecond},
+		{Command: "find", Collection: mongo.CountersCollection, Delay: time.Millisecond},
+		read,
+		{Command: "find", Collection: mongo.CountersCollection, Delay: timeout},
+	} {
+		f.proxy.Arm(fault)
+	}
+	handed := make(chan store.Event, 10)
+	follower := events.NewFollower(events.FollowerConfig{Log: f.through, Relay: true, Interval: 20 * time.Millisecond, Timeout: timeout,
+		Hand: func(e store.Event) { handed <- e }})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		follower.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	untilHit(t, f.proxy, read, 0)
+	if _, err := f.direct.ExpireEvents(t.Context(), time.Time{}, 5); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-follower.Started():
+	case <-time.After(4 * timeout):
+		t.Fatal("the follower did not start")
+	}
+	if at, _ := follower.Handed(); at != 10 {
+		t.Errorf("the follower started at %d; want the log's end, 10", at)
+	}
+	select {
+	case e := <-handed:
+		t.Errorf("the follower handed the event at %d, written before it started", e.Position)
+	case <-time.After(time.Second):
+	}
+}
