@@ -57,7 +57,7 @@ type Config struct {
 	OpenAPIPath string
 	// WriteDeadline, if set, returns the moment by which the server must have written the whole
 	// response to r (Caddy's timeouts { write }, from the request's start), zero for none: a
-	// stream ends cleanly before it (stream.go, streamCeilingMargin).
+	// stream ends cleanly before it (stream.go, streamCeiling).
 	WriteDeadline func(*http.Request) time.Time
 	// Exiting, if set, says whether the process is exiting: the streams served over HTTP end at
 	// once then, rather than hold the exit (Hub.closeOnExit).
