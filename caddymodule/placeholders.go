@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -25,20 +24,6 @@ func placeholder(r *http.Request, name string) string {
 func clientIP(r *http.Request) string {
 	ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
 	return ip // "" outside Caddy's server: the API then counts by the peer's address
-}
-
-// writeDeadline is when the server's timeouts { write } ends the response to r, counted from
-// the request's start as Caddy counts it; zero for none, or outside Caddy's server.
-func writeDeadline(r *http.Request) time.Time {
-	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
-	if srv == nil || srv.WriteTimeout <= 0 {
-		return time.Time{}
-	}
-	start, ok := caddyhttp.GetVar(r.Context(), "start_time").(time.Time)
-	if !ok {
-		start = time.Now()
-	}
-	return start.Add(time.Duration(srv.WriteTimeout))
 }
 
 // requestID is Caddy's id of the request, as in its access log.

@@ -119,7 +119,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Relay:           relayHealth,
 		OpenAPIPath:     h.OpenAPIPath,
 		Hub:             hub,
-		WriteDeadline:   writeDeadline,
 		Exiting:         caddy.Exiting,
 	})
 	// The open connections apply this config from now on; if it fails to start, Cleanup hands

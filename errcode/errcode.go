@@ -82,7 +82,7 @@ var (
 	SubscriberExists     = Code{"", 0, 4409, "a `subscribe` with the id of an operation that runs"}
 	GoingAway            = Code{"SHUTTING_DOWN", 0, 1001, "Caddy stopping, or a client that did not answer the keep-alive ping: reconnect"}
 	Terminated           = Code{"", 0, 1000, "`connection_terminate` from the client (subscriptions-transport-ws)"}
-	ServiceRestart       = Code{"SERVICE_RESTART", 0, 1012, "a reload that removes the site or changes how its clients authenticate (each connection at its own moment within a few seconds), or an SSE stream that lasted `sse_max_duration`, or an HTTP stream shortly before the server's `timeouts { write }`: reconnect"}
+	ServiceRestart       = Code{"SERVICE_RESTART", 0, 1012, "a reload that removes the site or changes how its clients authenticate (each connection at its own moment within a few seconds), or an SSE stream that lasted `sse_max_duration`: reconnect"}
 	Internal             = Code{"INTERNAL_SERVER_ERROR", 500, 4500, "a fault of the server; the cause is logged, never sent"}
 )
 

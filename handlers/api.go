@@ -7,7 +7,6 @@ import (
 	"cmp"
 	"net/http"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
@@ -55,10 +54,6 @@ type Config struct {
 	Relay RelayHealth
 	// OpenAPIPath, if set, is the path that serves the OpenAPI description of the REST API.
 	OpenAPIPath string
-	// WriteDeadline, if set, returns the moment by which the server must have written the whole
-	// response to r (Caddy's timeouts { write }, from the request's start), zero for none: a
-	// stream ends cleanly before it (stream.go, streamCeiling).
-	WriteDeadline func(*http.Request) time.Time
 	// Exiting, if set, says whether the process is exiting: the streams served over HTTP end at
 	// once then, rather than hold the exit (Hub.closeOnExit).
 	Exiting func() bool

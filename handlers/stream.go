@@ -109,9 +109,6 @@ type stream struct {
 	caller string          // the user id, "" for anonymous
 	opened time.Time
 	sent   int // results written; only run touches it
-	// ceiling is Config.WriteDeadline's for the stream's request, zero for none: no write's
-	// deadline is later (deadline).
-	ceiling time.Time
 
 	undo []func() // what close undoes, in the order taken
 
@@ -241,9 +238,6 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 		return
 	}
 	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client, hub: a.hub, ctx: requestid.With(context.Background(), a.requestID(r)), caller: caller.UserID, opened: time.Now()}
-	if a.cfg.WriteDeadline != nil {
-		s.ceiling = a.cfg.WriteDeadline(r)
-	}
 	s.atEnd(func() { a.hub.conns.release(client) })
 	if !a.hub.conns.add(s) {
 		s.close()
@@ -278,12 +272,6 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 			s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(errcode.New(errcode.InvalidCredentials, "Forbidden: the token has expired"))}})
 		})
 		s.atEnd(func() { expiry.Stop() })
-	}
-	if !s.ceiling.IsZero() {
-		cut := time.AfterFunc(time.Until(s.ceiling.Add(-streamCeilingMargin(s.ceiling.Sub(s.opened)))), func() {
-			s.fail(errcode.New(errcode.ServiceRestart, "the stream reached the server's write timeout; reconnect"))
-		})
-		s.atEnd(func() { cut.Stop() })
 	}
 	if _, ok := f.(sse); ok && cfg.SSEMaxDuration > 0 {
 		cut := time.AfterFunc(cfg.SSEMaxDuration, func() {
@@ -332,8 +320,7 @@ func startStream(w http.ResponseWriter, f framing) {
 
 // start writes the stream's headers and first bytes, and says where the rest goes: the
 // connection itself when start could take it from net/http (takeConnection), else the response.
-// Caddy's read timeout is lifted, and its write deadlines are its own (deadline), never past the
-// server's write timeout: a stream is as long as its subscription, or as that allows. nil: the
+// Caddy's read and write timeouts are lifted: a stream is as long as its subscription. nil: the
 // client is gone already.
 func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 	rc := http.NewResponseController(w)
@@ -358,10 +345,10 @@ func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 	if conn := takeConnection(w, r); conn != nil {
 		return newConnOut(conn)
 	}
-	// Caddy's wrappers set deadlines of their own on every write of a response, which over
-	// HTTP/2 reset the stream when they pass, written to or not: the rest goes below them, and
-	// the deadline their write of the opening set is moved at once, to deadline's, which keeps
-	// to the server's write timeout.
+	// Caddy's wrappers hold every write of a response to the server's write timeout (timeouts
+	// { write }, a bound on the whole response since Caddy 2.11), which over HTTP/2 resets the
+	// stream at that moment: the rest goes below them, and the deadline their write of the
+	// opening set is moved at once.
 	o.w = innermost(w)
 	o.rc = http.NewResponseController(o.w)
 	_ = o.rc.SetWriteDeadline(s.deadline())
@@ -370,26 +357,10 @@ func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 
 // deadline is that of a write now: one the client does not take within the keep-alive
 // interval (ws_keepalive), past the next keep-alive, ends the stream. (Past the next keep-alive,
-// because over HTTP/2 the deadline is a timer that resets the stream, idle or not.) It is never
-// past the stream's ceiling: start lifts Caddy's wrappers, not what the operator configured.
+// because over HTTP/2 the deadline is a timer that resets the stream, idle or not.)
 func (s *stream) deadline() time.Time {
 	cfg := s.hub.api().cfg.Subscriptions
-	d := time.Now().Add(cfg.KeepAlive + s.frame.keepAliveEvery(cfg))
-	if !s.ceiling.IsZero() && s.ceiling.Before(d) {
-		return s.ceiling
-	}
-	return d
-}
-
-// streamCeilingMargin is how long before the server's write deadline (Config.WriteDeadline)
-// a stream that lasted timeout up to it ends: time to write its last words, so that the client
-// sees a clean end (and SSE's EventSource reconnects with Last-Event-ID and resumes) rather than
-// a response that Caddy cuts. Caddy's timeouts { write } bounds a whole response, a stream's as
-// a reverse_proxy's SSE or Mercure's, and lets a handler tighten it, not loosen it; a WebSocket,
-// whose connection is taken from net/http as Caddy's reverse_proxy takes its own, is not bound
-// by it.
-func streamCeilingMargin(timeout time.Duration) time.Duration {
-	return min(time.Second, timeout/5)
+	return time.Now().Add(cfg.KeepAlive + s.frame.keepAliveEvery(cfg))
 }
 
 // run writes the stream until it ends: its results as they come, a keep-alive when it is idle.
