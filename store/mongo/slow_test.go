@@ -206,10 +206,12 @@ func TestDownIsAServerGoneNotACommandPastItsDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		gone     bool
+		cancel   bool // the ping's caller gives up, rather than its deadline running out
 		wantDown bool
 	}{
-		{"a ping that outlasts its deadline on a server that answers late leaves it up", false, false},
-		{"a ping to a server that closed its connections says it is down", true, true},
+		{"a ping that outlasts its deadline on a server that answers late leaves it up", false, false, false},
+		{"a ping its caller gives up on while the server answers late leaves it up", false, true, false},
+		{"a ping to a server that closed its connections says it is down", true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			server, err := mongotest.Start(t.TempDir())
@@ -237,7 +239,13 @@ func TestDownIsAServerGoneNotACommandPastItsDeadline(t *testing.T) {
 				server.Close()
 				deadline = 10 * time.Second
 			}
-			if err := ping(deadline); !errors.Is(err, store.ErrUnavailable) {
+			if tc.cancel {
+				ctx, cancel := context.WithCancel(t.Context())
+				time.AfterFunc(deadline, cancel)
+				if err := s.Ping(ctx); err == nil {
+					t.Fatal("the ping its caller gave up on succeeded")
+				}
+			} else if err := ping(deadline); !errors.Is(err, store.ErrUnavailable) {
 				t.Fatalf("the ping: %v; want store.ErrUnavailable", err)
 			}
 			if got := s.Down(); got != tc.wantDown {

@@ -3,6 +3,7 @@ package mongo
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -100,6 +101,10 @@ func (h *health) options() *options.ClientOptions {
 			Succeeded: func(_ context.Context, e *monitor.CommandSucceededEvent) { answered(e.Duration) },
 			Failed: func(_ context.Context, e *monitor.CommandFailedEvent) {
 				switch {
+				case errors.Is(e.Failure, context.Canceled):
+					// Its caller gave up (a client gone, a replay stopped): nothing is
+					// said of the server, though the driver labels a read it cut short a
+					// network error.
 				case driver.IsTimeout(e.Failure):
 					// A deadline (its caller's, or a socket's) ended before the answer: the
 					// server is slow, not gone, as the driver judges too (it keeps its pool on
