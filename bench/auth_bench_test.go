@@ -74,7 +74,7 @@ func (s *server) request(k kind) (*http.Request, error) {
 	case bearer:
 		req.Header.Set("Authorization", "Bearer "+s.idp.token)
 	case withKey:
-		req.Header.Set("X-API-Key", apiKey)
+		req.Header.Set("Authorization", "ApiKey "+apiKey)
 	}
 	return req, nil
 }

@@ -223,7 +223,7 @@ func (s *server) createPost(title string) (time.Duration, error) {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-API-Key", apiKey)
+	req.Header.Set("Authorization", "ApiKey "+apiKey)
 	start := time.Now()
 	res, err := s.client.Do(req)
 	if err != nil {

@@ -284,7 +284,8 @@ func (s *Server) listPosts(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
-	user, ok := s.keys[r.Header.Get("X-API-Key")]
+	key, _ := strings.CutPrefix(r.Header.Get("Authorization"), "ApiKey ")
+	user, ok := s.keys[key]
 	if !ok {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return

@@ -35,7 +35,7 @@ const Query = "subscription { postCreated { id title } }"
 
 // Options say how a fleet reaches the server.
 type Options struct {
-	// Headers are sent with every request, e.g. X-API-Key.
+	// Headers are sent with every request, e.g. Authorization.
 	Headers http.Header
 	// HTTP2Conns, when not 0, makes the fleet speak HTTP/2 without TLS (h2c, prior knowledge)
 	// over this many connections, the streams spread evenly over them; 0 is HTTP/1.1, one

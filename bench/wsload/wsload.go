@@ -38,7 +38,7 @@ var (
 
 // Init is the connection_init message with an API key.
 func Init(apiKey string) []byte {
-	return []byte(`{"type":"connection_init","payload":{"X-API-Key":"` + apiKey + `"}}`)
+	return []byte(`{"type":"connection_init","payload":{"Authorization":"ApiKey ` + apiKey + `"}}`)
 }
 
 // Next is the `next` message of operation 1 for event seq about post id, as the module writes it.
