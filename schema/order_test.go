@@ -368,16 +368,23 @@ func TestFiveResumesOfOneConnectionAllCatchUp(t *testing.T) {
 	}
 	started(t, broker, views)
 	paced(live, time.Second/500, w.create)
-	read := c.readAll(t, views*w.n, 120*time.Second)
-	last, seen := 0, map[string]int{}
+	eachViewInWriteOrder(t, c.readAll(t, views*w.n, 120*time.Second), nil)
+}
+
+// eachViewInWriteOrder checks that the responses read, as readAll returns them, come in the
+// order written across the views (the aliases), and that each view got every write after the
+// one its cursor names in from (none: from the first), once.
+func eachViewInWriteOrder(t *testing.T, read []string, from map[string]int) {
+	t.Helper()
+	last, got := 0, map[string]int{}
 	for _, r := range read {
 		alias, title, _ := strings.Cut(r, " ")
 		n, _ := strconv.Atoi(title)
 		if n < last {
 			t.Fatalf("write %s after write %d: out of the order written", r, last)
 		}
-		if seen[alias]++; seen[alias] != n {
-			t.Fatalf("%s's response %d is write %d", alias, seen[alias], n)
+		if got[alias]++; from[alias]+got[alias] != n {
+			t.Fatalf("%s's response %d is write %d, want write %d", alias, got[alias], n, from[alias]+got[alias])
 		}
 		last = n
 	}
@@ -415,19 +422,7 @@ func TestResumesFromCursorsFarApartAllCatchUp(t *testing.T) {
 	for _, after := range from {
 		want += w.n - after
 	}
-	read := c.readAll(t, want, 120*time.Second)
-	last, got := 0, map[string]int{}
-	for _, r := range read {
-		alias, title, _ := strings.Cut(r, " ")
-		n, _ := strconv.Atoi(title)
-		if n < last {
-			t.Fatalf("write %s after write %d: out of the order written", r, last)
-		}
-		if got[alias]++; from[alias]+got[alias] != n {
-			t.Fatalf("%s's response %d is write %d, want write %d", alias, got[alias], n, from[alias]+got[alias])
-		}
-		last = n
-	}
+	eachViewInWriteOrder(t, c.readAll(t, want, 120*time.Second), from)
 }
 
 // A connection outlives a reload: its Sequence holds listeners of the old config's schema, live,
