@@ -40,7 +40,7 @@ var subdirectives = map[string]arity{
 	"api_key": {2, 2}, "api_key_header": {1, 1},
 	"max_body_size": {1, 1}, "max_limit": {1, 1}, "timeout": {1, 1},
 	"max_query_length": {1, 1}, "max_depth": {1, 1}, "max_cost": {1, 1}, "introspection": {1, 1},
-	"max_aliases": {1, 1}, "max_root_fields": {1, 1}, "max_fields": {1, 1}, "max_response_size": {1, 1},
+	"max_aliases": {1, 1}, "max_root_fields": {1, 1}, "max_fields": {1, 1}, "max_response_size": {1, 1}, "max_memory_per_client": {1, 1},
 	"max_distinct_subscriptions": {1, 1}, "max_distinct_subscriptions_per_client": {1, 1},
 	"subscriptions_require_auth": {0, 0}, "allowed_origins": {1, many}, "ws_read_limit": {1, 1},
 	"ws_init_timeout": {1, 1}, "ws_keepalive": {1, 1}, "max_subscriptions": {1, 1}, "max_connections_per_user": {1, 1},
@@ -110,6 +110,7 @@ func (a arity) String() string {
 //	    max_subscriptions <n>
 //	    max_connections  <n>
 //	    max_connections_per_user <n>
+//	    max_memory_per_client <size>
 //	    max_distinct_subscriptions <n>
 //	    max_distinct_subscriptions_per_client <n>
 //	    sse_max_duration <duration>
@@ -211,6 +212,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_response_size: %q is not a size such as 8MiB", arg)
 			}
 			h.MaxResponseSize = size
+		case "max_memory_per_client":
+			size, ok := parseSize(arg)
+			if !ok {
+				return d.Errf("max_memory_per_client: %q is not a size such as 32MiB", arg)
+			}
+			h.MaxMemoryPerClient = size
 		case "max_limit", "max_depth", "max_cost", "max_aliases", "max_root_fields", "max_fields",
 			"max_subscriptions", "max_connections_per_user", "max_connections",
 			"max_distinct_subscriptions", "max_distinct_subscriptions_per_client", "document_cache_entries",

@@ -190,6 +190,15 @@ type Handler struct {
 	// of max_connections if that is less.
 	MaxConnectionsPerUser int `json:"max_connections_per_user,omitempty"`
 
+	// How many bytes one client's connections (a user, or an anonymous client by its IP, as
+	// for max_connections_per_user) may hold for it, on every transport together: the events
+	// queued for it and being written, the responses held back for an earlier event, and the
+	// pages of the log its resumes read. Past it, the connection that holds the most is cut off
+	// with TOO_SLOW (an SSE client resumes from its last event), until the client is within it
+	// again: a client that stops reading costs the server this much, however many streams it
+	// holds. Default: 32MiB.
+	MaxMemoryPerClient int64 `json:"max_memory_per_client,omitempty"`
+
 	// How many distinct subscription operations may run at once on the server (subscribers of the
 	// same document, operation name and variables share one). Default: 1000.
 	MaxDistinctSubscriptions int `json:"max_distinct_subscriptions,omitempty"`
@@ -356,6 +365,8 @@ var configFields = []configField{
 	// A tenth of max_connections, at most 100: no one client takes every connection.
 	{"max_connections_per_user", func(h *Handler) { orDefault(&h.MaxConnectionsPerUser, min(100, max(1, h.MaxConnections/10))) },
 		func(h *Handler) error { return atLeastOne("max_connections_per_user", h.MaxConnectionsPerUser) }},
+	{"max_memory_per_client", func(h *Handler) { orDefault(&h.MaxMemoryPerClient, 32<<20) },
+		func(h *Handler) error { return sizeUpTo("max_memory_per_client", h.MaxMemoryPerClient, maxBodySize) }},
 	{"max_distinct_subscriptions", func(h *Handler) { orDefault(&h.MaxDistinctSubscriptions, 1000) },
 		func(h *Handler) error { return atLeastOne("max_distinct_subscriptions", h.MaxDistinctSubscriptions) }},
 	{"max_distinct_subscriptions_per_client", func(h *Handler) {

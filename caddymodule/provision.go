@@ -189,6 +189,7 @@ func (h *Handler) WebSocketConfig() handlers.Subscriptions {
 		// burst. The events queued share their bytes with every other listener of their feed.
 		SendQueue:             EventQueue,
 		MaxConnectionsPerUser: h.MaxConnectionsPerUser,
+		MaxMemoryPerClient:    h.MaxMemoryPerClient,
 		MaxConnections:        h.MaxConnections,
 		SSEMaxDuration:        time.Duration(h.SSEMaxDuration),
 	}

@@ -112,13 +112,14 @@ type stream struct {
 
 	undo []func() // what close undoes, in the order taken
 
-	mu    sync.Mutex
-	queue []json.RawMessage // results to write, at most Subscriptions.SendQueue
-	done  bool              // the stream is ending: end is set
-	end   streamEnd
-	room  chan struct{} // closed when the queue is less than half full, for a replay waiting
-	o     out           // where run writes, once it runs
-	cut   bool          // cutOff was called: nothing more reaches the client
+	mu     sync.Mutex
+	queue  []json.RawMessage // results to write, at most Subscriptions.SendQueue
+	queued int               // the bytes of queue
+	done   bool              // the stream is ending: end is set
+	end    streamEnd
+	room   chan struct{} // closed when the queue is less than half full, for a replay waiting
+	o      out           // where run writes, once it runs
+	cut    bool          // cutOff was called: nothing more reaches the client
 }
 
 // streamEnd is how a stream ends: with errs or not, and whether the client should reconnect.
@@ -142,8 +143,16 @@ func (s *stream) push(payload json.RawMessage, limit int) {
 		return
 	}
 	s.queue = append(s.queue, payload)
+	s.queued += len(payload)
 	s.mu.Unlock()
+	s.hold(len(payload))
 	s.signal()
+}
+
+// hold counts n more bytes (less than 0: fewer) that the stream holds for its client, against
+// max_memory_per_client (memory).
+func (s *stream) hold(n int) {
+	s.hub.memory.hold(s, s.client, int64(n), s.hub.api().cfg.Subscriptions.MaxMemoryPerClient)
 }
 
 // finish ends the stream with how, unless it is ending already (the first reason wins).
@@ -197,18 +206,32 @@ func (s *stream) signal() {
 	}
 }
 
-// take is what is queued, and whether the stream is ending.
+// take is what is queued, up to batchBytes of it (one result at least), and whether the stream
+// is ending with it; it signals the stream again when it leaves some queued.
 func (s *stream) take() ([]json.RawMessage, bool, streamEnd) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q := s.queue
-	s.queue = nil
+	n, bytes := 0, 0
+	for ; n < len(s.queue) && (n == 0 || bytes+len(s.queue[n]) <= batchBytes); n++ {
+		bytes += len(s.queue[n])
+	}
+	q := s.queue[:n:n]
+	if s.queue = s.queue[n:]; len(s.queue) == 0 {
+		s.queue = nil
+	} else {
+		s.signal()
+	}
+	s.queued -= bytes
 	if s.room != nil {
 		close(s.room)
 		s.room = nil
 	}
-	return q, s.done, s.end
+	return q, s.done && s.queue == nil, s.end
 }
+
+// batchBytes is about how many bytes of results run writes at once: it copies them, framed, into
+// one buffer, so a client that stops reading holds one such buffer besides its queue.
+const batchBytes = 64 << 10
 
 // serveStream serves op, a prepared operation its caller may run, as a stream in the framing f:
 // a subscription's events, or the one result of a query or mutation (to a client that takes only
@@ -246,8 +269,9 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 		return
 	}
 	s.atEnd(func() { a.hub.conns.remove(s) })
+	s.atEnd(func() { a.hub.memory.drop(s, client) })
 	a.hub.closeOnExit(r, a.cfg.Exiting)
-	seq := schema.NewSequence(cfg.SendQueue, func(ctx context.Context) error { return s.roomForEvents(ctx, a.hub.api().cfg.Subscriptions.SendQueue) })
+	seq := schema.NewSequence(cfg.SendQueue, func(ctx context.Context) error { return s.roomForEvents(ctx, a.hub.api().cfg.Subscriptions.SendQueue) }, s.hold)
 	l, err := a.cfg.GraphQL.ListenIn(seq, client, op, caller,
 		func(payload json.RawMessage) { s.push(payload, a.hub.api().cfg.Subscriptions.SendQueue) },
 		s.feedEnded)
@@ -394,8 +418,10 @@ func (s *stream) run(o out) {
 		case <-s.wake:
 			results, done, end := s.take()
 			b = b[:0]
+			taken := 0
 			for _, p := range results {
 				b = s.frame.result(b, p)
+				taken += len(p)
 			}
 			if done {
 				if end.errs == nil {
@@ -408,6 +434,7 @@ func (s *stream) run(o out) {
 				s.ended(s.lost())
 				return
 			}
+			s.hold(-taken)
 			s.sent += len(results)
 			if done {
 				o.end()
@@ -487,8 +514,9 @@ func (s *stream) feedEnded(err error) {
 	}
 }
 
-// roomForEvents waits until the queue is less than half full, for a replay, which has its events
-// at hand and would otherwise fill it at once; it fails once ctx or the stream ends.
+// roomForEvents waits until the queue is less than half full and holds less than
+// replayRoomBytes, for a replay, which has its events at hand and would otherwise fill it at
+// once; it fails once ctx or the stream ends.
 func (s *stream) roomForEvents(ctx context.Context, limit int) error {
 	for {
 		s.mu.Lock()
@@ -496,7 +524,7 @@ func (s *stream) roomForEvents(ctx context.Context, limit int) error {
 			s.mu.Unlock()
 			return context.Canceled
 		}
-		if len(s.queue) < limit/2 {
+		if len(s.queue) < limit/2 && s.queued < replayRoomBytes {
 			s.mu.Unlock()
 			return nil
 		}

@@ -23,6 +23,9 @@ type Subscriptions struct {
 	// upgrade request's credentials or address, and again when connection_init names a user
 	// (4429).
 	MaxConnectionsPerUser int
+	// MaxMemoryPerClient is how many bytes one client's connections may hold, together
+	// (memory); 0: no bound.
+	MaxMemoryPerClient int64
 	// MaxConnections is how many connections may be open at once; more get 503.
 	MaxConnections int
 	// KeepAlive is how often the server pings; a peer that does not answer within it is closed.

@@ -109,10 +109,11 @@ type wsConn struct {
 	writes    context.Context
 	cutWrites context.CancelFunc
 
-	queueMu sync.Mutex
-	queue   []message     // to the writer, at most SendQueue; nil when empty, so idle costs nothing
-	room    chan struct{} // signalled when the writer takes a message, for a reply waiting for room
-	drained chan struct{} // closed once the queue is less than half full, for replays waiting (roomForEvents)
+	queueMu     sync.Mutex
+	queue       []message     // to the writer, at most SendQueue; nil when empty, so idle costs nothing
+	queuedBytes int           // the bytes of the events' payloads in queue
+	room        chan struct{} // signalled when the writer takes a message, for a reply waiting for room
+	drained     chan struct{} // closed once the queue is less than half full, for replays waiting (roomForEvents)
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed by fail, after closeErr is set
@@ -204,6 +205,7 @@ func (c *wsConn) end() {
 	c.cutWrites()       // no write runs now: this releases the context alone
 	_ = c.ws.CloseNow() // if the writer has not closed it with a code
 	c.hub.conns.remove(c)
+	c.hub.memory.drop(c, c.client)
 	metrics.WebSocketClosed()
 	c.closed()
 	c.hub.conns.release(c.client) // by then, maybe the user's rather than the address's

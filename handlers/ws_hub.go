@@ -27,6 +27,7 @@ type Hub struct {
 	apis    []*API              // registered, oldest first
 	current atomic.Pointer[API] // the last of apis; when none is left, the last one that was
 	conns   conns
+	memory  memory      // what the connections hold, by client
 	closing atomic.Bool // Close was called
 
 	// hooked are the servers whose shutdown this hub watches (closeOnExit), until it begins.

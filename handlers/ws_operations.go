@@ -63,7 +63,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	o := &operation{id: m.ID}
 	if op.Type == "subscription" {
 		if c.seq == nil { // the first subscription: an idle connection holds none
-			c.seq = schema.NewSequence(api.cfg.Subscriptions.SendQueue, c.roomForEvents)
+			c.seq = schema.NewSequence(api.cfg.Subscriptions.SendQueue, c.roomForEvents, c.hold)
 		}
 		l, err := api.cfg.GraphQL.ListenIn(c.seq, c.client, op, c.caller,
 			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },

@@ -30,10 +30,19 @@ func (c *wsConn) push(m message) {
 	if c.ctx.Err() != nil {
 		return
 	}
+	m.held = true
 	if !c.enqueue(m) {
 		metrics.EventsDropped(metrics.StageConnection, c.api().cfg.Subscriptions.SendQueue+1) // the queue is full
 		c.cutOff(errcode.New(errcode.TooSlow, "the client reads messages too slowly"))
+		return
 	}
+	c.hold(len(m.Payload))
+}
+
+// hold counts n more bytes (less than 0: fewer) that the connection holds for its client,
+// against max_memory_per_client (memory).
+func (c *wsConn) hold(n int) {
+	c.hub.memory.hold(c, c.client, int64(n), c.api().cfg.Subscriptions.MaxMemoryPerClient)
 }
 
 // cutOff ends the connection of a client found too slow at once. fail alone would have the
@@ -47,12 +56,13 @@ func (c *wsConn) cutOff(why *errcode.Error) {
 	c.cutWrites()
 }
 
-// roomForEvents waits until the queue is less than half full, for a replay, which has its events
-// at hand and would otherwise fill the queue at once; it fails once ctx or the connection ends.
+// roomForEvents waits until the queue is less than half full and holds less than
+// replayRoomBytes, for a replay, which has its events at hand and would otherwise fill the
+// queue at once; it fails once ctx or the connection ends.
 func (c *wsConn) roomForEvents(ctx context.Context) error {
 	for {
 		c.queueMu.Lock()
-		if len(c.queue) < c.api().cfg.Subscriptions.SendQueue/2 {
+		if c.roomy() {
 			c.queueMu.Unlock()
 			return nil
 		}
@@ -77,6 +87,9 @@ func (c *wsConn) enqueue(m message) bool {
 	full := len(c.queue) >= c.api().cfg.Subscriptions.SendQueue
 	if !full {
 		c.queue = append(c.queue, m)
+		if m.held {
+			c.queuedBytes += len(m.Payload)
+		}
 	}
 	c.queueMu.Unlock()
 	if !full {
@@ -100,15 +113,32 @@ func (c *wsConn) dequeue() (message, bool) {
 		case c.room <- struct{}{}:
 		default:
 		}
-		if c.drained != nil && len(c.queue) < c.api().cfg.Subscriptions.SendQueue/2 {
+		if m.held {
+			c.queuedBytes -= len(m.Payload)
+		}
+		if c.drained != nil && c.roomy() {
 			close(c.drained)
 			c.drained = nil
 		}
 		if m.op == nil || !m.op.completed.Load() {
 			return m, true
 		}
+		c.freed(m)
 	}
 	return message{}, false
+}
+
+// roomy says whether a replay may queue more (roomForEvents); queueMu is held.
+func (c *wsConn) roomy() bool {
+	return len(c.queue) < c.api().cfg.Subscriptions.SendQueue/2 && c.queuedBytes < replayRoomBytes
+}
+
+// freed gives back what m, dequeued, held against the client's memory, once it is written or
+// dropped.
+func (c *wsConn) freed(m message) {
+	if m.held {
+		c.hold(-len(m.Payload))
+	}
 }
 
 // queued says whether messages wait.
@@ -131,7 +161,9 @@ func (c *wsConn) kick() {
 func (c *wsConn) write() {
 	for {
 		if m, ok := c.dequeue(); ok {
-			if !c.writeMessage(m) {
+			written := c.writeMessage(m)
+			c.freed(m)
+			if !written {
 				return // the connection is broken: writing stays set, no writer runs again
 			}
 			continue
@@ -152,7 +184,12 @@ func (c *wsConn) write() {
 // closeWithReason sends what is queued, then closes the connection with fail's code; one cut
 // off (cutOff) it closes at once, as Close would wait for the client's close frame.
 func (c *wsConn) closeWithReason() {
-	for m, ok := c.dequeue(); ok && c.writeMessage(m); m, ok = c.dequeue() {
+	for m, ok := c.dequeue(); ok; m, ok = c.dequeue() {
+		written := c.writeMessage(m)
+		c.freed(m)
+		if !written {
+			break
+		}
 	}
 	c.cancel()
 	if c.writes.Err() != nil {

@@ -78,6 +78,10 @@ var (
 		Namespace: namespace, Name: "subscribers",
 		Help: "Subscriptions open, on WebSockets and HTTP streams.",
 	})
+	clientMemory = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "client_memory_bytes",
+		Help: "Bytes the WebSockets and HTTP streams of all clients hold for them (events queued and being written, responses held back, replays' pages), each client's counted against max_memory_per_client.",
+	})
 	eventsPublished = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: namespace, Name: "events_published_total",
 		Help: "Writes published to subscriptions.",
@@ -152,7 +156,7 @@ var (
 
 var all = []prometheus.Collector{
 	requests, requestDuration, storeDuration, storeErrors, authOutcomes, jwksFetches, jwksKeys,
-	wsConnections, streams, feeds, subscribers, eventsPublished, eventsDelivered, eventsDropped, documentCache, limitRefusals,
+	wsConnections, streams, feeds, subscribers, clientMemory, eventsPublished, eventsDelivered, eventsDropped, documentCache, limitRefusals,
 	storeBreakerOpen, storeBreakerOpened,
 	relayEvents, relayLag, relayErrors,
 	eventLogEvents, eventLogOldest, eventLogLast, resumes, eventsReplayed,
@@ -261,6 +265,9 @@ func FeedStopped() { feeds.Dec() }
 
 // SubscriberJoined and SubscriberLeft count the subscriptions open, on WebSockets and HTTP streams.
 func SubscriberJoined() { subscribers.Inc() }
+
+// ClientMemory adds n (less than 0: takes) to the bytes clients' connections hold.
+func ClientMemory(n int64) { clientMemory.Add(float64(n)) }
 
 // SubscriberLeft: see SubscriberJoined.
 func SubscriberLeft() { subscribers.Dec() }

@@ -133,7 +133,7 @@ func (s *Schema) listen(client string, op *Operation, caller posts.Caller, deliv
 		key, base = caller.UserID+"\x00"+key, posts.WithCaller(base, caller)
 	}
 	if seq == nil && op.resumeFrom != "" { // of no connection: nothing else to keep in order
-		seq = NewSequence(math.MaxInt, nil)
+		seq = NewSequence(math.MaxInt, nil, nil)
 	}
 	l := &Listener{s: s, client: client, seq: seq, deliver: deliver, ended: ended, op: op, resolveIn: base}
 	s.feeds.mu.Lock()

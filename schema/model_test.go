@@ -487,6 +487,7 @@ type modelConn struct {
 	queue chan struct{}
 	mode  atomic.Int32
 	wake  chan struct{} // a stopped reader reads again
+	held  atomic.Int64  // the bytes its Sequence says it holds (NewSequence's hold)
 	ctx   context.Context
 	quit  context.CancelFunc
 
@@ -628,7 +629,23 @@ func runModel(t *testing.T, b modelBackend, seed uint64, steps int) modelCounts 
 	}
 	m.closeAll()
 	m.checkAll(false)
+	m.checkHeld()
 	return m.counts
+}
+
+// checkHeld checks that the Sequence of every connection, all of whose listeners have left,
+// says in the end that it holds nothing: what it told its connection it took, it gave back.
+// A replay gives its page back as its goroutine ends, soon after its listener left.
+func (m *modelRun) checkHeld() {
+	for _, c := range m.allConns {
+		deadline := time.Now().Add(10 * time.Second)
+		for c.held.Load() != 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n := c.held.Load(); n != 0 {
+			m.t.Errorf("seed %d: conn %d's Sequence says it holds %d bytes once all its listeners left", m.seed, c.id, n)
+		}
+	}
 }
 
 func (m *modelRun) note(format string, args ...any) {
@@ -1009,7 +1026,7 @@ func (m *modelRun) connect(in *modelInstance) *modelConn {
 	m.nextID++
 	ctx, quit := context.WithCancel(m.ctx)
 	c := &modelConn{id: m.nextID, inst: in, queue: make(chan struct{}, modelQueue), wake: make(chan struct{}, 1), ctx: ctx, quit: quit}
-	c.seq = schema.NewSequence(modelQueue, c.room)
+	c.seq = schema.NewSequence(modelQueue, c.room, func(n int) { c.held.Add(int64(n)) })
 	mode := m.r.IntN(2) // a connection starts fast or slow
 	c.mode.Store(int32(mode))
 	c.everSlow = mode == readSlow

@@ -103,10 +103,14 @@ func (q *pending) before(p int64) bool {
 type Sequence struct {
 	limit int                             // of the responses held back
 	room  func(ctx context.Context) error // waits until the connection can take more (NewSequence)
+	hold  func(n int)                     // told of the bytes held for the connection (NewSequence)
 
 	mu        sync.Mutex
 	listeners map[*Listener]struct{}
 	held      []held        // by position
+	// bytes are those of the payloads held, reported of them what hold was last told of
+	// (settle): a response handed as it arrives is never told of.
+	bytes, reported int
 	fewer     chan struct{} // closed once fewer are held, for the replays that pace holds back
 }
 
@@ -122,9 +126,15 @@ type held struct {
 // which holds back a quarter of them at most: past them, a listener's held responses are read
 // again from the log (reread): a Sequence ends no connection. room, if not nil, waits until the
 // send queue is less than half full, or fails when ctx ends: a replay, which has every event at
-// hand, goes at the client's pace rather than overflow it.
-func NewSequence(queue int, room func(ctx context.Context) error) *Sequence {
-	return &Sequence{limit: max(queue/4, 1), room: room}
+// hand, goes at the client's pace rather than overflow it. hold, if not nil, is told of every
+// byte the Sequence holds for the connection, n more (less than 0: fewer), as it takes and
+// drops them: the responses it holds back, and its replays' pages of the log (replay.go); it
+// is called with the Sequence's lock held, or by a replay's goroutine, and must not block.
+func NewSequence(queue int, room func(ctx context.Context) error, hold func(n int)) *Sequence {
+	if hold == nil {
+		hold = func(int) {}
+	}
+	return &Sequence{limit: max(queue/4, 1), room: room, hold: hold}
 }
 
 // pace waits until l's replay may hand another response: while l has a replayed response held
@@ -210,7 +220,13 @@ func (q *Sequence) leave(l *Listener) {
 		l.stopReplay()
 	}
 	l.replay, l.stopReplay = nil, nil
-	q.held = slices.DeleteFunc(q.held, func(h held) bool { return h.l == l })
+	q.held = slices.DeleteFunc(q.held, func(h held) bool {
+		if h.l != l {
+			return false
+		}
+		q.bytes -= len(h.payload)
+		return true
+	})
 	q.shrank()
 	q.release()
 }
@@ -249,14 +265,16 @@ func (q *Sequence) take(h held) {
 		i--
 	}
 	q.held = slices.Insert(q.held, i, h)
+	q.bytes += len(h.payload)
 	q.release()
 	for len(q.held) > q.limit {
 		l := q.crowding()
 		if l == nil {
-			return
+			break
 		}
 		q.reread(l)
 	}
+	q.settle()
 }
 
 // crowding is the listener that holds the most responses of its feed, or, when none holds one,
@@ -300,6 +318,7 @@ func (q *Sequence) reread(l *Listener) {
 		if h.l != l {
 			return false
 		}
+		q.bytes -= len(h.payload)
 		if h.position != 0 && (oldest == 0 || h.position < oldest) {
 			oldest = h.position
 		}
@@ -317,11 +336,11 @@ func (q *Sequence) reread(l *Listener) {
 // held.
 func (q *Sequence) release() {
 	n := 0
-	for ; n < len(q.held); n++ {
-		if q.waits(q.held[n].position) {
-			break
-		}
-		h := q.held[n]
+	for ; n < len(q.held) && !q.waits(q.held[n].position); n++ {
+		q.bytes -= len(q.held[n].payload)
+	}
+	q.settle() // before deliver queues them, so that they never count twice
+	for _, h := range q.held[:n] {
 		h.l.deliver(h.payload)
 		if h.position != 0 {
 			h.l.delivered = h.position
@@ -331,6 +350,14 @@ func (q *Sequence) release() {
 		clear(q.held[:n])
 		q.held = q.held[n:]
 		q.shrank()
+	}
+}
+
+// settle tells hold what the payloads held came to since it was last told; q.mu is held.
+func (q *Sequence) settle() {
+	if q.bytes != q.reported {
+		q.hold(q.bytes - q.reported)
+		q.reported = q.bytes
 	}
 }
 

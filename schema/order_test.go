@@ -30,7 +30,7 @@ func TestASequenceKeepsEachPostsOrderAcrossSubscriptions(t *testing.T) {
 		mu  sync.Mutex
 		got []string // "<kind> <id> <version>", in the order delivered
 	)
-	seq := schema.NewSequence(10_000, nil)
+	seq := schema.NewSequence(10_000, nil, nil)
 	for _, query := range []string{
 		// The slowest to resolve: a list of the store per event.
 		`subscription { postCreated { id version author { posts { id } } } }`,
@@ -147,7 +147,7 @@ type conn struct {
 
 func newConn(t *testing.T, limit int, period time.Duration) *conn {
 	c := &conn{queue: make(chan json.RawMessage, limit)}
-	c.seq = schema.NewSequence(limit, c.room)
+	c.seq = schema.NewSequence(limit, c.room, nil)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	t.Cleanup(func() { close(stop); <-done })
@@ -558,7 +558,7 @@ func TestRereadsAgainAndAgainDeliverEachEventOnce(t *testing.T) {
 	// whether a reader that the loaded machine leaves unscheduled for some milliseconds keeps
 	// up with writes that go on meanwhile (it may not with a queue the size of the limit).
 	c := newConn(t, 4096, 0)
-	c.seq = schema.NewSequence(16, c.room) // holds 4
+	c.seq = schema.NewSequence(16, c.room, nil) // holds 4
 	c.listen(t, s, `subscription { postUpdated { title } }`, "")
 	c.listen(t, s, `subscription { postCreated { title } }`, cursor)
 	started(t, broker, 2)
@@ -594,7 +594,7 @@ func TestAReplayPastItsSeamIsNotHeldBackByItsOwnFeedsResponses(t *testing.T) {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	})
+	}, nil)
 	w.create() // 1, 2: what the replay reads before its seam
 	w.create()
 	c.listen(t, s, `subscription { postUpdated { title } }`, "")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
@@ -46,9 +47,35 @@ import (
 // without it. An expiry that cuts into a replay under way ends it with CURSOR_EXPIRED after the
 // events it had read.
 
-// replayPage is how many events a replay reads at a time: a page of the largest posts stays a
-// few megabytes.
+// replayPage is how many events a replay reads at a time, at most; how many it reads is
+// what replayPageBytes holds of events the size of its last page's (pageFor).
 const replayPage = 100
+
+// replayPageBytes is about how many bytes of posts a replay's page holds, which it keeps until
+// the client has taken the page's last response: a hundred stalled resumes of one client hold
+// a few tens of megabytes, not the hundreds that pages of a hundred of the largest posts would.
+const replayPageBytes = 256 << 10
+
+// eventBytes is what an event of post p holds in memory, about.
+func eventBytes(p posts.Post) int {
+	n := 256 + len(p.ID) + len(p.UserID) + len(p.Title)
+	if p.Body != nil {
+		n += len(*p.Body)
+	}
+	return n
+}
+
+// largestEvent is eventBytes of the largest post there may be: a replay's first page is sized
+// for it, as nothing tells it the size of the posts it is about to read.
+var largestEvent = 256 + 2*24 + utf8.UTFMax*(posts.MaxTitleLength+posts.MaxBodyLength)
+
+// pageFor is how many events a replay reads next, after a page of n events that held bytes.
+func pageFor(n, bytes int) int {
+	if n == 0 {
+		return max(1, replayPageBytes/largestEvent)
+	}
+	return min(replayPage, max(1, replayPageBytes*n/max(bytes, 1)))
+}
 
 // replayFrom starts a replay of l from the event after position from, or, when resumes, from
 // its operation's cursor (step 2 on), in place of the one it had; q.mu is held. It resolves in
@@ -92,6 +119,7 @@ func (s *Schema) replay(ctx context.Context, l *Listener, r *pending, from int64
 
 	src := &replaySource{svc: s.svc, q: r, from: from, upto: max(handed, from),
 		pace: func(ctx context.Context) error { return l.seq.pace(ctx, l) },
+		hold: l.seq.hold,
 		read: l.seq.recheck,
 		seam: func(read int64) (upto int64, last bool) {
 			// Under feeds.mu, which Schema.run holds while it hands a response: the feed
@@ -197,6 +225,7 @@ type replaySource struct {
 	q          *pending                    // the replay's, whose open it moves on as it reads
 	from, upto int64                       // the cursor's position, and how far to read before the seam is looked at
 	pace       func(context.Context) error // waits until the client can take a response
+	hold       func(n int)                 // told of the bytes of each page read, and of each dropped (Sequence.hold)
 	read       func()                      // called after each page
 	// seam is called once the log is read up to read: it says how far to read next, and
 	// whether that is the last read (the listener then takes the feed's responses after it).
@@ -229,6 +258,10 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 	go func() {
 		defer close(out)
 		after, stuck, last, sent, busy := src.from, time.Time{}, false, 0, time.Duration(0)
+		// The events and bytes of the last page that had any, and the bytes of the page held,
+		// which src.hold was told of.
+		size, sized, held := 0, 0, 0
+		defer func() { src.hold(-held) }()
 		for {
 			if after >= src.upto {
 				if last {
@@ -237,7 +270,15 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 				src.upto, last = src.seam(after)
 				continue
 			}
-			page, read, err := src.svc.ReadEvents(ctx, after, replayPage)
+			page, read, err := src.svc.ReadEvents(ctx, after, pageFor(size, sized))
+			bytes := 0
+			for _, e := range page {
+				bytes += eventBytes(e.Post)
+			}
+			src.hold(bytes - held)
+			if held = bytes; len(page) > 0 {
+				size, sized = len(page), bytes
+			}
 			if err == nil {
 				err = src.svc.StillKept(ctx, after) // what the page began after: nothing expired since
 			}

@@ -221,7 +221,7 @@ func TestResumesOfOneConnectionComeInOneOrder(t *testing.T) {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	})
+	}, nil)
 	for _, query := range []string{createdQuery, `subscription { postUpdated { title } }`} {
 		op, refusal := s.Prepare(schema.Request{Query: query, ResumeFrom: json.RawMessage(`"` + cursor + `"`)})
 		if refusal != nil {
