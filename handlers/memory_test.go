@@ -126,7 +126,7 @@ func TestAClientPastItsMemoryBudgetLosesItsFullestStreams(t *testing.T) {
 	bob := s.post(t, acceptSSE, createdBodies, http.Header{"X-Api-Key": {wsBobKey}})
 	bob.until(t, "\n\n")
 	s.waitForSubscribers(t, 1) // one feed: the nine streams share it
-	var got atomic.Int64 // the events bob read
+	var got atomic.Int64       // the events bob read
 	go func() {
 		for {
 			event, err := bob.body.ReadString('\n')
