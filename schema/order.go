@@ -107,11 +107,11 @@ type Sequence struct {
 
 	mu        sync.Mutex
 	listeners map[*Listener]struct{}
-	held      []held // by position
+	held      []held        // by position
+	fewer     chan struct{} // closed once fewer are held, for the replays that pace holds back
 	// bytes are those of the payloads held, reported of them what hold was last told of
 	// (settle): a response handed as it arrives is never told of.
 	bytes, reported int
-	fewer           chan struct{} // closed once fewer are held, for the replays that pace holds back
 }
 
 // held is a response that waits for an earlier one.
