@@ -111,7 +111,7 @@ type wsConn struct {
 
 	queueMu     sync.Mutex
 	queue       []message     // to the writer, at most SendQueue; nil when empty, so idle costs nothing
-	queuedBytes int           // the bytes of the events' payloads in queue
+	queuedBytes int           // the bytes of the payloads in queue
 	room        chan struct{} // signalled when the writer takes a message, for a reply waiting for room
 	drained     chan struct{} // closed once the queue is less than half full, for replays waiting (roomForEvents)
 

@@ -18,8 +18,7 @@ type message struct {
 	Type    string          `json:"type"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 
-	op   *operation // the operation a result or event is of, so that the queue drops it once the client completes it
-	held bool       // an event's, whose payload counts against its client's memory (push)
+	op *operation // the operation a result or event is of, so that the queue drops it once the client completes it
 }
 
 // encode writes m as JSON, its payload as it is: an event's payload is encoded once, by its

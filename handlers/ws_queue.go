@@ -30,13 +30,10 @@ func (c *wsConn) push(m message) {
 	if c.ctx.Err() != nil {
 		return
 	}
-	m.held = true
 	if !c.enqueue(m) {
 		metrics.EventsDropped(metrics.StageConnection, c.api().cfg.Subscriptions.SendQueue+1) // the queue is full
 		c.cutOff(errcode.New(errcode.TooSlow, "the client reads messages too slowly"))
-		return
 	}
-	c.hold(len(m.Payload))
 }
 
 // hold counts n more bytes (less than 0: fewer) that the connection holds for its client,
@@ -87,12 +84,11 @@ func (c *wsConn) enqueue(m message) bool {
 	full := len(c.queue) >= c.api().cfg.Subscriptions.SendQueue
 	if !full {
 		c.queue = append(c.queue, m)
-		if m.held {
-			c.queuedBytes += len(m.Payload)
-		}
+		c.queuedBytes += len(m.Payload)
 	}
 	c.queueMu.Unlock()
 	if !full {
+		c.hold(len(m.Payload))
 		c.kick()
 	}
 	return !full
@@ -113,9 +109,7 @@ func (c *wsConn) dequeue() (message, bool) {
 		case c.room <- struct{}{}:
 		default:
 		}
-		if m.held {
-			c.queuedBytes -= len(m.Payload)
-		}
+		c.queuedBytes -= len(m.Payload)
 		if c.drained != nil && c.roomy() {
 			close(c.drained)
 			c.drained = nil
@@ -135,11 +129,7 @@ func (c *wsConn) roomy() bool {
 
 // freed gives back what m, dequeued, held against the client's memory, once it is written or
 // dropped.
-func (c *wsConn) freed(m message) {
-	if m.held {
-		c.hold(-len(m.Payload))
-	}
-}
+func (c *wsConn) freed(m message) { c.hold(-len(m.Payload)) }
 
 // queued says whether messages wait.
 func (c *wsConn) queued() bool {
@@ -204,6 +194,11 @@ func (c *wsConn) writeMessage(m message) bool {
 	defer cancel()
 	if err := c.ws.Write(ctx, websocket.MessageText, m.encode()); err != nil {
 		c.cancel()
+		if c.writes.Err() != nil {
+			// Cut off (cutOff) before this write began: coder/websocket may then refuse it
+			// without closing the connection, which would stay open, its reader waiting.
+			_ = c.ws.CloseNow()
+		}
 		return false
 	}
 	c.sent.Add(1)
