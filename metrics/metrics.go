@@ -100,7 +100,7 @@ var (
 	}, []string{"event"})
 	limitRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "limit_refusals_total",
-		Help: "Requests, messages and connections refused for a limit, by the subdirective that sets it: max_body_size, max_query_length, max_depth, max_cost, max_aliases, max_root_fields, max_fields, max_response_size, max_subscriptions, max_connections, max_connections_per_user, max_distinct_subscriptions, max_distinct_subscriptions_per_client, max_resume_events, ws_read_limit, ws_init_timeout.",
+		Help: "Requests, messages and connections refused or cut off for a limit, by the subdirective that sets it: max_body_size, max_query_length, max_depth, max_cost, max_aliases, max_root_fields, max_fields, max_response_size, max_subscriptions, max_connections, max_connections_per_user, max_memory_per_client, max_distinct_subscriptions, max_distinct_subscriptions_per_client, max_resume_events, ws_read_limit, ws_init_timeout.",
 	}, []string{"limit"})
 
 	relayEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
