@@ -161,9 +161,12 @@ type Handler struct {
 	// Default: false (anyone may subscribe to the public events of posts).
 	SubscriptionsRequireAuth bool `json:"subscriptions_require_auth,omitempty"`
 
-	// The origins besides the site's own that browsers may open WebSockets from: host patterns
-	// such as app.example.com or *.example.com, or scheme://host. A client that sends no Origin
-	// is not a browser and is let in. Default: the site's own origin only.
+	// The origins besides the site's own whose pages may use the API: open WebSockets and
+	// streams, and read the answers of /posts, /graphql and openapi_path, with the browser's
+	// cookies (CORS: Access-Control-Allow-Origin with the page's origin, and
+	// Access-Control-Allow-Credentials). Host patterns such as app.example.com or
+	// *.example.com, or scheme://host. A client that sends no Origin is not a browser and is let
+	// in. Default: the site's own origin only.
 	AllowedOrigins []string `json:"allowed_origins,omitempty"`
 
 	// The largest WebSocket message a client may send, in bytes, at most 1 GiB; larger closes

@@ -74,13 +74,15 @@ type API struct {
 	hub        *Hub               // the open WebSocket connections
 	vary       varies             // the Vary of REST and GraphQL answers
 	probes     singleflight.Group // health probes under way
+
+	corsAllowHeaders string // the Access-Control-Allow-Headers of a preflight (cors.go)
 }
 
 // New returns the API described by cfg. It takes the sizes and limits of cfg as given: the
 // caller fills them (caddymodule, from its table of defaults).
 func New(cfg Config) *API {
 	cfg.Subscriptions = cfg.Subscriptions.withSendQueueFloor()
-	a := &API{cfg: cfg, vary: newVaries(cfg.Auth), hub: cfg.Hub}
+	a := &API{cfg: cfg, vary: newVaries(cfg.Auth), corsAllowHeaders: corsAllowHeaders(cfg.Auth), hub: cfg.Hub}
 	if a.hub == nil {
 		a.hub = NewHub()
 		a.hub.Register(a)
@@ -159,6 +161,9 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 			x.operation = cmp.Or(labels[r.Method], other)
 		}
 		a.setVary(w, false)
+		if a.crossOrigin(w, r, allow, a.fail) {
+			return
+		}
 		method := r.Method
 		if method == http.MethodHead {
 			method = http.MethodGet

@@ -14,6 +14,8 @@
 // Vary names the credential headers, Authorization and the API key header, on every answer, so
 // that a cache never answers a request that carries credentials with an answer to one that
 // carried others or none. GraphQL's also names Accept, which picks the media type and GraphiQL.
+// Both name Origin, which decides the answer's CORS headers (cors.go), so that a cache never
+// hands a page of one origin an answer made for another, or for no browser.
 // A caller that an earlier Caddy handler identified (trust_caddy_auth) may have shown a cookie or
 // anything else Vary cannot name, and some shared caches (cache-handler) keep a private answer
 // under the headers Vary names: so no cache may store that caller's answers at all.
@@ -41,7 +43,7 @@ const (
 // every site of the process: a replace of public by private on one site's Cache-Control made
 // every site's anonymous answers private, and private by public every site's identified ones
 // public. An exchange holds the array of its answer, so setting them allocates nothing.
-type fixedHeaders [4]string
+type fixedHeaders [6]string
 
 // The fields of fixedHeaders, by their index.
 const (
@@ -49,9 +51,12 @@ const (
 	fixedCacheControl
 	fixedContentType
 	fixedNoSniff
+	fixedAllowCredentials
+	fixedExposeHeaders
 )
 
-var fixedNames = [len(fixedHeaders{})]string{"Vary", "Cache-Control", "Content-Type", "X-Content-Type-Options"}
+var fixedNames = [len(fixedHeaders{})]string{"Vary", "Cache-Control", "Content-Type", "X-Content-Type-Options",
+	"Access-Control-Allow-Credentials", "Access-Control-Expose-Headers"}
 
 // setFixed sets the field i of fixedHeaders on w's answer to value.
 func setFixed(w http.ResponseWriter, i int, value string) {
@@ -69,13 +74,13 @@ type varies struct {
 	rest, graphQL string
 }
 
-// newVaries names the credential headers of authn (and, for GraphQL, Accept).
+// newVaries names the credential headers of authn and Origin (and, for GraphQL, Accept).
 func newVaries(authn *auth.Authenticator) varies {
 	credentials := "Authorization"
 	if authn != nil && authn.APIKeyHeader != "" {
 		credentials += ", " + http.CanonicalHeaderKey(authn.APIKeyHeader)
 	}
-	return varies{rest: credentials, graphQL: "Accept, " + credentials}
+	return varies{rest: credentials + ", Origin", graphQL: "Accept, " + credentials + ", Origin"}
 }
 
 // setVary marks w's answer, of REST or of GraphQL over HTTP, as depending on the request's

@@ -25,7 +25,7 @@ func TestEachAnswerSaysWhatCachesMayDoWithIt(t *testing.T) {
 	post := created.Header.Get("Location")
 	const (
 		public, private, never = "public, max-age=0, must-revalidate", "private, max-age=0, must-revalidate", "no-store"
-		rest, graphQL          = "Authorization, X-Api-Key", "Accept, Authorization, X-Api-Key"
+		rest, graphQL          = "Authorization, X-Api-Key, Origin", "Accept, Authorization, X-Api-Key, Origin"
 	)
 	get := func(query string) string { return graphqlPath + "?" + url.Values{"query": {query}}.Encode() }
 	personal := get(`{ posts { author { email } } }`)
@@ -43,7 +43,7 @@ func TestEachAnswerSaysWhatCachesMayDoWithIt(t *testing.T) {
 		{"a read with an unknown key is a 401 that no cache keeps", "GET", post, "not-a-key", "", "", 401, never, rest},
 		{"a write without credentials is a 401 that no cache keeps", "POST", "/posts", "", `{"title": "x"}`, "", 401, never, rest},
 		{"a missing post is a 404 that no cache keeps", "GET", "/posts/6b011fa03aa928307595aeda", "", "", "", 404, never, rest},
-		{"a path under /posts/ that names nothing is a 404 that no cache keeps", "GET", "/posts/a/b", "", "", "", 404, never, ""},
+		{"a path under /posts/ that names nothing is a 404 that no cache keeps", "GET", "/posts/a/b", "", "", "", 404, never, "Origin"},
 		{"a method the path does not serve is a 405 that no cache keeps", "PUT", "/posts", "", "", "", 405, never, rest},
 		{"an anonymous GraphQL query over GET is public", "GET", personal, "", "", "", 200, public, graphQL},
 		{"alice's query of the same URL, whose emails she may read, is private", "GET", personal, wsKey, "", "", 200, private, graphQL},

@@ -30,6 +30,9 @@ const (
 	applicationJSON     = "application/json"
 )
 
+// graphQLMethods are the methods of /graphql over HTTP, its Allow.
+const graphQLMethods = "GET, HEAD, POST"
+
 // graphQLParams are the members of a GraphQL request, as JSON members or query parameters.
 var graphQLParams = [...]string{"query", "operationName", "variables", "extensions"}
 
@@ -37,10 +40,13 @@ var graphQLParams = [...]string{"query", "operationName", "variables", "extensio
 // over HTTP (POST for every operation, GET for queries) to everyone else.
 func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	a.setVary(w, true)
+	if a.crossOrigin(w, r, graphQLMethods, a.failPreflight) {
+		return
+	}
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if !get && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, HEAD, POST")
-		a.failGraphQL(w, r, graphQLResponseJSON, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD, POST"))
+		w.Header().Set("Allow", graphQLMethods)
+		a.failGraphQL(w, r, graphQLResponseJSON, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: "+graphQLMethods))
 		return
 	}
 	accept := accepting(r.Header.Get("Accept"))
@@ -175,6 +181,11 @@ func requestErrorStatus(media string) int {
 func (a *API) failGraphQL(w http.ResponseWriter, r *http.Request, media string, err error) {
 	e := a.problem(w, r, err)
 	writeGraphQL(w, media, e.Code.Status, &graphql.Response{Errors: []*gqlerrors.QueryError{queryError(e)}})
+}
+
+// failPreflight refuses a preflight of /graphql with err, as a GraphQL error.
+func (a *API) failPreflight(w http.ResponseWriter, r *http.Request, err error) {
+	a.failGraphQL(w, r, graphQLResponseJSON, err)
 }
 
 // queryError is e as one error of a GraphQL response.

@@ -19,6 +19,10 @@ var openAPIETag = func() string {
 
 // serveOpenAPI serves the OpenAPI description of the REST API to anyone: it holds no data.
 func (a *API) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	setFixed(w, fixedVary, "Origin")
+	if a.crossOrigin(w, r, "GET, HEAD", a.fail) {
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))

@@ -11,9 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/url"
-	"path"
-	"strings"
 	"sync"
 	"time"
 
@@ -66,33 +63,6 @@ func streamRequested(accept string) framing {
 		}
 	}
 	return f
-}
-
-// originAllowed says whether a browser on the Origin of r may subscribe: one of the request's
-// own host or of patterns (as coder/websocket holds a WebSocket's upgrade to them), or a request
-// with no Origin, which is not a browser's.
-func originAllowed(r *http.Request, patterns []string) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(r.Host, u.Host) {
-		return true
-	}
-	for _, p := range patterns {
-		target := u.Host
-		if strings.Contains(p, "://") {
-			target = u.Scheme + "://" + u.Host
-		}
-		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // stream is one operation served over a long response. One goroutine writes it (run: the

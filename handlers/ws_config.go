@@ -8,9 +8,9 @@ import (
 
 // Subscriptions configures GraphQL subscriptions: over WebSocket, and streamed over HTTP.
 type Subscriptions struct {
-	// OriginPatterns are the origins besides the request's host that browsers may connect from
-	// (path.Match patterns of hosts, or of scheme://host). A request without Origin is not a
-	// browser's and is let in.
+	// OriginPatterns are the origins besides the request's host that browsers may connect from,
+	// and whose pages may read the API's answers (cors.go): path.Match patterns of hosts, or of
+	// scheme://host. A request without Origin is not a browser's and is let in.
 	OriginPatterns []string
 	// ReadLimit is the largest message a client may send, in bytes; a larger one closes with 1009.
 	ReadLimit int64
