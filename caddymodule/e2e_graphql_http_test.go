@@ -22,8 +22,8 @@ func TestGraphQLOverHTTP(t *testing.T) {
 	t.Run("GET runs a query with variables and the operation operationName names", func(t *testing.T) {
 		res := c.graphqlGet(site, url.Values{"query": {twoOperations}, "variables": {fmt.Sprintf(`{"id": %q}`, p.ID)}, "operationName": {"A"}})
 		check(t, res, dataOnly(`{"post": {"title": "over HTTP"}}`))
-		if got := res.header.Get("Vary"); got != "Accept, Authorization" {
-			t.Errorf("Vary = %q; want Accept, Authorization", got)
+		if got := res.header.Get("Vary"); got != "Accept, Authorization, Origin" {
+			t.Errorf("Vary = %q; want Accept, Authorization, Origin", got)
 		}
 	})
 	t.Run("HEAD answers like GET without a body", func(t *testing.T) {
@@ -260,7 +260,7 @@ func TestGraphiQL(t *testing.T) {
 		if got := page.header.Get("X-Content-Type-Options"); got != "nosniff" {
 			t.Errorf("X-Content-Type-Options = %q", got)
 		}
-		if got := page.header.Get("Vary"); got != "Accept, Authorization" {
+		if got := page.header.Get("Vary"); got != "Accept, Authorization, Origin" {
 			t.Errorf("Vary = %q; want Accept (and the credentials, as every answer of /graphql)", got)
 		}
 		if !bytes.Contains(page.body, []byte(`src="graphql/graphiql/3.9.0/graphiql.min.js"`)) {

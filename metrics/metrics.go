@@ -31,7 +31,7 @@ var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02
 var (
 	requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "requests_total",
-		Help: "Requests answered, by interface (rest, graphql, ws, sse, multipart), operation and code. The operation is a REST method and route (GET /posts/{id}; other /posts for a method the route does not take; other for a path under /posts/ that names no post), a GraphQL operation type (query, mutation, subscription; none when refused before one was chosen; graphiql for the page), or over ws an operation's type or connection. The code is REST's HTTP status, GraphQL's first extensions.code or OK, or a WebSocket connection's close code.",
+		Help: "Requests answered, by interface (rest, graphql, ws, sse, multipart), operation and code. The operation is a REST method and route (GET /posts/{id}; other /posts for a method the route does not take; other for a path under /posts/ that names no post), a GraphQL operation type (query, mutation, subscription; none when refused before one was chosen; graphiql for the page), preflight for a browser's CORS preflight of either, or over ws an operation's type or connection. The code is REST's HTTP status, GraphQL's first extensions.code or OK, or a WebSocket connection's close code.",
 	}, []string{"interface", "operation", "code"})
 	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "request_duration_seconds",

@@ -1,0 +1,220 @@
+// Chromium (headless, through puppeteer-core on Debian's chromium) on pages of two origins other
+// than the site's, each served by a Node server of its own: one that the Caddyfile lists in
+// allowed_origins, one that it does not. From the allowed page, EventSource with
+// { withCredentials: true } gets the posts written from Node, across a cut of the stream
+// (sse_max_duration: its reconnection sends Last-Event-ID), and fetch with credentials: 'include'
+// and an Authorization header (which needs a preflight) creates a post over REST and one with a
+// GraphQL mutation, and reads the answers. From the foreign page the EventSource fails with no
+// event, and the same fetches are refused (a TypeError in the page). Run with `make interop`, or
+// `node --test cors.test.mjs` in interop/.
+import { before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import puppeteer from 'puppeteer-core';
+import { countingTest, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { streamsCaddyfile, uniqueTitle, until } from './streams.mjs';
+
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const KEY = 'interop-cors-key-of-carol';
+const SSE_MAX_DURATION_MS = 2000;
+
+// The page: subscribe(base, query) opens the EventSource, keeping in window.seen what it did;
+// create(base, key) makes a post over REST and one over GraphQL, and says what came back.
+const PAGE = `<!doctype html>
+<meta charset="utf-8">
+<title>From another origin</title>
+<script>
+window.seen = { opens: 0, errors: 0, events: [] };
+window.subscribe = (base, query) => {
+  const source = new EventSource(base + '/graphql?query=' + encodeURIComponent(query), { withCredentials: true });
+  source.addEventListener('open', () => seen.opens++);
+  source.addEventListener('error', () => seen.errors++);
+  source.addEventListener('next', (e) => seen.events.push(JSON.parse(e.data)));
+  window.source = source;
+};
+window.create = async (base, key, title) => {
+  const headers = { Authorization: 'ApiKey ' + key, 'Content-Type': 'application/json' };
+  const answer = async (res) => ({ status: res.status, location: res.headers.get('Location'), etag: res.headers.get('ETag'), body: await res.json() });
+  const out = {};
+  try {
+    out.rest = await answer(await fetch(base + '/posts', {
+      method: 'POST', credentials: 'include', headers, body: JSON.stringify({ title: title + ' over REST' }),
+    }));
+  } catch (err) {
+    out.rest = { thrown: err.name };
+  }
+  try {
+    out.graphql = await answer(await fetch(base + '/graphql', {
+      method: 'POST', credentials: 'include', headers: { ...headers, Accept: 'application/graphql-response+json' },
+      body: JSON.stringify({ query: 'mutation($t: String!) { createPost(input: {title: $t}) { id title } }', variables: { t: title + ' over GraphQL' } }),
+    }));
+  } catch (err) {
+    out.graphql = { thrown: err.name };
+  }
+  return out;
+};
+</script>
+`;
+
+let tmp; // the scratch directory: Caddyfile, data, Caddy's home, Chromium's profile
+let caddy; // { child, exited, log(), base }
+let browser;
+let allowed; // { server, origin }: the page's server on the origin allowed_origins lists
+let foreign; // the same page on an origin it does not list
+
+const { test, failures } = countingTest();
+
+/** Serves PAGE at / on 127.0.0.1 and a free port: an origin of its own. */
+async function servePage() {
+  const server = http.createServer((req, res) => {
+    res.writeHead(req.url === '/' ? 200 : 404, { 'Content-Type': 'text/html; charset=utf-8' }).end(PAGE);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, origin: `http://127.0.0.1:${server.address().port}` };
+}
+
+/** Creates a post through REST from Node (no Origin); returns it. */
+async function createPost(title) {
+  const res = await fetch(`${caddy.base}/posts`, {
+    method: 'POST',
+    headers: { Authorization: `ApiKey ${KEY}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ title }),
+  });
+  const post = await res.json();
+  assert.equal(res.status, 201, `POST /posts: ${JSON.stringify(post)}`);
+  return post;
+}
+
+/** A fresh tab on the page of site, its EventSource not yet started. */
+async function openPage(site) {
+  const page = await browser.newPage();
+  const problems = [];
+  page.on('pageerror', (err) => problems.push(`page error: ${err.message ?? err}`));
+  const res = await page.goto(`${site.origin}/`, { waitUntil: 'load', timeout: 15_000 });
+  assert.equal(res.status(), 200, `GET ${site.origin}/: ${res.status()}`);
+  return { page, problems, seen: () => page.evaluate(() => structuredClone(window.seen)) };
+}
+
+before(async () => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-posts-interop-cors-'));
+  allowed = await servePage();
+  foreign = await servePage();
+  caddy = await startCaddy({
+    dir: tmp,
+    caddyfile: (base) =>
+      streamsCaddyfile(base, [
+        `data_dir ${path.join(tmp, 'data')}`,
+        `api_key ${KEY} carol`,
+        `allowed_origins ${allowed.origin}`,
+        `sse_max_duration ${SSE_MAX_DURATION_MS / 1000}s`,
+      ]),
+    ready: async (base) => {
+      const res = await fetch(`${base}/posts`);
+      await res.arrayBuffer();
+      return res.status === 200 || `GET /posts: ${res.status}`;
+    },
+  });
+  assert.ok(
+    fs.existsSync(CHROMIUM),
+    `${CHROMIUM} is missing: install Debian's chromium (apt-get install chromium; .ci/run does) or set CHROMIUM`,
+  );
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    userDataDir: path.join(tmp, 'chromium'),
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
+    timeout: 20_000,
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  await stopCaddy(caddy);
+  for (const site of [allowed, foreign]) site?.server.close();
+  if (failures() > 0 && caddy) {
+    console.error(`--- caddy's log (${failures()} test(s) failed) ---\n${caddy.log()}--- end of caddy's log ---`);
+  }
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('EventSource { withCredentials: true } on a page of an allowed origin gets the posts written, across a cut of its stream', async (t) => {
+  const { page, problems, seen } = await openPage(allowed);
+  try {
+    await page.evaluate((base) => window.subscribe(base, 'subscription { postCreated { id title } }'), caddy.base);
+    const written = [];
+    await until(
+      async () => {
+        written.push(await createPost(uniqueTitle('probe')));
+        await sleep(100);
+        return (await seen()).events.length > 0;
+      },
+      10_000,
+      'the first event on the page',
+      async () => JSON.stringify(await seen()),
+    );
+    // Past a cut: the EventSource reconnects with Last-Event-ID, from the other origin too.
+    const cutBy = Date.now() + SSE_MAX_DURATION_MS + 500;
+    while (Date.now() < cutBy) {
+      written.push(await createPost(uniqueTitle('post')));
+      await sleep(100);
+    }
+    const last = written.at(-1).id;
+    await until(
+      async () => (await seen()).events.some((e) => e.data?.postCreated?.id === last),
+      10_000,
+      'the last post on the page',
+      async () => JSON.stringify(await seen()),
+    );
+    const { opens, events } = await seen();
+    const got = events.map((e) => e.data.postCreated.id);
+    const ids = written.map((p) => p.id);
+    assert.deepEqual(got, ids.slice(ids.indexOf(got[0])), 'every post from the first seen, once and in order');
+    assert.ok(opens >= 2, `the page connected ${opens} times; want a reconnect after the cut`);
+    assert.deepEqual(problems, []);
+    t.diagnostic(`${got.length} events over ${opens} connections`);
+  } finally {
+    await page.close();
+  }
+});
+
+test("fetch with credentials and an API key on a page of an allowed origin creates posts over REST and GraphQL, and reads the answers", async () => {
+  const { page, problems } = await openPage(allowed);
+  try {
+    const title = uniqueTitle('from afar');
+    const out = await page.evaluate((base, key, title) => window.create(base, key, title), caddy.base, KEY, title);
+    assert.equal(out.rest.status, 201, JSON.stringify(out.rest));
+    assert.equal(out.rest.body.userId, 'carol', JSON.stringify(out.rest));
+    assert.equal(out.rest.location, `/posts/${out.rest.body.id}`, 'Location is readable (Access-Control-Expose-Headers)');
+    assert.ok(out.rest.etag, 'ETag is readable (Access-Control-Expose-Headers)');
+    assert.equal(out.graphql.status, 200, JSON.stringify(out.graphql));
+    assert.equal(out.graphql.body.data?.createPost?.title, `${title} over GraphQL`, JSON.stringify(out.graphql));
+    assert.deepEqual(problems, []);
+  } finally {
+    await page.close();
+  }
+});
+
+test('on a page of a foreign origin, EventSource fails with no event, and fetch is refused', async () => {
+  const { page, seen } = await openPage(foreign);
+  try {
+    await page.evaluate((base) => window.subscribe(base, 'subscription { postCreated { id title } }'), caddy.base);
+    await until(async () => (await seen()).errors > 0, 10_000, 'the EventSource fails', async () => JSON.stringify(await seen()));
+    await createPost(uniqueTitle('not for the foreign page'));
+    await sleep(300);
+    const { opens, events } = await seen();
+    assert.equal(opens, 0, 'the stream never opened');
+    assert.deepEqual(events, []);
+    assert.equal(await page.evaluate(() => window.source.readyState), 2, 'closed: EventSource does not retry a refusal');
+
+    const title = uniqueTitle('refused');
+    const out = await page.evaluate((base, key, title) => window.create(base, key, title), caddy.base, KEY, title);
+    assert.deepEqual(out, { rest: { thrown: 'TypeError' }, graphql: { thrown: 'TypeError' } });
+    const list = await (await fetch(`${caddy.base}/posts?limit=100`)).json();
+    assert.ok(!JSON.stringify(list).includes(title), 'nothing was created: the preflight refused both');
+  } finally {
+    await page.close();
+  }
+});
