@@ -137,7 +137,8 @@ func TestAnswersToACallerThatCaddyIdentified(t *testing.T) {
 
 // TestAnAnswersFixedHeadersAreItsOwn writes into the values of an answer's header fields in
 // place, as Caddy's header directive does when it replaces a value at write time (deferred),
-// and checks that the next answers, of REST and GraphQL, anonymous and identified, keep theirs.
+// and checks that the next answers, of REST and GraphQL, anonymous and identified, keep theirs
+// (their CORS headers among them: the requests come from a page of the site's own).
 func TestAnAnswersFixedHeadersAreItsOwn(t *testing.T) {
 	a, _ := newKeyedAPI(t, wsKey)
 	requests := []struct {
@@ -152,6 +153,7 @@ func TestAnAnswersFixedHeadersAreItsOwn(t *testing.T) {
 	serve := func(method, path, key string) http.Header {
 		r := httptest.NewRequest(method, path, nil)
 		r.Header.Set("Accept", "application/json")
+		r.Header.Set("Origin", "https://"+r.Host) // a page of the site's own: its CORS headers are fixed ones too
 		if key != "" {
 			r.Header.Set("X-API-Key", key)
 		}
