@@ -13,11 +13,9 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import puppeteer from 'puppeteer-core';
-import { countingTest, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, launchChromium, sleep, startCaddy, stopCaddy } from './lib.mjs';
 import { streamsCaddyfile, uniqueTitle, until } from './streams.mjs';
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const KEY = 'interop-cors-key-of-carol';
 const SSE_MAX_DURATION_MS = 2000;
 
@@ -117,17 +115,7 @@ before(async () => {
       return res.status === 200 || `GET /posts: ${res.status}`;
     },
   });
-  assert.ok(
-    fs.existsSync(CHROMIUM),
-    `${CHROMIUM} is missing: install Debian's chromium (apt-get install chromium; .ci/run does) or set CHROMIUM`,
-  );
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: path.join(tmp, 'chromium'),
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
-    timeout: 20_000,
-  });
+  browser = await launchChromium(path.join(tmp, 'chromium'));
 });
 
 after(async () => {

@@ -11,11 +11,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import puppeteer from 'puppeteer-core';
-import { countingTest, sleep, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, launchChromium, sleep, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
 import { streamsCaddyfile, uniqueTitle, until } from './streams.mjs';
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const WRITER_KEY = 'interop-eventsource-key-of-walt';
 const POSTS = 150; // written while the page listens
 const WRITE_EVERY_MS = 65; // so that they take some 10 s: several of the server's cuts
@@ -91,17 +89,7 @@ before(async () => {
       return res.status === 200 || `GET /posts: ${res.status}`;
     },
   });
-  assert.ok(
-    fs.existsSync(CHROMIUM),
-    `${CHROMIUM} is missing: install Debian's chromium (apt-get install chromium; .ci/run does) or set CHROMIUM`,
-  );
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: path.join(tmp, 'chromium'),
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
-    timeout: 20_000,
-  });
+  browser = await launchChromium(path.join(tmp, 'chromium'));
 });
 
 after(async () => {

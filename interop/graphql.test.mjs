@@ -24,12 +24,10 @@ import {
   specifiedDirectives,
 } from 'graphql';
 import { serverAudits } from 'graphql-http';
-import puppeteer from 'puppeteer-core';
-import { countingTest, postsCaddyfile, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, launchChromium, postsCaddyfile, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
 
 const SCHEMA_FILE = fileURLToPath(new URL('../schema/schema.graphql', import.meta.url));
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const ALICE_KEY = 'interop-graphql-key-of-alice';
 const GRAPHQL_RESPONSE = 'application/graphql-response+json';
 
@@ -136,17 +134,7 @@ async function audit(url) {
 
 /** The GraphiQL page in a fresh headless Chromium, watched for errors and foreign requests. */
 async function openGraphiQL() {
-  assert.ok(
-    fs.existsSync(CHROMIUM),
-    `${CHROMIUM} is missing: install Debian's chromium (apt-get install chromium; .ci/run does) or set CHROMIUM`,
-  );
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: path.join(tmp, 'chromium'),
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
-    timeout: 20_000,
-  });
+  browser = await launchChromium(path.join(tmp, 'chromium'));
   const p = await browser.newPage();
   await p.setViewport({ width: 1280, height: 800 });
   const seen = { requests: [], problems: [] };

@@ -1,6 +1,6 @@
 // Helpers the interop tests share: a free port, ./caddy started on a Caddyfile of its own (or as
 // make run starts it) and stopped again, a test() that counts failures so that Caddy's log is
-// shown when one failed, the fenced blocks of the documentation, a shell block run with bash
+// shown when one failed, headless Chromium, the fenced blocks of the documentation, a shell block run with bash
 // against make run's site and what its curls printed, and an event split from its cursor.
 // Nothing here holds state across test files: each file starts its own Caddy in its own directory.
 import { test as nodeTest, before, after } from 'node:test';
@@ -11,6 +11,25 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import puppeteer from 'puppeteer-core';
+
+/** The Chromium the browser tests drive: Debian's, or the one CHROMIUM names. */
+export const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+
+/** Starts headless CHROMIUM through puppeteer-core, with its profile in profileDir. */
+export async function launchChromium(profileDir) {
+  assert.ok(
+    fs.existsSync(CHROMIUM),
+    `${CHROMIUM} is missing: install Debian's chromium (apt-get install chromium; .ci/run does) or set CHROMIUM`,
+  );
+  return puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    userDataDir: profileDir,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
+    timeout: 20_000,
+  });
+}
 
 /** The binary `make caddy` builds. */
 export const CADDY = fileURLToPath(new URL('../caddy', import.meta.url));

@@ -15,11 +15,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { inspect } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import puppeteer from 'puppeteer-core';
-import { countingTest, docBlocks, postsCaddyfile, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, docBlocks, launchChromium, postsCaddyfile, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
 const NODE_MODULES = fileURLToPath(new URL('./node_modules', import.meta.url));
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const SSE_MAX_DURATION_MS = 2000;
 const WRITE_EVERY_MS = 80; // the pause between two posts of a writer
 
@@ -253,14 +251,7 @@ test("the documentation's Apollo Client HttpLink snippet runs as pasted and prin
 
 test("the documentation's EventSource snippet runs as pasted in Chromium and logs every post once and in order across the server's cuts", async (t) => {
   const source = docSnippet((text) => text.includes('new EventSource'), 'EventSource', { named: false });
-  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: install Debian's chromium (apt-get install chromium) or set CHROMIUM`);
-  const browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: path.join(tmp, 'chromium'),
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
-    timeout: 20_000,
-  });
+  const browser = await launchChromium(path.join(tmp, 'chromium'));
   try {
     const page = await browser.newPage();
     const logged = [];
