@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { countingTest, launchChromium, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, launchChromium, listsPosts, sleep, startCaddy, stopCaddy } from './lib.mjs';
 import { streamsCaddyfile, uniqueTitle, until } from './streams.mjs';
 
 const KEY = 'interop-cors-key-of-carol';
@@ -109,11 +109,7 @@ before(async () => {
         `allowed_origins ${allowed.origin}`,
         `sse_max_duration ${SSE_MAX_DURATION_MS / 1000}s`,
       ]),
-    ready: async (base) => {
-      const res = await fetch(`${base}/posts`);
-      await res.arrayBuffer();
-      return res.status === 200 || `GET /posts: ${res.status}`;
-    },
+    ready: listsPosts,
   });
   browser = await launchChromium(path.join(tmp, 'chromium'));
 });

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { countingTest, launchChromium, sleep, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, launchChromium, listsPosts, sleep, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
 import { streamsCaddyfile, uniqueTitle, until } from './streams.mjs';
 
 const WRITER_KEY = 'interop-eventsource-key-of-walt';
@@ -83,11 +83,7 @@ before(async () => {
         [`data_dir ${path.join(tmp, 'data')}`, `api_key ${WRITER_KEY} walt`, `sse_max_duration ${SSE_MAX_DURATION_MS / 1000}s`],
         `\thandle /subscribe.html {\n\t\troot * ${www}\n\t\tfile_server\n\t}\n`,
       ),
-    ready: async (base) => {
-      const res = await fetch(`${base}/posts`);
-      await res.arrayBuffer();
-      return res.status === 200 || `GET /posts: ${res.status}`;
-    },
+    ready: listsPosts,
   });
   browser = await launchChromium(path.join(tmp, 'chromium'));
 });

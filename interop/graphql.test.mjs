@@ -24,7 +24,7 @@ import {
   specifiedDirectives,
 } from 'graphql';
 import { serverAudits } from 'graphql-http';
-import { countingTest, launchChromium, postsCaddyfile, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, launchChromium, listsPosts, postsCaddyfile, splitEvent, startCaddy, stopCaddy } from './lib.mjs';
 
 const SCHEMA_FILE = fileURLToPath(new URL('../schema/schema.graphql', import.meta.url));
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
@@ -217,11 +217,7 @@ before(async () => {
   caddy = await startCaddy({
     dir: tmp,
     caddyfile: (base) => postsCaddyfile(base, [`data_dir ${path.join(tmp, 'data')}`, `api_key ${ALICE_KEY} alice`]),
-    ready: async (base) => {
-      const res = await fetch(`${base}/posts`);
-      await res.arrayBuffer();
-      return res.status === 200 || `GET /posts: ${res.status}`;
-    },
+    ready: listsPosts,
   });
   fs.mkdirSync(RESULTS, { recursive: true });
 });

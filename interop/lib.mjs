@@ -148,6 +148,13 @@ export async function startCaddy({ dir, caddyfile, ready, env = () => ({}), time
   }
 }
 
+/** A ready check for startCaddy: an anonymous GET /posts answers 200. */
+export async function listsPosts(base) {
+  const res = await fetch(`${base}/posts`);
+  await res.arrayBuffer();
+  return res.status === 200 || `GET /posts: ${res.status}`;
+}
+
 /** Stops Caddy: SIGTERM, then SIGKILL if it has not exited after 10s. */
 export async function stopCaddy(caddy) {
   if (!caddy || caddy.child.exitCode !== null || caddy.child.signalCode !== null) return;
@@ -179,11 +186,7 @@ export function makeRunSite(name) {
       dir: site.cwd,
       caddyfile: () => fs.readFileSync(path.join(ROOT, 'Caddyfile'), 'utf8'),
       env: (base) => ({ PORT: new URL(base).port, ADMIN: `localhost:${admin}`, POSTS_API_KEY: 'dev-key' }),
-      ready: async (base) => {
-        const res = await fetch(`${base}/posts`);
-        await res.arrayBuffer();
-        return res.status === 200 || `GET /posts: ${res.status}`;
-      },
+      ready: listsPosts,
     });
     site.port = new URL(caddy.base).port;
   });

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ApolloClient, HttpLink, InMemoryCache, gql } from '@apollo/client';
 import { PersistedQueryLink } from '@apollo/client/link/persisted-queries';
-import { countingTest, postsCaddyfile, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, listsPosts, postsCaddyfile, startCaddy, stopCaddy } from './lib.mjs';
 
 const ALICE_KEY = 'interop-persisted-key-of-alice';
 
@@ -31,11 +31,7 @@ async function start(dir, subdirectives) {
   return startCaddy({
     dir,
     caddyfile: (base) => postsCaddyfile(base, [`data_dir ${path.join(dir, 'data')}`, `api_key ${ALICE_KEY} alice`, ...subdirectives]),
-    ready: async (base) => {
-      const res = await fetch(`${base}/posts`);
-      await res.arrayBuffer();
-      return res.status === 200 || `GET /posts: ${res.status}`;
-    },
+    ready: listsPosts,
   });
 }
 

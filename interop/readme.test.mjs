@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { inspect } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { countingTest, docBlocks, launchChromium, postsCaddyfile, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, docBlocks, launchChromium, listsPosts, postsCaddyfile, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
 const NODE_MODULES = fileURLToPath(new URL('./node_modules', import.meta.url));
 const SSE_MAX_DURATION_MS = 2000;
@@ -38,11 +38,7 @@ before(async () => {
         'api_key dev-key alice',
         `sse_max_duration ${SSE_MAX_DURATION_MS / 1000}s`,
       ]),
-    ready: async (base) => {
-      const res = await fetch(`${base}/posts`);
-      await res.arrayBuffer();
-      return res.status === 200 || `GET /posts: ${res.status}`;
-    },
+    ready: listsPosts,
   });
 });
 

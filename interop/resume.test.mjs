@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { countingTest, docBlocks, postsCaddyfile, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { countingTest, docBlocks, listsPosts, postsCaddyfile, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
 
 const WRITE_EVERY_MS = 60; // the pause between two posts of a writer
 const MAX_RESUME = 20; // max_resume_events of the second Caddy
@@ -292,11 +292,7 @@ function startSite(dir, dataDir, extra = []) {
     dir,
     caddyfile: (base) =>
       postsCaddyfile(`${base.replace('127.0.0.1', 'localhost')}, ${base}`, [`data_dir ${dataDir}`, 'api_key dev-key alice', ...extra]),
-    ready: async (base) => {
-      const res = await fetch(`${base}/posts`);
-      await res.arrayBuffer();
-      return res.status === 200 || `GET /posts: ${res.status}`;
-    },
+    ready: listsPosts,
   });
 }
 
