@@ -93,6 +93,10 @@ func (a *API) setVary(w http.ResponseWriter, graphQL bool) {
 	}
 }
 
+// setVaryOrigin marks w's answer, the same to every caller (the OpenAPI document, a path that
+// names nothing), as depending on the request's Origin alone, which decides its CORS headers.
+func setVaryOrigin(w http.ResponseWriter) { setFixed(w, fixedVary, "Origin") }
+
 // setCacheControl sets the Cache-Control of w's answer to caller. A failure later on replaces
 // it (setFailed).
 func setCacheControl(w http.ResponseWriter, caller auth.Identity) {

@@ -17,15 +17,18 @@ var openAPIETag = func() string {
 	return `"` + hex.EncodeToString(sum[:16]) + `"`
 }()
 
+// openAPIMethods are the methods of the OpenAPI path, its Allow.
+const openAPIMethods = "GET, HEAD"
+
 // serveOpenAPI serves the OpenAPI description of the REST API to anyone: it holds no data.
 func (a *API) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
-	setFixed(w, fixedVary, "Origin")
-	if a.crossOrigin(w, r, "GET, HEAD", a.fail) {
+	setVaryOrigin(w)
+	if a.crossOrigin(w, r, openAPIMethods, a.fail) {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
+		w.Header().Set("Allow", openAPIMethods)
+		a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: "+openAPIMethods))
 		return
 	}
 	h := w.Header()

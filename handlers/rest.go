@@ -179,7 +179,7 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
 // serveNoRoute serves the paths under /posts/ that name no resource (/posts/, /posts/{id}/,
 // /posts/a/b): they are the API's to answer, with a 404 in its shape, whatever the method.
 func (a *API) serveNoRoute(w http.ResponseWriter, r *http.Request) {
-	setFixed(w, fixedVary, "Origin")
+	setVaryOrigin(w)
 	a.allowOrigin(w, r)
 	a.fail(w, r, errcode.New(errcode.NoSuchPath, "no such path: posts are at /posts and /posts/{id}"))
 }
