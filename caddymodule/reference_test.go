@@ -340,6 +340,7 @@ var seeAlso = map[string]string{
 	"document_cache_entries":     "[Persisted queries and the document cache](graphql.md#persisted-queries-and-the-document-cache)",
 	"persisted_queries":          "[Persisted queries and the document cache](graphql.md#persisted-queries-and-the-document-cache)",
 	"subscriptions_require_auth": "[Subscriptions](subscriptions.md)",
+	"allowed_origins":            "[From another origin](subscriptions.md#from-another-origin-cors)",
 	"sse_max_duration":           "[Subscriptions over HTTP](subscriptions.md#subscriptions-over-http-sse-and-multipart)",
 	"health_path":                "[Health](operations.md#health)",
 	"openapi_path":               "[The REST API](rest.md)",
