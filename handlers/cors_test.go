@@ -74,7 +74,7 @@ func TestPagesOfTheAllowedOriginsReadTheAnswersWithTheirCredentials(t *testing.T
 	}
 }
 
-func TestPreflights(t *testing.T) {
+func TestPreflightsAreAnsweredToTheAllowedOriginsAlone(t *testing.T) {
 	const allowed, foreign = "https://app.example.com", "https://evil.example"
 	s := newWSServerWith(t, with(testSubscriptions, func(s *Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }), testLimits, posts.Config{})
 	post := "/posts/6b011fa03aa928307595aeda"
