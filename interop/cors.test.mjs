@@ -1,12 +1,16 @@
 // Chromium (headless, through puppeteer-core on Debian's chromium) on pages of two origins other
 // than the site's, each served by a Node server of its own: one that the Caddyfile lists in
-// allowed_origins, one that it does not. From the allowed page, EventSource with
-// { withCredentials: true } gets the posts written from Node, across a cut of the stream
-// (sse_max_duration: its reconnection sends Last-Event-ID), and fetch with credentials: 'include'
-// and an Authorization header (which needs a preflight) creates a post over REST and one with a
-// GraphQL mutation, and reads the answers. From the foreign page the EventSource fails with no
-// event, and the same fetches are refused (a TypeError in the page). Run with `make interop`, or
-// `node --test cors.test.mjs` in interop/.
+// allowed_origins, one that it does not. The site knows a browser by a cookie, as a site behind an
+// authentication gateway does: forward_auth asks a Node gateway, which names the user of the
+// cookie session=<user> (and no one for a request without it, a preflight's), and the module takes
+// that user (trust_caddy_auth); subscriptions need a user (subscriptions_require_auth). From the
+// allowed page, EventSource with { withCredentials: true } sends the cookie and gets the posts
+// written from Node, across a cut of the stream (sse_max_duration: its reconnection sends
+// Last-Event-ID); without withCredentials it sends none and is refused. fetch with credentials:
+// 'include' and an Authorization header (which needs a preflight) creates a post over REST and one
+// with a GraphQL mutation, and reads the answers. From the foreign page the EventSource fails with
+// no event, and the same fetches are refused (a TypeError in the page). Run with `make interop`,
+// or `node --test cors.test.mjs` in interop/.
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -19,15 +23,15 @@ import { streamsCaddyfile, uniqueTitle, until } from './streams.mjs';
 const KEY = 'interop-cors-key-of-carol';
 const SSE_MAX_DURATION_MS = 2000;
 
-// The page: subscribe(base, query) opens the EventSource, keeping in window.seen what it did;
+// The page: subscribe(base, query, withCredentials) opens the EventSource, keeping in window.seen what it did;
 // create(base, key) makes a post over REST and one over GraphQL, and says what came back.
 const PAGE = `<!doctype html>
 <meta charset="utf-8">
 <title>From another origin</title>
 <script>
 window.seen = { opens: 0, errors: 0, events: [] };
-window.subscribe = (base, query) => {
-  const source = new EventSource(base + '/graphql?query=' + encodeURIComponent(query), { withCredentials: true });
+window.subscribe = (base, query, withCredentials = true) => {
+  const source = new EventSource(base + '/graphql?query=' + encodeURIComponent(query), { withCredentials });
   source.addEventListener('open', () => seen.opens++);
   source.addEventListener('error', () => seen.errors++);
   source.addEventListener('next', (e) => seen.events.push(JSON.parse(e.data)));
@@ -62,6 +66,7 @@ let caddy; // { child, exited, log(), base }
 let browser;
 let allowed; // { server, origin }: the page's server on the origin allowed_origins lists
 let foreign; // the same page on an origin it does not list
+let gateway; // the authentication gateway forward_auth asks
 
 const { test, failures } = countingTest();
 
@@ -72,6 +77,16 @@ async function servePage() {
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { server, origin: `http://127.0.0.1:${server.address().port}` };
+}
+
+/** The gateway: 200 to every request, naming the user of its cookie session=<user> if any. */
+async function serveGateway() {
+  const server = http.createServer((req, res) => {
+    const user = /(?:^|;\s*)session=([\w-]+)/.exec(req.headers.cookie ?? '')?.[1];
+    res.writeHead(200, user ? { 'Remote-User': user } : {}).end();
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, address: `127.0.0.1:${server.address().port}` };
 }
 
 /** Creates a post through REST from Node (no Origin); returns it. */
@@ -86,45 +101,62 @@ async function createPost(title) {
   return post;
 }
 
-/** A fresh tab on the page of site, its EventSource not yet started. */
+/**
+ * A fresh tab on the page of site, its EventSource not yet started; statuses lists the statuses
+ * of the answers of /graphql that Chromium let the page see (one without the CORS headers that
+ * allow the page's origin is a failed request, whatever its status).
+ */
 async function openPage(site) {
   const page = await browser.newPage();
   const problems = [];
+  const statuses = [];
   page.on('pageerror', (err) => problems.push(`page error: ${err.message ?? err}`));
+  page.on('response', (res) => res.url().startsWith(`${caddy.base}/graphql`) && statuses.push(res.status()));
   const res = await page.goto(`${site.origin}/`, { waitUntil: 'load', timeout: 15_000 });
   assert.equal(res.status(), 200, `GET ${site.origin}/: ${res.status()}`);
-  return { page, problems, seen: () => page.evaluate(() => structuredClone(window.seen)) };
+  return { page, problems, statuses, seen: () => page.evaluate(() => structuredClone(window.seen)) };
 }
 
 before(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'caddy-posts-interop-cors-'));
   allowed = await servePage();
   foreign = await servePage();
+  gateway = await serveGateway();
   caddy = await startCaddy({
     dir: tmp,
     caddyfile: (base) =>
-      streamsCaddyfile(base, [
-        `data_dir ${path.join(tmp, 'data')}`,
-        `api_key ${KEY} carol`,
-        `allowed_origins ${allowed.origin}`,
-        `sse_max_duration ${SSE_MAX_DURATION_MS / 1000}s`,
-      ]),
+      streamsCaddyfile(
+        base,
+        [
+          `data_dir ${path.join(tmp, 'data')}`,
+          `api_key ${KEY} carol`,
+          'trust_caddy_auth',
+          'subscriptions_require_auth',
+          `allowed_origins ${allowed.origin}`,
+          `sse_max_duration ${SSE_MAX_DURATION_MS / 1000}s`,
+        ],
+        // As docs/recipes.md's gateway, which lets a request without a user through.
+        `\tforward_auth ${gateway.address} {\n\t\turi /verify\n\t\tcopy_headers Remote-User\n\t}\n` +
+          `\tmap {header.Remote-User} {http.auth.user.id} {\n\t\tdefault {header.Remote-User}\n\t}\n`,
+      ),
     ready: listsPosts,
   });
   browser = await launchChromium(path.join(tmp, 'chromium'));
+  // The site's cookie, as its login would have set it: a cookie is the host's, whatever the port.
+  await browser.setCookie({ name: 'session', value: 'carol', domain: '127.0.0.1', path: '/', httpOnly: true, sameSite: 'Lax' });
 });
 
 after(async () => {
   await browser?.close();
   await stopCaddy(caddy);
-  for (const site of [allowed, foreign]) site?.server.close();
+  for (const server of [allowed, foreign, gateway]) server?.server.close();
   if (failures() > 0 && caddy) {
     console.error(`--- caddy's log (${failures()} test(s) failed) ---\n${caddy.log()}--- end of caddy's log ---`);
   }
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-test('EventSource { withCredentials: true } on a page of an allowed origin gets the posts written, across a cut of its stream', async (t) => {
+test("EventSource { withCredentials: true } on a page of an allowed origin, known by the site's cookie, gets the posts written, across a cut of its stream", async (t) => {
   const { page, problems, seen } = await openPage(allowed);
   try {
     await page.evaluate((base) => window.subscribe(base, 'subscription { postCreated { id title } }'), caddy.base);
@@ -159,6 +191,22 @@ test('EventSource { withCredentials: true } on a page of an allowed origin gets 
     assert.ok(opens >= 2, `the page connected ${opens} times; want a reconnect after the cut`);
     assert.deepEqual(problems, []);
     t.diagnostic(`${got.length} events over ${opens} connections`);
+  } finally {
+    await page.close();
+  }
+});
+
+test('EventSource without withCredentials on a page of an allowed origin sends no cookie, and is refused as anonymous', async () => {
+  const { page, problems, statuses, seen } = await openPage(allowed);
+  try {
+    await page.evaluate((base) => window.subscribe(base, 'subscription { postCreated { id title } }', false), caddy.base);
+    await until(async () => (await seen()).errors > 0, 10_000, 'the EventSource fails', async () => JSON.stringify(await seen()));
+    const { opens, events } = await seen();
+    assert.equal(opens, 0, 'the stream never opened');
+    assert.deepEqual(events, []);
+    assert.equal(await page.evaluate(() => window.source.readyState), 2, 'closed: EventSource does not retry a 401');
+    assert.deepEqual(statuses, [401], 'refused for want of a user (subscriptions_require_auth)');
+    assert.deepEqual(problems, []);
   } finally {
     await page.close();
   }
