@@ -23,8 +23,9 @@ import { streamsCaddyfile, uniqueTitle, until } from './streams.mjs';
 const KEY = 'interop-cors-key-of-carol';
 const SSE_MAX_DURATION_MS = 2000;
 
-// The page: subscribe(base, query, withCredentials) opens the EventSource, keeping in window.seen what it did;
-// create(base, key) makes a post over REST and one over GraphQL, and says what came back.
+// The page: subscribe(base, query, withCredentials) opens the EventSource, keeping in window.seen
+// what it did; create(base, key, title) makes a post over REST and one over GraphQL, and says what
+// came back.
 const PAGE = `<!doctype html>
 <meta charset="utf-8">
 <title>From another origin</title>
