@@ -5,11 +5,13 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/postsedge/caddy-posts/auth/authtest"
+	"github.com/postsedge/caddy-posts/internal/race"
 )
 
 // The tests of hostile_*_test.go replay the attacks of issue 14 against a `caddy run` with the default
@@ -57,32 +62,73 @@ http://:%d {
 // rss reads a field of the process's /proc status (VmRSS, VmHWM) in bytes.
 func (h *hostile) rss(field string) int64 {
 	h.t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.cmd.Process.Pid))
+	n, err := h.status(field)
 	if err != nil {
 		h.t.Fatal(err)
+	}
+	return n
+}
+
+// status is rss for any goroutine: it returns its error rather than fail the test.
+func (h *hostile) status(field string) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
 	}
 	for line := range strings.Lines(string(data)) {
 		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
-				h.t.Fatal(err)
+				return 0, err
 			}
-			return kb << 10
+			return kb << 10, nil
 		}
 	}
-	h.t.Fatalf("no %s in /proc status", field)
-	return 0
+	return 0, fmt.Errorf("no %s in /proc status", field)
 }
 
+// growthCeiling is the growth of resident memory past which peakGrowth kills the process: the
+// machines that run these tests are shared, and an attack the server does not bound would take
+// gigabytes from the other processes on them (issue 37's cost 3 GB and more). It is far past
+// every bound the tests assert, so a process killed for it has failed its test already.
+const growthCeiling = 4 << 30
+
 // peakGrowth runs attack and returns how far the process's resident memory rose above what it
-// held before, at its peak (the kernel's high-water mark, reset first).
+// held before, at its peak (the kernel's high-water mark, reset first). A process that grows
+// past growthCeiling meanwhile is killed at once, and peakGrowth returns the growth it had
+// then: the attack's requests fail from there on.
 func (h *hostile) peakGrowth(attack func()) int64 {
 	h.t.Helper()
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", h.cmd.Process.Pid), []byte("5"), 0); err != nil {
 		h.t.Fatalf("resetting the peak: %v", err)
 	}
 	before := h.rss("VmRSS")
+	watching, stop := context.WithCancel(context.Background())
+	defer stop() // also when attack fails the test
+	watched := make(chan int64, 1)
+	go func() { // the growth at the kill, or 0
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-watching.Done():
+				watched <- 0
+				return
+			case <-tick.C:
+			}
+			if now, err := h.status("VmRSS"); err == nil && now-before > growthCeiling {
+				h.cmd.Process.Kill()
+				watched <- now - before
+				return
+			}
+		}
+	}()
 	attack()
+	stop()
+	if killed := <-watched; killed > 0 {
+		h.t.Errorf("resident memory grew %d MiB, past %d MiB: the process was killed", killed>>20, growthCeiling>>20)
+		return killed
+	}
 	return h.rss("VmHWM") - before
 }
 
@@ -155,18 +201,29 @@ func refusedWith(t *testing.T, a answer, code string) {
 }
 
 // normalClient is a client that reads and writes as usual while the attacks run; every one of
-// its requests must succeed.
+// its requests must succeed. It keeps each request's latency (phase) and the titles of the posts
+// it created, which startMeasuredNormalClient's subscribers must each receive once.
 type normalClient struct {
-	stop     chan struct{}
-	done     sync.WaitGroup
-	requests atomic.Int64
-	mu       sync.Mutex
-	failures []string
+	authorization string // of its writes; alice's API key unless startMeasuredNormalClient set a user's token
+	stop          chan struct{}
+	done          sync.WaitGroup
+	requests      atomic.Int64
+	mu            sync.Mutex
+	failures      []string
+	latencies     []time.Duration // of each request since the last phase, in the order they ended
+	created       []string        // the titles of its posts answered 201, in order
+	subscribers   []*normalSubscriber
 }
+
+// normalAddress is the normal client's X-Forwarded-For: its address, when it is anonymous.
+const normalAddress = "192.0.2.200"
 
 func (h *hostile) startNormalClient() {
 	n := &h.normal
 	n.stop = make(chan struct{})
+	if n.authorization == "" {
+		n.authorization = "ApiKey process-key"
+	}
 	n.done.Go(func() {
 		client := &http.Client{Timeout: 10 * time.Second}
 		for i := 0; ; i++ {
@@ -176,6 +233,7 @@ func (h *hostile) startNormalClient() {
 			case <-time.After(20 * time.Millisecond):
 			}
 			var req *http.Request
+			title := ""
 			switch i % 3 {
 			case 0:
 				req, _ = http.NewRequest("GET", h.url+"/posts?limit=2", nil)
@@ -183,30 +241,65 @@ func (h *hostile) startNormalClient() {
 				req, _ = http.NewRequest("POST", h.url+"/graphql", strings.NewReader(`{"query":"{posts(limit:2){id title}}"}`))
 				req.Header.Set("Content-Type", "application/json")
 			case 2:
-				req, _ = http.NewRequest("POST", h.url+"/posts", strings.NewReader(`{"title":"a normal post"}`))
+				title = fmt.Sprint("a normal post ", i)
+				req, _ = http.NewRequest("POST", h.url+"/posts", strings.NewReader(fmt.Sprintf(`{"title":%q}`, title)))
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "ApiKey process-key")
+				req.Header.Set("Authorization", n.authorization)
 			}
-			req.Header.Set("X-Forwarded-For", "192.0.2.200")
+			req.Header.Set("X-Forwarded-For", normalAddress)
+			start := time.Now()
 			res, err := client.Do(req)
 			n.requests.Add(1)
 			if err != nil {
-				n.fail(fmt.Sprintf("%s %s: %v", req.Method, req.URL.Path, err))
+				n.record(time.Since(start), "", fmt.Sprintf("%s %s: %v", req.Method, req.URL.Path, err))
 				continue
 			}
 			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
-			if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated || bytes.Contains(body, []byte(`"errors"`)) {
-				n.fail(fmt.Sprintf("%s %s: %d %.200s", req.Method, req.URL.Path, res.StatusCode, body))
+			took := time.Since(start)
+			switch {
+			case res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated || bytes.Contains(body, []byte(`"errors"`)):
+				n.record(took, "", fmt.Sprintf("%s %s: %d %.200s", req.Method, req.URL.Path, res.StatusCode, body))
+			case res.StatusCode == http.StatusCreated:
+				n.record(took, title, "")
+			default:
+				n.record(took, "", "")
 			}
 		}
 	})
 }
 
-func (n *normalClient) fail(s string) {
+// record notes a request of the normal client: its latency, the title of the post it created,
+// if it did, and its failure, if it failed.
+func (n *normalClient) record(took time.Duration, created, failure string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.failures = append(n.failures, s)
+	n.latencies = append(n.latencies, took)
+	if created != "" {
+		n.created = append(n.created, created)
+	}
+	if failure != "" {
+		n.failures = append(n.failures, failure)
+	}
+}
+
+// phase ends a phase of the normal client: it returns the latencies of its requests since the
+// last phase ended (or it started), sorted, and starts the next.
+func (n *normalClient) phase() []time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	latencies := n.latencies
+	n.latencies = nil
+	slices.Sort(latencies)
+	return latencies
+}
+
+// p99 is the 99th percentile of sorted latencies, 0 for none.
+func p99(sorted []time.Duration) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[len(sorted)*99/100]
 }
 
 // checkNormalClient stops the normal client and checks that all of its requests succeeded.
@@ -223,6 +316,151 @@ func (h *hostile) checkNormalClient() {
 	}
 	if h.normal.requests.Load() < 10 {
 		h.t.Errorf("the normal client sent only %d requests", h.normal.requests.Load())
+	}
+}
+
+// normalSubscriber is a subscription of the normal client to its own posts, read steadily: the
+// titles it received, and whether its stream ended.
+type normalSubscriber struct {
+	transport string
+	mu        sync.Mutex
+	titles    []string
+	ended     bool
+}
+
+// follow reads the titles of next (readTitles) into s until its stream ends.
+func (s *normalSubscriber) follow(next func() (string, error)) {
+	go func() {
+		for title := range readTitles(next) {
+			s.mu.Lock()
+			s.titles = append(s.titles, title)
+			s.mu.Unlock()
+		}
+		s.mu.Lock()
+		s.ended = true
+		s.mu.Unlock()
+	}()
+}
+
+// received counts the titles s received, each, and says whether its stream ended.
+func (s *normalSubscriber) received() (map[string]int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	count := map[string]int{}
+	for _, title := range s.titles {
+		count[title]++
+	}
+	return count, s.ended
+}
+
+// quietPhase is how long startMeasuredNormalClient measures the normal client before an attack.
+const quietPhase = 3 * time.Second
+
+// startMeasuredNormalClient starts the normal client as user, a client of its own (a token of
+// idp), with a WebSocket (graphql-transport-ws) and an SSE subscriber to user's postCreated,
+// each reading steadily, and returns its quiet p99: of its requests over quietPhase, before any
+// attack. checkMeasuredNormalClient checks it under the attack.
+func (h *hostile) startMeasuredNormalClient(user string) time.Duration {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h.t.Cleanup(cancel)
+	token := "Bearer " + idp().Token(authtest.Claims(user), "RS256")
+	query := fmt.Sprintf(`subscription { postCreated(userId: %q) { title } }`, user)
+
+	sse, err := openStreamed(ctx, streamClient(), overSSE, h.url, query, "Authorization", token, "X-Forwarded-For", normalAddress)
+	if err != nil {
+		h.t.Fatalf("the normal client's SSE subscriber: %v", err)
+	}
+	h.t.Cleanup(sse.close)
+	ws, _, err := dialWS(ctx, h.url, "X-Forwarded-For", normalAddress)
+	if err != nil {
+		h.t.Fatalf("the normal client's WebSocket: %v", err)
+	}
+	h.t.Cleanup(func() { ws.CloseNow() })
+	ws.SetReadLimit(1 << 20)
+	init, _ := json.Marshal(map[string]any{"type": "connection_init", "payload": map[string]string{"Authorization": token}})
+	subscribe, _ := json.Marshal(map[string]any{"id": "normal", "type": "subscribe", "payload": map[string]string{"query": query}})
+	if err := ws.Write(ctx, websocket.MessageText, init); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, ack, err := ws.Read(ctx); err != nil || !bytes.Contains(ack, []byte("connection_ack")) {
+		h.t.Fatalf("the normal client's connection_init: %s %v", ack, err)
+	}
+	if err := ws.Write(ctx, websocket.MessageText, subscribe); err != nil {
+		h.t.Fatal(err)
+	}
+	n := &h.normal
+	n.authorization = token
+	n.subscribers = []*normalSubscriber{{transport: "WebSocket"}, {transport: "SSE"}}
+	n.subscribers[0].follow(wsTitles(ctx, ws))
+	n.subscribers[1].follow(sseTitles(sse))
+
+	// A first post, once both subscriptions run: its event says they do.
+	const first = "the normal client's first post"
+	if a := h.send("POST", "/posts", normalAddress, []byte(`{"title":"`+first+`"}`), "Content-Type", "application/json", "Authorization", token); a.status != http.StatusCreated {
+		h.t.Fatalf("the normal client's first post: %d %.200s", a.status, a.body)
+	}
+	n.created = append(n.created, first)
+	for _, s := range n.subscribers {
+		waitUntil(h.t, "the normal client's "+s.transport+" subscriber to get its first post", func() bool {
+			got, _ := s.received()
+			return got[first] == 1
+		})
+	}
+
+	h.startNormalClient()
+	time.Sleep(time.Second)
+	n.phase() // its first requests warm the server up
+	time.Sleep(quietPhase)
+	quiet := n.phase()
+	h.t.Logf("the normal client, quiet: %s", percentiles(quiet))
+	return p99(quiet)
+}
+
+// checkMeasuredNormalClient stops the normal client of startMeasuredNormalClient once an attack
+// is over and checks it: every request succeeded (checkNormalClient), the p99 of its requests
+// since the quiet phase is within 3× its quiet p99 and 20 ms, and each of its subscribers is
+// still open and received every post it created, once.
+func (h *hostile) checkMeasuredNormalClient(quiet time.Duration) {
+	h.t.Helper()
+	n := &h.normal
+	attacked := n.phase()
+	h.checkNormalClient()
+	h.t.Run("the normal client's p99 under attack is within 3× its quiet p99 and 20ms", func(t *testing.T) {
+		t.Logf("under attack: %s; quiet p99 %v", percentiles(attacked), quiet)
+		if !race.Enabled && p99(attacked) > 3*quiet+20*time.Millisecond {
+			t.Errorf("p99 %v under attack (max %v); want at most 3×%v+20ms = %v", p99(attacked), attacked[len(attacked)-1], quiet, 3*quiet+20*time.Millisecond)
+		}
+	})
+	n.mu.Lock()
+	created := slices.Clone(n.created)
+	n.mu.Unlock()
+	for _, s := range n.subscribers {
+		h.t.Run("the normal client's "+s.transport+" subscriber received every post it wrote, once", func(t *testing.T) {
+			var got map[string]int
+			var ended bool
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				got, ended = s.received()
+				missing := 0
+				for _, title := range created {
+					if got[title] == 0 {
+						missing++
+					}
+				}
+				if missing == 0 || ended || time.Now().After(deadline) {
+					t.Logf("%d of its %d posts received", len(created)-missing, len(created))
+					break
+				}
+			}
+			if ended {
+				t.Errorf("its stream ended")
+			}
+			for _, title := range created {
+				if got[title] != 1 {
+					t.Errorf("%q received %d times", title, got[title])
+				}
+			}
+		})
 	}
 }
 

@@ -521,6 +521,37 @@ func readTitles(next func() (string, error)) <-chan string {
 	return titles
 }
 
+// sseTitles reads the title of s's next postCreated event, for readTitles: "" at the end.
+func sseTitles(s *streamedSub) func() (string, error) {
+	return func() (string, error) {
+		ev, err := s.next()
+		if err != nil || ev.result == nil {
+			return "", err
+		}
+		return titleOf(ev.result)
+	}
+}
+
+// wsTitles reads the title of ws's next postCreated event (a next message of
+// graphql-transport-ws), for readTitles.
+func wsTitles(ctx context.Context, ws *websocket.Conn) func() (string, error) {
+	return func() (string, error) {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			return "", err
+		}
+		var m wsMessage
+		if err := json.Unmarshal(data, &m); err != nil || m.Type != "next" {
+			return "", fmt.Errorf("%s: %v", data, err)
+		}
+		result, _, err := eventstest.ParseEvent(m.Payload)
+		if err != nil {
+			return "", err
+		}
+		return titleOf(json.RawMessage(`{"data":` + result + `}`))
+	}
+}
+
 // TestAClientThatStopsReadingIsCutOffOnEveryTransport: on each transport, a client that
 // subscribes and then reads nothing while 480 posts of 40 KB are written, beside an SSE and a
 // WebSocket subscriber that read, is cut off within 5 s of the server's first drop of its
@@ -576,28 +607,8 @@ func TestAClientThatStopsReadingIsCutOffOnEveryTransport(t *testing.T) {
 			ws := p.subscribe(ctx, t, `{}`)
 			defer ws.CloseNow()
 			readers := map[string]<-chan string{
-				"SSE": readTitles(func() (string, error) {
-					ev, err := sse.next()
-					if err != nil || ev.result == nil {
-						return "", err
-					}
-					return titleOf(ev.result)
-				}),
-				"WebSocket": readTitles(func() (string, error) {
-					_, data, err := ws.Read(ctx)
-					if err != nil {
-						return "", err
-					}
-					var m wsMessage
-					if err := json.Unmarshal(data, &m); err != nil || m.Type != "next" {
-						return "", fmt.Errorf("%s: %v", data, err)
-					}
-					result, _, err := eventstest.ParseEvent(m.Payload)
-					if err != nil {
-						return "", err
-					}
-					return titleOf(json.RawMessage(`{"data":` + result + `}`))
-				}),
+				"SSE":       readTitles(sseTitles(sse)),
+				"WebSocket": readTitles(wsTitles(ctx, ws)),
 			}
 			_, families := scrape(t, adminMetrics)
 			readersOnly := tt.gauge(families)
