@@ -1,0 +1,440 @@
+//go:build integration
+
+// Hostile streams (issue 37): stalled resumes and one write amplified across distinct
+// subscriptions, each beside a normal client measured as it was when quiet.
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/postsedge/caddy-posts/auth/authtest"
+)
+
+// The tests of this file replay the attacks of issue 37 on a stream: what one client may cost
+// the server is a budget, whatever it subscribes to and however it reads. Each runs the attack
+// beside the normal client of startMeasuredNormalClient, a user of its own, and checks the
+// issue's bounds: the process grows by at most streamsGrowthBound over the attack, the normal
+// client's p99 stays within 3× its quiet p99 and 20 ms, and its subscribers get every post it
+// wrote. The attackers are users of their own (tokens of idp), the writer of the large posts is
+// alice (the harness's API key).
+
+// streamsGrowthBound is the growth of resident memory the issue allows an attack on streams.
+const streamsGrowthBound = 128 << 20
+
+// attacker is the Authorization of user, a token of idp: one client, whatever its address.
+func attacker(user string) string {
+	return "Bearer " + idp().Token(authtest.Claims(user), "RS256")
+}
+
+// alicesPosts selects what the attacks subscribe to: the posts of alice, the writer, so that the
+// normal client's posts are not among their events.
+const alicesPosts = `postCreated(userId: "alice")`
+
+// writeLarge has alice write n posts titled prefix and their number, whose body is body.
+func (h *hostile) writeLarge(t *testing.T, prefix string, n int, body string) []string {
+	t.Helper()
+	client := keyed()
+	var titles []string
+	for i := range n {
+		title := fmt.Sprint(prefix, i)
+		h.createWithBody(t, client, title, body)
+		titles = append(titles, title)
+	}
+	return titles
+}
+
+// settle is how long an attack waits after its last write, for the server to do what the writes
+// made it do: the issue saw the growth within 3 to 10 s.
+const settle = 5 * time.Second
+
+// TestHostileStalledResumes replays issue 37's stalled resumes: one user opens 100 SSE streams of
+// alice's postCreated, each resuming (Last-Event-ID) from the cursor of an event that 20 posts
+// of 40,000 characters follow, and reads none of them; then alice writes 100 posts of 40,000
+// characters. On the code the issue measured, the process grew 750 to 880 MB and the normal
+// client's p99 went from 14-110 ms to 1.7-2.9 s.
+func TestHostileStalledResumes(t *testing.T) {
+	h := startHostile(t)
+	quiet := h.startMeasuredNormalClient("norma")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	const query = "subscription { " + alicesPosts + " { title body } }"
+	body := strings.Repeat("x", 40_000)
+
+	// The cursor: the id of an event an SSE client received.
+	reader, err := openStreamed(ctx, streamClient(), overSSE, h.url, query, "X-Forwarded-For", "198.51.100.36")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.createWithBody(t, keyed(), "the cursor's post", "short")
+	ev, err := reader.next()
+	if err != nil || ev.id == "" {
+		t.Fatalf("the cursor's event: %+v, %v", ev, err)
+	}
+	reader.close()
+	cursor := ev.id
+	expected := h.writeLarge(t, "replayed ", 20, body) // what each resume replays
+
+	// Each stalled stream on a connection of its own (HTTP/1.1) whose receive buffer is small
+	// (smallBuffers): once its opening is read, nothing more is.
+	stalling := &http.Client{Transport: &http.Transport{DialContext: smallBuffers.DialContext}}
+	token := attacker("mallory")
+	var stalled []*streamedSub
+	defer func() {
+		for _, s := range stalled {
+			s.close()
+		}
+	}()
+	growth := h.peakGrowth(func() {
+		for i := range 100 {
+			s, err := openStreamed(ctx, stalling, overSSE, h.url, query, "Authorization", token, "X-Forwarded-For", "198.51.100.37", "Last-Event-ID", cursor)
+			if err != nil {
+				t.Errorf("stalled resume %d: %v", i, err)
+				return
+			}
+			stalled = append(stalled, s)
+		}
+		expected = append(expected, h.writeLarge(t, "large ", 100, body)...)
+		time.Sleep(settle)
+	})
+	h.checkMeasuredNormalClient(quiet)
+
+	t.Run("the process grows by at most 128 MB", func(t *testing.T) {
+		t.Logf("resident memory grew %d MiB at its peak (%d stalled resumes)", growth>>20, len(stalled))
+		if growth > streamsGrowthBound {
+			t.Errorf("resident memory grew %d MiB; want at most %d MiB", growth>>20, streamsGrowthBound>>20)
+		}
+	})
+	t.Run("each stalled resume, read at last, is ended or throttled: the events after its cursor, in order", func(t *testing.T) {
+		var caughtUp, ended int
+		for i, r := range readAll(stalled, 20*time.Second) {
+			if !slices.Equal(r.titles, expected[:min(len(r.titles), len(expected))]) || len(r.titles) > len(expected) {
+				t.Errorf("stalled resume %d got %d events, not the first of the %d after its cursor in order: %.300q", i, len(r.titles), len(expected), r.titles)
+				continue
+			}
+			switch {
+			case r.end != nil:
+				ended++
+			case len(r.titles) == len(expected):
+				caughtUp++
+			default:
+				t.Errorf("stalled resume %d is still open with %d of its %d events after 20s of reading", i, len(r.titles), len(expected))
+			}
+		}
+		t.Logf("%d ended by the server, %d held and caught up once read", ended, caughtUp)
+	})
+}
+
+// streamRead is what readAll read of a stream: the titles of its events, and its end, if it
+// ended (errStreamCut, its protocol's end, an event that has no title).
+type streamRead struct {
+	titles []string
+	end    error
+}
+
+// readAll reads the postCreated events of every stream at once, until each ends or, past
+// limit, has read every event it had by then, and closes them.
+func readAll(streams []*streamedSub, limit time.Duration) []streamRead {
+	reads := make([]streamRead, len(streams))
+	var readers sync.WaitGroup
+	deadline := time.Now().Add(limit)
+	for i, s := range streams {
+		readers.Go(func() {
+			timer := time.AfterFunc(time.Until(deadline), s.close)
+			defer timer.Stop()
+			for {
+				ev, err := s.next()
+				if time.Now().After(deadline) {
+					return // closed by the timer: still open
+				}
+				if err == nil && ev.complete {
+					err = errors.New("complete")
+				}
+				var title string
+				if err == nil {
+					title, err = titleOf(ev.result)
+				}
+				if err != nil {
+					reads[i].end = err
+					return
+				}
+				reads[i].titles = append(reads[i].titles, title)
+			}
+		})
+	}
+	readers.Wait()
+	for _, s := range streams {
+		s.close()
+	}
+	return reads
+}
+
+// bodyUnderAliases is the distinct document number i of alice's postCreated whose post selects
+// body under 30 aliases (max_aliases): its name makes it distinct, so each is a feed of its own,
+// and 30 bodies of 50,000 '<' are 30 × 300,002 bytes of JSON, past max_response_size (8 MiB).
+func bodyUnderAliases(i int) string {
+	return fmt.Sprintf("subscription S%d { %s { %s} }", i, alicesPosts, aliased("body", 30))
+}
+
+// escaped is a body whose JSON is six times its length: 50,000 '<', each \u003c.
+var escaped = strings.Repeat("<", 50_000)
+
+// answerOf is what an event's execution result answered: the code of its first error, or "data".
+func answerOf(result json.RawMessage) string {
+	var r struct{ Errors json.RawMessage }
+	if err := json.Unmarshal(result, &r); err != nil {
+		return fmt.Sprintf("not JSON: %.100s", result)
+	}
+	if codes := errorCodes(r.Errors); len(codes) > 0 {
+		return codes[0]
+	}
+	return "data"
+}
+
+// subscriptionAnswers is what each subscription of an attack received, by its name: the answer
+// to each event (answerOf), or its refusal or end.
+type subscriptionAnswers struct {
+	mu      sync.Mutex
+	answers map[string][]string
+	ends    map[string]string
+}
+
+func newSubscriptionAnswers() *subscriptionAnswers {
+	return &subscriptionAnswers{answers: map[string][]string{}, ends: map[string]string{}}
+}
+
+func (a *subscriptionAnswers) answer(name, answer string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.answers[name] = append(a.answers[name], answer)
+}
+
+// end notes why name ended, the first time: a refusal stays what ended it when its connection
+// closes afterwards.
+func (a *subscriptionAnswers) end(name, why string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ended := a.ends[name]; !ended {
+		a.ends[name] = why
+	}
+}
+
+// await waits until every one of names has answered n events or ended, for at most limit, and
+// returns how long it waited.
+func (a *subscriptionAnswers) await(names []string, n int, limit time.Duration) time.Duration {
+	start := time.Now()
+	for deadline := start.Add(limit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		a.mu.Lock()
+		done := true
+		for _, name := range names {
+			if _, ended := a.ends[name]; !ended && len(a.answers[name]) < n {
+				done = false
+				break
+			}
+		}
+		a.mu.Unlock()
+		if done {
+			break
+		}
+	}
+	return time.Since(start)
+}
+
+// check fails t unless every one of names answered each of posts with want, or, if refusal is
+// not "", was refused with it, at most refusable of them.
+func (a *subscriptionAnswers) check(t *testing.T, names []string, posts int, want, refusal string, refusable int) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tally := map[string]int{}
+	var refused, wrong int
+	for _, name := range names {
+		got, why := a.answers[name], a.ends[name]
+		if refusal != "" && len(got) == 0 && strings.Contains(why, refusal) {
+			refused++
+			continue
+		}
+		for _, answer := range got {
+			tally[answer]++
+		}
+		if len(got) != posts || slices.ContainsFunc(got, func(s string) bool { return s != want }) {
+			if wrong++; wrong <= 5 {
+				t.Errorf("subscription %s answered %q (ended: %q); want %d × %s", name, got, why, posts, want)
+			}
+		}
+	}
+	t.Logf("%d subscriptions: answers %v, %d refused with %s", len(names), tally, refused, refusal)
+	if wrong > 5 {
+		t.Errorf("and %d more subscriptions", wrong-5)
+	}
+	if refused > refusable {
+		t.Errorf("%d subscriptions were refused with %s; want at most %d", refused, refusal, refusable)
+	}
+}
+
+// TestHostileOneWriteAcrossDistinctSubscriptions replays issue 37's write amplified: one user
+// opens 100 SSE streams of distinct documents (max_distinct_subscriptions_per_client, and
+// max_connections_per_user), each selecting the body of alice's new post under 30 aliases, and
+// reads them steadily; then alice writes 6 posts of 50,000 '<'. Each of the 600 responses is
+// past max_response_size: every subscription answers each post with RESPONSE_TOO_LARGE. On the
+// code the issue measured, one such post grew the process 780 MB, six 3.1 GB.
+func TestHostileOneWriteAcrossDistinctSubscriptions(t *testing.T) {
+	h := startHostile(t)
+	quiet := h.startMeasuredNormalClient("norma")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	token := attacker("mallory")
+	got := newSubscriptionAnswers()
+	var names []string
+	var streams []*streamedSub
+	defer func() {
+		for _, s := range streams {
+			s.close()
+		}
+	}()
+	const posts = 6
+	var answered time.Duration
+	growth := h.peakGrowth(func() {
+		client := streamClient()
+		for i := range 100 {
+			name := fmt.Sprint("S", i)
+			s, err := openStreamed(ctx, client, overSSE, h.url, bodyUnderAliases(i), "Authorization", token, "X-Forwarded-For", "198.51.100.38")
+			if err != nil {
+				t.Errorf("subscription %s: %v", name, err)
+				return
+			}
+			names, streams = append(names, name), append(streams, s)
+			go func() {
+				for {
+					ev, err := s.next()
+					switch {
+					case err != nil:
+						got.end(name, err.Error())
+						return
+					case ev.complete:
+						got.end(name, "complete")
+						return
+					}
+					got.answer(name, answerOf(ev.result))
+				}
+			}()
+		}
+		h.writeLarge(t, "escaped ", posts, escaped)
+		answered = got.await(names, posts, 30*time.Second)
+		time.Sleep(max(0, settle-answered))
+	})
+	h.checkMeasuredNormalClient(quiet)
+
+	t.Run("the process grows by at most 128 MB", func(t *testing.T) {
+		t.Logf("resident memory grew %d MiB at its peak; every subscription answered in %v", growth>>20, answered.Round(time.Millisecond))
+		if growth > streamsGrowthBound {
+			t.Errorf("resident memory grew %d MiB; want at most %d MiB", growth>>20, streamsGrowthBound>>20)
+		}
+	})
+	t.Run("every subscription answers each post with RESPONSE_TOO_LARGE", func(t *testing.T) {
+		if len(names) != 100 {
+			t.Fatalf("%d subscriptions opened; want 100", len(names))
+		}
+		got.check(t, names, posts, "RESPONSE_TOO_LARGE", "", 0)
+	})
+}
+
+// TestHostileAThousandDistinctSubscriptionsAcrossTenUsers: ten users each take their share of
+// distinct subscriptions (max_distinct_subscriptions_per_client, 100), together the server's
+// (max_distinct_subscriptions, 1000), on one WebSocket each, every one selecting the body of
+// alice's new post under 30 aliases, and read steadily; then alice writes one post of 50,000 '<'.
+// The normal client's subscribers (one document over both transports: one feed) subscribed
+// first and keep their place: the server's 1000 hold theirs and 999 of the attack's, and the
+// last of the attack's is refused with TOO_MANY_SUBSCRIPTIONS. Every other subscription answers
+// the post with RESPONSE_TOO_LARGE.
+func TestHostileAThousandDistinctSubscriptionsAcrossTenUsers(t *testing.T) {
+	h := startHostile(t)
+	quiet := h.startMeasuredNormalClient("norma")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	got := newSubscriptionAnswers()
+	var names []string
+	var conns []*websocket.Conn
+	defer func() {
+		for _, ws := range conns {
+			ws.CloseNow()
+		}
+	}()
+	var answered time.Duration
+	growth := h.peakGrowth(func() {
+		for u := range 10 {
+			ws, _, err := dialWS(ctx, h.url, "X-Forwarded-For", fmt.Sprint("198.51.100.", 40+u))
+			if err != nil {
+				t.Errorf("user %d's WebSocket: %v", u, err)
+				return
+			}
+			conns = append(conns, ws)
+			ws.SetReadLimit(16 << 20)
+			init, _ := json.Marshal(map[string]any{"type": "connection_init", "payload": map[string]string{"Authorization": attacker(fmt.Sprint("mallory", u))}})
+			if err := ws.Write(ctx, websocket.MessageText, init); err != nil {
+				t.Error(err)
+				return
+			}
+			if _, ack, err := ws.Read(ctx); err != nil || !strings.Contains(string(ack), "connection_ack") {
+				t.Errorf("user %d's connection_init: %s %v", u, ack, err)
+				return
+			}
+			for i := range 100 {
+				name := fmt.Sprint(u*100 + i)
+				subscribe, _ := json.Marshal(map[string]any{"id": name, "type": "subscribe", "payload": map[string]string{"query": bodyUnderAliases(u*100 + i)}})
+				if err := ws.Write(ctx, websocket.MessageText, subscribe); err != nil {
+					t.Error(err)
+					return
+				}
+				names = append(names, name)
+			}
+			go func() {
+				for {
+					_, data, err := ws.Read(ctx)
+					var m wsMessage
+					if err == nil {
+						err = json.Unmarshal(data, &m)
+					}
+					switch {
+					case err != nil:
+						for i := range 100 {
+							got.end(fmt.Sprint(u*100+i), fmt.Sprintf("the connection ended: %v", err))
+						}
+						return
+					case m.Type == "next":
+						got.answer(m.ID, answerOf(m.Payload))
+					default: // error, complete
+						got.end(m.ID, fmt.Sprintf("%s %s", m.Type, m.Payload))
+					}
+				}
+			}()
+		}
+		h.writeLarge(t, "escaped ", 1, escaped)
+		answered = got.await(names, 1, 45*time.Second)
+		time.Sleep(max(0, settle-answered))
+	})
+	h.checkMeasuredNormalClient(quiet)
+
+	t.Run("the process grows by at most 128 MB", func(t *testing.T) {
+		t.Logf("resident memory grew %d MiB at its peak; every subscription answered in %v", growth>>20, answered.Round(time.Millisecond))
+		if growth > streamsGrowthBound {
+			t.Errorf("resident memory grew %d MiB; want at most %d MiB", growth>>20, streamsGrowthBound>>20)
+		}
+	})
+	t.Run("every subscription answers the post with RESPONSE_TOO_LARGE, but one refused for the normal client's place", func(t *testing.T) {
+		if len(names) != 1000 {
+			t.Fatalf("%d subscriptions sent; want 1000", len(names))
+		}
+		got.check(t, names, 1, "RESPONSE_TOO_LARGE", "TOO_MANY_SUBSCRIPTIONS", 1)
+	})
+}
