@@ -64,11 +64,15 @@ func (h *hostile) writeLarge(t *testing.T, prefix string, n int, body string) []
 // made it do: the issue saw the growth within 3 to 10 s.
 const settle = 5 * time.Second
 
-// TestHostileStalledResumes replays issue 37's stalled resumes: one user opens 100 SSE streams of
-// alice's postCreated, each resuming (Last-Event-ID) from the cursor of an event that 20 posts
-// of 40,000 characters follow, and reads none of them; then alice writes 100 posts of 40,000
-// characters. On the code the issue measured, the process grew 750 to 880 MB and the normal
-// client's p99 went from 14-110 ms to 1.7-2.9 s.
+// TestHostileStalledResumes replays issue 37's stalled resumes: alice writes 100 posts of 40,000
+// characters after the cursor of an earlier event; one user opens 100 SSE streams of alice's
+// postCreated, each resuming from that cursor (Last-Event-ID), and reads none of them; then
+// alice writes 100 more. Each resume replays the 100 through an execution of its own, so its
+// encodings are its own, where live subscribers of one document share their feed's: with the
+// cursor at the log's head (nothing to replay) the same attack grew the process 37 MB, with 20
+// posts to replay 57 MB, with these 100 about 970 MB (the issue: 750 to 880 MB, the normal
+// client's p99 from 14-110 ms to 1.7-2.9 s). Each stalled stream, read at last, is ended or
+// served at its pace, with the events after its cursor in order.
 func TestHostileStalledResumes(t *testing.T) {
 	h := startHostile(t)
 	quiet := h.startMeasuredNormalClient("norma")
@@ -89,7 +93,7 @@ func TestHostileStalledResumes(t *testing.T) {
 	}
 	reader.close()
 	cursor := ev.id
-	expected := h.writeLarge(t, "replayed ", 20, body) // what each resume replays
+	expected := h.writeLarge(t, "before ", 100, body) // after the cursor: what each resume replays
 
 	// Each stalled stream on a connection of its own (HTTP/1.1) whose receive buffer is small
 	// (smallBuffers): once its opening is read, nothing more is.
@@ -110,7 +114,7 @@ func TestHostileStalledResumes(t *testing.T) {
 			}
 			stalled = append(stalled, s)
 		}
-		expected = append(expected, h.writeLarge(t, "large ", 100, body)...)
+		expected = append(expected, h.writeLarge(t, "live ", 100, body)...)
 		time.Sleep(settle)
 	})
 	h.checkMeasuredNormalClient(quiet)
@@ -122,8 +126,9 @@ func TestHostileStalledResumes(t *testing.T) {
 		}
 	})
 	t.Run("each stalled resume, read at last, is ended or throttled: the events after its cursor, in order", func(t *testing.T) {
-		var caughtUp, ended int
-		for i, r := range readAll(stalled, 20*time.Second) {
+		var caughtUp, ended, throttled int
+		var why error
+		for i, r := range readAll(stalled, 10*time.Second) {
 			if !slices.Equal(r.titles, expected[:min(len(r.titles), len(expected))]) || len(r.titles) > len(expected) {
 				t.Errorf("stalled resume %d got %d events, not the first of the %d after its cursor in order: %.300q", i, len(r.titles), len(expected), r.titles)
 				continue
@@ -131,13 +136,14 @@ func TestHostileStalledResumes(t *testing.T) {
 			switch {
 			case r.end != nil:
 				ended++
+				why = r.end
 			case len(r.titles) == len(expected):
 				caughtUp++
 			default:
-				t.Errorf("stalled resume %d is still open with %d of its %d events after 20s of reading", i, len(r.titles), len(expected))
+				throttled++
 			}
 		}
-		t.Logf("%d ended by the server, %d held and caught up once read", ended, caughtUp)
+		t.Logf("of the %d stalled resumes, read for 10s: %d ended by the server (%v), %d caught up, %d still open and served at their pace", len(stalled), ended, why, caughtUp, throttled)
 	})
 }
 
