@@ -382,6 +382,7 @@ func TestHostileAThousandDistinctSubscriptionsAcrossTenUsers(t *testing.T) {
 			ws.CloseNow()
 		}
 	}()
+	ponged := make(chan int, 10)
 	var answered time.Duration
 	growth := h.peakGrowth(func() {
 		for u := range 10 {
@@ -410,6 +411,12 @@ func TestHostileAThousandDistinctSubscriptionsAcrossTenUsers(t *testing.T) {
 				}
 				names = append(names, name)
 			}
+			// A connection reads its messages in order: its pong says its subscribes are
+			// counted, and a refusal of one came before it.
+			if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"ping"}`)); err != nil {
+				t.Error(err)
+				return
+			}
 			go func() {
 				for {
 					_, data, err := ws.Read(ctx)
@@ -425,11 +432,21 @@ func TestHostileAThousandDistinctSubscriptionsAcrossTenUsers(t *testing.T) {
 						return
 					case m.Type == "next":
 						got.answer(m.ID, answerOf(m.Payload))
+					case m.Type == "pong":
+						ponged <- u
 					default: // error, complete
 						got.end(m.ID, fmt.Sprintf("%s %s", m.Type, m.Payload))
 					}
 				}
 			}()
+		}
+		for range conns {
+			select {
+			case <-ponged:
+			case <-time.After(15 * time.Second):
+				t.Errorf("a connection's subscribes were not all counted in 15s")
+				return
+			}
 		}
 		h.writeLarge(t, "escaped ", 1, escaped)
 		answered = got.await(names, 1, 45*time.Second)
