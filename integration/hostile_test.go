@@ -386,8 +386,14 @@ func (h *hostile) startMeasuredNormalClient(user string) time.Duration {
 	if _, ack, err := ws.Read(ctx); err != nil || !bytes.Contains(ack, []byte("connection_ack")) {
 		h.t.Fatalf("the normal client's connection_init: %s %v", ack, err)
 	}
-	if err := ws.Write(ctx, websocket.MessageText, subscribe); err != nil {
-		h.t.Fatal(err)
+	// A connection reads its messages in order: the pong says the subscription runs.
+	for _, m := range [][]byte{subscribe, []byte(`{"type":"ping"}`)} {
+		if err := ws.Write(ctx, websocket.MessageText, m); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	if _, pong, err := ws.Read(ctx); err != nil || !bytes.Contains(pong, []byte(`"pong"`)) {
+		h.t.Fatalf("the normal client's subscribe: %s %v; want pong", pong, err)
 	}
 	n := &h.normal
 	n.authorization = token
@@ -395,7 +401,7 @@ func (h *hostile) startMeasuredNormalClient(user string) time.Duration {
 	n.subscribers[0].follow(wsTitles(ctx, ws))
 	n.subscribers[1].follow(sseTitles(sse))
 
-	// A first post, once both subscriptions run: its event says they do.
+	// A first post, once both subscriptions run.
 	const first = "the normal client's first post"
 	if a := h.send("POST", "/posts", normalAddress, []byte(`{"title":"`+first+`"}`), "Content-Type", "application/json", "Authorization", token); a.status != http.StatusCreated {
 		h.t.Fatalf("the normal client's first post: %d %.200s", a.status, a.body)
