@@ -32,6 +32,17 @@ import (
 // streamsGrowthBound is the growth of resident memory the issue allows an attack on streams.
 const streamsGrowthBound = 128 << 20
 
+// checkGrowth checks an attack's growth of resident memory (peakGrowth) against
+// streamsGrowthBound, and logs it with what the attack did.
+func checkGrowth(t *testing.T, growth int64, detail string) {
+	t.Run("the process grows by at most 128 MB", func(t *testing.T) {
+		t.Logf("resident memory grew %d MiB at its peak; %s", growth>>20, detail)
+		if growth > streamsGrowthBound {
+			t.Errorf("resident memory grew %d MiB; want at most %d MiB", growth>>20, streamsGrowthBound>>20)
+		}
+	})
+}
+
 // attacker is the Authorization of user, a token of idp: one client, whatever its address.
 func attacker(user string) string {
 	return "Bearer " + idp().Token(authtest.Claims(user), "RS256")
@@ -119,12 +130,7 @@ func TestHostileStalledResumes(t *testing.T) {
 	})
 	h.checkMeasuredNormalClient(quiet)
 
-	t.Run("the process grows by at most 128 MB", func(t *testing.T) {
-		t.Logf("resident memory grew %d MiB at its peak (%d stalled resumes)", growth>>20, len(stalled))
-		if growth > streamsGrowthBound {
-			t.Errorf("resident memory grew %d MiB; want at most %d MiB", growth>>20, streamsGrowthBound>>20)
-		}
-	})
+	checkGrowth(t, growth, fmt.Sprintf("%d stalled resumes", len(stalled)))
 	t.Run("each stalled resume, read at last, is ended or throttled: the events after its cursor, in order", func(t *testing.T) {
 		var caughtUp, ended, throttled int
 		var why error
@@ -347,12 +353,7 @@ func TestHostileOneWriteAcrossDistinctSubscriptions(t *testing.T) {
 	})
 	h.checkMeasuredNormalClient(quiet)
 
-	t.Run("the process grows by at most 128 MB", func(t *testing.T) {
-		t.Logf("resident memory grew %d MiB at its peak; the answers came (or the wait for them ended) %v after the last write", growth>>20, answered.Round(time.Millisecond))
-		if growth > streamsGrowthBound {
-			t.Errorf("resident memory grew %d MiB; want at most %d MiB", growth>>20, streamsGrowthBound>>20)
-		}
-	})
+	checkGrowth(t, growth, fmt.Sprintf("the answers came (or the wait for them ended) %v after the last write", answered.Round(time.Millisecond)))
 	t.Run("every subscription answers each post with RESPONSE_TOO_LARGE", func(t *testing.T) {
 		if len(names) != 100 {
 			t.Fatalf("%d subscriptions opened; want 100", len(names))
@@ -454,12 +455,7 @@ func TestHostileAThousandDistinctSubscriptionsAcrossTenUsers(t *testing.T) {
 	})
 	h.checkMeasuredNormalClient(quiet)
 
-	t.Run("the process grows by at most 128 MB", func(t *testing.T) {
-		t.Logf("resident memory grew %d MiB at its peak; the answers came (or the wait for them ended) %v after the last write", growth>>20, answered.Round(time.Millisecond))
-		if growth > streamsGrowthBound {
-			t.Errorf("resident memory grew %d MiB; want at most %d MiB", growth>>20, streamsGrowthBound>>20)
-		}
-	})
+	checkGrowth(t, growth, fmt.Sprintf("the answers came (or the wait for them ended) %v after the last write", answered.Round(time.Millisecond)))
 	t.Run("every subscription answers the post with RESPONSE_TOO_LARGE, but one refused for the normal client's place", func(t *testing.T) {
 		if len(names) != 1000 {
 			t.Fatalf("%d subscriptions sent; want 1000", len(names))

@@ -25,9 +25,10 @@ import (
 	"github.com/postsedge/caddy-posts/internal/race"
 )
 
-// The tests of hostile_*_test.go replay the attacks of issue 14 against a `caddy run` with the default
-// limits, and measure the process from outside: the time to the refusal, the size of the answer
-// and the growth of its resident memory: `make test` runs them on their own, one after the other.
+// The tests of hostile_*_test.go replay the attacks of issues 14 and 37 against a `caddy run`
+// with the default limits, and measure the process from outside: the time to the refusal, the
+// size of the answer, the growth of its resident memory and the latency of a normal client
+// beside the attack: `make test` runs them on their own, one after the other.
 
 // hostile is a process under attack, with a client that keeps using it normally meanwhile.
 type hostile struct {
