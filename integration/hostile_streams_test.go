@@ -268,6 +268,17 @@ func (a *subscriptionAnswers) await(names []string, n int, limit time.Duration) 
 	return time.Since(start)
 }
 
+// escapedPosts has alice write n posts of escaped, waits until every one of names has answered
+// them (await, at most limit), then for what is left of settle, and returns how long it waited
+// for the answers.
+func (a *subscriptionAnswers) escapedPosts(t *testing.T, h *hostile, names []string, n int, limit time.Duration) time.Duration {
+	t.Helper()
+	h.writeLarge(t, "escaped ", n, escaped)
+	answered := a.await(names, n, limit)
+	time.Sleep(max(0, settle-answered))
+	return answered
+}
+
 // check fails t unless every one of names answered each of posts with want, or, if refusal is
 // not "", was refused with it, at most refusable of them.
 func (a *subscriptionAnswers) check(t *testing.T, names []string, posts int, want, refusal string, refusable int) {
@@ -347,9 +358,7 @@ func TestHostileOneWriteAcrossDistinctSubscriptions(t *testing.T) {
 				}
 			}()
 		}
-		h.writeLarge(t, "escaped ", posts, escaped)
-		answered = got.await(names, posts, 30*time.Second)
-		time.Sleep(max(0, settle-answered))
+		answered = got.escapedPosts(t, h, names, posts, 30*time.Second)
 	})
 	h.checkMeasuredNormalClient(quiet)
 
@@ -449,9 +458,7 @@ func TestHostileAThousandDistinctSubscriptionsAcrossTenUsers(t *testing.T) {
 				return
 			}
 		}
-		h.writeLarge(t, "escaped ", 1, escaped)
-		answered = got.await(names, 1, 45*time.Second)
-		time.Sleep(max(0, settle-answered))
+		answered = got.escapedPosts(t, h, names, 1, 45*time.Second)
 	})
 	h.checkMeasuredNormalClient(quiet)
 
