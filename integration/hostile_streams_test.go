@@ -145,6 +145,8 @@ func TestHostileStalledResumes(t *testing.T) {
 				why = r.end
 			case len(r.titles) == len(expected):
 				caughtUp++
+			case len(r.titles) == 0:
+				t.Errorf("stalled resume %d, read for 10s, got nothing and is still open: neither ended nor served", i)
 			default:
 				throttled++
 			}
