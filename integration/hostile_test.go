@@ -207,6 +207,7 @@ func refusedWith(t *testing.T, a answer, code string) {
 type normalClient struct {
 	authorization string // of its writes; alice's API key unless startMeasuredNormalClient set a user's token
 	stop          chan struct{}
+	stopOnce      sync.Once // of stop: checkNormalClient, or startMeasuredNormalClient's cleanup
 	done          sync.WaitGroup
 	requests      atomic.Int64
 	mu            sync.Mutex
@@ -310,14 +311,19 @@ func (h *hostile) checkNormalClient() {
 	for deadline := time.Now().Add(5 * time.Second); h.normal.requests.Load() < 10 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	close(h.normal.stop)
-	h.normal.done.Wait()
+	h.normal.halt()
 	if len(h.normal.failures) > 0 {
 		h.t.Errorf("%d of the normal client's %d requests failed during the attacks; first: %s", len(h.normal.failures), h.normal.requests.Load(), h.normal.failures[0])
 	}
 	if h.normal.requests.Load() < 10 {
 		h.t.Errorf("the normal client sent only %d requests", h.normal.requests.Load())
 	}
+}
+
+// halt stops the normal client, once, and waits for its last request.
+func (n *normalClient) halt() {
+	n.stopOnce.Do(func() { close(n.stop) })
+	n.done.Wait()
 }
 
 // normalSubscriber is a subscription of the normal client to its own posts, read steadily: the
@@ -416,6 +422,7 @@ func (h *hostile) startMeasuredNormalClient(user string) time.Duration {
 	}
 
 	h.startNormalClient()
+	h.t.Cleanup(n.halt) // when the test fails before checkMeasuredNormalClient
 	time.Sleep(time.Second)
 	n.phase() // its first requests warm the server up
 	time.Sleep(quietPhase)
