@@ -67,7 +67,7 @@ func (h *hostile) writeLarge(t *testing.T, prefix string, n int, body string) []
 		slowest = max(slowest, time.Since(start))
 		titles = append(titles, title)
 	}
-	t.Logf("%d posts %q…, the slowest answered in %v", n, prefix, slowest.Round(time.Millisecond))
+	t.Logf("wrote %d posts titled %q and a number, the slowest answered in %v", n, prefix, slowest.Round(time.Millisecond))
 	return titles
 }
 
