@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -138,7 +140,9 @@ func (s *Schema) replay(ctx context.Context, l *Listener, r *pending, from int64
 		if l.seq.arriveReplayed(l, r, s.encode(res, r.oldest())) {
 			metrics.EventReplayed()
 		}
+		src.turns.giveBack(1)
 	}
+	src.turns.giveBack(src.turns.held()) // of events sent and not answered: the stream ended
 	if ctx.Err() != nil {
 		return
 	}
@@ -225,6 +229,7 @@ type replaySource struct {
 	q          *pending                    // the replay's, whose open it moves on as it reads
 	from, upto int64                       // the cursor's position, and how far to read before the seam is looked at
 	pace       func(context.Context) error // waits until the client can take a response
+	turns      replayTurns                 // those it takes, from an event's send to its response
 	hold       func(n int)                 // told of the bytes of each page read, and of each dropped (Sequence.hold)
 	read       func()                      // called after each page
 	// seam is called once the log is read up to read: it says how far to read next, and
@@ -253,6 +258,8 @@ var errNoProgress = errors.New("the event log did not read past a position in ti
 // enough that a live event waits for none of them long. busy leaves out the waits for the log
 // and for its turn (pace): a replay that waited while the others' events went first would
 // otherwise rest as long again, and hold them back in turn, each rest longer than the last.
+// Every replay of the process also takes one of turnsToReplay for each event it resolves: half
+// the cores, between them all.
 func replayStream[T any](ctx context.Context, src *replaySource, match func(posts.Event) bool, item func(posts.Post) T) <-chan T {
 	out := make(chan T)
 	go func() {
@@ -295,7 +302,7 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 					continue
 				}
 				src.q.reserve(e.Position)
-				if src.pace(ctx) != nil {
+				if src.pace(ctx) != nil || !src.turns.take(ctx) {
 					return
 				}
 				began := time.Now()
@@ -331,6 +338,38 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 	}()
 	return out
 }
+
+// replayTurns are what a replay holds of turnsToReplay: one from the send of each event to
+// its response, which the replay's own goroutine hands back (giveBack).
+type replayTurns struct{ n atomic.Int64 }
+
+// turnsToReplay are the turns every replay of the process takes to resolve an event: half the
+// machine's cores. Each replay rests as long as it worked (replayStream), but a hundred clients
+// resuming at once would take every core from the live subscribers and every other request
+// without this bound on them all.
+var turnsToReplay = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+
+// take waits for a turn, or until ctx ends: false then.
+func (t *replayTurns) take(ctx context.Context) bool {
+	select {
+	case turnsToReplay <- struct{}{}:
+		t.n.Add(1)
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// giveBack hands back n of the turns held.
+func (t *replayTurns) giveBack(n int64) {
+	for ; n > 0 && t.n.Load() > 0; n-- {
+		t.n.Add(-1)
+		<-turnsToReplay
+	}
+}
+
+// held is how many turns are held.
+func (t *replayTurns) held() int64 { return t.n.Load() }
 
 // rest waits d, or until ctx ends: false then.
 func rest(ctx context.Context, d time.Duration) bool {
