@@ -43,8 +43,8 @@ type shape struct {
 	keys     map[string]int // by field name, the longest key it is written under
 	unknown  int            // the key length of a field not in keys (none should be): the document's length
 	typename int            // the key length of __typename, 0 when it is never selected
-	// least is, for each list of posts (posts, postsConnection), how many times at the fewest
-	// one of its posts is written with its title and with its body, aliases counted: see ahead.
+	// least is, for each field of postFields, how many times at the fewest one of its posts is
+	// written with its title and with its body, aliases counted: see ahead.
 	least map[string]leaves
 }
 
@@ -77,11 +77,13 @@ func shapeOf(doc *ast.QueryDocument, length int) *shape {
 	return sh
 }
 
-// postLists are the fields that return a page of posts, and the path from each to a post.
-var postLists = map[string][]string{"posts": nil, "postsConnection": {"edges", "node"}}
+// postFields are the fields whose posts are known before their selection resolves, and the path
+// from each to a post: the lists (a page of posts, read before its posts resolve) and the
+// subscription roots (an event's post, as it came).
+var postFields = map[string][]string{"posts": nil, "postsConnection": {"edges", "node"}, "postCreated": nil, "postUpdated": nil}
 
-// leastLeaves is budget.least for doc: for each occurrence of a list of posts, the titles and
-// bodies its selection writes per post, fragments expanded, and of those the fewest.
+// leastLeaves is budget.least for doc: for each occurrence of a field of postFields, the titles
+// and bodies its selection writes per post, fragments expanded, and of those the fewest.
 func leastLeaves(doc *ast.QueryDocument) map[string]leaves {
 	least := map[string]leaves{}
 	var walk func(set ast.SelectionSet, depth int)
@@ -90,8 +92,8 @@ func leastLeaves(doc *ast.QueryDocument) map[string]leaves {
 			return
 		}
 		for _, sel := range selections(doc, set, false) {
-			path, isList := postLists[sel.Name]
-			if isList {
+			path, ok := postFields[sel.Name]
+			if ok {
 				n := leaves{count(doc, sel.SelectionSet, append(path[:len(path):len(path)], "title"), 0), count(doc, sel.SelectionSet, append(path[:len(path):len(path)], "body"), 0)}
 				if seen, ok := least[sel.Name]; ok {
 					n = leaves{min(n.title, seen.title), min(n.body, seen.body)}
@@ -214,9 +216,10 @@ func (b *budget) charge(n int) bool {
 }
 
 // ahead charges nothing, but stops the execution at once when the titles and bodies that the
-// list name (posts, postsConnection) is sure to write of ps cannot fit in what is left: its
-// answer is too large. Without it, graphql-go would encode the list up to the limit, and copy
-// that twice more on the way up, before a charge failed.
+// field name of postFields is sure to write of ps (a list's page, or an event's one post)
+// cannot fit in what is left: its answer is too large. Without it, graphql-go would encode the
+// posts up to the limit, and copy that twice more on the way up, before a charge failed: for an
+// event, in every feed that selects it.
 func (b *budget) ahead(name string, ps []posts.Post) bool {
 	if b == nil {
 		return true

@@ -70,3 +70,23 @@ func shapeOfText(t *testing.T, text string) *shape {
 	}
 	return shapeOf(doc, len(text))
 }
+
+// TestAnEventsPostCountsTheTitlesAndBodiesSureToBeWritten checks least for the subscription
+// roots that return a post, which ahead reads before an event's post resolves.
+func TestAnEventsPostCountsTheTitlesAndBodiesSureToBeWritten(t *testing.T) {
+	for _, tt := range []struct {
+		name, query, root string
+		want              leaves
+	}{
+		{"aliases of body are each counted", `subscription { postCreated { id a: body b: body title } }`, "postCreated", leaves{1, 2}},
+		{"a fragment's bodies are counted", `subscription { postUpdated { ...F ... on Post { t: title } } } fragment F on Post { a: body b: body }`, "postUpdated", leaves{1, 2}},
+		{"bodies under @skip or @include are not", `subscription { postCreated { a: body @skip(if: true) ...F @include(if: false) } } fragment F on Post { body }`, "postCreated", leaves{0, 0}},
+		{"the bodies of the author's posts are their list's, not the event's", `subscription { postCreated { author { posts { a: body b: body } } } }`, "postCreated", leaves{0, 0}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := shapeOfText(t, tt.query).least[tt.root]; got != tt.want {
+				t.Errorf("least[%s] = %+v; want %+v", tt.root, got, tt.want)
+			}
+		})
+	}
+}

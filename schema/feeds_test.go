@@ -314,3 +314,44 @@ func TestAFeedGoesOnAfterAnEventTooLarge(t *testing.T) {
 		t.Errorf("the next event: %.300s", got)
 	}
 }
+
+// An event whose titles and bodies alone, as its selection is sure to write them, cannot fit in
+// max_response_size is answered RESPONSE_TOO_LARGE before any of it is built: 30 aliases of a
+// body of 50,000 '<' (300 kB of JSON each) would be 9 MB.
+func TestAnEventTooLargeIsRefusedBeforeItIsBuilt(t *testing.T) {
+	s, svc, broker := subscribed(t, 16)
+	query := `subscription { postCreated { id ` + aliases("body", 30) + `} }`
+	a, b := listen(t, s, query, nil, alice), listen(t, s, query, nil, bob)
+	defer a.Close()
+	defer b.Close()
+	started(t, broker, 1)
+	big := strings.Repeat("<", 50_000)
+	var got []string
+	n := allocated(func() {
+		if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "big", Body: &big}); err != nil {
+			t.Fatal(err)
+		}
+		got = []string{next(t, a), next(t, b)}
+	})
+	for _, p := range got {
+		var res graphql.Response
+		if err := json.Unmarshal([]byte(p), &res); err != nil {
+			t.Fatal(err)
+		}
+		tooLarge(t, &res)
+	}
+	limit := uint64(schema.DefaultLimits.MaxResponseSize)
+	t.Logf("allocated %d bytes for the write and its one response", n)
+	// The write itself: the post's 50 kB through the service, the store and the event log.
+	if n > limit/8*schema.RaceFactor {
+		t.Errorf("allocated %d bytes to answer it; want at most %d, an eighth of max_response_size", n, limit/8*schema.RaceFactor)
+	}
+	if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "small", Body: new("s")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*listener{a, b} {
+		if got := next(t, l); !strings.HasPrefix(got, `{"data":{"postCreated":{"id":`) || !strings.Contains(got, `"a29":"s"`) || strings.Contains(got, "errors") {
+			t.Errorf("the next event: %.300s", got)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/graph-gophers/graphql-go"
+
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
@@ -254,5 +256,49 @@ func TestResumesOfOneConnectionComeInOneOrder(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("write %d never came", want)
 		}
+	}
+}
+
+// A replay resolves its events as a feed does: an event too large for max_response_size is
+// RESPONSE_TOO_LARGE there too, with its cursor, and nothing of it is built.
+func TestAReplayRefusesAnEventTooLargeBeforeItIsBuilt(t *testing.T) {
+	s, svc, broker := subscribed(t, 64)
+	query := `subscription { postCreated { title ` + aliases("body", 30) + `} }`
+	first := listen(t, s, query, nil, bob)
+	started(t, broker, 1)
+	createAll(t, svc, alice, "before")
+	cursor := readCreated(t, next(t, first)).Extensions.Cursor
+	first.Close()
+	big := strings.Repeat("<", 50_000)
+	if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "big", Body: &big}); err != nil {
+		t.Fatal(err)
+	}
+	createAll(t, svc, alice, "after")
+
+	var again *listener
+	var replayed string
+	n := allocated(func() {
+		again = resume(t, s, query, nil, cursor)
+		replayed = next(t, again)
+	})
+	var res struct {
+		graphql.Response
+		Extensions struct{ Cursor string } `json:"extensions"`
+	}
+	if err := json.Unmarshal([]byte(replayed), &res); err != nil {
+		t.Fatal(err)
+	}
+	tooLarge(t, &res.Response)
+	if res.Extensions.Cursor == "" {
+		t.Errorf("the refused event has no cursor to resume after: %s", replayed)
+	}
+	limit := uint64(schema.DefaultLimits.MaxResponseSize)
+	t.Logf("allocated %d bytes for the resume up to its refused event", n)
+	// The page of the log it reads: the post's 50 kB, as the store copies it.
+	if n > limit/8*schema.RaceFactor {
+		t.Errorf("allocated %d bytes; want at most %d, an eighth of max_response_size", n, limit/8*schema.RaceFactor)
+	}
+	if got := readCreated(t, next(t, again)).Data.PostCreated.Title; got != "after" {
+		t.Errorf("the event after it: %q, want after", got)
 	}
 }

@@ -133,9 +133,15 @@ func (r *Resolver) PostDeleted(ctx context.Context, args struct{ UserID *graphql
 }
 
 // eventPost makes the resolver of the post of each event of the subscription of ctx, whose root
-// field is name, with a budget of its own: each event is one response.
+// field is name, with a budget of its own: each event is one response. A post whose titles and
+// bodies cannot fit spends the budget before any field resolves (budget.ahead), so that each
+// writes nothing and the event answers RESPONSE_TOO_LARGE.
 func (r *Resolver) eventPost(ctx context.Context, name string) func(posts.Post) *Post {
-	return func(p posts.Post) *Post { return r.postIn(p, eventBudget(ctx, name, "Post")) }
+	return func(p posts.Post) *Post {
+		b := eventBudget(ctx, name, "Post")
+		b.ahead(name, []posts.Post{p})
+		return r.postIn(p, b)
+	}
 }
 
 // overflowed tells the transport, when sub ended because its reader fell behind.
