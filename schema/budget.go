@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,10 +33,23 @@ import (
 // under: exact unless one field has aliases of different lengths), quotes, colon and comma,
 // then its value as graphql-go encodes it. An object charges its braces and, if the operation
 // selects __typename anywhere, that member too. A nil *budget charges nothing.
+//
+// An event's budget also draws on its write's (see writes): past its first writeFreeBytes,
+// what it charges, and what ahead is sure it will, comes out of what every subscription's
+// response to the same write shares; when that is gone, the response stops as it does past
+// max_response_size, and answers so (overWrite).
 type budget struct {
 	*shape
 	left atomic.Int64
 	stop context.CancelCauseFunc
+	// write is what is left of the budget of the write this response answers, shared with every
+	// other response to it; nil, which bounds nothing, outside subscriptions.
+	write *atomic.Int64
+	// free is what the response may still charge without drawing on write: writeFreeBytes at
+	// first, and what ahead took from write for it.
+	free atomic.Int64
+	// overWrite says that the response stopped because write ran out, not left.
+	overWrite atomic.Bool
 }
 
 // shape is what a budget reads of its document, found once by Prepare from the tree it parsed.
@@ -175,17 +189,17 @@ type budgetKey struct{}
 type eventBudgetKey struct{}
 
 // withEventBudgets returns a context whose subscriptions give each event the budget that
-// budgetFor makes for its value, of type typ, under the root field name.
-func withEventBudgets(ctx context.Context, budgetFor func(name, typ string) *budget) context.Context {
+// budgetFor makes for its value, of type typ, under the root field name, the event at position.
+func withEventBudgets(ctx context.Context, budgetFor func(name, typ string, position int64) *budget) context.Context {
 	return context.WithValue(ctx, eventBudgetKey{}, budgetFor)
 }
 
-// eventBudget is a fresh budget for an event of the subscription of ctx, its value of type typ
-// under the root field name already charged; nil, which charges nothing, outside
-// Schema.subscribe.
-func eventBudget(ctx context.Context, name, typ string) *budget {
-	if budgetFor, _ := ctx.Value(eventBudgetKey{}).(func(string, string) *budget); budgetFor != nil {
-		return budgetFor(name, typ)
+// eventBudget is a fresh budget for the event at position of the subscription of ctx, its
+// value of type typ under the root field name already charged; nil, which charges nothing,
+// outside Schema.subscribe.
+func eventBudget(ctx context.Context, name, typ string, position int64) *budget {
+	if budgetFor, _ := ctx.Value(eventBudgetKey{}).(func(string, string, int64) *budget); budgetFor != nil {
+		return budgetFor(name, typ, position)
 	}
 	return nil
 }
@@ -200,19 +214,48 @@ func budgetOf(ctx context.Context) *budget {
 	return b
 }
 
-// charge takes n bytes from b and says whether they fit. The first charge that does not fit
-// stops the execution.
+// charge takes n bytes from b, and from its write what its free bytes do not cover, and says
+// whether they fit. The first charge that does not fit stops the execution.
 func (b *budget) charge(n int) bool {
 	if b == nil {
 		return true
 	}
-	if b.left.Add(-int64(n)) >= 0 {
+	if b.left.Add(-int64(n)) >= 0 && b.draw(int64(n)) {
 		return true
 	}
 	if b.stop != nil {
 		b.stop(errResponseTooLarge)
 	}
 	return false
+}
+
+// draw takes from b's write what b's free bytes do not cover of n more bytes, and says whether
+// it had them; when not, b is spent (overWrite).
+func (b *budget) draw(n int64) bool {
+	if b.write == nil {
+		return true
+	}
+	free := b.free.Add(-n)
+	if free >= 0 || take(b.write, min(-free, n)) {
+		return true
+	}
+	b.overWrite.Store(true)
+	b.left.Store(-1) // nothing adds to left: it stays spent
+	return false
+}
+
+// take takes n from left if it has them, and says whether it did: a response that cannot fit
+// takes nothing that a smaller one could have had.
+func take(left *atomic.Int64, n int64) bool {
+	for {
+		l := left.Load()
+		if l < n {
+			return false
+		}
+		if left.CompareAndSwap(l, l-n) {
+			return true
+		}
+	}
 }
 
 // ahead charges nothing, but stops the execution at once when the titles and bodies that the
@@ -237,6 +280,15 @@ func (b *budget) ahead(name string, ps []posts.Post) bool {
 		if need > left {
 			return b.charge(int(left) + 1)
 		}
+	}
+	// What the write must give for them is taken now, before any is built: the responses to
+	// one write are resolved at once, and each would see room that the others will take.
+	if extra := need - b.free.Load(); b.write != nil && extra > 0 {
+		if !take(b.write, extra) {
+			b.overWrite.Store(true)
+			return b.charge(int(left) + 1)
+		}
+		b.free.Add(extra)
 	}
 	return true
 }
@@ -341,6 +393,54 @@ func (b *budget) list(name, typ string, n int) bool {
 // jsonStringLen is JSONStringSize as graphql-go writes strings.
 func jsonStringLen(s string) int { return JSONStringSize(s, true) }
 
+// writeFreeBytes is what a response to an event may take before it draws on its write's
+// budget: an ordinary subscription's responses never do.
+const writeFreeBytes = 64 << 10
+
+// writesKept is how many writes' budgets writes keeps: far more than the events a feed may have
+// queued (caddymodule.EventQueue), so that the feeds still resolving a write find its budget.
+const writesKept = 4096
+
+// writes are the budgets of the latest writes, by the position of their event: each is what
+// every subscription's responses to that write may take together past their first
+// writeFreeBytes, 8 × max_response_size, so that one write costs the server a bounded
+// amount however many distinct subscriptions answer it (max_distinct_subscriptions ×
+// max_response_size without it). Live feeds and replays draw on the same one: a write is
+// bounded however its responses come. The first response to a write makes its budget; the
+// oldest made is forgotten past writesKept, and a replay that reaches a write forgotten by then
+// makes it anew.
+type writes struct {
+	mu         sync.Mutex
+	limit      int64
+	byPosition map[int64]*atomic.Int64
+	order      [writesKept]int64 // the positions of byPosition, as a ring in the order made
+	next       int               // where in order the next position goes
+}
+
+// writeBudget is the budget of every response to one write, by max_response_size.
+func writeBudget(maxResponseSize int64) int64 { return 8 * maxResponseSize }
+
+// of is the budget of the write whose event is at position; nil for an event with none.
+func (w *writes) of(position int64) *atomic.Int64 {
+	if position <= 0 {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if left := w.byPosition[position]; left != nil {
+		return left
+	}
+	if w.byPosition == nil {
+		w.byPosition = map[int64]*atomic.Int64{}
+	}
+	delete(w.byPosition, w.order[w.next])
+	w.order[w.next], w.next = position, (w.next+1)%writesKept
+	left := new(atomic.Int64)
+	left.Store(w.limit)
+	w.byPosition[position] = left
+	return left
+}
+
 // tooLarge is the response of an operation stopped by its budget. Execution had begun, so, as
 // the GraphQL specification has it (7.1.2, Data), data is present and null; the transports
 // answer it as an executed operation (200, or a next message).
@@ -350,6 +450,20 @@ func tooLarge(limit int64) *graphql.Response {
 		Data: json.RawMessage(`null`),
 		Errors: []*gqlerrors.QueryError{{
 			Message:    fmt.Sprintf("the response would be larger than %d bytes (max_response_size): ask for fewer fields or aliases, or smaller limit or first arguments", limit),
+			Extensions: map[string]any{"code": errcode.ResponseTooLarge.GraphQL},
+		}},
+	}
+}
+
+// tooLargeForWrite is the response to an event whose budget stopped because its write's ran
+// out (budget.overWrite): counted, as the write's budget is derived, under max_response_size.
+func tooLargeForWrite(limit int64) *graphql.Response {
+	metrics.LimitRefused("max_response_size")
+	return &graphql.Response{
+		Data: json.RawMessage(`null`),
+		Errors: []*gqlerrors.QueryError{{
+			Message: fmt.Sprintf("the responses to one write across subscriptions are bounded (%d bytes, 8 × max_response_size, past the first %d bytes of each), "+
+				"and the others took it: ask for fewer fields or aliases", writeBudget(limit), writeFreeBytes),
 			Extensions: map[string]any{"code": errcode.ResponseTooLarge.GraphQL},
 		}},
 	}

@@ -355,3 +355,73 @@ func TestAnEventTooLargeIsRefusedBeforeItIsBuilt(t *testing.T) {
 		}
 	}
 }
+
+// One write's responses across distinct subscriptions are bounded: past 8 × max_response_size
+// (each response's first 64 KiB aside), a feed answers the write RESPONSE_TOO_LARGE, though
+// its response alone would fit; small feeds beside them get every event, and the next write
+// has a budget of its own.
+func TestOneWritesResponsesAcrossFeedsAreBounded(t *testing.T) {
+	const (
+		limit = 1 << 20 // 8 MiB for the write
+		feeds = 100
+	)
+	s, svc, broker := subscribed(t, 16, limitsWith(func(l *schema.Limits) { l.MaxResponseSize, l.MaxFeedsPerClient = limit, 1000 }))
+	large := make([]*listener, feeds)
+	for i := range large {
+		// Three bodies of 300 kB: 900 kB, under max_response_size; distinct documents, distinct feeds.
+		large[i] = listen(t, s, fmt.Sprintf(`subscription { postCreated { f%[1]d_a: body f%[1]d_b: body f%[1]d_c: body } }`, i), nil, alice)
+		defer large[i].Close()
+	}
+	small := []*listener{listen(t, s, `subscription { postCreated { id title } }`, nil, alice), listen(t, s, `subscription { postCreated { title } }`, nil, bob)}
+	for _, l := range small {
+		defer l.Close()
+	}
+	started(t, broker, feeds+len(small))
+
+	big := strings.Repeat("<", 50_000)
+	var answered, refused, sent int
+	n := allocated(func() {
+		if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "big", Body: &big}); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range large {
+			p := next(t, l)
+			var res graphql.Response
+			if err := json.Unmarshal([]byte(p), &res); err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Errors) == 0 {
+				answered++
+				sent += len(p)
+				continue
+			}
+			tooLarge(t, &res)
+			if refused++; !strings.Contains(res.Errors[0].Message, "across subscriptions") {
+				t.Errorf("refused with %q; want it to say that a write's responses across subscriptions are bounded", res.Errors[0].Message)
+			}
+		}
+	})
+	t.Logf("%d feeds answered (%d bytes), %d refused; %d bytes allocated", answered, sent, refused, n)
+	if answered == 0 || refused == 0 || sent > 8*limit+feeds*64<<10 {
+		t.Errorf("%d feeds answered the write with %d bytes, %d refused; want some of each, at most %d bytes", answered, sent, refused, 8*limit+feeds*64<<10)
+	}
+	// Each response answered is copied some ten times on its way (graphql-go's buffers of field,
+	// object and response, each grown by doubling, then the payload); 900 MB without the bound.
+	if bound := uint64(16 * 8 * limit * schema.RaceFactor); n > bound {
+		t.Errorf("allocated %d bytes for the write; want at most %d, 16 times its budget", n, bound)
+	}
+	for _, l := range small {
+		if got := next(t, l); !strings.Contains(got, `"title":"big"`) {
+			t.Errorf("a small feed got %.300s", got)
+		}
+	}
+
+	if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "next", Body: new("s")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range append(large, small...) {
+		if got := next(t, l); strings.Contains(got, `"errors"`) {
+			t.Fatalf("the next write: %.300s", got)
+		}
+	}
+}

@@ -260,7 +260,7 @@ var errNoProgress = errors.New("the event log did not read past a position in ti
 // otherwise rest as long again, and hold them back in turn, each rest longer than the last.
 // Every replay of the process also takes one of turnsToReplay for each event it resolves: half
 // the cores, between them all.
-func replayStream[T any](ctx context.Context, src *replaySource, match func(posts.Event) bool, item func(posts.Post) T) <-chan T {
+func replayStream[T any](ctx context.Context, src *replaySource, match func(posts.Event) bool, item func(posts.Event) T) <-chan T {
 	out := make(chan T)
 	go func() {
 		defer close(out)
@@ -307,7 +307,7 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 				}
 				began := time.Now()
 				select {
-				case out <- item(e.Post):
+				case out <- item(e):
 				case <-ctx.Done():
 					return
 				}

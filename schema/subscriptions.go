@@ -18,7 +18,8 @@ import (
 // the stream does (its channel is then closed). Transports share it through Listen.
 //
 // Each event is one response, bounded as an operation is: its resolution has a budget of
-// max_response_size of its own (see budget), and an event that grows past it stops there and
+// max_response_size of its own (see budget), and draws on its write's (see writes) past its
+// first writeFreeBytes; an event that grows past either stops there and
 // is answered as Execute answers such an operation, one RESPONSE_TOO_LARGE error and data:
 // null. The stream goes on: the next event may be small, and the error is a response of an
 // executed operation (a next message of graphql-transport-ws), not the end of the
@@ -32,8 +33,10 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 		mu      sync.Mutex
 		budgets []*budget
 	)
-	ctx = withEventBudgets(ctx, func(name, typ string) *budget {
+	ctx = withEventBudgets(ctx, func(name, typ string, position int64) *budget {
 		b := newBudget(limit, op.shape, nil) // an event stops no execution but its own
+		b.write = s.writes.of(position)
+		b.free.Store(writeFreeBytes)
 		b.charge(b.object(operationRoots[ast.Subscription]))
 		b.objectMember(name, typ, true)
 		mu.Lock()
@@ -67,9 +70,12 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 				res = &graphql.Response{Errors: []*gqlerrors.QueryError{{Message: errcode.InternalMessage, Extensions: map[string]any{"code": errcode.Internal.GraphQL}}}}
 			}
 			// The length is a second lock, as in Execute: postDeleted's id is not charged.
-			if b.exceeded() || int64(len(res.Data)) > limit {
+			switch {
+			case b.exceeded() && b.overWrite.Load():
+				res = tooLargeForWrite(limit)
+			case b.exceeded() || int64(len(res.Data)) > limit:
 				res = tooLarge(limit)
-			} else {
+			default:
 				for _, e := range res.Errors {
 					// graphql-go leaves out the extensions of a subscription resolver's error
 					if x, ok := e.ResolverError.(interface{ Extensions() map[string]any }); ok && e.Extensions == nil {
@@ -129,18 +135,19 @@ func (r *Resolver) PostUpdated(ctx context.Context, args struct{ ID, UserID *gra
 // encoding is not JSON (see ID).
 func (r *Resolver) PostDeleted(ctx context.Context, args struct{ UserID *graphql.ID }) (<-chan ID, error) {
 	return stream(ctx, r, func(e posts.Event) bool { return e.Kind == posts.Deleted && ofUser(e, args.UserID) },
-		func(p posts.Post) ID { return ID(p.ID) })
+		func(e posts.Event) ID { return ID(e.Post.ID) })
 }
 
 // eventPost makes the resolver of the post of each event of the subscription of ctx, whose root
 // field is name, with a budget of its own: each event is one response. A post whose titles and
-// bodies cannot fit spends the budget before any field resolves (budget.ahead), so that each
-// writes nothing and the event answers RESPONSE_TOO_LARGE.
-func (r *Resolver) eventPost(ctx context.Context, name string) func(posts.Post) *Post {
-	return func(p posts.Post) *Post {
-		b := eventBudget(ctx, name, "Post")
-		b.ahead(name, []posts.Post{p})
-		return r.postIn(p, b)
+// bodies cannot fit, in max_response_size or in what is left of its write's budget, spends the
+// budget before any field resolves (budget.ahead), so that each writes nothing and the event
+// answers RESPONSE_TOO_LARGE.
+func (r *Resolver) eventPost(ctx context.Context, name string) func(posts.Event) *Post {
+	return func(e posts.Event) *Post {
+		b := eventBudget(ctx, name, "Post", e.Position)
+		b.ahead(name, []posts.Post{e.Post})
+		return r.postIn(e.Post, b)
 	}
 }
 
@@ -157,7 +164,7 @@ func ofUser(e posts.Event, userID *graphql.ID) bool {
 
 // stream subscribes to the events that match and sends each, as item makes it, until ctx ends
 // or the subscription does.
-func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) bool, item func(posts.Post) T) (<-chan T, error) {
+func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) bool, item func(posts.Event) T) (<-chan T, error) {
 	if src, _ := ctx.Value(replayKey{}).(*replaySource); src != nil {
 		return replayStream(ctx, src, match, item), nil
 	}
@@ -194,7 +201,7 @@ func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) boo
 					return
 				}
 				select {
-				case out <- item(e.Post):
+				case out <- item(e):
 				case <-ctx.Done():
 					return
 				case <-sub.Done(): // dropped while this event waited for its reader
