@@ -90,3 +90,39 @@ func TestAnEventsPostCountsTheTitlesAndBodiesSureToBeWritten(t *testing.T) {
 		})
 	}
 }
+
+// TestTheBudgetsOfWritesAreSharedAndForgotten checks writes: the responses to one write share
+// its budget, and the budgets of writes are kept for the latest writesKept only.
+func TestTheBudgetsOfWritesAreSharedAndForgotten(t *testing.T) {
+	w := &writes{limit: 100}
+	t.Run("the responses to one write draw on one budget", func(t *testing.T) {
+		if !take(w.of(1), 60) || take(w.of(1), 60) || !take(w.of(1), 40) {
+			t.Errorf("two responses to one write took 60 bytes each of its 100, or 40 did not fit after 60")
+		}
+		if !take(w.of(2), 100) {
+			t.Errorf("another write's budget is not its own")
+		}
+	})
+	t.Run("an event with no position has no write's budget", func(t *testing.T) {
+		if w.of(0) != nil {
+			t.Errorf("an event at position 0 draws on a write's budget")
+		}
+	})
+	t.Run("only the latest writes' budgets are kept", func(t *testing.T) {
+		for p := range int64(3 * writesKept) {
+			w.of(p + 1)
+		}
+		if len(w.byPosition) != writesKept {
+			t.Errorf("%d budgets kept; want %d", len(w.byPosition), writesKept)
+		}
+		if w.byPosition[3*writesKept] == nil || w.byPosition[2*writesKept] != nil {
+			t.Errorf("the latest write's budget is forgotten, or an older one kept")
+		}
+	})
+	t.Run("a response that does not fit takes nothing", func(t *testing.T) {
+		left := w.of(10 * writesKept)
+		if take(left, 101) || left.Load() != 100 {
+			t.Errorf("a response of 101 bytes left %d of 100", left.Load())
+		}
+	})
+}

@@ -386,14 +386,14 @@ func TestOneWritesResponsesAcrossFeedsAreBounded(t *testing.T) {
 		}
 		for _, l := range large {
 			p := next(t, l)
-			var res graphql.Response
-			if err := json.Unmarshal([]byte(p), &res); err != nil {
-				t.Fatal(err)
-			}
-			if len(res.Errors) == 0 {
+			if strings.HasPrefix(p, `{"data":{"postCreated":{"f`) { // read no further: what the test allocates counts
 				answered++
 				sent += len(p)
 				continue
+			}
+			var res graphql.Response
+			if err := json.Unmarshal([]byte(p), &res); err != nil {
+				t.Fatal(err)
 			}
 			tooLarge(t, &res)
 			if refused++; !strings.Contains(res.Errors[0].Message, "across subscriptions") {
@@ -405,8 +405,9 @@ func TestOneWritesResponsesAcrossFeedsAreBounded(t *testing.T) {
 	if answered == 0 || refused == 0 || sent > 8*limit+feeds*64<<10 {
 		t.Errorf("%d feeds answered the write with %d bytes, %d refused; want some of each, at most %d bytes", answered, sent, refused, 8*limit+feeds*64<<10)
 	}
-	// Each response answered is copied some ten times on its way (graphql-go's buffers of field,
-	// object and response, each grown by doubling, then the payload); 900 MB without the bound.
+	// Each response answered is allocated some eight times on its way (graphql-go's encoding of
+	// each body, its buffers of field, object and response, each grown by doubling, then the
+	// payload, and the test's string of it): 85 MB; 900 MB without the bound.
 	if bound := uint64(16 * 8 * limit * schema.RaceFactor); n > bound {
 		t.Errorf("allocated %d bytes for the write; want at most %d, 16 times its budget", n, bound)
 	}
