@@ -1,9 +1,12 @@
 package schema_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,6 +129,89 @@ func BenchmarkSubscriptionEvent(b *testing.B) {
 					b.Fatal("the feed ended")
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkLargeResponsesOfSixWrites is the amplification attack on one client's share of
+// feeds: 100 distinct subscriptions each selecting a body under n aliases, then six posts of
+// 50,000 '<' (300 kB of JSON each) written at once. With 30 aliases every response is
+// RESPONSE_TOO_LARGE before it is built; with 27 (8.1 MB, under max_response_size) eight
+// feeds answer each write, the others are refused, and the large responses are resolved one at
+// a time. peak-heap-MB is the most the heap in use grew while the feeds answered (sampled every
+// 2 ms), alloc-MB what they allocated. Run it once: -bench LargeResponsesOfSixWrites -benchtime 1x.
+func BenchmarkLargeResponsesOfSixWrites(b *testing.B) {
+	for _, n := range []int{30, 27} {
+		b.Run(fmt.Sprintf("%d_aliases", n), func(b *testing.B) {
+			s, svc, broker := subscribed(b, 16, limitsWith(func(l *schema.Limits) { l.MaxFeedsPerClient = 100 }))
+			var answered, got atomic.Int64
+			for i := range 100 {
+				var q strings.Builder
+				q.WriteString("subscription { postCreated { ")
+				for a := range n {
+					fmt.Fprintf(&q, "f%d_%d: body ", i, a)
+				}
+				q.WriteString("} }")
+				op, refusal := s.Prepare(schema.Request{Query: q.String()})
+				if refusal != nil {
+					b.Fatal(refusal)
+				}
+				l, err := s.Listen("one client", op, alice, func(p json.RawMessage) {
+					if !bytes.Contains(p[:min(len(p), 100)], []byte(`"errors"`)) {
+						answered.Add(1)
+					}
+					got.Add(1)
+				}, func(error) {})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close()
+			}
+			for deadline := time.Now().Add(5 * time.Second); broker.Subscribers() < 100; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					b.Fatal("the feeds did not subscribe in 5s")
+				}
+			}
+			big := strings.Repeat("<", 50_000)
+			var peak, alloc uint64
+			for b.Loop() {
+				var before runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				got.Store(0)
+				stop, sampled := make(chan struct{}), make(chan uint64)
+				go func() {
+					var m runtime.MemStats
+					most := before.HeapInuse
+					for {
+						runtime.ReadMemStats(&m)
+						most = max(most, m.HeapInuse)
+						select {
+						case <-stop:
+							sampled <- most
+							return
+						case <-time.After(2 * time.Millisecond):
+						}
+					}
+				}()
+				for range 6 {
+					if _, err := svc.Create(b.Context(), alice, posts.NewPost{Title: "big", Body: &big}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for deadline := time.Now().Add(time.Minute); got.Load() < 600; time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						b.Fatalf("%d of 600 responses in a minute", got.Load())
+					}
+				}
+				close(stop)
+				var after runtime.MemStats
+				runtime.ReadMemStats(&after)
+				peak, alloc = max(peak, <-sampled-before.HeapInuse), max(alloc, after.TotalAlloc-before.TotalAlloc)
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+			b.ReportMetric(float64(alloc)/(1<<20), "alloc-MB")
+			b.ReportMetric(float64(answered.Load())/float64(b.N), "answered/op")
 		})
 	}
 }

@@ -34,22 +34,31 @@ import (
 // then its value as graphql-go encodes it. An object charges its braces and, if the operation
 // selects __typename anywhere, that member too. A nil *budget charges nothing.
 //
-// An event's budget also draws on its write's (see writes): past its first writeFreeBytes,
-// what it charges, and what ahead is sure it will, comes out of what every subscription's
-// response to the same write shares; when that is gone, the response stops as it does past
-// max_response_size, and answers so (overWrite).
+// An event's budget also draws on writes (see there): past its first writeFreeBytes, what it
+// charges, and what ahead is sure it will, comes out of what every subscription's response to
+// the same write shares, and out of what the responses being resolved at once share; when
+// either is gone, the response stops as it does past max_response_size, and answers so
+// (overWrite).
 type budget struct {
 	*shape
 	left atomic.Int64
 	stop context.CancelCauseFunc
 	// write is what is left of the budget of the write this response answers, shared with every
-	// other response to it; nil, which bounds nothing, outside subscriptions.
+	// other response to it, and w where the responses being resolved hold their part of
+	// writes.building; both nil, which bounds nothing, outside subscriptions.
 	write *atomic.Int64
+	w     *writes
 	// free is what the response may still charge without drawing on write: writeFreeBytes at
 	// first, and what ahead took from write for it.
 	free atomic.Int64
-	// overWrite says that the response stopped because write ran out, not left.
+	// overWrite says that the response stopped because write or w.building ran out, not left.
 	overWrite atomic.Bool
+
+	// Guarded by mu: drawn is what the response took from write, held what it holds of
+	// w.building, and holding and released say whether hold and release were called.
+	mu                sync.Mutex
+	drawn, held       int64
+	holding, released bool
 }
 
 // shape is what a budget reads of its document, found once by Prepare from the tree it parsed.
@@ -235,13 +244,69 @@ func (b *budget) draw(n int64) bool {
 	if b.write == nil {
 		return true
 	}
-	free := b.free.Add(-n)
-	if free >= 0 || take(b.write, min(-free, n)) {
+	if free := b.free.Add(-n); free >= 0 || b.reserve(min(-free, n)) {
 		return true
 	}
-	b.overWrite.Store(true)
 	b.left.Store(-1) // nothing adds to left: it stays spent
 	return false
+}
+
+// reserve takes n bytes from b's write, and says whether it had them; when not, it takes
+// nothing and b is overWrite. Once b holds its part of w.building (hold), the n bytes are held
+// of it too, room or not: a resolution under way waits for nothing, and is bounded by its write.
+func (b *budget) reserve(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !take(b.write, n) {
+		b.overWrite.Store(true)
+		return false
+	}
+	if b.holding {
+		b.w.take(n)
+		b.held += n
+	}
+	b.drawn += n
+	return true
+}
+
+// hold waits until w.building has room for what b took from its write before it resolves
+// (ahead's, of an event's post), and holds it, and what b takes after, until release: the
+// large responses resolved at once, each allocated some six times over as graphql-go builds
+// it, take max_response_size between them past their free bytes, and the others wait their
+// turn. b is spent if ctx ends first.
+// A response with nothing drawn yet waits for nothing: a small one never waits.
+func (b *budget) hold(ctx context.Context) {
+	if b == nil || b.w == nil || b.exceeded() {
+		return
+	}
+	b.mu.Lock()
+	n := b.drawn
+	b.mu.Unlock()
+	if n > 0 && !b.w.acquire(ctx, n) { // with mu free: release does not wait for it
+		b.left.Store(-1)
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.released { // its stream ended meanwhile
+		b.w.release(n)
+		return
+	}
+	b.holding, b.held = true, n
+}
+
+// release gives back what b holds of w.building: its response is built, or its stream ended.
+// Once only: what b takes after holds nothing.
+func (b *budget) release() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.holding && b.held > 0 {
+		b.w.release(b.held)
+	}
+	b.holding, b.held, b.released = false, 0, true
 }
 
 // take takes n from left if it has them, and says whether it did: a response that cannot fit
@@ -284,8 +349,7 @@ func (b *budget) ahead(name string, ps []posts.Post) bool {
 	// What the write must give for them is taken now, before any is built: the responses to
 	// one write are resolved at once, and each would see room that the others will take.
 	if extra := need - b.free.Load(); b.write != nil && extra > 0 {
-		if !take(b.write, extra) {
-			b.overWrite.Store(true)
+		if !b.reserve(extra) {
 			return b.charge(int(left) + 1)
 		}
 		b.free.Add(extra)
@@ -409,16 +473,66 @@ const writesKept = 4096
 // bounded however its responses come. The first response to a write makes its budget; the
 // oldest made is forgotten past writesKept, and a replay that reaches a write forgotten by then
 // makes it anew.
+//
+// The writes' budgets bound what each write costs, not what several cost at once: the feeds
+// answer writes each at its own pace, so the large responses of six writes can be resolved
+// together. building bounds those (budget.hold): what the responses being resolved draw on
+// their writes is held of it until they are built.
 type writes struct {
 	mu         sync.Mutex
 	limit      int64
 	byPosition map[int64]*atomic.Int64
 	order      [writesKept]int64 // the positions of byPosition, as a ring in the order made
 	next       int               // where in order the next position goes
+
+	// building is what the responses being resolved may still hold (max_response_size),
+	// below 0 when those under way took more than they waited for; freed is closed, and
+	// replaced, whenever some is given back. Guarded by buildingMu.
+	buildingMu sync.Mutex
+	building   int64
+	freed      chan struct{}
 }
 
-// writeBudget is the budget of every response to one write, by max_response_size.
-func writeBudget(maxResponseSize int64) int64 { return 8 * maxResponseSize }
+// newWrites is writes for max_response_size limit.
+func newWrites(limit int64) *writes {
+	limit = max(limit, 0)
+	return &writes{limit: 8 * limit, building: limit, freed: make(chan struct{})}
+}
+
+// acquire waits until building has n bytes, and takes them; false if ctx ends first.
+func (w *writes) acquire(ctx context.Context, n int64) bool {
+	for {
+		w.buildingMu.Lock()
+		if w.building >= n {
+			w.building -= n
+			w.buildingMu.Unlock()
+			return true
+		}
+		freed := w.freed
+		w.buildingMu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// take takes n bytes of building, room or not.
+func (w *writes) take(n int64) {
+	w.buildingMu.Lock()
+	w.building -= n
+	w.buildingMu.Unlock()
+}
+
+// release gives n bytes back to building, and wakes those that wait for room.
+func (w *writes) release(n int64) {
+	w.buildingMu.Lock()
+	defer w.buildingMu.Unlock()
+	w.building += n
+	close(w.freed)
+	w.freed = make(chan struct{})
+}
 
 // of is the budget of the write whose event is at position; nil for an event with none.
 func (w *writes) of(position int64) *atomic.Int64 {
@@ -462,8 +576,8 @@ func tooLargeForWrite(limit int64) *graphql.Response {
 	return &graphql.Response{
 		Data: json.RawMessage(`null`),
 		Errors: []*gqlerrors.QueryError{{
-			Message: fmt.Sprintf("the responses to one write across subscriptions are bounded (%d bytes, 8 × max_response_size, past the first %d bytes of each), "+
-				"and the others took it: ask for fewer fields or aliases", writeBudget(limit), writeFreeBytes),
+			Message: fmt.Sprintf("the responses to one write across subscriptions are bounded (%d bytes together, 8 × max_response_size, past the first %d bytes of each), "+
+				"and the others took it: ask for fewer fields or aliases", 8*limit, writeFreeBytes),
 			Extensions: map[string]any{"code": errcode.ResponseTooLarge.GraphQL},
 		}},
 	}

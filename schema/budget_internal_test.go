@@ -119,6 +119,51 @@ func TestTheBudgetsOfWritesAreSharedAndForgotten(t *testing.T) {
 			t.Errorf("the latest write's budget is forgotten, or an older one kept")
 		}
 	})
+	t.Run("a large response waits for room among those being resolved, a small one does not", func(t *testing.T) {
+		w := newWrites(100)
+		resolving := func(drawn int64) *budget {
+			b := newBudget(100, &shape{}, nil)
+			b.write, b.w = w.of(1), w
+			if drawn > 0 && !b.reserve(drawn) {
+				t.Fatalf("the write's budget has no %d bytes", drawn)
+			}
+			return b
+		}
+		first := resolving(80)
+		first.hold(t.Context())
+		first.reserve(40) // under way, it takes what it finds it needs, room or not: -20 left
+		second, held := resolving(80), make(chan struct{})
+		go func() { second.hold(t.Context()); close(held) }()
+		small := resolving(0)
+		small.hold(t.Context()) // returns at once, though nothing is left
+		small.release()
+		select {
+		case <-held:
+			t.Fatal("two responses of 80 bytes resolved at once, with 100 between them")
+		case <-time.After(50 * time.Millisecond):
+		}
+		first.release()
+		select {
+		case <-held:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the second response still waits once the first is built")
+		}
+		second.release()
+		if w.building != 100 {
+			t.Errorf("%d bytes of 100 left once both are built", w.building)
+		}
+	})
+	t.Run("a response whose stream ended gives back what it waited for", func(t *testing.T) {
+		w := newWrites(100)
+		b := newBudget(100, &shape{}, nil)
+		b.write, b.w = w.of(1), w
+		b.reserve(80)
+		b.release() // the stream ended before its event resolved
+		b.hold(t.Context())
+		if w.building != 100 {
+			t.Errorf("%d bytes of 100 left", w.building)
+		}
+	})
 	t.Run("a response that does not fit takes nothing", func(t *testing.T) {
 		left := w.of(10 * writesKept)
 		if take(left, 101) || left.Load() != 100 {

@@ -116,7 +116,7 @@ type Schema struct {
 	limits       Limits
 	types        map[string]*ast.Definition // the types of the SDL, for the limits and variables
 	feeds        feeds                      // the running subscriptions, shared by their subscribers
-	writes       writes                     // the budgets of the latest writes' responses (budget.go)
+	writes       *writes                    // the budgets of the latest writes' responses (budget.go)
 	documents    *documents                 // the documents prepared before, by the hash of their text
 	maxLimit     int
 	defaultSizes map[string]int
@@ -157,7 +157,7 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits, persisted ...Per
 		return nil, err
 	}
 	s := &Schema{exec: exec, root: r, svc: svc, limits: limits, types: types, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit()),
-		documents: newDocuments(limits.DocumentCacheEntries, limits.DocumentCacheSize), writes: writes{limit: writeBudget(limits.MaxResponseSize)}}
+		documents: newDocuments(limits.DocumentCacheEntries, limits.DocumentCacheSize), writes: newWrites(limits.MaxResponseSize)}
 	if err := s.persist(persisted); err != nil {
 		return nil, err
 	}

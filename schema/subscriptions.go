@@ -29,19 +29,24 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 	limit := s.limits.MaxResponseSize
 	// graphql-go resolves the events one after the other, in the order the stream sends them,
 	// and answers each with one response: the budgets wait in that order for their responses.
+	// Each holds its part of writes.building until its response comes (budget.release), or
+	// the stream ends (closed): what is left then will not come.
 	var (
 		mu      sync.Mutex
 		budgets []*budget
+		closed  bool
 	)
 	ctx = withEventBudgets(ctx, func(name, typ string, position int64) *budget {
 		b := newBudget(limit, op.shape, nil) // an event stops no execution but its own
-		b.write = s.writes.of(position)
 		b.free.Store(writeFreeBytes)
-		b.charge(b.object(operationRoots[ast.Subscription]))
-		b.objectMember(name, typ, true)
 		mu.Lock()
+		if b.write = s.writes.of(position); b.write != nil && !closed {
+			b.w = s.writes
+		}
 		budgets = append(budgets, b)
 		mu.Unlock()
+		b.charge(b.object(operationRoots[ast.Subscription]))
+		b.objectMember(name, typ, true)
 		return b
 	})
 	budgetOfNext := func() *budget {
@@ -63,8 +68,17 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 	}
 	go func() {
 		defer close(out)
+		defer func() {
+			mu.Lock()
+			defer mu.Unlock()
+			closed = true
+			for _, b := range budgets {
+				b.release()
+			}
+		}()
 		for v := range in {
 			b := budgetOfNext()
+			b.release()
 			res, _ := v.(*graphql.Response)
 			if res == nil { // not from graphql-go; still one response per event (order.go)
 				res = &graphql.Response{Errors: []*gqlerrors.QueryError{{Message: errcode.InternalMessage, Extensions: map[string]any{"code": errcode.Internal.GraphQL}}}}
@@ -142,11 +156,13 @@ func (r *Resolver) PostDeleted(ctx context.Context, args struct{ UserID *graphql
 // field is name, with a budget of its own: each event is one response. A post whose titles and
 // bodies cannot fit, in max_response_size or in what is left of its write's budget, spends the
 // budget before any field resolves (budget.ahead), so that each writes nothing and the event
-// answers RESPONSE_TOO_LARGE.
+// answers RESPONSE_TOO_LARGE; one that fits waits for room among the responses being resolved
+// (budget.hold).
 func (r *Resolver) eventPost(ctx context.Context, name string) func(posts.Event) *Post {
 	return func(e posts.Event) *Post {
 		b := eventBudget(ctx, name, "Post", e.Position)
 		b.ahead(name, []posts.Post{e.Post})
+		b.hold(ctx)
 		return r.postIn(e.Post, b)
 	}
 }
