@@ -133,10 +133,11 @@ type Handler struct {
 
 	// The largest response body, in bytes, at most 1 TiB. A GraphQL operation whose result would
 	// grow past it stops and answers RESPONSE_TOO_LARGE; a REST page of posts ends early, its
-	// Link pointing at the rest. It also bounds what one write costs its subscribers: the
+	// Link pointing at the rest. It also bounds what writes cost their subscribers: the
 	// responses of every distinct subscription to one write may take 8 times it together,
-	// past the first 64 KiB of each; a subscription whose response to that write would not fit
-	// gets RESPONSE_TOO_LARGE for that event, and goes on. Default: 8 MiB.
+	// past the first 64 KiB of each (a subscription whose response to that write would not fit
+	// gets RESPONSE_TOO_LARGE for that event, and goes on), and the large responses being
+	// resolved at once take it between them, the others waiting their turn. Default: 8 MiB.
 	MaxResponseSize int64 `json:"max_response_size,omitempty"`
 
 	// Refuse GraphQL introspection (__schema and __type); __typename still works.
