@@ -358,18 +358,19 @@ func TestAnEventTooLargeIsRefusedBeforeItIsBuilt(t *testing.T) {
 
 // One write's responses across distinct subscriptions are bounded: past 8 × max_response_size
 // (each response's first 64 KiB aside), a feed answers the write RESPONSE_TOO_LARGE, though
-// its response alone would fit; small feeds beside them get every event, and the next write
-// has a budget of its own.
+// its response alone would fit; small feeds beside them get every event, the next write has a
+// budget of its own, and a replay of the write draws on the same budget as the feeds.
 func TestOneWritesResponsesAcrossFeedsAreBounded(t *testing.T) {
 	const (
 		limit = 1 << 20 // 8 MiB for the write
 		feeds = 100
 	)
 	s, svc, broker := subscribed(t, 16, limitsWith(func(l *schema.Limits) { l.MaxResponseSize, l.MaxFeedsPerClient = limit, 1000 }))
-	large := make([]*listener, feeds)
+	large, queries := make([]*listener, feeds), make([]string, feeds)
 	for i := range large {
 		// Three bodies of 300 kB: 900 kB, under max_response_size; distinct documents, distinct feeds.
-		large[i] = listen(t, s, fmt.Sprintf(`subscription { postCreated { f%[1]d_a: body f%[1]d_b: body f%[1]d_c: body } }`, i), nil, alice)
+		queries[i] = fmt.Sprintf(`subscription { postCreated { f%[1]d_a: body f%[1]d_b: body f%[1]d_c: body } }`, i)
+		large[i] = listen(t, s, queries[i], nil, alice)
 		defer large[i].Close()
 	}
 	small := []*listener{listen(t, s, `subscription { postCreated { id title } }`, nil, alice), listen(t, s, `subscription { postCreated { title } }`, nil, bob)}
@@ -377,14 +378,21 @@ func TestOneWritesResponsesAcrossFeedsAreBounded(t *testing.T) {
 		defer l.Close()
 	}
 	started(t, broker, feeds+len(small))
+	createAll(t, svc, alice, "before")
+	for _, l := range large {
+		next(t, l)
+	}
+	before := readCreated(t, next(t, small[0])).Extensions.Cursor
+	next(t, small[1])
 
 	big := strings.Repeat("<", 50_000)
 	var answered, refused, sent int
+	var refusedQuery string
 	n := allocated(func() {
 		if _, err := svc.Create(t.Context(), alice, posts.NewPost{Title: "big", Body: &big}); err != nil {
 			t.Fatal(err)
 		}
-		for _, l := range large {
+		for i, l := range large {
 			p := next(t, l)
 			if strings.HasPrefix(p, `{"data":{"postCreated":{"f`) { // read no further: what the test allocates counts
 				answered++
@@ -399,6 +407,7 @@ func TestOneWritesResponsesAcrossFeedsAreBounded(t *testing.T) {
 			if refused++; !strings.Contains(res.Errors[0].Message, "across subscriptions") {
 				t.Errorf("refused with %q; want it to say that a write's responses across subscriptions are bounded", res.Errors[0].Message)
 			}
+			refusedQuery = queries[i]
 		}
 	})
 	t.Logf("%d feeds answered (%d bytes), %d refused; %d bytes allocated", answered, sent, refused, n)
@@ -424,5 +433,18 @@ func TestOneWritesResponsesAcrossFeedsAreBounded(t *testing.T) {
 		if got := next(t, l); strings.Contains(got, `"errors"`) {
 			t.Fatalf("the next write: %.300s", got)
 		}
+	}
+
+	again := resume(t, s, refusedQuery, nil, before)
+	var res graphql.Response
+	if err := json.Unmarshal([]byte(next(t, again)), &res); err != nil {
+		t.Fatal(err)
+	}
+	tooLarge(t, &res)
+	if !strings.Contains(res.Errors[0].Message, "across subscriptions") {
+		t.Errorf("the replay of the write refused with %q; want the write's bound", res.Errors[0].Message)
+	}
+	if got := next(t, again); !strings.HasPrefix(got, `{"data":{"postCreated":{"f`) {
+		t.Errorf("the replay of the next write: %.300s", got)
 	}
 }
