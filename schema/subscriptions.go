@@ -19,11 +19,11 @@ import (
 //
 // Each event is one response, bounded as an operation is: its resolution has a budget of
 // max_response_size of its own (see budget), and draws on its write's (see writes) past its
-// first writeFreeBytes; an event that grows past either stops there and
-// is answered as Execute answers such an operation, one RESPONSE_TOO_LARGE error and data:
-// null. The stream goes on: the next event may be small, and the error is a response of an
-// executed operation (a next message of graphql-transport-ws), not the end of the
-// subscription. An event has at most MaxErrors errors and one more that says how many were cut.
+// first writeFreeBytes; an event that grows past either stops there and is answered as Execute
+// answers such an operation, one RESPONSE_TOO_LARGE error and data: null. The stream goes on:
+// the next event may be small, and the error is a response of an executed operation (a next
+// message of graphql-transport-ws), not the end of the subscription. An event has at most
+// MaxErrors errors and one more that says how many were cut.
 func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.Response {
 	req := op.request
 	limit := s.limits.MaxResponseSize
