@@ -133,22 +133,23 @@ func BenchmarkSubscriptionEvent(b *testing.B) {
 	}
 }
 
-// BenchmarkLargeResponsesOfSixWrites is the amplification attack on one client's share of
-// feeds: 100 distinct subscriptions each selecting a body under n aliases, then six posts of
-// 50,000 '<' (300 kB of JSON each) written at once. With 30 aliases every response is
-// RESPONSE_TOO_LARGE before it is built; with 27 (8.1 MB, under max_response_size) eight
-// feeds answer each write, the others are refused, and the large responses are resolved one at
-// a time. peak-heap-MB is the most the heap in use grew while the feeds answered (sampled every
-// 2 ms), alloc-MB what they allocated. Run it once: -bench LargeResponsesOfSixWrites -benchtime 1x.
-func BenchmarkLargeResponsesOfSixWrites(b *testing.B) {
-	for _, n := range []int{30, 27} {
-		b.Run(fmt.Sprintf("%d_aliases", n), func(b *testing.B) {
-			s, svc, broker := subscribed(b, 16, limitsWith(func(l *schema.Limits) { l.MaxFeedsPerClient = 100 }))
+// BenchmarkLargeResponsesOfWrites is the amplification attack of issue 37: distinct
+// subscriptions each selecting a body under n aliases, then posts of 50,000 '<' (300 kB of JSON
+// each) written at once: one client's 100 feeds and six posts, and 1,000 feeds of 10 clients and
+// one post. With 30 aliases every response is RESPONSE_TOO_LARGE before it is built; with 27
+// (8.1 MB, under max_response_size) eight feeds answer each write, the others are refused, and
+// the large responses are resolved one at a time. peak-heap-MB is the most the heap in use grew
+// while the feeds answered (sampled every 2 ms), alloc-MB what they allocated. Run it once:
+// -bench LargeResponsesOfWrites -benchtime 1x.
+func BenchmarkLargeResponsesOfWrites(b *testing.B) {
+	for _, tt := range []struct{ feeds, clients, writes, aliases int }{{100, 1, 6, 30}, {100, 1, 6, 27}, {1000, 10, 1, 30}, {1000, 10, 1, 27}} {
+		b.Run(fmt.Sprintf("%d_feeds_%d_writes_%d_aliases", tt.feeds, tt.writes, tt.aliases), func(b *testing.B) {
+			s, svc, broker := subscribed(b, 16)
 			var answered, got atomic.Int64
-			for i := range 100 {
+			for i := range tt.feeds {
 				var q strings.Builder
 				q.WriteString("subscription { postCreated { ")
-				for a := range n {
+				for a := range tt.aliases {
 					fmt.Fprintf(&q, "f%d_%d: body ", i, a)
 				}
 				q.WriteString("} }")
@@ -156,7 +157,7 @@ func BenchmarkLargeResponsesOfSixWrites(b *testing.B) {
 				if refusal != nil {
 					b.Fatal(refusal)
 				}
-				l, err := s.Listen("one client", op, alice, func(p json.RawMessage) {
+				l, err := s.Listen(fmt.Sprint("client ", i%tt.clients), op, alice, func(p json.RawMessage) {
 					if !bytes.Contains(p[:min(len(p), 100)], []byte(`"errors"`)) {
 						answered.Add(1)
 					}
@@ -167,7 +168,7 @@ func BenchmarkLargeResponsesOfSixWrites(b *testing.B) {
 				}
 				defer l.Close()
 			}
-			for deadline := time.Now().Add(5 * time.Second); broker.Subscribers() < 100; time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(5 * time.Second); broker.Subscribers() < tt.feeds; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
 					b.Fatal("the feeds did not subscribe in 5s")
 				}
@@ -194,14 +195,15 @@ func BenchmarkLargeResponsesOfSixWrites(b *testing.B) {
 						}
 					}
 				}()
-				for range 6 {
+				for range tt.writes {
 					if _, err := svc.Create(b.Context(), alice, posts.NewPost{Title: "big", Body: &big}); err != nil {
 						b.Fatal(err)
 					}
 				}
-				for deadline := time.Now().Add(time.Minute); got.Load() < 600; time.Sleep(time.Millisecond) {
+				want := int64(tt.feeds * tt.writes)
+				for deadline := time.Now().Add(time.Minute); got.Load() < want; time.Sleep(time.Millisecond) {
 					if time.Now().After(deadline) {
-						b.Fatalf("%d of 600 responses in a minute", got.Load())
+						b.Fatalf("%d of %d responses in a minute", got.Load(), want)
 					}
 				}
 				close(stop)
