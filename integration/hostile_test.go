@@ -206,6 +206,9 @@ func refusedWith(t *testing.T, a answer, code string) {
 // it created, which startMeasuredNormalClient's subscribers must each receive once.
 type normalClient struct {
 	authorization string // of its writes; alice's API key unless startMeasuredNormalClient set a user's token
+	// user, if startMeasuredNormalClient set it, is the user whose posts its REST reads list: its
+	// own, whose size the attacks do not change (the newest posts may be an attack's largest).
+	user string
 	stop          chan struct{}
 	stopOnce      sync.Once // of stop: checkNormalClient, or startMeasuredNormalClient's cleanup
 	done          sync.WaitGroup
@@ -238,7 +241,11 @@ func (h *hostile) startNormalClient() {
 			title := ""
 			switch i % 3 {
 			case 0:
-				req, _ = http.NewRequest("GET", h.url+"/posts?limit=2", nil)
+				list := "/posts?limit=2"
+				if n.user != "" {
+					list += "&userId=" + n.user
+				}
+				req, _ = http.NewRequest("GET", h.url+list, nil)
 			case 1:
 				req, _ = http.NewRequest("POST", h.url+"/graphql", strings.NewReader(`{"query":"{posts(limit:2){id title}}"}`))
 				req.Header.Set("Content-Type", "application/json")
@@ -403,7 +410,7 @@ func (h *hostile) startMeasuredNormalClient(user string) time.Duration {
 		h.t.Fatalf("the normal client's subscribe: %s %v; want pong", pong, err)
 	}
 	n := &h.normal
-	n.authorization = token
+	n.authorization, n.user = token, user
 	n.subscribers = []*normalSubscriber{{transport: "WebSocket"}, {transport: "SSE"}}
 	n.subscribers[0].follow(wsTitles(ctx, ws))
 	n.subscribers[1].follow(sseTitles(sse))

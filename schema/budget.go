@@ -396,9 +396,10 @@ func (b *budget) scalar(name string, n int) bool {
 // Once the budget has run out they return zero values, which no one reads: Execute, and the
 // stream of a subscription, answer RESPONSE_TOO_LARGE instead of the result.
 
-// str charges the member name with the string s and returns it.
+// str charges the member name with the string s and returns it. Once the budget has run out
+// it measures nothing: an event refused ahead would otherwise scan its body once per alias.
 func (b *budget) str(name, s string) string {
-	if !b.scalar(name, jsonStringLen(s)) {
+	if b.exceeded() || !b.scalar(name, jsonStringLen(s)) {
 		return ""
 	}
 	return s
@@ -413,7 +414,7 @@ func (b *budget) optStr(name string, s *string) *string {
 		b.scalar(name, len(`null`))
 		return nil
 	}
-	if !b.scalar(name, jsonStringLen(*s)) {
+	if b.exceeded() || !b.scalar(name, jsonStringLen(*s)) {
 		return nil
 	}
 	return s
