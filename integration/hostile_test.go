@@ -208,16 +208,16 @@ type normalClient struct {
 	authorization string // of its writes; alice's API key unless startMeasuredNormalClient set a user's token
 	// user, if startMeasuredNormalClient set it, is the user whose posts its REST reads list: its
 	// own, whose size the attacks do not change (the newest posts may be an attack's largest).
-	user string
-	stop          chan struct{}
-	stopOnce      sync.Once // of stop: checkNormalClient, or startMeasuredNormalClient's cleanup
-	done          sync.WaitGroup
-	requests      atomic.Int64
-	mu            sync.Mutex
-	failures      []string
-	latencies     []time.Duration // of each request since the last phase, in the order they ended
-	created       []string        // the titles of its posts answered 201, in order
-	subscribers   []*normalSubscriber
+	user        string
+	stop        chan struct{}
+	stopOnce    sync.Once // of stop: checkNormalClient, or startMeasuredNormalClient's cleanup
+	done        sync.WaitGroup
+	requests    atomic.Int64
+	mu          sync.Mutex
+	failures    []string
+	latencies   []time.Duration // of each request since the last phase, in the order they ended
+	created     []string        // the titles of its posts answered 201, in order
+	subscribers []*normalSubscriber
 }
 
 // normalAddress is the normal client's X-Forwarded-For: its address, when it is anonymous.
