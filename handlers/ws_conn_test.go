@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -286,4 +287,31 @@ func TestNoGoroutineOutlivesItsConnection(t *testing.T) {
 	waitFor(t, "every connection to end", func() bool { return s.open() == 0 && s.broker.Subscribers() == 0 })
 	http.DefaultClient.CloseIdleConnections()
 	goleak.VerifyNone(t, baseline)
+}
+
+// TestAPongSaysTheSubscriptionsBeforeItRun has a client send a hundred distinct subscribes and a
+// ping at once, and write a post as soon as the pong comes: the protocol acknowledges no
+// subscribe, so the pong is what tells it that they run, and every one of them answers the post.
+func TestAPongSaysTheSubscriptionsBeforeItRun(t *testing.T) {
+	s := newWSServer(t, testSubscriptions)
+	c := s.dial(t, transportWS, http.Header{"X-Api-Key": {wsKey}})
+	c.SetReadLimit(1 << 20)
+	initialise(t, c, `{}`)
+	const subscriptions = 100
+	for i := range subscriptions {
+		send(t, c, fmt.Sprintf(`{"id": "%d", "type": "subscribe", "payload": {"query": "subscription { postCreated { t%d: title } }"}}`, i, i))
+	}
+	send(t, c, `{"type": "ping"}`)
+	if m := recv(t, c); m.Type != "pong" {
+		t.Fatalf("after the subscribes and a ping: %+v; want pong", m)
+	}
+	s.createPost(t, "written once the pong came")
+	answered := map[string]bool{}
+	for len(answered) < subscriptions {
+		m := recv(t, c) // fails t if none comes in 5 s: a subscription that missed the post
+		if m.Type != "next" {
+			t.Fatalf("%+v; want next", m)
+		}
+		answered[m.ID] = true
+	}
 }

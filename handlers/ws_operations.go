@@ -26,8 +26,17 @@ type operation struct {
 	completed atomic.Bool // by the client: no more of it may be sent, even what is queued
 }
 
-// subscribe starts an operation.
+// subscribe starts an operation. The protocol acknowledges no subscribe: a subscription's
+// returns once its feed is subscribed to the events (with c.mu released), so that the client's
+// next message is read then, and a write it makes once that message is answered (a ping's pong)
+// reaches the subscription, as the first bytes of an HTTP stream say (serveStream).
 func (c *wsConn) subscribe(m message) *errcode.Error {
+	var subscribed func() // waits for the feed's subscription to the events
+	defer func() {
+		if subscribed != nil {
+			subscribed()
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -65,9 +74,10 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 		if c.seq == nil { // the first subscription: an idle connection holds none
 			c.seq = schema.NewSequence(api.cfg.Subscriptions.SendQueue, c.roomForEvents, c.hold)
 		}
+		endedEarly := make(chan struct{}) // closed by ended, which the feed calls once at most
 		l, err := api.cfg.GraphQL.ListenIn(c.seq, c.client, op, c.caller,
 			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
-			func(err error) { c.spawn(func() { c.feedEnded(o, err) }) })
+			func(err error) { close(endedEarly); c.spawn(func() { c.feedEnded(o, err) }) })
 		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
 			c.refuseOperation(m.ID, op, start, queryError(errcode.Of(err)))
 			return nil
@@ -75,6 +85,13 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 		o.stop = l.Close
 		c.ops[m.ID] = o
 		c.operationDone(op, "OK", start)
+		subscribed = func() {
+			select {
+			case <-l.Subscribed():
+			case <-endedEarly:
+			case <-c.ctx.Done():
+			}
+		}
 		return nil
 	}
 	ctx, stop := context.WithCancel(auth.NewContext(c.ctx, c.caller))

@@ -270,6 +270,30 @@ func (a *subscriptionAnswers) await(names []string, n int, limit time.Duration) 
 	return time.Since(start)
 }
 
+// subscribed has alice write a small post and waits until every one of names has answered it
+// or ended (at most limit), then forgets those answers: a WebSocket's subscribe has no
+// acknowledgement, and a thousand feeds starting at once take a while to subscribe to the events.
+func (a *subscriptionAnswers) subscribed(t *testing.T, h *hostile, names []string, limit time.Duration) {
+	t.Helper()
+	h.writeLarge(t, "probe ", 1, "a small body")
+	took := a.await(names, 1, limit)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var missing []string
+	for _, name := range names {
+		if _, ended := a.ends[name]; !ended && len(a.answers[name]) == 0 {
+			missing = append(missing, name)
+		}
+	}
+	t.Logf("the subscriptions answered a small post in %v; %d did not: %v", took.Round(time.Millisecond), len(missing), missing[:min(len(missing), 20)])
+	if len(missing) > 0 {
+		t.Errorf("%d subscriptions did not answer a small post in %v", len(missing), limit)
+	}
+	for _, name := range names {
+		delete(a.answers, name)
+	}
+}
+
 // escapedPosts has alice write n posts of escaped, waits until every one of names has answered
 // them (await, at most limit), then for what is left of settle, and returns how long it waited
 // for the answers.
@@ -460,6 +484,7 @@ func TestHostileAThousandDistinctSubscriptionsAcrossTenUsers(t *testing.T) {
 				return
 			}
 		}
+		got.subscribed(t, h, names, 30*time.Second)
 		answered = got.escapedPosts(t, h, names, 1, 45*time.Second)
 	})
 	h.checkMeasuredNormalClient(quiet)
