@@ -48,7 +48,7 @@ func checkEvents(h *Handler) error {
 // unless one runs on st already. One per store: two would hand every event twice. The
 // settings are those of the config that started it; a reload that changes them applies them
 // once no config uses the running follower (it is keyed by the store alone).
-func (h *Handler) loadFollower(app *App, st store.Store, broker *events.Broker[posts.Event]) (*events.Follower, error) {
+func (h *Handler) loadFollower(app *App, st store.Store, broker *events.Broker[*posts.Event]) (*events.Follower, error) {
 	log, ok := st.(store.EventLog)
 	if !ok {
 		return nil, fmt.Errorf("this store keeps no event log")
@@ -58,7 +58,7 @@ func (h *Handler) loadFollower(app *App, st store.Store, broker *events.Broker[p
 		interval := time.Duration(h.EventsPollInterval)
 		f := events.NewFollower(events.FollowerConfig{
 			Log:          log,
-			Hand:         func(e store.Event) { broker.Publish(posts.EventOf(e)) },
+			Hand:         func(e store.Event) { posts.Publish(broker, e) },
 			Relay:        h.Events == EventsRelay,
 			Interval:     interval,
 			Timeout:      min(max(10*interval, time.Second), time.Duration(h.Timeout)),

@@ -56,7 +56,7 @@ var brokers = caddy.NewUsagePool()
 const EventQueue = 256
 
 // pooledBroker makes a broker a pool value.
-type pooledBroker struct{ *events.Broker[posts.Event] }
+type pooledBroker struct{ *events.Broker[*posts.Event] }
 
 // Destruct ends the broker's subscriptions when the last config that used it is cleaned up.
 func (b pooledBroker) Destruct() error {

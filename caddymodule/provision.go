@@ -61,7 +61,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// the subscribers of the others, and a reload keeps it.
 	h.eventsKey = "events " + h.storeKey
 	broker, _, _ := brokers.LoadOrNew(h.eventsKey, func() (caddy.Destructor, error) {
-		return pooledBroker{events.NewBroker[posts.Event](EventQueue)}, nil
+		return pooledBroker{events.NewBroker[*posts.Event](EventQueue)}, nil
 	})
 	// Through the store itself, outside the breaker: its errors have metrics of their own
 	// (relay_errors_total).

@@ -35,7 +35,7 @@ type wsServer struct {
 	api    *API
 	url    string // ws://…/graphql
 	http   string // http://…
-	broker *events.Broker[posts.Event]
+	broker *events.Broker[*posts.Event]
 }
 
 // clientIPHeader is the header by which a test gives each connection a client address: the

@@ -31,11 +31,14 @@ type Event struct {
 // Subscribe returns a subscription to the writes that match, in the order of the event log. It
 // fails with ErrUnavailable when the service publishes no events. Whether the caller may
 // subscribe at all is Allow's to say (Subscribe), before this is called.
-func (s *Service) Subscribe(match func(Event) bool) (*events.Subscription[Event], error) {
+func (s *Service) Subscribe(match func(Event) bool) (*events.Subscription[*Event], error) {
 	if s.events == nil {
 		return nil, fmt.Errorf("%w: this service publishes no events", ErrUnavailable)
 	}
-	return s.events.Subscribe(match), nil
+	if match == nil {
+		return s.events.Subscribe(nil), nil
+	}
+	return s.events.Subscribe(func(e *Event) bool { return match(*e) }), nil
 }
 
 // written does what follows every stored write: the caller's profile, then the event, logged by
@@ -60,8 +63,15 @@ func (s *Service) failed(err error) error {
 // storeKinds are the kinds of events as the store logs them.
 var storeKinds = map[string]EventKind{store.EventCreated: Created, store.EventUpdated: Updated, store.EventDeleted: Deleted}
 
-// EventOf is the event that e, logged by the store, stands for: what the follower of the log
-// hands to the broker.
+// EventOf is the event that e, logged by the store, stands for.
 func EventOf(e store.Event) Event {
 	return Event{Kind: storeKinds[e.Kind], Post: toPost(e.Post), Position: e.Position}
+}
+
+// Publish hands broker the event that e stands for: one, which every subscription that matches
+// it shares, so that an idle subscription's queue is of pointers (a queue of 256 events took
+// 32 KB for each distinct subscription, used or not).
+func Publish(broker *events.Broker[*Event], e store.Event) {
+	event := EventOf(e)
+	broker.Publish(&event)
 }

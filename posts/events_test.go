@@ -17,7 +17,7 @@ func TestEveryStoredWriteIsPublishedOnceAndNothingElse(t *testing.T) {
 	next := func() (Event, bool) {
 		select {
 		case e := <-sub.C():
-			return e, true
+			return *e, true
 		default:
 			return Event{}, false
 		}

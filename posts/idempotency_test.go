@@ -38,7 +38,7 @@ var backends = []backend{
 type keyed struct {
 	svc *Service
 	st  keyedStore
-	sub *events.Subscription[Event]
+	sub *events.Subscription[*Event]
 }
 
 func newKeyed(t *testing.T, st keyedStore, keys store.IdempotencyStore) *keyed {

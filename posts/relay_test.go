@@ -32,7 +32,7 @@ import (
 // follower of the event log.
 type instance struct {
 	svc      *Service
-	sub      *events.Subscription[Event]
+	sub      *events.Subscription[*Event]
 	follower *events.Follower
 }
 
@@ -44,8 +44,8 @@ func startInstance(t *testing.T, uri string) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	broker := events.NewBroker[Event](1000)
-	follower := events.NewFollower(events.FollowerConfig{Log: st, Hand: func(e store.Event) { broker.Publish(EventOf(e)) },
+	broker := events.NewBroker[*Event](1000)
+	follower := events.NewFollower(events.FollowerConfig{Log: st, Hand: func(e store.Event) { Publish(broker, e) },
 		Relay: true, Interval: 20 * time.Millisecond, Timeout: 500 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

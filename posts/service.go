@@ -60,7 +60,7 @@ type Config struct {
 	// Logger receives the failures that do not fail the request: a profile that could not be saved.
 	Logger *zap.Logger
 	// Events is the broker that subscriptions subscribe to; nil, the service has none.
-	Events *events.Broker[Event]
+	Events *events.Broker[*Event]
 	// Follower, if set, is offered the event of every write the service makes: it follows the
 	// store's event log and publishes each event to Events, in the log's order.
 	Follower *events.Follower
@@ -79,7 +79,7 @@ type Service struct {
 	timeout                  time.Duration
 	maxLimit                 int
 	logger                   *zap.Logger
-	events                   *events.Broker[Event]
+	events                   *events.Broker[*Event]
 	follower                 *events.Follower
 	subscriptionsRequireAuth bool
 	profiles                 profiles // saved lately, so that unchanged ones are not saved on every write

@@ -45,10 +45,10 @@ func newStore(t testing.TB) store.Store {
 // publishing returns a broker that gets the events of st's log through a follower, started, as
 // Provision runs one, and the follower to offer the service's writes to: poststest.Publishing,
 // which this package's own tests cannot import (it imports posts).
-func publishing(t testing.TB, st store.Store) (*events.Broker[Event], *events.Follower) {
+func publishing(t testing.TB, st store.Store) (*events.Broker[*Event], *events.Follower) {
 	t.Helper()
-	broker := events.NewBroker[Event](100)
-	follower := events.NewFollower(events.FollowerConfig{Log: st.(store.EventLog), Hand: func(e store.Event) { broker.Publish(EventOf(e)) }})
+	broker := events.NewBroker[*Event](100)
+	follower := events.NewFollower(events.FollowerConfig{Log: st.(store.EventLog), Hand: func(e store.Event) { Publish(broker, e) }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

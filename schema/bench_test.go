@@ -124,7 +124,7 @@ func BenchmarkSubscriptionEvent(b *testing.B) {
 				ID: store.NewID(created), UserID: alice.UserID, Title: "Hello, world", Body: sub.body, CreatedAt: created, UpdatedAt: created}}
 			b.ReportAllocs()
 			for b.Loop() {
-				broker.Publish(e)
+				broker.Publish(&e)
 				if p, ok := <-responses; !ok || len(p) == 0 {
 					b.Fatal("the feed ended")
 				}

@@ -273,7 +273,7 @@ type modelInstance struct {
 	st       store.Store
 	log      store.EventLog
 	follower *events.Follower
-	broker   *events.Broker[posts.Event]
+	broker   *events.Broker[*posts.Event]
 	svc      *posts.Service
 	schemas  []*schema.Schema
 	stop     func()
@@ -286,8 +286,8 @@ func startModelInstance(t *testing.T, b modelBackend, i int, name string, long b
 		t.Fatalf("open %s: %v", name, err)
 	}
 	log := st.(store.EventLog)
-	broker := events.NewBroker[posts.Event](modelBroker)
-	follower := events.NewFollower(events.FollowerConfig{Log: log, Hand: func(e store.Event) { broker.Publish(posts.EventOf(e)) },
+	broker := events.NewBroker[*posts.Event](modelBroker)
+	follower := events.NewFollower(events.FollowerConfig{Log: log, Hand: func(e store.Event) { posts.Publish(broker, e) },
 		Relay: b.instances > 1, Interval: 20 * time.Millisecond, Timeout: b.slack() * time.Second, Keep: cond[int64](long, modelLongKeep, modelKeep), ExpireEvery: 200 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

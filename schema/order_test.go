@@ -278,7 +278,7 @@ func (c *conn) readAll(t *testing.T, n int, d time.Duration) []string {
 
 // cursorOfFirst is the cursor of a post created now, the first write that a test's
 // subscriptions resume after.
-func cursorOfFirst(t *testing.T, s *schema.Schema, svc *posts.Service, broker *events.Broker[posts.Event]) string {
+func cursorOfFirst(t *testing.T, s *schema.Schema, svc *posts.Service, broker *events.Broker[*posts.Event]) string {
 	t.Helper()
 	watch := listen(t, s, createdQuery, nil, bob)
 	started(t, broker, 1)

@@ -168,7 +168,7 @@ func (r *Resolver) eventPost(ctx context.Context, name string) func(posts.Event)
 }
 
 // overflowed tells the transport, when sub ended because its reader fell behind.
-func overflowed(ctx context.Context, sub *events.Subscription[posts.Event]) {
+func overflowed(ctx context.Context, sub *events.Subscription[*posts.Event]) {
 	if fellBehind, _ := ctx.Value(overflowKey{}).(func()); fellBehind != nil && errors.Is(sub.Err(), events.ErrTooSlow) {
 		fellBehind()
 	}
@@ -217,7 +217,7 @@ func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) boo
 					return
 				}
 				select {
-				case out <- item(e):
+				case out <- item(*e):
 				case <-ctx.Done():
 					return
 				case <-sub.Done(): // dropped while this event waited for its reader

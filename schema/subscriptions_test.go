@@ -21,13 +21,13 @@ import (
 )
 
 // subscribed is a schema with an event broker, the service that writes to it, and the broker.
-func subscribed(t testing.TB, queue int, limits ...schema.Limits) (*schema.Schema, *posts.Service, *events.Broker[posts.Event]) {
+func subscribed(t testing.TB, queue int, limits ...schema.Limits) (*schema.Schema, *posts.Service, *events.Broker[*posts.Event]) {
 	t.Helper()
 	return subscribedOver(t, newStore(t), queue, 10, append(limits, schema.DefaultLimits)[0])
 }
 
 // subscribedOver is subscribed over st, with the given max_limit.
-func subscribedOver(t testing.TB, st store.Store, queue, maxLimit int, limits schema.Limits) (*schema.Schema, *posts.Service, *events.Broker[posts.Event]) {
+func subscribedOver(t testing.TB, st store.Store, queue, maxLimit int, limits schema.Limits) (*schema.Schema, *posts.Service, *events.Broker[*posts.Event]) {
 	t.Helper()
 	log, ok := st.(store.EventLog)
 	if w, wraps := st.(interface{ Unwrap() store.Store }); wraps {
@@ -53,7 +53,7 @@ func subscribedOver(t testing.TB, st store.Store, queue, maxLimit int, limits sc
 }
 
 // started waits until broker has n subscriptions.
-func started(t *testing.T, broker *events.Broker[posts.Event], n int) {
+func started(t *testing.T, broker *events.Broker[*posts.Event], n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); broker.Subscribers() < n; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -308,7 +308,7 @@ func TestEventsOfIDsWithControlCharactersAreValidJSON(t *testing.T) {
 	}
 	// Ids are ObjectIDs when the service writes them; one from elsewhere may hold anything.
 	odd := "p\u0001\xff\u2028"
-	broker.Publish(posts.Event{Kind: posts.Deleted, Post: posts.Post{ID: odd, UserID: eve.UserID}})
+	broker.Publish(&posts.Event{Kind: posts.Deleted, Post: posts.Post{ID: odd, UserID: eve.UserID}})
 	if got, want := valid(nextResponse(t, deleted)), `{"postDeleted":"p\u0001\ufffd\u2028"}`; got != want {
 		t.Errorf("postDeleted: %s; want %s", got, want)
 	}

@@ -16,10 +16,10 @@ import (
 // on), and the follower, for posts.Config. Both stop when the test ends. What a test writes to the
 // store itself, rather than through the service, is in the log too: the follower hands it when an
 // offered event comes after it, so write it before.
-func Publishing(t testing.TB, log store.EventLog, queue int) (*events.Broker[posts.Event], *events.Follower) {
+func Publishing(t testing.TB, log store.EventLog, queue int) (*events.Broker[*posts.Event], *events.Follower) {
 	t.Helper()
-	broker := events.NewBroker[posts.Event](queue)
-	follower := events.NewFollower(events.FollowerConfig{Log: log, Hand: func(e store.Event) { broker.Publish(posts.EventOf(e)) }})
+	broker := events.NewBroker[*posts.Event](queue)
+	follower := events.NewFollower(events.FollowerConfig{Log: log, Hand: func(e store.Event) { posts.Publish(broker, e) }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
