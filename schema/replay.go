@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -140,9 +139,7 @@ func (s *Schema) replay(ctx context.Context, l *Listener, r *pending, from int64
 		if l.seq.arriveReplayed(l, r, s.encode(res, r.oldest())) {
 			metrics.EventReplayed()
 		}
-		src.turns.giveBack(1)
 	}
-	src.turns.giveBack(src.turns.held()) // of events sent and not answered: the stream ended
 	if ctx.Err() != nil {
 		return
 	}
@@ -229,7 +226,6 @@ type replaySource struct {
 	q          *pending                    // the replay's, whose open it moves on as it reads
 	from, upto int64                       // the cursor's position, and how far to read before the seam is looked at
 	pace       func(context.Context) error // waits until the client can take a response
-	turns      replayTurns                 // those it takes, from an event's send to its response
 	hold       func(n int)                 // told of the bytes of each page read, and of each dropped (Sequence.hold)
 	read       func()                      // called after each page
 	// seam is called once the log is read up to read: it says how far to read next, and
@@ -302,13 +298,15 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 					continue
 				}
 				src.q.reserve(e.Position)
-				if src.pace(ctx) != nil || !src.turns.take(ctx) {
+				if src.pace(ctx) != nil || !takeTurn(ctx) {
 					return
 				}
 				began := time.Now()
 				select {
 				case out <- item(e):
+					<-turnsToReplay
 				case <-ctx.Done():
+					<-turnsToReplay
 					return
 				}
 				busy += time.Since(began)
@@ -339,37 +337,24 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 	return out
 }
 
-// replayTurns are what a replay holds of turnsToReplay: one from the send of each event to
-// its response, which the replay's own goroutine hands back (giveBack).
-type replayTurns struct{ n atomic.Int64 }
-
-// turnsToReplay are the turns every replay of the process takes to resolve an event: half the
-// machine's cores. Each replay rests as long as it worked (replayStream), but a hundred clients
-// resuming at once would take every core from the live subscribers and every other request
-// without this bound on them all.
+// turnsToReplay are the turns every replay of the process takes to hand an event to its
+// execution: half the machine's cores. Each replay rests as long as it worked (replayStream), but
+// a hundred clients resuming at once would take every core from the live subscribers and every
+// other request without this bound on them all. The hand-over of an event waits for the
+// execution to have resolved the one before (graphql-go takes the next event once it has sent
+// the last one's response), so a turn held for it covers that resolution; the replay's goroutine
+// takes and gives back each turn itself (takeTurn), so none is kept by a replay that ends.
 var turnsToReplay = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 
-// take waits for a turn, or until ctx ends: false then.
-func (t *replayTurns) take(ctx context.Context) bool {
+// takeTurn waits for a turn of turnsToReplay, or until ctx ends: false then.
+func takeTurn(ctx context.Context) bool {
 	select {
 	case turnsToReplay <- struct{}{}:
-		t.n.Add(1)
 		return true
 	case <-ctx.Done():
 		return false
 	}
 }
-
-// giveBack hands back n of the turns held.
-func (t *replayTurns) giveBack(n int64) {
-	for ; n > 0 && t.n.Load() > 0; n-- {
-		t.n.Add(-1)
-		<-turnsToReplay
-	}
-}
-
-// held is how many turns are held.
-func (t *replayTurns) held() int64 { return t.n.Load() }
 
 // rest waits d, or until ctx ends: false then.
 func rest(ctx context.Context, d time.Duration) bool {
