@@ -99,3 +99,6 @@ func (q *Sequence) State() string {
 	}
 	return b.String()
 }
+
+// ReplayTurnsTaken is how many of turnsToReplay are taken.
+func ReplayTurnsTaken() int { return len(turnsToReplay) }

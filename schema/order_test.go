@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -615,4 +616,44 @@ func TestAReplayPastItsSeamIsNotHeldBackByItsOwnFeedsResponses(t *testing.T) {
 	close(gate)
 	read := c.readAll(t, w.n, 5*time.Second)
 	inWriteOrder(t, read, w.n)
+}
+
+// Replays that end at any moment (their listener closed as they hand an event over, wait for a
+// turn or read a page) give back every turn of turnsToReplay they took: one kept would stall
+// every replay of the process. Two hundred resumes over 300 events are closed after a random
+// while; then none is taken, and one more resume catches up.
+func TestReplaysThatEndMidwayGiveBackTheirTurns(t *testing.T) {
+	s, svc, broker := subscribed(t, 4096)
+	first := cursorOfFirst(t, s, svc, broker)
+	w := &writes{t: t, svc: svc}
+	for range 300 {
+		w.create()
+	}
+	op, refusal := s.Prepare(schema.Request{Query: createdQuery, ResumeFrom: json.RawMessage(fmt.Sprintf("%q", first))})
+	if refusal != nil {
+		t.Fatal(refusal)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	var wg sync.WaitGroup
+	for range 200 {
+		c := newConn(t, 256, 0)
+		l, err := s.ListenIn(c.seq, "user bob", op, bob, c.deliver, func(error) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait := time.Duration(r.IntN(3000)) * time.Microsecond
+		wg.Go(func() {
+			time.Sleep(wait)
+			l.Close()
+		})
+	}
+	wg.Wait()
+	for deadline := time.Now().Add(5 * time.Second); schema.ReplayTurnsTaken() > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d turns to replay are still taken 5s after every replay ended", schema.ReplayTurnsTaken())
+		}
+	}
+	c := newConn(t, 256, 0)
+	c.listen(t, s, createdQuery, first)
+	c.readAll(t, 300, 30*time.Second)
 }
