@@ -27,15 +27,22 @@ import (
 // that stops reading on many streams loses the fullest first, and an SSE client resumes from
 // the last event it got.
 type memory struct {
-	mu      sync.Mutex
-	clients map[string]*clientMemory // none for a client that holds nothing
-	cut     map[holder]struct{}      // cut off, until dropped: what they hold is freed with them
+	mu       sync.Mutex
+	accounts map[holder]*account      // of the connections open (open), until drop
+	clients  map[string]*clientMemory // none for a client that holds nothing
+}
+
+// account is what one connection holds, for which client.
+type account struct {
+	client string
+	bytes  int64
+	cut    bool // cut off: what it holds is freed with it, and it counts nothing more
 }
 
 // clientMemory is what one client's connections hold.
 type clientMemory struct {
 	used  int64
-	conns map[holder]int64
+	conns map[holder]*account // those that hold bytes
 }
 
 // holder is a connection whose bytes memory counts.
@@ -43,84 +50,99 @@ type holder interface {
 	cutOff(why *errcode.Error) // ends it at once; never blocks
 }
 
-// hold counts n more bytes (n < 0: fewer) held by h for client, against limit (0: none), and
-// cuts off the client's fullest connections while it is past it. A connection cut off counts
-// nothing from then on, until it is dropped: its later holds and frees are ignored, as what it
-// held is freed with it. (A replay's goroutine that ends after its connection's drop frees what
-// it held after it: what it holds then comes back to nothing.)
-func (m *memory) hold(h holder, client string, n int64, limit int64) {
-	if n == 0 {
+// open starts counting what h holds, for client.
+func (m *memory) open(h holder, client string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.accounts == nil {
+		m.accounts = map[holder]*account{}
+	}
+	m.accounts[h] = &account{client: client}
+}
+
+// move counts what h holds, and will, for client to instead: a WebSocket whose connection_init
+// names a user (conns.move).
+func (m *memory) move(h holder, to string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a := m.accounts[h]
+	if a == nil || a.client == to {
 		return
 	}
+	bytes := a.bytes
+	m.count(a, h, -bytes)
+	a.client = to
+	m.count(a, h, bytes)
+}
+
+// hold counts n more bytes (n < 0: fewer) held by h, against limit (0: none), and cuts off its
+// client's fullest connections while the client is past it. A connection not open, dropped
+// already (a replay's goroutine may end after its connection), or cut off counts nothing: what
+// it held is freed with it.
+func (m *memory) hold(h holder, n int64, limit int64) {
 	m.mu.Lock()
-	c := m.clients[client]
-	if _, gone := m.cut[h]; gone || n < 0 && (c == nil || c.conns[h] == 0) {
+	a := m.accounts[h]
+	if a == nil || a.cut || n == 0 {
 		m.mu.Unlock()
 		return
 	}
-	if c == nil {
-		c = &clientMemory{conns: map[holder]int64{}}
-		if m.clients == nil {
-			m.clients = map[string]*clientMemory{}
-		}
-		m.clients[client] = c
-	}
-	if n < 0 {
-		n = max(n, -c.conns[h])
-	}
-	if c.conns[h] += n; c.conns[h] == 0 {
-		delete(c.conns, h)
-	}
-	c.used += n
-	metrics.ClientMemory(n)
+	m.count(a, h, max(n, -a.bytes))
+	c := m.clients[a.client]
 	var cut []holder
-	for limit > 0 && c.used > limit {
+	for limit > 0 && c != nil && c.used > limit {
 		fullest := c.fullest()
 		cut = append(cut, fullest)
-		m.forget(client, c, fullest)
-		if m.cut == nil {
-			m.cut = map[holder]struct{}{}
-		}
-		m.cut[fullest] = struct{}{}
-	}
-	if c.used == 0 && len(c.conns) == 0 {
-		delete(m.clients, client)
+		victim := c.conns[fullest]
+		m.count(victim, fullest, -victim.bytes)
+		victim.cut = true
 	}
 	m.mu.Unlock()
 	for _, h := range cut {
 		metrics.LimitRefused("max_memory_per_client")
-		h.cutOff(errcode.New(errcode.TooSlow, fmt.Sprintf("this client's connections hold more than max_memory_per_client (%d bytes) of events it has not read; reconnect", limit)))
+		h.cutOff(errcode.New(errcode.TooSlow, fmt.Sprintf("this client's connections hold more than max_memory_per_client (%d bytes) of events and results it has not read; reconnect", limit)))
 	}
 }
 
-// drop forgets what h holds for client: it ended, or will.
-func (m *memory) drop(h holder, client string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.cut, h)
-	if c := m.clients[client]; c != nil {
-		m.forget(client, c, h)
-	}
-}
-
-// forget removes h from c, client's; m.mu is held.
-func (m *memory) forget(client string, c *clientMemory, h holder) {
-	n, ok := c.conns[h]
-	if !ok {
+// count adds n to what a, h's account, holds, and to its client's; m.mu is held.
+func (m *memory) count(a *account, h holder, n int64) {
+	if n == 0 {
 		return
 	}
-	delete(c.conns, h)
-	c.used -= n
-	metrics.ClientMemory(-n)
-	if c.used == 0 && len(c.conns) == 0 {
-		delete(m.clients, client)
+	c := m.clients[a.client]
+	if c == nil {
+		c = &clientMemory{conns: map[holder]*account{}}
+		if m.clients == nil {
+			m.clients = map[string]*clientMemory{}
+		}
+		m.clients[a.client] = c
+	}
+	a.bytes += n
+	c.used += n
+	if a.bytes == 0 {
+		delete(c.conns, h)
+	} else {
+		c.conns[h] = a
+	}
+	if c.used == 0 {
+		delete(m.clients, a.client)
+	}
+	metrics.ClientMemory(n)
+}
+
+// drop stops counting h, and gives back what it held: it ended.
+func (m *memory) drop(h holder) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a := m.accounts[h]; a != nil {
+		m.count(a, h, -a.bytes)
+		delete(m.accounts, h)
 	}
 }
 
 // fullest is c's connection that holds the most.
 func (c *clientMemory) fullest() (top holder) {
-	for h, n := range c.conns {
-		if top == nil || n > c.conns[top] {
+	for h, a := range c.conns {
+		if top == nil || a.bytes > c.conns[top].bytes {
 			top = h
 		}
 	}

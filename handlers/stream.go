@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,13 +102,16 @@ type streamEnd struct {
 // push queues a result; a client that lets the queue fill is too slow, and its stream is cut
 // off (cutOff; for SSE, so that it reconnects and resumes), never waited for.
 func (s *stream) push(payload json.RawMessage, limit int) {
+	s.hold(len(payload)) // before run can take it, and give it back
 	s.mu.Lock()
 	if s.done {
 		s.mu.Unlock()
+		s.hold(-len(payload))
 		return
 	}
 	if len(s.queue) >= limit {
 		s.mu.Unlock()
+		s.hold(-len(payload))
 		metrics.EventsDropped(metrics.StageConnection, limit+1)
 		s.cutOff(errcode.New(errcode.TooSlow, "the client reads the stream too slowly; reconnect"))
 		return
@@ -115,14 +119,13 @@ func (s *stream) push(payload json.RawMessage, limit int) {
 	s.queue = append(s.queue, payload)
 	s.queued += len(payload)
 	s.mu.Unlock()
-	s.hold(len(payload))
 	s.signal()
 }
 
 // hold counts n more bytes (less than 0: fewer) that the stream holds for its client, against
 // max_memory_per_client (memory).
 func (s *stream) hold(n int) {
-	s.hub.memory.hold(s, s.client, int64(n), s.hub.api().cfg.Subscriptions.MaxMemoryPerClient)
+	s.hub.memory.hold(s, int64(n), s.hub.api().cfg.Subscriptions.MaxMemoryPerClient)
 }
 
 // finish ends the stream with how, unless it is ending already (the first reason wins).
@@ -185,7 +188,8 @@ func (s *stream) take() ([]json.RawMessage, bool, streamEnd) {
 	for ; n < len(s.queue) && (n == 0 || bytes+len(s.queue[n]) <= batchBytes); n++ {
 		bytes += len(s.queue[n])
 	}
-	q := s.queue[:n:n]
+	q := slices.Clone(s.queue[:n])
+	clear(s.queue[:n]) // what is written is not kept alive by the queue's array
 	if s.queue = s.queue[n:]; len(s.queue) == 0 {
 		s.queue = nil
 	} else {
@@ -239,7 +243,8 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 		return
 	}
 	s.atEnd(func() { a.hub.conns.remove(s) })
-	s.atEnd(func() { a.hub.memory.drop(s, client) })
+	a.hub.memory.open(s, client)
+	s.atEnd(func() { a.hub.memory.drop(s) })
 	a.hub.closeOnExit(r, a.cfg.Exiting)
 	seq := schema.NewSequence(cfg.SendQueue, func(ctx context.Context) error { return s.roomForEvents(ctx, a.hub.api().cfg.Subscriptions.SendQueue) }, s.hold)
 	l, err := a.cfg.GraphQL.ListenIn(seq, client, op, caller,

@@ -68,6 +68,7 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		_ = ws.Close(websocket.StatusGoingAway, "the server is shutting down")
 		return
 	}
+	a.hub.memory.open(c, client)
 	metrics.WebSocketOpened()
 	c.serve()
 }
@@ -205,7 +206,7 @@ func (c *wsConn) end() {
 	c.cutWrites()       // no write runs now: this releases the context alone
 	_ = c.ws.CloseNow() // if the writer has not closed it with a code
 	c.hub.conns.remove(c)
-	c.hub.memory.drop(c, c.client)
+	c.hub.memory.drop(c)
 	metrics.WebSocketClosed()
 	c.closed()
 	c.hub.conns.release(c.client) // by then, maybe the user's rather than the address's
@@ -337,6 +338,7 @@ func (c *wsConn) init(payload json.RawMessage) *errcode.Error {
 			return c.refuse(errcode.New(errcode.TooManyConnections, tooManyConnections(perClient)))
 		}
 		c.client = client
+		c.hub.memory.move(c, client)
 	}
 	if !caller.Expires.IsZero() { // closed when HTTP would refuse the token, so that a reconnect with it fails too
 		c.expiry = time.AfterFunc(time.Until(caller.Expires), func() { c.fail(errcode.New(errcode.InvalidCredentials, "Forbidden: the token has expired")) })

@@ -39,7 +39,7 @@ func (c *wsConn) push(m message) {
 // hold counts n more bytes (less than 0: fewer) that the connection holds for its client,
 // against max_memory_per_client (memory).
 func (c *wsConn) hold(n int) {
-	c.hub.memory.hold(c, c.client, int64(n), c.api().cfg.Subscriptions.MaxMemoryPerClient)
+	c.hub.memory.hold(c, int64(n), c.api().cfg.Subscriptions.MaxMemoryPerClient)
 }
 
 // cutOff ends the connection of a client found too slow at once. fail alone would have the
@@ -80,6 +80,7 @@ func (c *wsConn) roomForEvents(ctx context.Context) error {
 
 // enqueue queues m for the writer and makes sure one runs, unless the queue is full.
 func (c *wsConn) enqueue(m message) bool {
+	c.hold(len(m.Payload)) // before the writer can take it, and give it back
 	c.queueMu.Lock()
 	full := len(c.queue) >= c.api().cfg.Subscriptions.SendQueue
 	if !full {
@@ -87,11 +88,12 @@ func (c *wsConn) enqueue(m message) bool {
 		c.queuedBytes += len(m.Payload)
 	}
 	c.queueMu.Unlock()
-	if !full {
-		c.hold(len(m.Payload))
-		c.kick()
+	if full {
+		c.hold(-len(m.Payload))
+		return false
 	}
-	return !full
+	c.kick()
+	return true
 }
 
 // dequeue takes the oldest message of the queue, if any, skipping those of operations the
@@ -102,6 +104,7 @@ func (c *wsConn) dequeue() (message, bool) {
 	defer c.queueMu.Unlock()
 	for len(c.queue) > 0 {
 		m := c.queue[0]
+		c.queue[0] = message{} // what is written is not kept alive by the queue's array
 		if c.queue = c.queue[1:]; len(c.queue) == 0 {
 			c.queue = nil
 		}
