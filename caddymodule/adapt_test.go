@@ -88,6 +88,7 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"ws_read_limit over a GiB", "ws_read_limit 2GiB", "ws_read_limit must be from 1 byte to 1.0 GiB, not 2147483648"},
 		{"max_subscriptions of zero", "max_subscriptions 0", "max_subscriptions must be at least 1, not 0"},
 		{"max_connections_per_user of zero", "max_connections_per_user 0", "max_connections_per_user must be at least 1, not 0"},
+		{"max_memory_per_client that is not a size", "max_memory_per_client lots", `max_memory_per_client: "lots" is not a size`},
 		{"max_aliases of zero", "max_aliases 0", "max_aliases must be at least 1, not 0"},
 		{"max_root_fields that is not a number", "max_root_fields many", `max_root_fields: "many" is not a whole number`},
 		{"a negative max_fields", "max_fields -1", "max_fields must be at least 1, not -1"},

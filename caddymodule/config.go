@@ -203,7 +203,7 @@ type Handler struct {
 	// pages of the log its resumes read. Past it, the connection that holds the most is cut off
 	// with TOO_SLOW (an SSE client resumes from its last event), until the client is within it
 	// again: a client that stops reading costs the server this much, however many streams it
-	// holds. Default: 32MiB.
+	// holds. At least max_response_size. Default: 32MiB, or max_response_size if larger.
 	MaxMemoryPerClient int64 `json:"max_memory_per_client,omitempty"`
 
 	// How many distinct subscription operations may run at once on the server (subscribers of the
@@ -372,8 +372,15 @@ var configFields = []configField{
 	// A tenth of max_connections, at most 100: no one client takes every connection.
 	{"max_connections_per_user", func(h *Handler) { orDefault(&h.MaxConnectionsPerUser, min(100, max(1, h.MaxConnections/10))) },
 		func(h *Handler) error { return atLeastOne("max_connections_per_user", h.MaxConnectionsPerUser) }},
-	{"max_memory_per_client", func(h *Handler) { orDefault(&h.MaxMemoryPerClient, 32<<20) },
-		func(h *Handler) error { return sizeUpTo("max_memory_per_client", h.MaxMemoryPerClient, maxBodySize) }},
+	// At least max_response_size: a client whose budget one response exceeds would be cut off
+	// by each, and an SSE client would resume from before it for ever.
+	{"max_memory_per_client", func(h *Handler) { orDefault(&h.MaxMemoryPerClient, max(32<<20, h.MaxResponseSize)) },
+		func(h *Handler) error {
+			if h.MaxMemoryPerClient < h.MaxResponseSize {
+				return fmt.Errorf("max_memory_per_client (%d bytes) must be at least max_response_size (%d bytes): a client past it loses the connection that holds the most, and one response would be too much", h.MaxMemoryPerClient, h.MaxResponseSize)
+			}
+			return sizeUpTo("max_memory_per_client", h.MaxMemoryPerClient, maxBodySize)
+		}},
 	{"max_distinct_subscriptions", func(h *Handler) { orDefault(&h.MaxDistinctSubscriptions, 1000) },
 		func(h *Handler) error { return atLeastOne("max_distinct_subscriptions", h.MaxDistinctSubscriptions) }},
 	{"max_distinct_subscriptions_per_client", func(h *Handler) {

@@ -266,6 +266,8 @@ func TestDerivedDefaultsFollowTheFieldTheyDeriveFrom(t *testing.T) {
 			func(h *Handler) (int, int) { return h.MaxDistinctSubscriptionsPerClient, 3 }},
 		{"max_distinct_subscriptions of 5 gives 1 per client", Handler{MaxDistinctSubscriptions: 5},
 			func(h *Handler) (int, int) { return h.MaxDistinctSubscriptionsPerClient, 1 }},
+		{"max_response_size of 64MiB gives max_memory_per_client 64MiB", Handler{MaxResponseSize: 64 << 20},
+			func(h *Handler) (int, int) { return int(h.MaxMemoryPerClient), 64 << 20 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -295,6 +297,15 @@ func broken(t *testing.T, h *Handler, i int) {
 		v.Set(reflect.ValueOf([]string{"none"}))
 	default:
 		t.Fatalf("no broken value of a %s", v.Type())
+	}
+}
+
+func TestMaxMemoryPerClientHoldsAResponseAtLeast(t *testing.T) {
+	h := filled()
+	h.MaxMemoryPerClient = 1 << 20
+	want := "max_memory_per_client (1048576 bytes) must be at least max_response_size (8388608 bytes)"
+	if err := h.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Validate() = %v; want %q", err, want)
 	}
 }
 

@@ -51,9 +51,10 @@ func corsAllowHeaders(authn *auth.Authenticator) string {
 	return corsRequestHeaders
 }
 
-// originAllowed says whether a browser on the Origin of r may use the API: one of the request's
-// own host or of patterns (as coder/websocket holds a WebSocket's upgrade to them), or a request
-// with no Origin, which is not a browser's.
+// originAllowed says whether a browser on the Origin of r may use the API: the site's own
+// origin (the request's scheme and host: a page of the same host over plain HTTP, which a
+// network attacker can forge, is not the HTTPS site's), one of patterns (as coder/websocket
+// holds a WebSocket's upgrade to them), or a request with no Origin, which is not a browser's.
 func originAllowed(r *http.Request, patterns []string) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
@@ -63,7 +64,11 @@ func originAllowed(r *http.Request, patterns []string) bool {
 	if err != nil {
 		return false
 	}
-	if strings.EqualFold(r.Host, u.Host) {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if strings.EqualFold(r.Host, u.Host) && strings.EqualFold(u.Scheme, scheme) {
 		return true
 	}
 	for _, p := range patterns {

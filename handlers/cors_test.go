@@ -205,3 +205,27 @@ func refusal(t *testing.T, res *http.Response) string {
 	}
 	return body.Error
 }
+
+// TestThePageOfTheSitesHostOverAnotherSchemeIsAnotherOrigin: the site's own origin is its scheme
+// and host, so a page of the same host over the other scheme (here https:// against an http
+// site; in production a forged http:// page against the https site) reads nothing.
+func TestThePageOfTheSitesHostOverAnotherSchemeIsAnotherOrigin(t *testing.T) {
+	s := newWSServer(t, testSubscriptions)
+	host := strings.TrimPrefix(s.http, "http://")
+	for _, origin := range []string{"https://" + host, "http://" + host} {
+		req, _ := http.NewRequest(http.MethodGet, s.http+"/posts", nil)
+		req.Header.Set("Origin", origin)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		acao, want := res.Header.Get("Access-Control-Allow-Origin"), ""
+		if origin == s.http {
+			want = origin
+		}
+		if acao != want {
+			t.Errorf("a page of %s got Access-Control-Allow-Origin %q; want %q", origin, acao, want)
+		}
+	}
+}

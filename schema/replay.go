@@ -298,12 +298,16 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 					continue
 				}
 				src.q.reserve(e.Position)
-				if src.pace(ctx) != nil || !takeTurn(ctx) {
+				if src.pace(ctx) != nil {
+					return
+				}
+				v := item(e) // which may wait for room to build a large response (budget.hold): with no turn
+				if !takeTurn(ctx) {
 					return
 				}
 				began := time.Now()
 				select {
-				case out <- item(e):
+				case out <- v:
 					<-turnsToReplay
 				case <-ctx.Done():
 					<-turnsToReplay
