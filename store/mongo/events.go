@@ -324,10 +324,12 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store
 	if err != nil {
 		return nil, after, s.classify(err)
 	}
-	// The whole page in the first batch: one command a read.
+	// The whole page in the first batch, one larger than the page so that the server ends the
+	// cursor with it: one command a read. (A batch of exactly the limit left FerretDB's cursor
+	// open, and the driver's getMore then found it gone: CursorNotFound, on pages of one.)
 	limit = max(limit, 1)
 	cur, err := c.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}}},
-		options.Find().SetSort(oldestFirst).SetLimit(int64(limit)).SetBatchSize(int32(min(limit, math.MaxInt32))))
+		options.Find().SetSort(oldestFirst).SetLimit(int64(limit)).SetBatchSize(int32(min(limit+1, math.MaxInt32))))
 	if err != nil {
 		return nil, after, s.classify(err)
 	}
