@@ -308,6 +308,12 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 				began := time.Now()
 				select {
 				case out <- v:
+					// The turn is kept as long again: all the replays together take half of
+					// turnsToReplay's cores.
+					if !rest(ctx, time.Since(began)) {
+						<-turnsToReplay
+						return
+					}
 					<-turnsToReplay
 				case <-ctx.Done():
 					<-turnsToReplay
@@ -342,7 +348,8 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 }
 
 // turnsToReplay are the turns every replay of the process takes to hand an event to its
-// execution: half the machine's cores. Each replay rests as long as it worked (replayStream), but
+// execution: half the machine's cores, each kept as long again as its hand-over took, so that
+// the replays together take a quarter of them. Each replay rests as long as it worked (replayStream), but
 // a hundred clients resuming at once would take every core from the live subscribers and every
 // other request without this bound on them all. The hand-over of an event waits for the
 // execution to have resolved the one before (graphql-go takes the next event once it has sent
