@@ -367,8 +367,10 @@ func (s *normalSubscriber) received() (map[string]int, bool) {
 	return count, s.ended
 }
 
-// quietPhase is how long startMeasuredNormalClient measures the normal client before an attack.
-const quietPhase = 3 * time.Second
+// quietPhase is how long startMeasuredNormalClient measures the normal client before an attack:
+// about as many requests as an attack's phase has (some 270), so that the two p99s are read
+// from samples of one size, not the quiet one from its two slowest of 130.
+const quietPhase = 6 * time.Second
 
 // startMeasuredNormalClient starts the normal client as user, a client of its own (a token of
 // idp), with a WebSocket (graphql-transport-ws) and an SSE subscriber to user's postCreated,
