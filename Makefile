@@ -11,18 +11,15 @@ export POSTS_API_KEY
 SOURCES := $(shell find . -name '*.go' -not -path './build/*' -not -path './bench/*' -not -path './interop/*' -not -path './ecosystem/*') go.mod go.sum \
 	$(wildcard handlers/graphiql/* schema/*.graphql)
 
-.PHONY: build run test interop ecosystem fuzz soak clean
+.PHONY: build run test deps interop ecosystem fuzz soak clean
 
-# The binary is built from the xcaddy.json recipe by the build/ program (xcaddy as a library).
+# The binary is built from the xcaddy.json recipe by the build/ program (xcaddy as a library): the
+# module, and the modules docs/recipes.md combines it with (caddy-ratelimit, cache-handler), which
+# keep out of go.mod.
 caddy: $(SOURCES) xcaddy.json build/main.go build/go.mod
 	cd build && $(GO) run . -recipe ../xcaddy.json -o ../caddy
 
 build: caddy
-
-# The Caddy of the ecosystem tests: the module with the plugins users combine it with, from the
-# recipe xcaddy.ecosystem.json (caddy-ratelimit, cache-handler), which keep out of go.mod.
-caddy-ecosystem: $(SOURCES) xcaddy.ecosystem.json build/main.go build/go.mod
-	cd build && $(GO) run . -recipe ../xcaddy.ecosystem.json -o ../caddy-ecosystem
 
 # The Caddyfile reads PORT (8080) and ADMIN (localhost:2019) from the environment, where make puts
 # them when given on its command line: make run PORT=9080 ADMIN=localhost:2020.
@@ -32,7 +29,7 @@ run: caddy
 # The tests of integration/ that measure time or memory, or load the machine: each runs alone,
 # one after the other, after the others (the attacks of hostile_*_test.go, the relay's tests of
 # process_relay_*_test.go, the store down under load of process_breaker_test.go).
-TIMED := TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts|TestTwoCaddiesRelayAThousandWrites|TestTwoCaddiesOneKilledAndRestarted|TestTwoCaddiesWhileTheDatabaseIsDown|TestTwoCaddiesWithWritesCutAfterThePost|TestTwoCaddiesWhileTheDatabaseStalls|TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers|TestTheStoreDownUnderLoad|TestResumingAcrossTwoCaddies|TestALongReplayBesideLiveSubscribers|TestStreamsAcrossTenReloadsUnderLoad|TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams|TestStoppingCaddyEndsTheStreamsAtOnce|TestAStreamClientThatStopsReadingIsEnded|TestAClientThatStopsReadingIsCutOffOnEveryTransport|TestAnExpiringTokenEndsTheStreams
+TIMED := TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts|TestTwoCaddiesWhileTheDatabaseIsDown|TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers|TestTheStoreDownUnderLoad|TestALongReplayBesideLiveSubscribers|TestStreamsAcrossTenReloadsUnderLoad|TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams|TestStoppingCaddyEndsTheStreamsAtOnce|TestAStreamClientThatStopsReadingIsEnded|TestAClientThatStopsReadingIsCutOffOnEveryTransport|TestAnExpiringTokenEndsTheStreams
 
 # A step of make test prefixed with it says how long it took, once it ends.
 STEP = start=$$(date +%s); trap 'echo "[the step above took $$(( $$(date +%s) - start ))s]"' EXIT;
@@ -41,39 +38,70 @@ STEP = start=$$(date +%s); trap 'echo "[the step above took $$(( $$(date +%s) - 
 # xcaddy.json pins and make release sets.
 RELEASED = $(shell sed -n 's/^## \[\([0-9]*\.[0-9]*\.[0-9]*\)\] - .*/\1/p' CHANGELOG.md | head -n 1)
 
-test:
+# make test, in order: formatting and vet (every build tag); the packages' tests with the race
+# detector, then without it with the long tests (//go:build long); the whole binary as processes;
+# ./caddy built and checked; the ecosystem recipes, the Go benchmarks once and the interop tests.
+# Each step prefixed with STEP says how long it took. `go test ./...` alone is the gate to run first.
+test: deps
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
-	$(GO) vet ./...
-	$(GO) vet -tags integration ./integration/
-	$(GO) vet -tags ecosystem ./ecosystem/
+	$(GO) vet -tags integration,ecosystem,long ./...
 	cd build && $(GO) vet ./...
 	$(STEP) $(GO) test -race -count=1 ./...
-	# The packages' tests again, without the race detector: what they check of time (only without
-	# it: internal/race), and the suites built without it only (//go:build !race), which it would
-	# slow tenfold for no concurrency of ours (FerretDB's, SQLite's).
-	$(STEP) $(GO) test -count=1 ./...
-	# The whole binary, as processes (integration/): first all but the timed tests, then each of those alone.
+	# Without the race detector: what the tests check of time (only without it: internal/race), the
+	# suites it would slow tenfold for no concurrency of ours (//go:build !race), and the long tests.
+	$(STEP) $(GO) test -count=1 -tags long ./...
+	# The whole binary, as processes (integration/): first all but the timed tests, a few at a
+	# time, then each of those alone.
 	$(STEP) $(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/
 	@echo "go test -tags integration -run TIMED ./integration/ (one after the other)"
 	@$(STEP) out=$$($(GO) test -count=1 -tags integration -parallel 1 -v -run '$(TIMED)' ./integration/ 2>&1); status=$$?; \
 		if [ $$status -eq 0 ]; then echo "$$out" | grep -E '^(--- |ok )|process_relay|process_breaker|process_resume|process_streams|hostile'; else echo "$$out"; fi; exit $$status
-	$(MAKE) build
+	$(STEP) $(MAKE) build
 	./caddy list-modules | grep -qx 'http.handlers.posts' || { echo "http.handlers.posts is not in ./caddy"; exit 1; }
 	./caddy list-modules --versions | grep -qx 'http.handlers.posts v$(RELEASED)' || { echo "./caddy's http.handlers.posts is not v$(RELEASED), CHANGELOG.md's latest release: see xcaddy.json"; exit 1; }
 	./caddy validate --config Caddyfile
-	$(MAKE) ecosystem
+	$(STEP) $(MAKE) ecosystem
 	$(GO) test -run '^$$' -bench . -benchtime 50x ./bench/
-	$(MAKE) interop
+	$(STEP) $(MAKE) interop
 
 # Runs the recipes of docs/recipes.md with other Caddy modules (```caddyfile ecosystem <name> blocks:
-# encode, basic_auth, forward_auth, rate_limit, reverse_proxy, cache) in ./caddy-ecosystem.
-ecosystem: caddy-ecosystem
+# encode, basic_auth, forward_auth, rate_limit, reverse_proxy, cache) in ./caddy.
+ecosystem: caddy
 	$(GO) test -tags ecosystem -count=1 ./ecosystem/
+
+# What make test needs beyond Go, installed when missing: Debian's chromium (the interop tests'
+# browser) and prometheus (its promtool lints the metrics), with apt-get when run as root; Node 20
+# and npm, which Debian's nodejs is too old for, are named when missing. The interop tests' npm packages are installed once per
+# interop/package-lock.json, in NODE_CACHE, and interop/node_modules links to them.
+NODE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/caddy-posts
+deps:
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "make test needs Node 20 and npm for the interop tests: https://nodejs.org/en/download"; exit 1; }
+	@missing=""; \
+	command -v chromium >/dev/null || [ -x "$$CHROMIUM" ] || missing="$$missing chromium"; \
+	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then \
+			echo "make test: installing Debian's$$missing"; \
+			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing || exit 1; \
+		else \
+			echo "make test needs$$missing: install them (sudo apt-get install$$missing) or run make test as root"; exit 1; \
+		fi; \
+	fi
+	@key=$$(sha256sum interop/package-lock.json | cut -c1-16); dir="$(NODE_CACHE)/interop-$$key"; \
+	if [ ! -d "$$dir/node_modules" ]; then \
+		tmp="$$dir.$$$$"; rm -rf "$$tmp"; mkdir -p "$$tmp"; \
+		cp interop/package.json interop/package-lock.json "$$tmp/"; \
+		(cd "$$tmp" && npm ci --no-audit --no-fund) || { rm -rf "$$tmp"; exit 1; }; \
+		mv -T "$$tmp" "$$dir" 2>/dev/null || rm -rf "$$tmp"; \
+	fi; \
+	if [ "$$(readlink interop/node_modules)" != "$$dir/node_modules" ]; then rm -rf interop/node_modules; ln -s "$$dir/node_modules" interop/node_modules; fi
 
 # Drives ./caddy with real third-party clients (Node 20 and npm: jose for JWTs, graphql-http's audit,
 # graphql-js, GraphiQL in headless Chromium through puppeteer-core; see interop/).
-interop: caddy
-	cd interop && npm ci --no-audit --no-fund && node --test
+# Each test file starts a Caddy of its own, so INTEROP_CONCURRENCY files run at a time.
+INTEROP_CONCURRENCY ?= 3
+interop: caddy deps
+	cd interop && node --test --test-concurrency=$(INTEROP_CONCURRENCY)
 
 # The benchmark harness (bench/run): ./caddy with bench/Caddyfile.bench on fresh embedded stores
 # seeded through its API, against the bare net/http + SQLite baseline on the same files
@@ -118,4 +146,4 @@ release:
 	sh release/release.sh $(VERSION)
 
 clean:
-	rm -f caddy caddy-ecosystem
+	rm -f caddy

@@ -245,11 +245,9 @@ func TestTheBuildRecipesPinTheModuleAtTheChangelogsLatestRelease(t *testing.T) {
 		t.Fatalf("%s names no release", changelogFile)
 	}
 	want := "v" + log.releases[0]
-	for _, recipe := range []string{"xcaddy.json", "xcaddy.ecosystem.json"} {
-		if got := recipeVersions(t, contractsRead(t, recipe)); !slices.Equal(got, []string{want, want}) {
-			t.Errorf("%s pins github.com/postsedge/caddy-posts at %v (plugin, replacement), want %s, %s's latest release",
-				recipe, got, want, changelogFile)
-		}
+	if got := recipeVersions(t, contractsRead(t, recipe)); !slices.Equal(got, []string{want, want}) {
+		t.Errorf("%s pins github.com/postsedge/caddy-posts at %v (plugin, replacement), want %s, %s's latest release",
+			recipe, got, want, changelogFile)
 	}
 }
 
@@ -291,7 +289,7 @@ func TestTheReleaseScriptCutsAReleaseTheChecksAccept(t *testing.T) {
 	}
 	setUp := func(t *testing.T, unreleased string) string {
 		dir := t.TempDir()
-		for _, file := range []string{openAPIFile, schemaFile, releasedOpenAPI, releasedSchema, "xcaddy.json", "xcaddy.ecosystem.json"} {
+		for _, file := range []string{openAPIFile, schemaFile, releasedOpenAPI, releasedSchema, recipe} {
 			contractsWrite(t, filepath.Join(dir, file), contractsRead(t, file))
 		}
 		log := contractsRead(t, changelogFile)
@@ -339,10 +337,8 @@ func TestTheReleaseScriptCutsAReleaseTheChecksAccept(t *testing.T) {
 			t.Errorf("%s is not a copy of %s", releasedCopy(file), file)
 		}
 	}
-	for _, recipe := range []string{"xcaddy.json", "xcaddy.ecosystem.json"} {
-		if got := recipeVersions(t, contractsRead(t, filepath.Join(dir, recipe))); !slices.Equal(got, []string{"v" + next, "v" + next}) {
-			t.Errorf("%s pins %v, want v%s", recipe, got, next)
-		}
+	if got := recipeVersions(t, contractsRead(t, filepath.Join(dir, recipe))); !slices.Equal(got, []string{"v" + next, "v" + next}) {
+		t.Errorf("%s pins %v, want v%s", recipe, got, next)
 	}
 
 	refusals := []struct {

@@ -26,6 +26,7 @@ const (
 	releasedOpenAPI    = "release/openapi.yaml"
 	releasedSchema     = "release/schema.graphql"
 	changelogFile      = "CHANGELOG.md"
+	recipe             = "xcaddy.json" // the build recipe of ./caddy, which pins the module's version
 	changelogRepoURL   = "https://github.com/postsedge/caddy-posts"
 	breakingEntryStart = "- **Breaking:**"
 )

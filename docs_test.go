@@ -37,7 +37,7 @@ import (
 //	```caddyfile syntax    the directive's grammar: as caddy fmt writes it
 //	```caddyfile ecosystem <name>
 //	                       a whole Caddyfile with modules this test binary lacks (rate_limit,
-//	                       cache): as caddy fmt writes it; ecosystem/ runs it in ./caddy-ecosystem
+//	                       cache): as caddy fmt writes it; ecosystem/ runs it in ./caddy
 //	```json adapted        what caddy adapt makes of the nearest caddyfile block above in the same
 //	                       document: the whole config, or one handler of it when the JSON is an
 //	                       object with "handler"

@@ -1,6 +1,6 @@
 //go:build ecosystem
 
-// The harness: the documentation's recipes, ./caddy-ecosystem running one, and requests to it.
+// The harness: the documentation's recipes, ./caddy running one, and requests to it.
 
 package ecosystem
 
@@ -26,8 +26,8 @@ import (
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
-// binary is the Caddy that `make caddy-ecosystem` builds from xcaddy.ecosystem.json.
-const binary = "../caddy-ecosystem"
+// binary is the Caddy that `make build` builds from xcaddy.json.
+const binary = "../caddy"
 
 // The recipes of the documentation, by the name of their fence; each is run by the test named
 // beside it.
@@ -75,7 +75,7 @@ func readRecipes(t *testing.T) map[string]string {
 	return found
 }
 
-// site is ./caddy-ecosystem running a recipe.
+// site is ./caddy running a recipe.
 type site struct {
 	url  string        // of the site, http://127.0.0.1:<port>
 	home string        // its XDG_DATA_HOME: Caddy's data directory is home/caddy
@@ -95,13 +95,13 @@ type setup struct {
 	first string
 }
 
-// start runs recipe name in ./caddy-ecosystem on a port of its own, its site address replaced by
+// start runs recipe name in ./caddy on a port of its own, its site address replaced by
 // http://127.0.0.1:<port> and its other text as s says, and waits until it listens. It stops
 // when the test ends.
 func start(t *testing.T, name string, s setup) *site {
 	t.Helper()
 	if _, err := os.Stat(binary); err != nil {
-		t.Fatalf("%s is missing (%v): build it with `make caddy-ecosystem` (make ecosystem and make test do)", binary, err)
+		t.Fatalf("%s is missing (%v): build it with `make build` (make ecosystem and make test do)", binary, err)
 	}
 	text, ok := readRecipes(t)[name]
 	if !ok {

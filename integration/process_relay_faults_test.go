@@ -193,6 +193,7 @@ func subscribeOnBoth(t *testing.T, a, b *caddyProcess, n int) map[string]*relayS
 // post is written and its event pending. Every acknowledged write reaches every subscriber of
 // both instances once, in order; each write answered 503 reaches all of them, or none.
 func TestTwoCaddiesWithWritesCutAfterThePost(t *testing.T) {
+	ownProcesses(t)
 	db := startFerretProcess(t)
 	proxy := mongotest.NewFaultProxy(t, db.socket)
 	pair := startRelayPairOn(t, db, proxy.URI, "")
@@ -223,6 +224,7 @@ func TestTwoCaddiesWithWritesCutAfterThePost(t *testing.T) {
 // (SIGCONT). Every acknowledged write reaches every subscriber once, in order; each write
 // answered 503 reaches all of them, or none.
 func TestTwoCaddiesWhileTheDatabaseStalls(t *testing.T) {
+	ownProcesses(t)
 	pair := startRelayPair(t, "")
 	subs := subscribeOnBoth(t, pair.a, pair.b, 3)
 	w := newTolerantWriter(t)

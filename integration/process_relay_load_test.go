@@ -1,7 +1,8 @@
 //go:build integration
 
-// The relay's multi-process tests that measure or take long: `make test` runs them on their own,
-// one after the other, so that their figures are their own.
+// The relay's multi-process tests under load: they check what every subscriber gets, not how fast,
+// so they run beside the other tests that call ownProcesses; the figures they log are their own
+// when each runs alone (go test -tags integration -run TestName ./integration/).
 package integration
 
 import (
@@ -22,6 +23,7 @@ import (
 // event on 2 cores), and the whole posts collection at each write whose filter names more than
 // _id: a real MongoDB reads its indexes.
 func TestTwoCaddiesRelayAThousandWrites(t *testing.T) {
+	ownProcesses(t)
 	relayEveryWrite(t, 1000, 16, 10, "")
 }
 
@@ -29,6 +31,7 @@ func TestTwoCaddiesRelayAThousandWrites(t *testing.T) {
 // gets every write; B's new subscriber, once B is back, gets the writes after it subscribed
 // through both instances, and nothing from before.
 func TestTwoCaddiesOneKilledAndRestarted(t *testing.T) {
+	ownProcesses(t)
 	pair := startRelayPair(t, "")
 	a := pair.a
 	onA := a.subscribeToWrites(t)

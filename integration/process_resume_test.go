@@ -69,6 +69,7 @@ func TestResumingThroughCutConnections(t *testing.T) {
 // in the slow ones; TestTwoCaddiesRelayAThousandWrites measured 1,000 in 87s, 11/s, before this
 // feature as after it), so that each subtest takes 7s to 44s.
 func TestResumingAcrossTwoCaddies(t *testing.T) {
+	ownProcesses(t)
 	const writes, writers, subscribers = 200, 8, 20
 	t.Run("every subscriber gets every write once and in order, though cut every 0.5 to 3s and resumed on the other instance half of the time", func(t *testing.T) {
 		pair := startRelayPair(t, "")

@@ -2,13 +2,13 @@
 # release/release.sh x.y.z (make release VERSION=x.y.z), in the repository's root: cuts release
 # x.y.z of what CHANGELOG.md's Unreleased section holds. The section becomes "## [x.y.z] - today"
 # under a new empty Unreleased, with its link reference; the contracts as they are now become the
-# last release's copies in release/; xcaddy.json and xcaddy.ecosystem.json pin the module at
+# last release's copies in release/; xcaddy.json pins the module at
 # vx.y.z. It commits and tags nothing: review the diff, commit it, then tag vx.y.z.
 set -eu
 
 module=github.com/postsedge/caddy-posts
 changelog=CHANGELOG.md
-recipes="xcaddy.json xcaddy.ecosystem.json"
+recipes="xcaddy.json"
 
 fail() {
 	echo "release: $*" >&2
@@ -71,4 +71,4 @@ for recipe in $recipes; do
 	mv "$recipe.tmp" "$recipe"
 done
 
-echo "release $version: $changelog, release/, xcaddy.json and xcaddy.ecosystem.json changed; review them (git diff), commit, then tag v$version."
+echo "release $version: $changelog, release/ and xcaddy.json changed; review them (git diff), commit, then tag v$version."
