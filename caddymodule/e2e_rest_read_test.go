@@ -213,6 +213,43 @@ func TestOtherMethodsGet405(t *testing.T) {
 	}
 }
 
+// TestPreflightsAndCORSHeadersAreAsTheOpenAPIDocumentSays sends preflights and a read from pages
+// of the site's own origin and of a foreign one; startCaddy's client holds each answer to
+// openapi.yaml, which describes the preflights (OPTIONS) and the CORS headers of every answer.
+func TestPreflightsAndCORSHeadersAreAsTheOpenAPIDocumentSays(t *testing.T) {
+	inProcess(t)
+	c := startCaddy(t)
+	p := c.create(asAlice, "target")
+	const foreign = "https://evil.example"
+	tests := []struct {
+		name, method, path, origin string
+		header                     []string
+		status                     int
+		methods                    string // Access-Control-Allow-Methods
+	}{
+		{"a create's preflight from the site's own page", "OPTIONS", "/posts", site, []string{"Access-Control-Request-Method: POST", "Access-Control-Request-Headers: authorization,content-type"}, 204, "GET, HEAD, POST"},
+		{"a change's preflight from the site's own page", "OPTIONS", "/posts/" + p.ID, site, []string{"Access-Control-Request-Method: PATCH", "Access-Control-Request-Headers: if-match"}, 204, "GET, HEAD, PATCH, DELETE"},
+		{"a preflight from a foreign page is refused", "OPTIONS", "/posts/" + p.ID, foreign, []string{"Access-Control-Request-Method: DELETE"}, 403, ""},
+		{"a read from the site's own page is readable", "GET", "/posts/" + p.ID, site, nil, 200, ""},
+		{"a read from a foreign page is not", "GET", "/posts", foreign, nil, 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := c.do(tt.method, site+tt.path, "", append(tt.header, "Origin: "+tt.origin)...)
+			if res.status != tt.status {
+				t.Fatalf("status = %d; want %d: %s", res.status, tt.status, res.body)
+			}
+			readable := tt.origin == site && tt.status != 403
+			if got := res.header.Get("Access-Control-Allow-Origin"); readable && got != tt.origin || !readable && got != "" {
+				t.Errorf("Access-Control-Allow-Origin = %q; readable %v", got, readable)
+			}
+			if got := res.header.Get("Access-Control-Allow-Methods"); got != tt.methods {
+				t.Errorf("Access-Control-Allow-Methods = %q; want %q", got, tt.methods)
+			}
+		})
+	}
+}
+
 func TestOtherPathsGoToTheNextHandler(t *testing.T) {
 	inProcess(t)
 	c := startCaddy(t)
