@@ -19,8 +19,8 @@ import (
 
 // Why a Listener ended or could not start.
 var (
-	// ErrFeedFellBehind: the feed could not resolve events as fast as they came, and the broker
-	// dropped it; every listener of it ends.
+	// ErrFeedFellBehind: the feed could not resolve events as fast as they came, and the
+	// events.Broker dropped it (events.ErrTooSlow); every listener of it ends.
 	ErrFeedFellBehind = errors.New("the server fell behind the events of this subscription")
 	// ErrTooManyFeeds: as many distinct subscriptions run as Limits.MaxFeeds allows.
 	ErrTooManyFeeds = &errcode.Error{Code: errcode.ServerFull, Message: "the server runs as many distinct subscriptions as it may; try again later"}
@@ -87,7 +87,7 @@ type Listener struct {
 }
 
 // Subscribed is closed once the listener's feed is subscribed to the events: an event handed
-// to the broker from then on reaches the listener. It stays open for a feed whose operation
+// to the events.Broker from then on reaches the listener. It stays open for a feed whose operation
 // could not run, whose end the listener is told of.
 func (l *Listener) Subscribed() <-chan struct{} { return l.f.ready }
 

@@ -16,8 +16,8 @@ import (
 // response waits until no subscription of the connection still has an earlier event to resolve.
 //
 // It can tell, because a feed knows the events it has to resolve before any of them is resolved:
-// the broker matches each event against each subscription in the order of the log, under its
-// lock, and the feed notes the event's position then (reserve), and drops it once it has handed
+// events.Broker.Publish matches each event against each subscription in the order of the log,
+// under its lock, and the feed notes the event's position then (reserve), and drops it once it has handed
 // its response to its listeners (resolved). A response at position p is released once every
 // feed of the connection has nothing noted before p: what it would answer before p is answered
 // already, or will never be. A feed drops a position only once its response is with every

@@ -25,8 +25,9 @@ import (
 //     replay may still match any event: its pending's open).
 //  2. The cursor is read (posts.Service.ResumeAfter): one the log did not make is refused, one
 //     whose event the log no longer keeps is CURSOR_EXPIRED. Once the feed's subscription to
-//     the events is made, the replay reads up to the last position handed to the broker; a
-//     cursor more than max_resume_events behind it is RESUME_TOO_LONG.
+//     the events is made, the replay reads up to the last position handed to the broker
+//     (posts.Service.Handed); a cursor more than max_resume_events behind it is
+//     RESUME_TOO_LONG.
 //  3. The replay runs the operation again, for this listener alone, over the events of the log
 //     after the cursor, read a page at a time, at the client's pace (Sequence.pace), and checks
 //     after each page that the log still keeps where it read from (else CURSOR_EXPIRED: the
@@ -220,7 +221,7 @@ func resumeTooLong(behind, limit int64) string {
 }
 
 // replaySource is where a replay's subscription reads its events: the log, after from, rather
-// than the broker.
+// than the events.Broker.
 type replaySource struct {
 	svc        *posts.Service
 	q          *pending                    // the replay's, whose open it moves on as it reads

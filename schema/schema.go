@@ -38,6 +38,8 @@ import (
 	"github.com/postsedge/caddy-posts/posts"
 )
 
+// sdl is schema.graphql, the schema in the GraphQL schema language.
+//
 //go:embed schema.graphql
 var sdl string
 

@@ -119,7 +119,7 @@ func withPending(ctx context.Context, q *pending) context.Context {
 type subscribedKey struct{}
 
 // withSubscribed returns a context whose subscription calls subscribed once it has subscribed
-// to the events: every event handed to the broker from then on reaches it.
+// to the events: every event handed to the events.Broker from then on reaches it.
 func withSubscribed(ctx context.Context, subscribed func()) context.Context {
 	return context.WithValue(ctx, subscribedKey{}, subscribed)
 }
