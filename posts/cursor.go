@@ -9,9 +9,9 @@ import (
 	"github.com/postsedge/caddy-posts/store"
 )
 
-// A cursor is a post's place in the list order, opaque to clients: the post's createdAt in Unix
-// milliseconds (8 bytes) and its id (12 bytes: the 24 hex characters as bytes), base64url
-// without padding.
+// cursorSize is the size in bytes of a cursor, a post's place in the list order, opaque to
+// clients: the post's createdAt in Unix milliseconds (8 bytes) and its id (12 bytes: the 24 hex
+// characters as bytes), written base64url without padding.
 const cursorSize = 8 + 12
 
 func encodeCursor(k store.Key) string {

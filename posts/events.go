@@ -42,8 +42,8 @@ func (s *Service) Subscribe(match func(Event) bool) (*events.Subscription[*Event
 }
 
 // written does what follows every stored write: the caller's profile, then the event, logged by
-// the store with the write, is offered to the follower of the log, which hands it to the
-// subscribers in the log's order (at once, unless it waits for an event before it).
+// the store with the write, is offered to the follower of the log (events.Follower.Offer),
+// which hands it to the subscribers in the log's order (at once, unless it waits for an event before it).
 func (s *Service) written(ctx context.Context, caller Caller, e store.Event) {
 	s.saveProfile(ctx, caller)
 	if s.follower != nil {
@@ -52,7 +52,8 @@ func (s *Service) written(ctx context.Context, caller Caller, e store.Event) {
 }
 
 // failed is the service's error for err, a write's failure: one that left the store's answer
-// unknown may have left its event to be logged, which the follower is asked to look for.
+// unknown may have left its event to be logged, which the follower is asked to look for
+// (events.Follower.Recover).
 func (s *Service) failed(err error) error {
 	if errors.Is(err, store.ErrUnavailable) && s.follower != nil {
 		s.follower.Recover()

@@ -198,8 +198,8 @@ const (
 	unknown                   // an insert failed, and may have written
 	created                   // the post was inserted
 	found                     // the post of the reserved id was stored already: an earlier attempt's
-	// The post of the reserved id was stored and deleted since: nothing is written, and the key
-	// stays, released, so that every retry until it expires is told so (KeyPostDeletedError).
+	// deleted is a post of the reserved id stored and deleted since: nothing is written, and the
+	// key stays, released, so that every retry until it expires is told so (KeyPostDeletedError).
 	deleted
 )
 

@@ -59,7 +59,8 @@ type Config struct {
 	MaxLimit int
 	// Logger receives the failures that do not fail the request: a profile that could not be saved.
 	Logger *zap.Logger
-	// Events is the broker that subscriptions subscribe to; nil, the service has none.
+	// Events is the events.Broker that subscriptions subscribe to (Service.Subscribe); nil, the
+	// service has none.
 	Events *events.Broker[*Event]
 	// Follower, if set, is offered the event of every write the service makes: it follows the
 	// store's event log and publishes each event to Events, in the log's order.
