@@ -368,7 +368,7 @@ func (s *Store) ReadEvents(ctx context.Context, after int64, limit int) ([]store
 // rest with markers, maxHoles at most. It returns the position decided up to, and whether that
 // is next-1; or the error of a command that failed (the counter's read, the delete of markers
 // below the cut), which fails the read: a gap it could not tell is not a gap undecided, and a
-// reader that took it for one (the follower's start, events/follower.go) would stop short.
+// reader that took it for one (events.Follower's start) would stop short.
 func (s *Store) decideGap(ctx context.Context, c *driver.Collection, upto, next int64) (int64, bool, error) {
 	// A gap seen for the first time may have expired: the counter tells at once.
 	ready, fresh := s.gaps.seenFor(upto+1, min(next-1, upto+maxHoles), s.holeWait())

@@ -10,8 +10,8 @@ import (
 )
 
 // The event log is the table events: a write of a post inserts its event in the write's transaction,
-// so the two commit together or not at all, and the one writer gives positions in the order of
-// commits. A reader sees whole transactions, so the log holds no position still to be decided:
+// so the two commit together or not at all, and the one connection that writes (conns.write, its
+// transactions run by the committer, commit.go) gives positions in the order of commits. A reader sees whole transactions, so the log holds no position still to be decided:
 // every position up to the last one read is decided.
 //
 // A position is the one after the last given (lastPosition): after the newest event kept, and
@@ -28,19 +28,20 @@ const (
 		VALUES (` + lastPosition + ` + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING position`
 	lastPositionSQL = `SELECT ` + lastPosition
 	readEventsSQL   = `SELECT ` + eventColumns + ` FROM events WHERE position > ? ORDER BY position LIMIT ?`
-	// The position up to which ExpireEvents deletes: the one before the oldest event logged at
+	// expiryCutSQL is the position up to which ExpireEvents deletes: the one before the oldest event logged at
 	// ?1 or later (all of them, if none is), or the last position less the ?2 kept (0: no cap),
 	// whichever is later. The oldest at ?1 or later is found in the order of positions, from the
 	// oldest: the events logged before ?1 are read once more, and every one of them goes. Times
-	// are in the order of positions, as the one writer takes each event's time in its
-	// transaction; a clock set back would only keep some events longer.
+	// are in the order of positions, as the one connection that writes (conns.write) takes each
+	// event's time in its transaction; a clock set back would only keep some events longer.
 	expiryCutSQL = `SELECT max(
 		coalesce((SELECT position FROM events WHERE at >= ?1 ORDER BY position LIMIT 1) - 1, ` + lastPosition + `),
 		iif(?2 > 0, ` + lastPosition + ` - ?2, 0))`
-	// Before expiry deletes up to a cut, the floor of positions is raised to it (a write only
-	// when it rises).
+	// raiseFloorSQL raises the floor of positions to a cut before expiry deletes up to it (a write
+	// only when it rises).
 	raiseFloorSQL = `UPDATE event_log SET floor = ?1 WHERE floor < ?1`
-	// A batch of expiry: the oldest events up to a position, a range of the primary key.
+	// expireEventsSQL deletes a batch of expiry: the oldest events up to a position, a range of
+	// the primary key.
 	expireEventsSQL = `DELETE FROM events WHERE position IN
 		(SELECT position FROM events WHERE position <= ? ORDER BY position LIMIT ?)`
 	keptSQL     = `SELECT EXISTS (SELECT 1 FROM events WHERE position = ?)`

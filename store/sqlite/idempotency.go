@@ -11,12 +11,12 @@ import (
 	"github.com/postsedge/caddy-posts/store"
 )
 
-// The statements of idempotency keys, all on the writer: a record is read only in the
+// The statements of idempotency keys, all on conns.write: a record is read only in the
 // transaction that may change it, so that what is read is what is written over.
 const (
 	keyColumns = `user_id, idempotency_key, fingerprint, post_id, attempt, locked_until, created_at, expires_at, status, header, body`
-	// A record that has expired is written over as if absent; RETURNING gives the record only
-	// when it was written.
+	// reserveKeySQL writes a new record, and over one that has expired as if it were absent;
+	// RETURNING gives the record only when it was written.
 	reserveKeySQL = `INSERT INTO idempotency_keys (` + keyColumns + `) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, NULL, NULL)
 		ON CONFLICT (user_id, idempotency_key) DO UPDATE SET fingerprint = ?3, post_id = ?4, attempt = ?5,
 			locked_until = ?6, created_at = ?7, expires_at = ?8, status = 0, header = NULL, body = NULL
@@ -31,10 +31,12 @@ const (
 		WHERE user_id = ? AND idempotency_key = ? AND status = 0 AND attempt = ?`
 	deleteKeySQL = `DELETE FROM idempotency_keys
 		WHERE user_id = ? AND idempotency_key = ? AND status = 0 AND attempt = ?`
-	// A sweep deletes a bounded batch, found through the index on expires_at.
+	// deleteExpiredKeysSQL deletes a bounded batch of a sweep, found through the index on
+	// expires_at.
 	deleteExpiredKeysSQL = `DELETE FROM idempotency_keys WHERE rowid IN
 		(SELECT rowid FROM idempotency_keys WHERE expires_at <= ? LIMIT ?)`
-	// And the ids of deleted posts kept until their keys expired, through the index on until.
+	// deleteExpiredIDsSQL deletes, in the same sweep, the ids of deleted posts kept until their
+	// keys expired, through the index on until.
 	deleteExpiredIDsSQL = `DELETE FROM deleted_posts WHERE id IN
 		(SELECT id FROM deleted_posts WHERE until <= ? LIMIT ?)`
 )

@@ -23,17 +23,17 @@ const (
 	listSQL       = `SELECT ` + postColumns + ` FROM posts WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	listByUserSQL = `SELECT ` + postColumns + ` FROM posts WHERE user_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	insertPostSQL = `INSERT INTO posts (` + postColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
-	// InsertPost's insert is insertPostSQL's unless the id is of a deleted post kept in
+	// insertLivePostSQL is InsertPost's insert: insertPostSQL's unless the id is of a deleted post kept in
 	// deleted_posts: then it inserts nothing (store.ErrDeleted).
 	insertLivePostSQL = `INSERT INTO posts (` + postColumns + `) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
 		WHERE NOT EXISTS (SELECT 1 FROM deleted_posts WHERE id = ?1)`
-	// A delete keeps the id of its post if an idempotency key names it, until the last such
-	// key expires (store.Store.DeletePost); an id no key names leaves no row.
+	// keepDeletedSQL keeps, on a delete, the id of its post if an idempotency key names it, until
+	// the last such key expires (store.Store.DeletePost); an id no key names leaves no row.
 	keepDeletedSQL = `INSERT INTO deleted_posts (id, until)
 		SELECT post_id, max(expires_at) FROM idempotency_keys WHERE post_id = ?1 GROUP BY post_id
 		ON CONFLICT (id) DO UPDATE SET until = max(until, excluded.until)`
-	// The owner and the expected version (0: any) are in the WHERE clause, so a write can never
-	// touch someone else's post nor one that changed since its writer read it, and there is no
+	// updatePostSQL has the owner and the expected version (0: any) in its WHERE clause, so a
+	// write can never touch someone else's post nor one that changed since its writer read it, and there is no
 	// read between the check and the write.
 	updatePostSQL = `UPDATE posts SET title = coalesce(?1, title),
 		body = CASE WHEN ?2 THEN NULL ELSE coalesce(?3, body) END, updated_at = ?4, version = version + 1
@@ -41,8 +41,9 @@ const (
 	deletePostSQL = `DELETE FROM posts WHERE id = ?1 AND user_id = ?2 AND (?3 = 0 OR version = ?3) RETURNING version`
 	saveUserSQL   = `INSERT INTO users (id, name, email, updated_at) VALUES (?1, ?2, ?3, ?4)
 		ON CONFLICT (id) DO UPDATE SET name = coalesce(?2, name), email = coalesce(?3, email), updated_at = ?4`
-	// A write of a shared transaction runs in a savepoint of its own (commit.go), released after
-	// it, or rolled back to and released if it fails.
+	// savepointSQL gives each write of a shared transaction (Store.together) a savepoint of its
+	// own, released after it (releaseSQL), or rolled back to (rollbackToSQL) and released if it
+	// fails.
 	savepointSQL  = `SAVEPOINT write`
 	rollbackToSQL = `ROLLBACK TO write`
 	releaseSQL    = `RELEASE write`
