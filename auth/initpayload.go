@@ -87,11 +87,13 @@ func initHeaders(payload json.RawMessage, apiKeyHeader string) (http.Header, err
 	return header, nil
 }
 
-// A new *Error each time, as every other refusal: a caller may set its fields.
+// errInitNotJSON refuses a payload that is not JSON: a new *Error each time, as every other
+// refusal, since a caller may set its fields.
 func errInitNotJSON() *Error {
 	return invalidRequest("the connection_init payload is not valid JSON")
 }
 
+// errInitNotObject refuses a payload that is JSON but not an object, as errInitNotJSON does.
 func errInitNotObject() *Error {
 	return invalidRequest("the connection_init payload must be a JSON object")
 }

@@ -34,6 +34,7 @@ type Code struct {
 // Server, the limits Apollo Router, and the close codes graphql-ws (4400-4500) and RFC 6455.
 var (
 	// Request shape.
+
 	BadRequest           = Code{"BAD_REQUEST", 400, 4400, "a malformed request or message: a body that is not JSON, not one object, or has a member twice or of the wrong type; a bad query parameter; an `If-Match` or `If-None-Match` that is neither `*` nor a list of entity tags; a GraphQL request without `query`, or whose `variables` is not an object; a WebSocket message that is not JSON, is binary or of no known type, or a `subscribe` without an id or a request"}
 	InvalidText          = Code{"BAD_REQUEST", 400, 1007, "text that is not UTF-8, or holds half of a surrogate pair"}
 	NoSuchPath           = Code{"", 404, 0, "a path under `/posts/` that names no post"}
@@ -43,20 +44,24 @@ var (
 	UnsupportedMediaType = Code{"BAD_REQUEST", 415, 0, "a body that is not `application/json` (or `application/graphql-response+json`): a form or `text/plain` body too, so that no cross-site form or simple `fetch` runs a GraphQL operation"}
 
 	// GraphQL documents, refused before they run.
+
 	ParseFailed      = Code{"GRAPHQL_PARSE_FAILED", 400, 0, "a GraphQL syntax error"}
 	ValidationFailed = Code{"GRAPHQL_VALIDATION_FAILED", 400, 0, "a document that is not valid against the schema (an unknown field, a literal of the wrong kind), past `max_query_length`, `max_depth` or `max_cost`, or asking for `__schema` or `__type` with `introspection off`"}
 	MaxAliases       = Code{"MAX_ALIASES_LIMIT", 400, 0, "more aliased fields than `max_aliases`"}
 	MaxRootFields    = Code{"MAX_ROOT_FIELDS_LIMIT", 400, 0, "more root fields than `max_root_fields`"}
 	MaxFields        = Code{"MAX_FIELDS_LIMIT", 400, 0, "more fields in the document than `max_fields`"}
 
-	// Persisted queries. Not found is answered with 200, as Apollo Server answers it, and its
-	// clients expect: they send the query with the hash then.
+	// Persisted queries.
+
+	// PersistedQueryNotFound is answered with 200, as Apollo Server answers it and its clients
+	// expect: they send the query with the hash then.
 	PersistedQueryNotFound     = Code{"PERSISTED_QUERY_NOT_FOUND", 200, 0, "an automatic persisted query's hash without the query, of a document the server does not hold (yet): answered with 200, as Apollo Server does, and the client sends the query with the hash next"}
 	PersistedQueryHashMismatch = Code{"PERSISTED_QUERY_HASH_MISMATCH", 400, 0, "a persisted query's `sha256Hash` that is not the SHA-256 of its `query` (`provided sha does not match query`)"}
 	PersistedQueryNotInList    = Code{"PERSISTED_QUERY_NOT_IN_LIST", 404, 0, "with `persisted_queries_only`, a hash that is no operation's of the manifest"}
 	QueryNotInSafelist         = Code{"QUERY_NOT_IN_SAFELIST", 403, 0, "with `persisted_queries_only`, a query that is no operation of the manifest"}
 
 	// Credentials and rules.
+
 	BadUserInput           = Code{"BAD_USER_INPUT", 422, 0, "input that breaks a rule of posts, `extensions.field` naming the member: a missing, blank or too long title, a too long body, `title: null`, an empty PATCH, an unknown or server-owned member, an argument out of range"}
 	Unauthenticated        = Code{"UNAUTHENTICATED", 401, 4403, "a write (or, with `subscriptions_require_auth`, a WebSocket) without credentials: `WWW-Authenticate: Bearer realm=\"posts\"`"}
 	InvalidCredentials     = Code{"UNAUTHENTICATED", 401, 4403, "credentials that are present but not accepted (`error=\"invalid_token\"`): an unknown API key; a token that is malformed, badly signed, signed with an algorithm not accepted (never `none` nor HMAC), expired, not yet valid, issued in the future, for another issuer or audience, without `exp` or the user claim, or whose `kid` is in no key set; a WebSocket's token that expires while it is open"}
@@ -68,6 +73,7 @@ var (
 	TooManyInitialisations = Code{"", 0, 4429, "a second `connection_init`"}
 
 	// Limits of one answer and of shared resources.
+
 	ResponseTooLarge     = Code{"RESPONSE_TOO_LARGE", 0, 0, "an operation whose result would grow past `max_response_size`: it stops, `data: null`; a subscription's event likewise, and the subscription goes on"}
 	TooManyErrors        = Code{"TOO_MANY_ERRORS", 0, 0, "the error that ends a list of more than 100 errors of an operation that ran: the rest were cut"}
 	TooManyOperations    = Code{"BAD_REQUEST", 0, 0, "an operation past `max_subscriptions` on one WebSocket connection"}
