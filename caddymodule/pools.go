@@ -72,9 +72,8 @@ type pooledStore struct {
 	backend string // sqlite or mongodb, as the metrics name it
 }
 
-// newPooledStore is s, of backend, with a breaker that probes it, each ping bounded by timeout,
-// the operations' own: a store that answers within it, however slowly, is up, and a shorter
-// bound kept the breaker open on a database slower than it (store.BreakerConfig.ProbeTimeout).
+// newPooledStore is s, of backend, with a store.Breaker that probes it, each ping bounded by
+// timeout, the operations' own (store.BreakerConfig.ProbeTimeout says why).
 // The MongoDB driver needs no setting for the probe to see a server come back soon: while an
 // operation (the probe's ping) waits in server selection, the driver checks the server at once,
 // at most every 500 ms (topology's minHeartbeatInterval), not every heartbeatInterval (10 s).
