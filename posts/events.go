@@ -41,9 +41,9 @@ func (s *Service) Subscribe(match func(Event) bool) (*events.Subscription[*Event
 	return s.events.Subscribe(func(e *Event) bool { return match(*e) }), nil
 }
 
-// written does what follows every stored write: the caller's profile, then the event, logged by
-// the store with the write, is offered to the follower of the log (events.Follower.Offer),
-// which hands it to the subscribers in the log's order (at once, unless it waits for an event before it).
+// written does what follows every stored write: the caller's profile, then the event, logged by the
+// store with the write, is offered to the follower of the log (events.Follower.Offer), which hands
+// it to the subscribers in the log's order (at once, unless it waits for an event before it).
 func (s *Service) written(ctx context.Context, caller Caller, e store.Event) {
 	s.saveProfile(ctx, caller)
 	if s.follower != nil {

@@ -16,14 +16,13 @@ import (
 // response waits until no subscription of the connection still has an earlier event to resolve.
 //
 // It can tell, because a feed knows the events it has to resolve before any of them is resolved:
-// events.Broker.Publish matches each event against each subscription in the order of the log,
-// under its lock, and the feed notes the event's position then (reserve), and drops it once it has handed
-// its response to its listeners (resolved). A response at position p is released once every
-// feed of the connection has nothing noted before p: what it would answer before p is answered
-// already, or will never be. A feed drops a position only once its response is with every
-// listener's Sequence (Schema.run), and a replay under its Sequence's mu (arriveReplayed): a
-// Sequence never sees a position neither noted nor held, which it would release a later response
-// past.
+// events.Broker.Publish matches each event against each subscription in the order of the log, under
+// its lock, and the feed notes the event's position then (reserve), and drops it once it has handed
+// its response to its listeners (resolved). A response at position p is released once every feed of
+// the connection has nothing noted before p: what it would answer before p is answered already, or
+// will never be. A feed drops a position only once its response is with every listener's Sequence
+// (Schema.run), and a replay under its Sequence's mu (arriveReplayed): a Sequence never sees a
+// position neither noted nor held, which it would release a later response past.
 //
 // The responses a Sequence holds are bounded (its limit, a quarter of the connection's send
 // queue: a release of all it holds, on top of the half of the queue that replays may fill

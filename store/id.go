@@ -9,9 +9,10 @@ import (
 )
 
 // idSize is the size of an id in bytes. An id has the layout of a MongoDB ObjectID, so both
-// backends make the same ids and clients see one format: 4 bytes of Unix seconds, 5 random bytes chosen once per process, and a 3-byte
-// counter that starts at a random value; written as 24 lowercase hex characters. Ids made later
-// sort later, to the second, and within a second in the order one process made them.
+// backends make the same ids and clients see one format: 4 bytes of Unix seconds, 5 random bytes
+// chosen once per process, and a 3-byte counter that starts at a random value; written as 24
+// lowercase hex characters. Ids made later sort later, to the second, and within a second in the
+// order one process made them.
 const idSize = 12
 
 var (

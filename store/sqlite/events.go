@@ -9,9 +9,10 @@ import (
 	"github.com/postsedge/caddy-posts/store"
 )
 
-// The event log is the table events: a write of a post inserts its event in the write's transaction,
-// so the two commit together or not at all, and the one connection that writes (conns.write, its
-// transactions run by the committer, commit.go) gives positions in the order of commits. A reader sees whole transactions, so the log holds no position still to be decided:
+// The event log is the table events: a write of a post inserts its event in the write's
+// transaction, so the two commit together or not at all, and the one connection that writes
+// (conns.write, its transactions run by the committer, commit.go) gives positions in the order of
+// commits. A reader sees whole transactions, so the log holds no position still to be decided:
 // every position up to the last one read is decided.
 //
 // A position is the one after the last given (lastPosition): after the newest event kept, and
@@ -28,12 +29,13 @@ const (
 		VALUES (` + lastPosition + ` + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING position`
 	lastPositionSQL = `SELECT ` + lastPosition
 	readEventsSQL   = `SELECT ` + eventColumns + ` FROM events WHERE position > ? ORDER BY position LIMIT ?`
-	// expiryCutSQL is the position up to which ExpireEvents deletes: the one before the oldest event logged at
-	// ?1 or later (all of them, if none is), or the last position less the ?2 kept (0: no cap),
-	// whichever is later. The oldest at ?1 or later is found in the order of positions, from the
-	// oldest: the events logged before ?1 are read once more, and every one of them goes. Times
-	// are in the order of positions, as the one connection that writes (conns.write) takes each
-	// event's time in its transaction; a clock set back would only keep some events longer.
+	// expiryCutSQL is the position up to which ExpireEvents deletes: the one before the oldest
+	// event logged at ?1 or later (all of them, if none is), or the last position less the ?2 kept
+	// (0: no cap), whichever is later. The oldest at ?1 or later is found in the order of
+	// positions, from the oldest: the events logged before ?1 are read once more, and every one of
+	// them goes. Times are in the order of positions, as the one connection that writes
+	// (conns.write) takes each event's time in its transaction; a clock set back would only keep
+	// some events longer.
 	expiryCutSQL = `SELECT max(
 		coalesce((SELECT position FROM events WHERE at >= ?1 ORDER BY position LIMIT 1) - 1, ` + lastPosition + `),
 		iif(?2 > 0, ` + lastPosition + ` - ?2, 0))`

@@ -23,8 +23,8 @@ const (
 	listSQL       = `SELECT ` + postColumns + ` FROM posts WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	listByUserSQL = `SELECT ` + postColumns + ` FROM posts WHERE user_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	insertPostSQL = `INSERT INTO posts (` + postColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
-	// insertLivePostSQL is InsertPost's insert: insertPostSQL's unless the id is of a deleted post kept in
-	// deleted_posts: then it inserts nothing (store.ErrDeleted).
+	// insertLivePostSQL is InsertPost's insert: insertPostSQL's unless the id is of a deleted post
+	// kept in deleted_posts: then it inserts nothing (store.ErrDeleted).
 	insertLivePostSQL = `INSERT INTO posts (` + postColumns + `) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
 		WHERE NOT EXISTS (SELECT 1 FROM deleted_posts WHERE id = ?1)`
 	// keepDeletedSQL keeps, on a delete, the id of its post if an idempotency key names it, until
@@ -32,9 +32,9 @@ const (
 	keepDeletedSQL = `INSERT INTO deleted_posts (id, until)
 		SELECT post_id, max(expires_at) FROM idempotency_keys WHERE post_id = ?1 GROUP BY post_id
 		ON CONFLICT (id) DO UPDATE SET until = max(until, excluded.until)`
-	// updatePostSQL has the owner and the expected version (0: any) in its WHERE clause, so a
-	// write can never touch someone else's post nor one that changed since its writer read it, and there is no
-	// read between the check and the write.
+	// updatePostSQL has the owner and the expected version (0: any) in its WHERE clause, so a write
+	// can never touch someone else's post nor one that changed since its writer read it, and there
+	// is no read between the check and the write.
 	updatePostSQL = `UPDATE posts SET title = coalesce(?1, title),
 		body = CASE WHEN ?2 THEN NULL ELSE coalesce(?3, body) END, updated_at = ?4, version = version + 1
 		WHERE id = ?5 AND user_id = ?6 AND (?7 = 0 OR version = ?7) RETURNING ` + postColumns
