@@ -17,8 +17,11 @@
 //   - Resolvers: resolvers.go (queries and mutations), objects.go (the object types),
 //     scalars.go (ID and Time), budget.go (max_response_size, charged as fields resolve), and
 //     errors.go (what a client sees of an error).
-//   - Feeds: subscriptions.go (the stream of one subscription and its resolvers) and feeds.go
-//     (one run of an operation shared by its subscribers, and the limits on them).
+//   - Feeds: subscriptions.go (the stream of one subscription and its resolvers), feeds.go
+//     (one run of an operation shared by its subscribers, and the limits on them), order.go
+//     (Sequence: one order per connection) and replay.go (resuming from a cursor).
+//   - idempotency.go: what an idempotency key needs of an operation (CreatesOnePost,
+//     Fingerprint).
 //   - text.go: the sizes and checks of text that the REST handlers share.
 package schema
 
