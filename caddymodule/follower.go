@@ -1,5 +1,5 @@
-// The follower of the store's event log in the config: the rules of events, and one follower per
-// store, shared across reloads.
+// The events.Follower of the store's event log in the config: the rules of events, and one
+// follower per store (followers), shared across reloads.
 
 package caddymodule
 
@@ -44,10 +44,10 @@ func checkEvents(h *Handler) error {
 	return nil
 }
 
-// loadFollower returns the follower of st's event log, handing over to broker, and starts it
-// unless one runs on st already. One per store: two would hand every event twice. The
-// settings are those of the config that started it; a reload that changes them applies them
-// once no config uses the running follower (it is keyed by the store alone).
+// loadFollower returns the events.Follower of st's event log, handing over to broker, and starts it
+// unless one runs on st already. One per store: two would hand every event twice. The settings are
+// those of the config that started it; a reload that changes them applies them once no config uses
+// the running follower (it is keyed by the store alone).
 func (h *Handler) loadFollower(app *App, st store.Store, broker *events.Broker[*posts.Event]) (*events.Follower, error) {
 	log, ok := st.(store.EventLog)
 	if !ok {

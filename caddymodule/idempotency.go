@@ -29,7 +29,7 @@ func checkIdempotencyTTL(h *Handler) error {
 var keySweeps = caddy.NewUsagePool()
 
 // idempotencyKeys returns the idempotency keys of ps, observed in the metrics, behind its
-// breaker, and starts the sweep of their expired keys unless one runs.
+// store.Breaker, and starts the sweep of their expired keys (posts.SweepKeys) unless one runs.
 func (h *Handler) idempotencyKeys(ps pooledStore) (store.IdempotencyStore, error) {
 	keys, ok := ps.Store.(store.IdempotencyStore)
 	if !ok {

@@ -35,7 +35,10 @@ func (h *Handler) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Cleanup releases this config's hold on the WebSocket connections, the store and the key sets.
+// Cleanup lets go of this config's share of each pool it loaded from, a user before what it
+// uses: its site's hub of WebSockets and HTTP streams (hubs), its follower (followers), broker
+// (brokers), key sets (jwksPool), sweep of keys (keySweeps) and store (stores). A pool's value
+// is Destructed when the last config that holds it lets go.
 func (h *Handler) Cleanup() error {
 	var errs []error
 	if h.hubKey != "" { // the connections go on under the config before or after this one, or close
