@@ -61,7 +61,7 @@ func (a *App) onStart(start func()) { a.starts = append(a.starts, start) }
 
 // Start opens the stores (a store shared with the running config is open already) and applies
 // this config's synchronous, so a reload changes it; then it starts the background work that
-// reads them (onStart's: the followers and the sweeps of keys).
+// reads them (what onStart was given: each store's follower).
 func (a *App) Start() error {
 	for _, e := range a.stores {
 		if err := e.store.Open(); err != nil {

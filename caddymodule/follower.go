@@ -67,8 +67,7 @@ func (h *Handler) loadFollower(app *App, st store.Store, broker *events.Broker[*
 			RecoverAfter: time.Duration(h.Timeout),
 			Logger:       h.logger.Named("events"),
 		})
-		// It reads the log once the config starts, not when it is provisioned: `caddy
-		// validate` must open no embedded store.
+		// It reads the log once the config starts (App.onStart), not when it is provisioned.
 		gate := make(chan struct{})
 		run := func(ctx context.Context) {
 			select {
