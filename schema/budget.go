@@ -18,7 +18,7 @@ import (
 	"github.com/postsedge/caddy-posts/posts"
 )
 
-// A budget is what is left of max_response_size for one execution. graphql-go builds the
+// budget is what is left of max_response_size for one execution. graphql-go builds the
 // whole result in memory before anything is written, so the resolvers charge it with the JSON
 // each value will take, key and punctuation included, before graphql-go writes it: once it
 // runs out, the execution's context is cancelled (graphql-go then calls no more resolvers),

@@ -38,7 +38,7 @@ const (
 	queued = 1024
 )
 
-// A write is one transaction's work, waiting for the committer.
+// write is one transaction's work, waiting for the committer (Store.commitLoop).
 type write struct {
 	ctx   context.Context
 	do    func(context.Context, *sql.Tx, *conns) error
