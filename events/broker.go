@@ -1,6 +1,9 @@
-// Package events is the publish/subscribe broker that carries the writes of posts.Service to the
-// subscriptions of GraphQL. Publishing never waits for a subscriber: each has a bounded queue,
-// and one whose queue is full is dropped, so a slow reader cannot slow the writer or the others.
+// Package events carries the writes of posts.Service to the subscriptions of GraphQL: Broker,
+// the publish/subscribe broker (broker.go), Follower, which hands a Broker every event of a
+// store's log once, in the log's order (follower.go), and Cursors, the signed cursors of the
+// log's positions (cursor.go). Publishing never waits for a subscriber: each has a bounded
+// queue, and one whose queue is full is dropped, so a slow reader cannot slow the writer or the
+// others.
 package events
 
 import (

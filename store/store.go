@@ -2,6 +2,11 @@
 // them, and the Store interface that package posts reads and writes through. Its backends live
 // beside it: store/sqlite (the embedded default) and store/mongo (MongoDB); store/storetest is
 // the conformance suite both pass.
+//
+// Beside Store, the contracts of the event log (EventLog, events.go) and of idempotency keys
+// (IdempotencyStore, idempotency.go), and what serves every backend: ids (NewID, id.go), an
+// observed store (Observe, observed.go), the Breaker (breaker.go, breaker_guard.go), and Copy
+// between two stores (copy.go).
 package store
 
 import (
