@@ -1,6 +1,7 @@
 // Package caddymodule is the Caddy glue of caddy-posts: the http.handlers.posts module, its
-// config, its Caddyfile directive, and the resources it shares across config reloads. The API
-// itself lives in package handlers.
+// config, its Caddyfile directive, and the resources it shares across config reloads; the app
+// that opens the embedded stores when a config starts (App), and the commands posts-backup,
+// posts-import-ferretdb and posts-copy. The API itself lives in package handlers.
 package caddymodule
 
 import (

@@ -1,6 +1,9 @@
 // Package posts is the domain service behind every transport: it validates input, takes the
 // author from the caller, decides who may do what, enforces ownership and reads and writes
-// through the store. REST and GraphQL both call it, so each rule is written once, here.
+// through the store. REST and GraphQL both call it, so each rule is written once, here. It also
+// offers each write's event to the events.Follower (events.go), makes a create under an
+// idempotency key happen once (idempotency.go, keysweep.go), and reads the log a subscription
+// resumes from (resume.go).
 package posts
 
 import (
