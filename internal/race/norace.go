@@ -1,8 +1,5 @@
 //go:build !race
 
-// Package race says whether the race detector is built in, for the tests: a bound on time is
-// checked only without it (it multiplies time tenfold, and CI's step with it would fail on timing
-// alone), in make test's step without it.
 package race
 
 // Enabled says whether the race detector is built in.
