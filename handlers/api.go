@@ -13,6 +13,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
@@ -25,8 +26,8 @@ type Config struct {
 	Posts *posts.Service
 	// GraphQL serves /graphql.
 	GraphQL *schema.Schema
-	// Subscriptions configures GraphQL over WebSocket.
-	Subscriptions Subscriptions
+	// Subscriptions configures GraphQL subscriptions, over WebSocket and streamed over HTTP.
+	Subscriptions live.Subscriptions
 	// Auth finds the caller of each request.
 	Auth *auth.Authenticator
 	// MaxBodySize is the largest request body read, in bytes.
@@ -57,10 +58,10 @@ type Config struct {
 	// Exiting, if set, says whether the process is exiting: the streams served over HTTP end at
 	// once then, rather than hold the exit (Hub.closeOnExit).
 	Exiting func() bool
-	// Hub, if set, holds the API's WebSocket connections and HTTP streams, and the caller registers the API with
-	// it (a server that reloads shares one hub between its configs); without it, the API makes
-	// a hub of its own and registers with it.
-	Hub *Hub
+	// Hub, if set, holds the API's WebSocket connections and HTTP streams, and the caller
+	// registers the API's LiveConfig with it (a server that reloads shares one hub between its
+	// configs); without it, the API makes a hub of its own and registers with it.
+	Hub *live.Hub
 }
 
 // API serves /posts, /posts/{id} and /graphql.
@@ -71,7 +72,8 @@ type API struct {
 	noRoute    http.Handler
 	graphql    http.Handler
 	graphiql   http.Handler
-	hub        *Hub               // the open WebSocket connections
+	hub        *live.Hub          // the open WebSockets and HTTP streams
+	live       *live.Config       // what they apply of cfg while the API is the hub's current
 	vary       varies             // the Vary of REST and GraphQL answers
 	probes     singleflight.Group // health probes under way
 
@@ -81,11 +83,15 @@ type API struct {
 // New returns the API described by cfg. It takes the sizes and limits of cfg as given: the
 // caller fills them (caddymodule, from its table of defaults).
 func New(cfg Config) *API {
-	cfg.Subscriptions = cfg.Subscriptions.withSendQueueFloor()
+	cfg.Subscriptions = cfg.Subscriptions.WithSendQueueFloor()
 	a := &API{cfg: cfg, vary: newVaries(cfg.Auth), corsAllowHeaders: corsAllowHeaders(cfg.Auth), hub: cfg.Hub}
+	a.live = &live.Config{
+		Subscriptions: cfg.Subscriptions, Posts: cfg.Posts, GraphQL: cfg.GraphQL, Auth: cfg.Auth, Logger: cfg.Logger,
+		Identified: cfg.Identified, Exiting: cfg.Exiting, ClientIP: cfg.ClientIP,
+	}
 	if a.hub == nil {
-		a.hub = NewHub()
-		a.hub.Register(a)
+		a.hub = live.NewHub()
+		a.hub.Register(a.live)
 	}
 	a.collection = observed(metrics.REST, "", a.endpoint("/posts", methods{http.MethodGet: a.list, http.MethodPost: a.create}))
 	a.item = observed(metrics.REST, "", a.endpoint("/posts/{id}", methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete}))
@@ -132,6 +138,17 @@ func (a *API) Route(r *http.Request) http.Handler {
 		return a.item
 	}
 	return a.noRoute
+}
+
+// LiveConfig is what the API's open connections apply while it is its hub's current: the caller
+// registers it with the hub it gave New (live.Hub.Register), and unregisters it when the config
+// ends.
+func (a *API) LiveConfig() *live.Config { return a.live }
+
+// Close ends the connections of the API's hub at once with 1001 (going away), and refuses new
+// ones: for a server that stops. (caddymodule closes the pooled hub, not the API.)
+func (a *API) Close() {
+	a.hub.Close(errcode.New(errcode.GoingAway, "the server is shutting down"), 0)
 }
 
 // serveGraphiQLFiles serves GraphiQL's JavaScript and CSS, to anyone: they hold no data.

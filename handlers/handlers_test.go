@@ -14,6 +14,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
@@ -23,7 +24,7 @@ import (
 // schema.New: the config of a site that sets none. The tests build other configs from a copy
 // (with); MaxResponseSize of Config is testLimits' (one config field feeds both).
 var (
-	testSubscriptions = Subscriptions{
+	testSubscriptions = live.Subscriptions{
 		ReadLimit:             32 << 10,
 		InitTimeout:           3 * time.Second,
 		MaxSubscriptions:      100,

@@ -21,6 +21,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/schema"
@@ -30,7 +31,7 @@ import (
 type framing interface {
 	name() string        // the interface label of the metrics: metrics.SSE or metrics.Multipart
 	contentType() string // of the response
-	keepAliveEvery(cfg Subscriptions) time.Duration
+	keepAliveEvery(cfg live.Subscriptions) time.Duration
 	open(b []byte) []byte                            // what the stream begins with, at once
 	keepAlive(b []byte) []byte                       // what keeps an idle stream open through proxies
 	result(b []byte, payload json.RawMessage) []byte // one execution result (an event's, with its cursor)
@@ -72,7 +73,7 @@ func streamRequested(accept string) framing {
 type stream struct {
 	frame framing
 	wake  chan struct{} // signalled when something is queued or the stream ends
-	hub   *Hub          // whose current API the stream applies
+	hub   *live.Hub     // whose current Config the stream applies
 
 	// For its log line.
 	client string          // the client the stream counts against (a user, or an address)
@@ -88,9 +89,9 @@ type stream struct {
 	queued int               // the bytes of queue
 	done   bool              // the stream is ending: end is set
 	end    streamEnd
-	room   chan struct{} // closed when the queue is less than half full, for a replay waiting
-	o      out           // where run writes, once it runs
-	cut    bool          // cutOff was called: nothing more reaches the client
+	room   live.Room // for a replay waiting (roomForEvents)
+	o      out       // where run writes, once it runs
+	cut    bool      // CutOff was called: nothing more reaches the client
 }
 
 // streamEnd is how a stream ends: with errs or not, and whether the client should reconnect.
@@ -100,7 +101,7 @@ type streamEnd struct {
 }
 
 // push queues a result; a client that lets the queue fill is too slow, and its stream is cut
-// off (cutOff; for SSE, so that it reconnects and resumes), never waited for.
+// off (CutOff; for SSE, so that it reconnects and resumes), never waited for.
 func (s *stream) push(payload json.RawMessage, limit int) {
 	s.hold(len(payload)) // before run can take it, and give it back
 	s.mu.Lock()
@@ -113,7 +114,7 @@ func (s *stream) push(payload json.RawMessage, limit int) {
 		s.mu.Unlock()
 		s.hold(-len(payload))
 		metrics.EventsDropped(metrics.StageConnection, limit+1)
-		s.cutOff(errcode.New(errcode.TooSlow, "the client reads the stream too slowly; reconnect"))
+		s.CutOff(errcode.New(errcode.TooSlow, "the client reads the stream too slowly; reconnect"))
 		return
 	}
 	s.queue = append(s.queue, payload)
@@ -125,7 +126,7 @@ func (s *stream) push(payload json.RawMessage, limit int) {
 // hold counts n more bytes (less than 0: fewer) that the stream holds for its client, against
 // max_memory_per_client (memory).
 func (s *stream) hold(n int) {
-	s.hub.memory.hold(s, int64(n), s.hub.api().cfg.Subscriptions.MaxMemoryPerClient)
+	s.hub.Hold(s, n)
 }
 
 // finish ends the stream with how, unless it is ending already (the first reason wins).
@@ -133,35 +134,36 @@ func (s *stream) finish(how streamEnd) {
 	s.mu.Lock()
 	if !s.done {
 		s.done, s.end = true, how
+		s.room.Wake() // a replay waiting ends
 	}
 	s.mu.Unlock()
 	s.signal()
 }
 
-// fail ends the stream for a reason of the transport's or the server's: the hub's close on a
+// Fail ends the stream for a reason of the transport's or the server's: the hub's close on a
 // reload or a shutdown, or a client too slow. It never blocks.
-func (s *stream) fail(why *errcode.Error) {
+func (s *stream) Fail(why *errcode.Error) {
 	s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(why)}, reconnect: true})
 }
 
-// cutOff ends the stream of a client found too slow at once. fail would have run write the
+// CutOff ends the stream of a client found too slow at once. Fail would have run write the
 // stream's last words after what it is writing, which a client that has stopped reading never
 // takes: run would wait out the write's deadline (deadline, 24 s by default) holding its
-// goroutine, its buffers and its place in the hub. cutOff ends the write in progress (out.cut)
+// goroutine, its buffers and its place in the hub. CutOff ends the write in progress (out.cut)
 // and every later one, the last words with them; the client's connection or HTTP/2 stream ends
 // there, mid-event maybe. It never blocks.
-func (s *stream) cutOff(why *errcode.Error) {
+func (s *stream) CutOff(why *errcode.Error) {
 	s.mu.Lock()
 	s.cut = true
 	o := s.o
 	s.mu.Unlock()
-	s.fail(why)
+	s.Fail(why)
 	if o != nil {
 		o.cut()
 	}
 }
 
-// lost is the end of a stream whose client can no longer be written to: the end cutOff set, or
+// lost is the end of a stream whose client can no longer be written to: the end CutOff set, or
 // the client left.
 func (s *stream) lost() string {
 	s.mu.Lock()
@@ -196,10 +198,7 @@ func (s *stream) take() ([]json.RawMessage, bool, streamEnd) {
 		s.signal()
 	}
 	s.queued -= bytes
-	if s.room != nil {
-		close(s.room)
-		s.room = nil
-	}
+	s.room.Taken(len(s.queue), s.queued, s.sendQueue)
 	return q, s.done && s.queue == nil, s.end
 }
 
@@ -228,27 +227,25 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 		return
 	}
 	cfg := a.cfg.Subscriptions
-	client := clientKey(caller, a.clientAddress(r))
-	if err := a.hub.conns.reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
+	client := live.ClientKey(caller, a.live.ClientAddress(r))
+	if err := a.hub.Reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
 		w.Header().Set("Retry-After", retryAfter)
 		a.failGraphQL(w, r, plain, err)
 		return
 	}
 	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client, hub: a.hub, ctx: requestid.With(context.Background(), a.requestID(r)), caller: caller.UserID, opened: time.Now()}
-	s.atEnd(func() { a.hub.conns.release(client) })
-	if !a.hub.conns.add(s) {
+	s.atEnd(func() { a.hub.Release(client) })
+	if !a.hub.Add(s, client) {
 		s.close()
 		w.Header().Set("Retry-After", retryAfter)
 		a.failGraphQL(w, r, plain, errcode.New(errcode.ServerFull, "the server is closing; try again later"))
 		return
 	}
-	s.atEnd(func() { a.hub.conns.remove(s) })
-	a.hub.memory.open(s, client)
-	s.atEnd(func() { a.hub.memory.drop(s) })
-	a.hub.closeOnExit(r, a.cfg.Exiting)
-	seq := schema.NewSequence(cfg.SendQueue, func(ctx context.Context) error { return s.roomForEvents(ctx, a.hub.api().cfg.Subscriptions.SendQueue) }, s.hold)
+	s.atEnd(func() { a.hub.Remove(s) })
+	a.hub.CloseOnExit(r, a.cfg.Exiting)
+	seq := schema.NewSequence(cfg.SendQueue, func(ctx context.Context) error { return s.roomForEvents(ctx, a.hub.Current().Subscriptions.SendQueue) }, s.hold)
 	l, err := a.cfg.GraphQL.ListenIn(seq, client, op, caller,
-		func(payload json.RawMessage) { s.push(payload, a.hub.api().cfg.Subscriptions.SendQueue) },
+		func(payload json.RawMessage) { s.push(payload, a.hub.Current().Subscriptions.SendQueue) },
 		s.feedEnded)
 	if err != nil { // ErrTooManyFeeds (503), or ErrTooManyFeedsPerClient (429)
 		s.close()
@@ -274,7 +271,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 	}
 	if _, ok := f.(sse); ok && cfg.SSEMaxDuration > 0 {
 		cut := time.AfterFunc(cfg.SSEMaxDuration, func() {
-			s.fail(errcode.New(errcode.ServiceRestart, "the stream lasted sse_max_duration; reconnect"))
+			s.Fail(errcode.New(errcode.ServiceRestart, "the stream lasted sse_max_duration; reconnect"))
 		})
 		s.atEnd(func() { cut.Stop() })
 	}
@@ -358,7 +355,7 @@ func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 // interval (ws_keepalive), past the next keep-alive, ends the stream. (Past the next keep-alive,
 // because over HTTP/2 the deadline is a timer that resets the stream, idle or not.)
 func (s *stream) deadline() time.Time {
-	cfg := s.hub.api().cfg.Subscriptions
+	cfg := s.hub.Current().Subscriptions
 	return time.Now().Add(cfg.KeepAlive + s.frame.keepAliveEvery(cfg))
 }
 
@@ -373,7 +370,7 @@ func (s *stream) run(o out) {
 	if cut { // before run began
 		o.cut()
 	}
-	keepAlive := time.NewTicker(s.frame.keepAliveEvery(s.hub.api().cfg.Subscriptions))
+	keepAlive := time.NewTicker(s.frame.keepAliveEvery(s.hub.Current().Subscriptions))
 	defer keepAlive.Stop()
 	var b []byte
 	for {
@@ -382,8 +379,8 @@ func (s *stream) run(o out) {
 			s.ended(s.lost())
 			return
 		case <-keepAlive.C:
-			if s.hub.exiting() {
-				s.fail(errcode.New(errcode.GoingAway, "the server is shutting down"))
+			if s.hub.Exiting() {
+				s.Fail(errcode.New(errcode.GoingAway, "the server is shutting down"))
 				continue
 			}
 			if !o.write(s.frame.keepAlive(b[:0]), s.deadline()) {
@@ -434,7 +431,7 @@ func (s *stream) recoverFault(o out) {
 	if v == nil {
 		return
 	}
-	s.hub.api().cfg.Logger.Error("graphql stream failed", requestid.Field(s.ctx), zap.String("user_id", s.caller),
+	s.hub.Current().Logger.Error("graphql stream failed", requestid.Field(s.ctx), zap.String("user_id", s.caller),
 		zap.String("interface", s.frame.name()), zap.Any("panic", v), zap.StackSkip("stack", 1))
 	s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(errcode.New(errcode.Internal, errcode.InternalMessage))}}) // nothing more is queued
 	o.cut()
@@ -454,8 +451,7 @@ func endReason(end streamEnd) string {
 
 // ended logs the stream's end, as a WebSocket's "websocket closed" line does.
 func (s *stream) ended(why string) {
-	api := s.hub.api()
-	api.cfg.Logger.Info("graphql stream closed", requestid.Field(s.ctx), zap.String("user_id", s.caller),
+	s.hub.Current().Logger.Info("graphql stream closed", requestid.Field(s.ctx), zap.String("user_id", s.caller),
 		zap.String("interface", s.frame.name()), zap.Duration("duration", time.Since(s.opened)),
 		zap.Int("events_sent", s.sent), zap.String("end", why))
 }
@@ -477,11 +473,11 @@ func (s *stream) close() {
 func (s *stream) feedEnded(err error) {
 	var refused *schema.RefusedError
 	switch {
-	case s.hub.closing.Load():
+	case s.hub.Closing():
 		// The event broker closes with the site: the hub ends the stream soon (SERVICE_RESTART),
 		// so that its client subscribes again, which it would not after a complete.
 	case errors.Is(err, schema.ErrFeedFellBehind):
-		s.fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
+		s.Fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
 	case errors.As(err, &refused):
 		s.finish(streamEnd{errs: refused.Errors})
 	default:
@@ -489,29 +485,16 @@ func (s *stream) feedEnded(err error) {
 	}
 }
 
-// roomForEvents waits until the queue is less than half full and holds less than
-// replayRoomBytes, for a replay, which has its events at hand and would otherwise fill it at
-// once; it fails once ctx or the stream ends.
+// sendQueue is how many results the queue may hold: the current config's SendQueue.
+func (s *stream) sendQueue() int { return s.hub.Current().Subscriptions.SendQueue }
+
+// roomForEvents waits until the queue has room for a replay (live.Room); it fails once ctx
+// or the stream ends.
 func (s *stream) roomForEvents(ctx context.Context, limit int) error {
-	for {
-		s.mu.Lock()
+	return s.room.Wait(ctx, nil, &s.mu, func() (int, int, int, error) {
 		if s.done {
-			s.mu.Unlock()
-			return context.Canceled
+			return 0, 0, 0, context.Canceled
 		}
-		if len(s.queue) < limit/2 && s.queued < replayRoomBytes {
-			s.mu.Unlock()
-			return nil
-		}
-		if s.room == nil {
-			s.room = make(chan struct{})
-		}
-		room := s.room
-		s.mu.Unlock()
-		select {
-		case <-room:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		return len(s.queue), s.queued, limit, nil
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 )
 
@@ -27,7 +28,7 @@ func (multipart) name() string { return metrics.Multipart }
 func (multipart) contentType() string {
 	return `multipart/mixed;boundary="graphql";subscriptionSpec=1.0`
 }
-func (multipart) keepAliveEvery(Subscriptions) time.Duration { return multipartHeartbeat }
+func (multipart) keepAliveEvery(live.Subscriptions) time.Duration { return multipartHeartbeat }
 
 func (m multipart) open(b []byte) []byte { return m.keepAlive(append(b, "\r\n--graphql"...)) }
 

@@ -19,7 +19,7 @@ type out interface {
 	write(b []byte, deadline time.Time) bool // and flush; false once the client is gone
 	end()                                    // after the last write
 	gone() <-chan struct{}                   // closed when the client leaves, if the transport tells
-	// cut ends the write in progress at once, and fails every later one: for stream.cutOff, from
+	// cut ends the write in progress at once, and fails every later one: for stream.CutOff, from
 	// any goroutine.
 	cut()
 }

@@ -10,6 +10,7 @@ import (
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -22,7 +23,7 @@ func (sse) contentType() string { return "text/event-stream; charset=utf-8" }
 
 // keepAliveEvery is the WebSockets' ping interval (ws_keepalive): well under the idle timeouts
 // of the proxies and load balancers in between.
-func (sse) keepAliveEvery(cfg Subscriptions) time.Duration { return cfg.KeepAlive }
+func (sse) keepAliveEvery(cfg live.Subscriptions) time.Duration { return cfg.KeepAlive }
 
 // open is a comment: the client sees the stream established before any event.
 func (sse) open(b []byte) []byte      { return append(b, ":\n\n"...) }

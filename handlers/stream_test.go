@@ -32,6 +32,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth/authtest"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/events/eventstest"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/internal/race"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/posts/poststest"
@@ -65,7 +66,7 @@ const (
 // the client address of clientIPHeader) for the streams' tests, with change applied to the
 // API's Config before New (Exiting, another Authenticator). It returns the httptest server too,
 // whose shutdown a test may begin.
-func newStreamServer(t *testing.T, subs Subscriptions, limits schema.Limits, change func(*Config)) (*wsServer, *httptest.Server) {
+func newStreamServer(t *testing.T, subs live.Subscriptions, limits schema.Limits, change func(*Config)) (*wsServer, *httptest.Server) {
 	t.Helper()
 	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
 	if err != nil {
@@ -554,7 +555,7 @@ func TestClosingTheHubEndsTheStreams(t *testing.T) {
 }
 
 func TestRefusalsBeforeAStream(t *testing.T) {
-	s := newWSServerWith(t, with(testSubscriptions, func(s *Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }),
+	s := newWSServerWith(t, with(testSubscriptions, func(s *live.Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }),
 		with(testLimits, func(l *schema.Limits) { l.MaxFeedsPerClient = 1 }), posts.Config{})
 	// plain checks a refusal in JSON: its status, media type, and its one error.
 	plain := func(t *testing.T, r *streamResponse, status int, media, code, message string) {
@@ -695,7 +696,7 @@ func TestAnSSEEventsIdIsNeverTheData(t *testing.T) {
 
 func TestStreamsAndWebSocketsShareOnePoolOfConnections(t *testing.T) {
 	// A short keep-alive: a stream whose client left is found by its next write at the latest.
-	s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) {
+	s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) {
 		s.MaxConnections, s.MaxConnectionsPerUser, s.KeepAlive = 10, 2, 500*time.Millisecond
 	}))
 	const ip = "192.0.2.1"
@@ -805,7 +806,7 @@ func TestAClientThatStopsReadingIsCutOffAsTooSlow(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var ends streamEnds
-			s, _ := newStreamServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxSubscriptions, s.SendQueue = 1, 1 }), testLimits,
+			s, _ := newStreamServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxSubscriptions, s.SendQueue = 1, 1 }), testLimits,
 				func(cfg *Config) { ends = logStreamEnds(cfg) })
 			r := s.post(t, tt.accept, createdBodies, nil)
 			if got := r.until(t, tt.openEnd); got != tt.open {
@@ -848,9 +849,7 @@ func TestAClientThatStopsReadingIsCutOffAsTooSlow(t *testing.T) {
 
 // streamEnding says whether a stream of the hub is ending, its end set.
 func (s *wsServer) streamEnding() bool {
-	s.api.hub.conns.mu.Lock()
-	defer s.api.hub.conns.mu.Unlock()
-	for c := range s.api.hub.conns.all {
+	for _, c := range s.api.hub.Open() {
 		if st, ok := c.(*stream); ok {
 			st.mu.Lock()
 			done := st.done
@@ -865,7 +864,7 @@ func (s *wsServer) streamEnding() bool {
 
 func TestKeepAlive(t *testing.T) {
 	t.Run("an idle SSE stream gets a comment every ws_keepalive", func(t *testing.T) {
-		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.KeepAlive = 20 * time.Millisecond }))
+		s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.KeepAlive = 20 * time.Millisecond }))
 		r := s.post(t, acceptSSE, createdTitles, nil)
 		for i := range 3 { // the open, then keep-alives with no event
 			if got := r.event(t); got != ":\n\n" {
@@ -877,7 +876,7 @@ func TestKeepAlive(t *testing.T) {
 		if got := string(multipart{}.keepAlive(nil)); got != multipartPart+"{}\r\n--graphql" {
 			t.Errorf("the heartbeat %q; want a part of {}", got)
 		}
-		if got := (multipart{}).keepAliveEvery(Subscriptions{KeepAlive: 20 * time.Millisecond}); got != 5*time.Second {
+		if got := (multipart{}).keepAliveEvery(live.Subscriptions{KeepAlive: 20 * time.Millisecond}); got != 5*time.Second {
 			t.Errorf("every %s; want 5s, Apollo's", got)
 		}
 	})
@@ -886,7 +885,7 @@ func TestKeepAlive(t *testing.T) {
 // quickMultipart is multipart with a keep-alive tick every millisecond rather than 5 s.
 type quickMultipart struct{ multipart }
 
-func (quickMultipart) keepAliveEvery(Subscriptions) time.Duration { return time.Millisecond }
+func (quickMultipart) keepAliveEvery(live.Subscriptions) time.Duration { return time.Millisecond }
 
 // bufferOut is an out that keeps what the stream writes, to a client that never leaves.
 type bufferOut struct{ bytes.Buffer }
@@ -899,7 +898,7 @@ func (o *bufferOut) cut()                             {}
 func TestAStreamEndsWhenTheServerExits(t *testing.T) {
 	t.Run("an SSE stream ends at its next keep-alive, with no complete", func(t *testing.T) {
 		var exiting atomic.Bool
-		s, _ := newStreamServer(t, with(testSubscriptions, func(s *Subscriptions) { s.KeepAlive = 20 * time.Millisecond }), testLimits,
+		s, _ := newStreamServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.KeepAlive = 20 * time.Millisecond }), testLimits,
 			func(cfg *Config) { cfg.Exiting = exiting.Load })
 		r := s.post(t, acceptSSE, createdTitles, nil)
 		r.event(t)
@@ -1014,7 +1013,7 @@ func TestAStreamBehindAWriterThatCannotFlushIsRefused(t *testing.T) {
 	if res.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), `"code":"INTERNAL_SERVER_ERROR"`) {
 		t.Errorf("%d %s; want 500 INTERNAL_SERVER_ERROR rather than a stream that opens and ends", res.StatusCode, body)
 	}
-	if got := s.api.hub.conns.reserved; got != 0 {
+	if _, _, got := s.api.hub.Counted(""); got != 0 {
 		t.Errorf("%d connections held after the refusal; want 0", got)
 	}
 }
@@ -1023,8 +1022,8 @@ func TestAStreamBehindAWriterThatCannotFlushIsRefused(t *testing.T) {
 // stream.
 type panicking struct{ sse }
 
-func (panicking) keepAliveEvery(Subscriptions) time.Duration { return 5 * time.Millisecond }
-func (panicking) keepAlive([]byte) []byte                    { panic("a fault of the stream's writer") }
+func (panicking) keepAliveEvery(live.Subscriptions) time.Duration { return 5 * time.Millisecond }
+func (panicking) keepAlive([]byte) []byte                         { panic("a fault of the stream's writer") }
 
 // TestAPanicOfAStreamsWriterEndsTheStreamNotTheServer has the writer of a stream whose
 // connection was taken (HTTP/1.1: run on a goroutine of its own, which no handler of Caddy's

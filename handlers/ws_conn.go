@@ -20,6 +20,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
@@ -41,16 +42,16 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg := a.cfg.Subscriptions
-	address := a.clientAddress(r)
-	client := clientKey(upgradeCaller, address)
-	if err := a.hub.conns.reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
+	address := a.live.ClientAddress(r)
+	client := live.ClientKey(upgradeCaller, address)
+	if err := a.hub.Reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
 		w.Header().Set("Retry-After", retryAfter)
 		a.fail(w, r, err)
 		return
 	}
 	ws, err := websocket.Accept(hijackBelow(w), r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
 	if err != nil {
-		a.hub.conns.release(client)
+		a.hub.Release(client)
 		return // Accept has answered (403 for a foreign origin)
 	}
 	// The connection outlives the request: its context comes from the hub, not from r; it
@@ -63,12 +64,11 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		creds: creds, caller: upgradeCaller, ops: map[string]*operation{}, client: client, address: address,
 		upgrade: r, opened: time.Now(),
 	}
-	if !a.hub.conns.add(c) {
-		a.hub.conns.release(client)
+	if !a.hub.Add(c, client) {
+		a.hub.Release(client)
 		_ = ws.Close(websocket.StatusGoingAway, "the server is shutting down")
 		return
 	}
-	a.hub.memory.open(c, client)
 	metrics.WebSocketOpened()
 	c.serve()
 }
@@ -98,14 +98,14 @@ func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return h.inner
 // they have work, the writer, the keep-alive and each query or mutation (subscriptions are fed
 // by their feed's goroutine); the reader's end waits for all of them.
 type wsConn struct {
-	hub    *Hub // whose current API the connection applies
+	hub    *live.Hub // whose current Config the connection applies
 	ws     *websocket.Conn
 	proto  protocol
 	ctx    context.Context // the operations': ends with the connection
 	cancel context.CancelFunc
 	creds  auth.Credentials // the upgrade request's, to which connection_init adds its payload
-	// writes is the context of every message written; cancelled by cutOff, it closes the
-	// connection under the write in progress. Not ctx, which fail cancels before the writer
+	// writes is the context of every message written; cancelled by CutOff, it closes the
+	// connection under the write in progress. Not ctx, which Fail cancels before the writer
 	// sends the queue and the close frame.
 	writes    context.Context
 	cutWrites context.CancelFunc
@@ -114,10 +114,10 @@ type wsConn struct {
 	queue       []message     // to the writer, at most SendQueue; nil when empty, so idle costs nothing
 	queuedBytes int           // the bytes of the payloads in queue
 	room        chan struct{} // signalled when the writer takes a message, for a reply waiting for room
-	drained     chan struct{} // closed once the queue is less than half full, for replays waiting (roomForEvents)
+	replayRoom  live.Room     // for the replays waiting (roomForEvents)
 
 	closeOnce sync.Once
-	closing   chan struct{} // closed by fail, after closeErr is set
+	closing   chan struct{} // closed by Fail, after closeErr is set
 	closeErr  *errcode.Error
 
 	mu      sync.Mutex
@@ -144,8 +144,8 @@ type wsConn struct {
 	wg      sync.WaitGroup // what spawn started
 }
 
-// api is the API the connection applies: its hub's current one.
-func (c *wsConn) api() *API { return c.hub.api() }
+// current is the Config the connection applies: its hub's current one.
+func (c *wsConn) current() *live.Config { return c.hub.Current() }
 
 // serve reads the connection's messages and acts on them: on the upgrade request's goroutine
 // until its connection_init is answered, so that the access log line Caddy writes when the
@@ -167,14 +167,14 @@ func (c *wsConn) serve() {
 
 // start starts the keep-alive and the clock of connection_init.
 func (c *wsConn) start() {
-	cfg := c.api().cfg.Subscriptions
+	cfg := c.current().Subscriptions
 	c.life.Lock()
 	c.pinger = time.AfterFunc(cfg.KeepAlive, func() { c.spawn(c.keepAlive) })
 	c.life.Unlock()
 	c.initTimer = time.AfterFunc(cfg.InitTimeout, func() {
 		if !c.initialised() {
 			metrics.LimitRefused("ws_init_timeout")
-			c.fail(errcode.New(errcode.InitTimeout, "Connection initialisation timeout"))
+			c.Fail(errcode.New(errcode.InitTimeout, "Connection initialisation timeout"))
 		}
 	})
 }
@@ -205,11 +205,10 @@ func (c *wsConn) end() {
 	c.wg.Wait()
 	c.cutWrites()       // no write runs now: this releases the context alone
 	_ = c.ws.CloseNow() // if the writer has not closed it with a code
-	c.hub.conns.remove(c)
-	c.hub.memory.drop(c)
+	c.hub.Remove(c)
 	metrics.WebSocketClosed()
 	c.closed()
-	c.hub.conns.release(c.client) // by then, maybe the user's rather than the address's
+	c.hub.Release(c.client) // by then, maybe the user's rather than the address's
 }
 
 func (c *wsConn) initialised() bool {
@@ -223,14 +222,14 @@ func (c *wsConn) initialised() bool {
 // and a log line.
 func (c *wsConn) recoverFault() {
 	if v := recover(); v != nil {
-		c.api().cfg.Logger.Error("websocket connection failed", requestid.Field(c.ctx), zap.Any("panic", v), zap.StackSkip("stack", 1))
-		c.fail(errcode.New(errcode.Internal, "Internal server error"))
+		c.current().Logger.Error("websocket connection failed", requestid.Field(c.ctx), zap.Any("panic", v), zap.StackSkip("stack", 1))
+		c.Fail(errcode.New(errcode.Internal, "Internal server error"))
 	}
 }
 
-// fail ends the connection with why (the first reason wins): the writer sends what is queued,
+// Fail ends the connection with why (the first reason wins): the writer sends what is queued,
 // then closes with its code. It never blocks, so any goroutine may call it.
-func (c *wsConn) fail(why *errcode.Error) {
+func (c *wsConn) Fail(why *errcode.Error) {
 	c.closeOnce.Do(func() {
 		c.closeErr = why
 		close(c.closing)
@@ -239,7 +238,7 @@ func (c *wsConn) fail(why *errcode.Error) {
 	})
 }
 
-// ending says whether fail was called.
+// ending says whether Fail was called.
 func (c *wsConn) ending() bool {
 	select {
 	case <-c.closing:
@@ -254,7 +253,7 @@ func (c *wsConn) ending() bool {
 func (c *wsConn) read() (acknowledged bool) {
 	for {
 		// The current config's, from the next message on.
-		c.ws.SetReadLimit(c.api().cfg.Subscriptions.ReadLimit)
+		c.ws.SetReadLimit(c.current().Subscriptions.ReadLimit)
 		// Not c.ctx: cancelling a read would drop the connection before the writer's close code.
 		typ, data, err := c.ws.Read(context.Background())
 		if err != nil || c.ending() {
@@ -264,11 +263,11 @@ func (c *wsConn) read() (acknowledged bool) {
 		c.received++
 		m, why := decodeMessage(typ, data)
 		if why != nil {
-			c.fail(why)
+			c.Fail(why)
 			return false
 		}
 		if why := c.handle(m); why != nil {
-			c.fail(why)
+			c.Fail(why)
 			return false
 		}
 		if c.upgrade != nil && m.Type == "connection_init" {
@@ -321,27 +320,24 @@ func (c *wsConn) init(payload json.RawMessage) *errcode.Error {
 	}
 	creds := c.creds
 	creds.Init = payload
-	api := c.api()
-	caller, err := api.cfg.Auth.Identify(c.ctx, creds)
+	cfg := c.current()
+	caller, err := cfg.Auth.Identify(c.ctx, creds)
 	if err == nil {
-		err = api.cfg.Posts.Allow(caller, posts.Subscribe)
+		err = cfg.Posts.Allow(caller, posts.Subscribe)
 	}
 	if err != nil {
 		return c.refuse(errcode.Of(err))
 	}
 	// Counted by its address until now, a connection whose connection_init names a user counts
 	// as theirs; a user who holds as many as they may is told so with 4429, as 429 would.
-	if client := clientKey(caller, c.address); client != c.client {
-		perClient := api.cfg.Subscriptions.MaxConnectionsPerUser
-		if !c.hub.conns.move(c.client, client, perClient) {
-			metrics.LimitRefused("max_connections_per_user")
-			return c.refuse(errcode.New(errcode.TooManyConnections, tooManyConnections(perClient)))
+	if client := live.ClientKey(caller, c.address); client != c.client {
+		if why := c.hub.Move(c, c.client, client, cfg.Subscriptions.MaxConnectionsPerUser); why != nil {
+			return c.refuse(why)
 		}
 		c.client = client
-		c.hub.memory.move(c, client)
 	}
 	if !caller.Expires.IsZero() { // closed when HTTP would refuse the token, so that a reconnect with it fails too
-		c.expiry = time.AfterFunc(time.Until(caller.Expires), func() { c.fail(errcode.New(errcode.InvalidCredentials, "Forbidden: the token has expired")) })
+		c.expiry = time.AfterFunc(time.Until(caller.Expires), func() { c.Fail(errcode.New(errcode.InvalidCredentials, "Forbidden: the token has expired")) })
 	}
 	c.caller, c.acked = caller, true
 	c.authenticated()

@@ -23,11 +23,11 @@ func (c *wsConn) authenticated() {
 	if c.caller.Anonymous() {
 		return
 	}
-	api := c.api()
-	if api.cfg.Identified != nil {
-		api.cfg.Identified(c.upgrade, c.caller)
+	cfg := c.current()
+	if cfg.Identified != nil {
+		cfg.Identified(c.upgrade, c.caller)
 	}
-	api.cfg.Logger.Info("websocket authenticated", requestid.Field(c.ctx),
+	cfg.Logger.Info("websocket authenticated", requestid.Field(c.ctx),
 		zap.String("user_id", c.caller.UserID), zap.String("method", c.caller.Method))
 }
 
@@ -35,13 +35,13 @@ func (c *wsConn) authenticated() {
 func (c *wsConn) closed() {
 	code := c.closeCode()
 	if code == websocket.StatusMessageTooBig && !c.ending() {
-		metrics.LimitRefused("ws_read_limit") // closed by the library, not by fail
+		metrics.LimitRefused("ws_read_limit") // closed by the library, not by Fail
 	}
 	metrics.Connection(strconv.Itoa(int(code)))
 	c.mu.Lock()
 	userID := c.caller.UserID
 	c.mu.Unlock()
-	c.api().cfg.Logger.Info("websocket closed", requestid.Field(c.ctx), zap.String("user_id", userID),
+	c.current().Logger.Info("websocket closed", requestid.Field(c.ctx), zap.String("user_id", userID),
 		zap.String("subprotocol", c.ws.Subprotocol()), zap.Duration("duration", time.Since(c.opened)),
 		zap.Int("messages_received", c.received), zap.Int64("messages_sent", c.sent.Load()),
 		zap.Int("close_code", int(code)))
@@ -73,7 +73,7 @@ func (c *wsConn) operationDone(op *schema.Operation, code string, start time.Tim
 	}
 	took := time.Since(start)
 	metrics.Request(metrics.WebSocket, typ, code, took)
-	if ce := c.api().cfg.Logger.Check(zap.DebugLevel, "graphql operation"); ce != nil {
+	if ce := c.current().Logger.Check(zap.DebugLevel, "graphql operation"); ce != nil {
 		ce.Write(requestid.Field(c.ctx), zap.String("graphql_operation_type", typ),
 			zap.String("graphql_operation_name", name), zap.String("code", code), zap.Duration("duration", took))
 	}

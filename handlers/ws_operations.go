@@ -53,29 +53,29 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	}
 	start := time.Now()
 	// One API for the whole operation, which its schema prepares and runs: the current one.
-	api := c.api()
-	if len(c.ops) >= api.cfg.Subscriptions.MaxSubscriptions {
+	cfg := c.current()
+	if len(c.ops) >= cfg.Subscriptions.MaxSubscriptions {
 		metrics.LimitRefused("max_subscriptions")
 		c.refuseOperation(m.ID, nil, start, queryError(
 			errcode.New(errcode.TooManyOperations, "this connection runs as many operations as it may; complete one first")))
 		return nil
 	}
-	op, refusal := api.cfg.GraphQL.Prepare(req)
+	op, refusal := cfg.GraphQL.Prepare(req)
 	if refusal != nil {
 		c.refuseOperation(m.ID, nil, start, refusal)
 		return nil
 	}
-	if err := api.cfg.Posts.Allow(c.caller, actionOf(op.Type)); err != nil {
+	if err := cfg.Posts.Allow(c.caller, actionOf(op.Type)); err != nil {
 		c.refuseOperation(m.ID, op, start, queryError(errcode.Of(err)))
 		return nil
 	}
 	o := &operation{id: m.ID}
 	if op.Type == "subscription" {
 		if c.seq == nil { // the first subscription: an idle connection holds none
-			c.seq = schema.NewSequence(api.cfg.Subscriptions.SendQueue, c.roomForEvents, c.hold)
+			c.seq = schema.NewSequence(cfg.Subscriptions.SendQueue, c.roomForEvents, c.hold)
 		}
 		endedEarly := make(chan struct{}) // closed by ended, which the feed calls once at most
-		l, err := api.cfg.GraphQL.ListenIn(c.seq, c.client, op, c.caller,
+		l, err := cfg.GraphQL.ListenIn(c.seq, c.client, op, c.caller,
 			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
 			func(err error) { close(endedEarly); c.spawn(func() { c.feedEnded(o, err) }) })
 		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
@@ -99,7 +99,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	c.ops[m.ID] = o
 	c.spawn(func() {
 		defer stop()
-		res := api.cfg.GraphQL.Execute(ctx, op)
+		res := cfg.GraphQL.Execute(ctx, op)
 		c.operationDone(op, responseCode(res), start)
 		if res.Data == nil {
 			c.complete(o, res.Errors)
@@ -125,11 +125,11 @@ func (c *wsConn) refuseOperation(id string, op *schema.Operation, start time.Tim
 func (c *wsConn) feedEnded(o *operation, err error) {
 	var refused *schema.RefusedError
 	switch {
-	case c.hub.closing.Load():
+	case c.hub.Closing():
 		// The event broker closes with the site: the connection closes soon with 1012, and its
 		// client subscribes again when it reconnects, which it would not after a complete.
 	case errors.Is(err, schema.ErrFeedFellBehind):
-		c.fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
+		c.Fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
 	case errors.As(err, &refused):
 		c.complete(o, refused.Errors)
 	default:

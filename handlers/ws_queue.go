@@ -25,64 +25,50 @@ func (c *wsConn) reply(m message) {
 }
 
 // push queues an event. A client that lets the queue fill up is too slow, and is cut off
-// (cutOff) rather than allowed to hold events (and memory) back.
+// (CutOff) rather than allowed to hold events (and memory) back.
 func (c *wsConn) push(m message) {
 	if c.ctx.Err() != nil {
 		return
 	}
 	if !c.enqueue(m) {
-		metrics.EventsDropped(metrics.StageConnection, c.api().cfg.Subscriptions.SendQueue+1) // the queue is full
-		c.cutOff(errcode.New(errcode.TooSlow, "the client reads messages too slowly"))
+		metrics.EventsDropped(metrics.StageConnection, c.sendQueue()+1) // the queue is full
+		c.CutOff(errcode.New(errcode.TooSlow, "the client reads messages too slowly"))
 	}
 }
 
 // hold counts n more bytes (less than 0: fewer) that the connection holds for its client,
 // against max_memory_per_client (memory).
 func (c *wsConn) hold(n int) {
-	c.hub.memory.hold(c, int64(n), c.api().cfg.Subscriptions.MaxMemoryPerClient)
+	c.hub.Hold(c, n)
 }
 
-// cutOff ends the connection of a client found too slow at once. fail alone would have the
+// CutOff ends the connection of a client found too slow at once. Fail alone would have the
 // writer send the queue and a close frame after the message it is writing, which a client that
 // has stopped reading never takes: the writer would wait out the write's timeout (ws_keepalive)
-// while the connection holds its place in the hub, its queue and its goroutines. cutOff cancels
+// while the connection holds its place in the hub, its queue and its goroutines. CutOff cancels
 // c.writes, on which coder/websocket closes the connection under the write in progress (or the
 // next), and the reader's end follows; the close code is logged, not sent. It never blocks.
-func (c *wsConn) cutOff(why *errcode.Error) {
-	c.fail(why)
+func (c *wsConn) CutOff(why *errcode.Error) {
+	c.Fail(why)
 	c.cutWrites()
 }
 
-// roomForEvents waits until the queue is less than half full and holds less than
-// replayRoomBytes, for a replay, which has its events at hand and would otherwise fill the
-// queue at once; it fails once ctx or the connection ends.
+// roomForEvents waits until the queue has room for a replay (live.Room); it fails once ctx or
+// the connection ends.
 func (c *wsConn) roomForEvents(ctx context.Context) error {
-	for {
-		c.queueMu.Lock()
-		if c.roomy() {
-			c.queueMu.Unlock()
-			return nil
-		}
-		if c.drained == nil {
-			c.drained = make(chan struct{})
-		}
-		drained := c.drained
-		c.queueMu.Unlock()
-		select {
-		case <-drained:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.ctx.Done():
-			return c.ctx.Err()
-		}
-	}
+	return c.replayRoom.Wait(ctx, c.ctx.Done(), &c.queueMu, func() (int, int, int, error) {
+		return len(c.queue), c.queuedBytes, c.sendQueue(), nil
+	})
 }
+
+// sendQueue is how many messages the queue may hold: the current config's SendQueue.
+func (c *wsConn) sendQueue() int { return c.current().Subscriptions.SendQueue }
 
 // enqueue queues m for the writer and makes sure one runs, unless the queue is full.
 func (c *wsConn) enqueue(m message) bool {
 	c.hold(len(m.Payload)) // before the writer can take it, and give it back
 	c.queueMu.Lock()
-	full := len(c.queue) >= c.api().cfg.Subscriptions.SendQueue
+	full := len(c.queue) >= c.sendQueue()
 	if !full {
 		c.queue = append(c.queue, m)
 		c.queuedBytes += len(m.Payload)
@@ -113,21 +99,13 @@ func (c *wsConn) dequeue() (message, bool) {
 		default:
 		}
 		c.queuedBytes -= len(m.Payload)
-		if c.drained != nil && c.roomy() {
-			close(c.drained)
-			c.drained = nil
-		}
+		c.replayRoom.Taken(len(c.queue), c.queuedBytes, c.sendQueue)
 		if m.op == nil || !m.op.completed.Load() {
 			return m, true
 		}
 		c.freed(m)
 	}
 	return message{}, false
-}
-
-// roomy says whether a replay may queue more (roomForEvents); queueMu is held.
-func (c *wsConn) roomy() bool {
-	return len(c.queue) < c.api().cfg.Subscriptions.SendQueue/2 && c.queuedBytes < replayRoomBytes
 }
 
 // freed gives back what m, dequeued, held against the client's memory, once it is written or
@@ -149,8 +127,8 @@ func (c *wsConn) kick() {
 	}
 }
 
-// write is the connection's only writer while it runs: it writes what is queued, and once fail
-// is called, closes the connection with fail's code after the queue.
+// write is the connection's only writer while it runs: it writes what is queued, and once Fail
+// is called, closes the connection with Fail's code after the queue.
 func (c *wsConn) write() {
 	for {
 		if m, ok := c.dequeue(); ok {
@@ -166,7 +144,7 @@ func (c *wsConn) write() {
 			return
 		}
 		c.writing.Store(false)
-		// A message queued, or fail called, since the queue was found empty saw this writer
+		// A message queued, or Fail called, since the queue was found empty saw this writer
 		// running and started none: go on, unless another writer has started since.
 		if !c.queued() && !c.ending() || !c.writing.CompareAndSwap(false, true) {
 			return
@@ -174,8 +152,8 @@ func (c *wsConn) write() {
 	}
 }
 
-// closeWithReason sends what is queued, then closes the connection with fail's code; one cut
-// off (cutOff) it closes at once, as Close would wait for the client's close frame.
+// closeWithReason sends what is queued, then closes the connection with Fail's code; one cut
+// off (CutOff) it closes at once, as Close would wait for the client's close frame.
 func (c *wsConn) closeWithReason() {
 	for m, ok := c.dequeue(); ok; m, ok = c.dequeue() {
 		written := c.writeMessage(m)
@@ -193,12 +171,12 @@ func (c *wsConn) closeWithReason() {
 }
 
 func (c *wsConn) writeMessage(m message) bool {
-	ctx, cancel := context.WithTimeout(c.writes, c.api().cfg.Subscriptions.KeepAlive)
+	ctx, cancel := context.WithTimeout(c.writes, c.current().Subscriptions.KeepAlive)
 	defer cancel()
 	if err := c.ws.Write(ctx, websocket.MessageText, m.encode()); err != nil {
 		c.cancel()
 		if c.writes.Err() != nil {
-			// Cut off (cutOff) before this write began: coder/websocket may then refuse it
+			// Cut off (CutOff) before this write began: coder/websocket may then refuse it
 			// without closing the connection, which would stay open, its reader waiting.
 			_ = c.ws.CloseNow()
 		}
@@ -218,18 +196,18 @@ func (c *wsConn) keepAlive() {
 	if c.proto.keepAlive != "" && c.initialised() {
 		c.reply(message{Type: c.proto.keepAlive})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.api().cfg.Subscriptions.KeepAlive)
+	ctx, cancel := context.WithTimeout(context.Background(), c.current().Subscriptions.KeepAlive)
 	err := c.ws.Ping(ctx)
 	cancel()
 	if err != nil {
 		if c.ctx.Err() == nil {
-			c.fail(errcode.New(errcode.GoingAway, "no answer to the keep-alive ping"))
+			c.Fail(errcode.New(errcode.GoingAway, "no answer to the keep-alive ping"))
 		}
 		return
 	}
 	c.life.Lock()
 	if !c.stopped {
-		c.pinger.Reset(c.api().cfg.Subscriptions.KeepAlive)
+		c.pinger.Reset(c.current().Subscriptions.KeepAlive)
 	}
 	c.life.Unlock()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/internal/race"
 )
 
@@ -89,7 +90,7 @@ func (r *titleReader) end() error {
 func TestASubscriberThatStopsReadingIsCutOff(t *testing.T) {
 	// No keep-alive ping while the test runs: the slow client could not answer it in time. And
 	// so a write's timeout is a minute: slow's connection ends only if the write is cut.
-	s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.SendQueue, s.MaxSubscriptions, s.KeepAlive = 4, 1, time.Minute }))
+	s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.SendQueue, s.MaxSubscriptions, s.KeepAlive = 4, 1, time.Minute }))
 	s.createPost(t, "warm-up") // the store, the HTTP server and client start their goroutines
 	warm := s.dial(t, transportWS, nil)
 	initialise(t, warm, `{}`)
@@ -174,7 +175,7 @@ func TestASubscriberThatStopsReadingIsCutOff(t *testing.T) {
 // the server's queue for a client that does not read, and reuses its id at once: none of the
 // waiting events is sent, under the old operation's id or the new one's.
 func TestCompleteDropsWhatIsQueuedForTheOperation(t *testing.T) {
-	s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.KeepAlive = time.Minute }))
+	s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.KeepAlive = time.Minute }))
 	const subscribe = `{"id": "1", "type": "subscribe", "payload": {"query": "subscription { postCreated { title body } }"}}`
 	stalled := s.dial(t, transportWS, nil)
 	stalled.SetReadLimit(1 << 20) // an event is some 300 KB
@@ -227,10 +228,10 @@ func TestCompleteDropsWhatIsQueuedForTheOperation(t *testing.T) {
 
 func TestTheSendQueueHoldsOneEventForEverySubscription(t *testing.T) {
 	// A client with as many subscriptions as it may, all matching one event, is not too slow.
-	if got := with(testSubscriptions, func(s *Subscriptions) { s.SendQueue, s.MaxSubscriptions = 4, 10 }).withSendQueueFloor().SendQueue; got != 10 {
+	if got := with(testSubscriptions, func(s *live.Subscriptions) { s.SendQueue, s.MaxSubscriptions = 4, 10 }).WithSendQueueFloor().SendQueue; got != 10 {
 		t.Errorf("SendQueue = %d; want 10, MaxSubscriptions", got)
 	}
-	if got := testSubscriptions.withSendQueueFloor().SendQueue; got != testSubscriptions.MaxSubscriptions {
+	if got := testSubscriptions.WithSendQueueFloor().SendQueue; got != testSubscriptions.MaxSubscriptions {
 		t.Errorf("SendQueue unset = %d; want %d, MaxSubscriptions", got, testSubscriptions.MaxSubscriptions)
 	}
 }

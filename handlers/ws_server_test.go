@@ -18,6 +18,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/posts/poststest"
 	"github.com/postsedge/caddy-posts/schema"
@@ -42,7 +43,7 @@ type wsServer struct {
 // API's Config.ClientIP reads it, and without it the peer's address counts.
 const clientIPHeader = "X-Test-Client-IP"
 
-func newWSServer(t *testing.T, subs Subscriptions) *wsServer {
+func newWSServer(t *testing.T, subs live.Subscriptions) *wsServer {
 	t.Helper()
 	return newWSServerWith(t, subs, testLimits, posts.Config{})
 }
@@ -50,7 +51,7 @@ func newWSServer(t *testing.T, subs Subscriptions) *wsServer {
 // newWSServerWith is newWSServer with limits for the schema, the rules of posts, and the
 // operations of a persisted query manifest: rules' store, timeout, page size, logger and events
 // are the server's own.
-func newWSServerWith(t *testing.T, subs Subscriptions, limits schema.Limits, rules posts.Config, persisted ...schema.PersistedQuery) *wsServer {
+func newWSServerWith(t *testing.T, subs live.Subscriptions, limits schema.Limits, rules posts.Config, persisted ...schema.PersistedQuery) *wsServer {
 	t.Helper()
 	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
 	if err != nil {
@@ -82,9 +83,7 @@ func newWSServerWith(t *testing.T, subs Subscriptions, limits schema.Limits, rul
 
 // open is how many WebSocket connections the API holds.
 func (s *wsServer) open() int {
-	s.api.hub.conns.mu.Lock()
-	defer s.api.hub.conns.mu.Unlock()
-	return len(s.api.hub.conns.all)
+	return len(s.api.hub.Open())
 }
 
 func (s *wsServer) dial(t *testing.T, subprotocol string, header http.Header) *websocket.Conn {
@@ -150,10 +149,8 @@ func initialise(t *testing.T, c *websocket.Conn, payload string) {
 
 // serverConns are the API's connections, as the server holds them.
 func (s *wsServer) serverConns() []*wsConn {
-	s.api.hub.conns.mu.Lock()
-	defer s.api.hub.conns.mu.Unlock()
 	var all []*wsConn
-	for c := range s.api.hub.conns.all {
+	for _, c := range s.api.hub.Open() {
 		if ws, ok := c.(*wsConn); ok {
 			all = append(all, ws)
 		}

@@ -1,7 +1,7 @@
 // The memory budget of each client: the bytes its WebSockets and HTTP streams hold, counted
 // against Subscriptions.MaxMemoryPerClient.
 
-package handlers
+package live
 
 import (
 	"fmt"
@@ -11,10 +11,10 @@ import (
 	"github.com/postsedge/caddy-posts/metrics"
 )
 
-// memory is a hub's account of the bytes each client's connections hold for it: the events
-// queued to send (ws_queue.go, stream.go) and being written, and what their Sequence holds
-// (responses held back for an earlier event, a replay's page of the log; schema/order.go).
-// It is counted by client, as the connections are (conns): a user whatever their addresses, an
+// memory is a Hub's account of the bytes each client's connections hold for it (Hub.Hold): the
+// events queued to send and being written, and what their schema.Sequence holds (responses held
+// back for an earlier event, a replay's page of the log; schema/order.go). It is counted by
+// client, as the connections are (conns, ClientKey): a user whatever their addresses, an
 // anonymous client by its address.
 //
 // An event that several connections of one client queue counts once per connection, though
@@ -22,13 +22,13 @@ import (
 // ended, and the rule stays one sum per client.
 //
 // A client past its budget is never waited for, and the server's memory is never what gives:
-// its connection that holds the most is cut off (TOO_SLOW, as a full send queue is), at once,
-// until the client is within its budget again. A client that reads steadily holds little; one
-// that stops reading on many streams loses the fullest first, and an SSE client resumes from
-// the last event it got.
+// its connection that holds the most is cut off (Conn.CutOff: TOO_SLOW, as a full send queue
+// is), at once, until the client is within its budget again. A client that reads steadily
+// holds little; one that stops reading on many streams loses the fullest first, and an SSE
+// client resumes from the last event it got.
 type memory struct {
 	mu       sync.Mutex
-	accounts map[holder]*account      // of the connections open (open), until drop
+	accounts map[Conn]*account        // of the connections open (open), until drop
 	clients  map[string]*clientMemory // none for a client that holds nothing
 }
 
@@ -42,27 +42,21 @@ type account struct {
 // clientMemory is what one client's connections hold.
 type clientMemory struct {
 	used  int64
-	conns map[holder]*account // those that hold bytes
-}
-
-// holder is a connection whose bytes memory counts.
-type holder interface {
-	cutOff(why *errcode.Error) // ends it at once; never blocks
+	conns map[Conn]*account // those that hold bytes
 }
 
 // open starts counting what h holds, for client.
-func (m *memory) open(h holder, client string) {
+func (m *memory) open(h Conn, client string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.accounts == nil {
-		m.accounts = map[holder]*account{}
+		m.accounts = map[Conn]*account{}
 	}
 	m.accounts[h] = &account{client: client}
 }
 
-// move counts what h holds, and will, for client to instead: a WebSocket whose connection_init
-// names a user (conns.move).
-func (m *memory) move(h holder, to string) {
+// move counts what h holds, and will, for client to instead (Hub.Move).
+func (m *memory) move(h Conn, to string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a := m.accounts[h]
@@ -79,7 +73,7 @@ func (m *memory) move(h holder, to string) {
 // client's fullest connections while the client is past it. A connection not open, dropped
 // already (a replay's goroutine may end after its connection), or cut off counts nothing: what
 // it held is freed with it.
-func (m *memory) hold(h holder, n int64, limit int64) {
+func (m *memory) hold(h Conn, n int64, limit int64) {
 	m.mu.Lock()
 	a := m.accounts[h]
 	if a == nil || a.cut || n == 0 {
@@ -88,7 +82,7 @@ func (m *memory) hold(h holder, n int64, limit int64) {
 	}
 	m.count(a, h, max(n, -a.bytes))
 	c := m.clients[a.client]
-	var cut []holder
+	var cut []Conn
 	for limit > 0 && c != nil && c.used > limit {
 		fullest := c.fullest()
 		cut = append(cut, fullest)
@@ -99,18 +93,18 @@ func (m *memory) hold(h holder, n int64, limit int64) {
 	m.mu.Unlock()
 	for _, h := range cut {
 		metrics.LimitRefused("max_memory_per_client")
-		h.cutOff(errcode.New(errcode.TooSlow, fmt.Sprintf("this client's connections hold more than max_memory_per_client (%d bytes) of events and results it has not read; reconnect", limit)))
+		h.CutOff(errcode.New(errcode.TooSlow, fmt.Sprintf("this client's connections hold more than max_memory_per_client (%d bytes) of events and results it has not read; reconnect", limit)))
 	}
 }
 
 // count adds n to what a, h's account, holds, and to its client's; m.mu is held.
-func (m *memory) count(a *account, h holder, n int64) {
+func (m *memory) count(a *account, h Conn, n int64) {
 	if n == 0 {
 		return
 	}
 	c := m.clients[a.client]
 	if c == nil {
-		c = &clientMemory{conns: map[holder]*account{}}
+		c = &clientMemory{conns: map[Conn]*account{}}
 		if m.clients == nil {
 			m.clients = map[string]*clientMemory{}
 		}
@@ -130,7 +124,7 @@ func (m *memory) count(a *account, h holder, n int64) {
 }
 
 // drop stops counting h, and gives back what it held: it ended.
-func (m *memory) drop(h holder) {
+func (m *memory) drop(h Conn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if a := m.accounts[h]; a != nil {
@@ -140,7 +134,7 @@ func (m *memory) drop(h holder) {
 }
 
 // fullest is c's connection that holds the most.
-func (c *clientMemory) fullest() (top holder) {
+func (c *clientMemory) fullest() (top Conn) {
 	for h, a := range c.conns {
 		if top == nil || a.bytes > c.conns[top].bytes {
 			top = h
@@ -149,7 +143,7 @@ func (c *clientMemory) fullest() (top holder) {
 	return top
 }
 
-// held is how many bytes client's connections hold: for tests.
+// held is how many bytes client's connections hold (Hub.Held).
 func (m *memory) held(client string) int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -158,9 +152,3 @@ func (m *memory) held(client string) int64 {
 	}
 	return 0
 }
-
-// replayRoomBytes is how many bytes a connection's queue may hold before a replay waits for the
-// client to read (roomForEvents): a replay has its events at hand, and a client that stops
-// reading on many resumed streams would otherwise have each fill its queue, half of
-// Subscriptions.SendQueue, with responses of its own encoding.
-const replayRoomBytes = 256 << 10
