@@ -13,6 +13,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
@@ -74,7 +75,8 @@ type API struct {
 	graphiql   http.Handler
 	hub        *live.Hub          // the open WebSockets and HTTP streams
 	live       *live.Config       // what they apply of cfg while the API is the hub's current
-	vary       varies             // the Vary of REST and GraphQL answers
+	answer     answer.Failer      // writes failures, and logs the server's faults
+	vary       answer.Varies      // the Vary of REST and GraphQL answers
 	probes     singleflight.Group // health probes under way
 
 	corsAllowHeaders string // the Access-Control-Allow-Headers of a preflight (cors.go)
@@ -84,7 +86,8 @@ type API struct {
 // caller fills them (caddymodule, from its table of defaults).
 func New(cfg Config) *API {
 	cfg.Subscriptions = cfg.Subscriptions.WithSendQueueFloor()
-	a := &API{cfg: cfg, vary: newVaries(cfg.Auth), corsAllowHeaders: corsAllowHeaders(cfg.Auth), hub: cfg.Hub}
+	a := &API{cfg: cfg, vary: answer.NewVaries(cfg.Auth), corsAllowHeaders: corsAllowHeaders(cfg.Auth), hub: cfg.Hub}
+	a.answer = answer.Failer{Logger: cfg.Logger, RequestID: cfg.RequestID}
 	a.live = &live.Config{
 		Subscriptions: cfg.Subscriptions, Posts: cfg.Posts, GraphQL: cfg.GraphQL, Auth: cfg.Auth, Logger: cfg.Logger,
 		Identified: cfg.Identified, Exiting: cfg.Exiting, ClientIP: cfg.ClientIP,
@@ -93,10 +96,10 @@ func New(cfg Config) *API {
 		a.hub = live.NewHub()
 		a.hub.Register(a.live)
 	}
-	a.collection = observed(metrics.REST, "", a.endpoint("/posts", methods{http.MethodGet: a.list, http.MethodPost: a.create}))
-	a.item = observed(metrics.REST, "", a.endpoint("/posts/{id}", methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete}))
-	a.noRoute = observed(metrics.REST, "other", a.serveNoRoute)
-	graphQLOverHTTP := observed(metrics.GraphQL, "none", a.serveGraphQL)
+	a.collection = answer.Observed(metrics.REST, "", a.endpoint("/posts", methods{http.MethodGet: a.list, http.MethodPost: a.create}))
+	a.item = answer.Observed(metrics.REST, "", a.endpoint("/posts/{id}", methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete}))
+	a.noRoute = answer.Observed(metrics.REST, "other", a.serveNoRoute)
+	graphQLOverHTTP := answer.Observed(metrics.GraphQL, "none", a.serveGraphQL)
 	a.graphql = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isWebSocket(r) {
 			a.serveWebSocket(w, r) // a connection, counted when it closes
@@ -155,7 +158,7 @@ func (a *API) Close() {
 func (a *API) serveGraphiQLFiles(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
+		a.answer.Fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
 		return
 	}
 	serveGraphiQLAsset(w, r)
@@ -174,11 +177,11 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 	allow := allowed(m)
 	labels, other := routeLabels(route, m)
 	return func(w http.ResponseWriter, r *http.Request) {
-		if x := exchangeOf(w); x != nil {
-			x.operation = cmp.Or(labels[r.Method], other)
+		if x := answer.ExchangeOf(w); x != nil {
+			x.Operation = cmp.Or(labels[r.Method], other)
 		}
-		a.setVary(w, false)
-		if a.crossOrigin(w, r, allow, a.fail) {
+		a.vary.Set(w, false)
+		if a.crossOrigin(w, r, allow, a.answer.Fail) {
 			return
 		}
 		method := r.Method
@@ -188,24 +191,24 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 		serve, ok := m[method]
 		if !ok {
 			w.Header().Set("Allow", allow)
-			a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: "+allow))
+			a.answer.Fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: "+allow))
 			return
 		}
 		caller, err := a.cfg.Auth.Authenticate(r)
 		if err != nil {
-			a.fail(w, r, err)
+			a.answer.Fail(w, r, err)
 			return
 		}
-		setCacheControl(w, caller) // a failure from here on is fail's: no-store
+		answer.SetCacheControl(w, caller) // a failure from here on is fail's: no-store
 		// Before the body is read: a request its caller may not make costs no more work.
 		action := actionOfMethod(method)
 		if err := a.cfg.Posts.Allow(caller, action); err != nil {
-			a.fail(w, r, err)
+			a.answer.Fail(w, r, err)
 			return
 		}
 		if action == posts.Write && method != http.MethodPost { // the one write a key is for (idempotency.go)
 			if err := refuseIdempotencyKey(r, method+" "+route); err != nil {
-				a.fail(w, r, err)
+				a.answer.Fail(w, r, err)
 				return
 			}
 		}
@@ -218,12 +221,12 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 			}
 			ctx := auth.NewContext(r.Context(), caller)
 			if action == posts.Write {
-				ctx = requestid.With(ctx, a.requestID(r))
+				ctx = requestid.With(ctx, a.answer.ID(r))
 			}
 			r = r.WithContext(ctx)
 		}
 		if err := serve(w, r); err != nil {
-			a.fail(w, r, err)
+			a.answer.Fail(w, r, err)
 		}
 	}
 }
@@ -245,4 +248,14 @@ func allowed(m methods) string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// routeLabels are the REST operations of a route as label values: "GET /posts" and so on, and
+// "other /posts" for a method it does not take.
+func routeLabels(route string, m methods) (labels map[string]string, other string) {
+	labels = map[string]string{http.MethodHead: http.MethodHead + " " + route}
+	for method := range m {
+		labels[method] = method + " " + route
+	}
+	return labels, "other " + route
 }

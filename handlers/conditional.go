@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -53,7 +54,7 @@ func parseTags(name string, lines []string) (tagList, error) {
 		return tagList{present: true, any: true}, nil
 	}
 	if why := eachTag(lines, func(entityTag) bool { return true }); why != "" {
-		return tagList{}, badRequest("%s must be * or a list of entity tags such as \"3\" or W/\"3\": %s", name, why)
+		return tagList{}, answer.BadRequest("%s must be * or a list of entity tags such as \"3\" or W/\"3\": %s", name, why)
 	}
 	return tagList{present: true, lines: lines}, nil
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 )
 
 // corsExposed are the response headers a page may read besides the safelisted ones: the
@@ -89,8 +90,8 @@ func originAllowed(r *http.Request, patterns []string) bool {
 func (a *API) allowOrigin(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" && originAllowed(r, a.cfg.Subscriptions.OriginPatterns) {
 		w.Header()["Access-Control-Allow-Origin"] = []string{origin}
-		setFixed(w, fixedAllowCredentials, "true")
-		setFixed(w, fixedExposeHeaders, corsExposed)
+		answer.SetFixed(w, answer.FixedAllowCredentials, "true")
+		answer.SetFixed(w, answer.FixedExposeHeaders, corsExposed)
 	}
 }
 
@@ -109,8 +110,8 @@ func (a *API) crossOrigin(w http.ResponseWriter, r *http.Request, methods string
 		a.allowOrigin(w, r)
 		return false
 	}
-	if x := exchangeOf(w); x != nil {
-		x.operation = "preflight"
+	if x := answer.ExchangeOf(w); x != nil {
+		x.Operation = "preflight"
 	}
 	if !originAllowed(r, a.cfg.Subscriptions.OriginPatterns) {
 		refuse(w, r, errcode.New(errcode.Forbidden, "the Origin of this request is not allowed (allowed_origins)"))
@@ -118,7 +119,7 @@ func (a *API) crossOrigin(w http.ResponseWriter, r *http.Request, methods string
 	}
 	h := w.Header()
 	h["Access-Control-Allow-Origin"] = []string{r.Header.Get("Origin")}
-	setFixed(w, fixedAllowCredentials, "true")
+	answer.SetFixed(w, answer.FixedAllowCredentials, "true")
 	h["Access-Control-Allow-Methods"] = []string{methods}
 	h["Access-Control-Allow-Headers"] = []string{a.corsAllowHeaders}
 	h["Access-Control-Max-Age"] = []string{corsMaxAge}

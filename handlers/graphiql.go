@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"github.com/postsedge/caddy-posts/handlers/answer"
+
 	"bytes"
 	"compress/gzip"
 	"crypto/rand"
@@ -142,8 +144,8 @@ func serveGraphiQLAsset(w http.ResponseWriter, r *http.Request) {
 	// An exact lookup: "..", unknown names and the directories themselves are simply not there.
 	a, ok := loadGraphiQL().assets[name]
 	if !ok {
-		setFailed(w)
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such GraphiQL file: " + r.URL.Path})
+		answer.SetFailed(w)
+		answer.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "no such GraphiQL file: " + r.URL.Path})
 		return
 	}
 	h := w.Header()

@@ -12,9 +12,11 @@ import (
 
 	"github.com/graph-gophers/graphql-go"
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/schema"
@@ -22,13 +24,6 @@ import (
 
 // graphqlPath is the GraphQL endpoint.
 const graphqlPath = "/graphql"
-
-// The media types of GraphQL responses (GraphQL over HTTP): the first is the spec's own, the
-// second the one older clients accept.
-const (
-	graphQLResponseJSON = "application/graphql-response+json"
-	applicationJSON     = "application/json"
-)
 
 // graphQLMethods are the methods of /graphql over HTTP, its Allow.
 const graphQLMethods = "GET, HEAD, POST"
@@ -39,20 +34,20 @@ var graphQLParams = [...]string{"query", "operationName", "variables", "extensio
 // serveGraphQL serves /graphql but for WebSocket upgrades: GraphiQL to browsers, and GraphQL
 // over HTTP (POST for every operation, GET for queries) to everyone else.
 func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
-	a.setVary(w, true)
+	a.vary.Set(w, true)
 	if a.crossOrigin(w, r, graphQLMethods, a.failPreflight) {
 		return
 	}
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if !get && r.Method != http.MethodPost {
 		w.Header().Set("Allow", graphQLMethods)
-		a.failGraphQL(w, r, graphQLResponseJSON, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: "+graphQLMethods))
+		a.answer.FailGraphQL(w, r, answer.GraphQLResponseJSON, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: "+graphQLMethods))
 		return
 	}
 	accept := accepting(r.Header.Get("Accept"))
 	if get && accept.prefersHTML() {
-		if x := exchangeOf(w); x != nil {
-			x.operation = "graphiql"
+		if x := answer.ExchangeOf(w); x != nil {
+			x.Operation = "graphiql"
 		}
 		serveGraphiQL(w, r)
 		return
@@ -60,21 +55,21 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	media := accept.responseType()
 	stream := streamRequested(r.Header.Get("Accept"))
 	if media == "" && stream == nil {
-		a.failGraphQL(w, r, applicationJSON, errcode.New(errcode.NotAcceptable, "the response can only be "+graphQLResponseJSON+", "+applicationJSON+
+		a.answer.FailGraphQL(w, r, answer.ApplicationJSON, errcode.New(errcode.NotAcceptable, "the response can only be "+answer.GraphQLResponseJSON+", "+answer.ApplicationJSON+
 			", text/event-stream or (for a subscription) multipart/mixed;subscriptionSpec=1.0"))
 		return
 	}
 	// What is answered before the operation is known, to a client that takes only a stream: JSON.
-	plain := cmp.Or(media, applicationJSON)
+	plain := cmp.Or(media, answer.ApplicationJSON)
 	caller, err := a.cfg.Auth.Authenticate(r)
 	if err != nil {
-		a.failGraphQL(w, r, plain, err)
+		a.answer.FailGraphQL(w, r, plain, err)
 		return
 	}
 	if !caller.Anonymous() && a.cfg.Identified != nil {
 		a.cfg.Identified(r, caller)
 	}
-	setCacheControl(w, caller) // writeGraphQL makes it no-store if errors come
+	answer.SetCacheControl(w, caller) // writeGraphQL makes it no-store if errors come
 	var req schema.Request
 	if get {
 		req, err = graphQLQuery(r.URL.RawQuery)
@@ -82,12 +77,12 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		req, err = a.graphQLBody(w, r)
 	}
 	if err != nil {
-		a.failGraphQL(w, r, plain, err)
+		a.answer.FailGraphQL(w, r, plain, err)
 		return
 	}
 	if _, ok := stream.(sse); ok && r.Header.Get("Last-Event-ID") != "" {
 		// EventSource sends the id of the last event it received when it reconnects: resume.
-		req.ResumeFrom = mustJSON(r.Header.Get("Last-Event-ID"))
+		req.ResumeFrom = answer.MustJSON(r.Header.Get("Last-Event-ID"))
 	}
 	req.NoMutation = get
 	op, refusal := a.cfg.GraphQL.Prepare(req)
@@ -99,31 +94,31 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case refusal != nil && isMethodNotAllowed(refusal): // a mutation by GET, whatever else the request holds
 		w.Header().Set("Allow", http.MethodPost)
-		a.failGraphQL(w, r, plain, refusal.Err)
+		a.answer.FailGraphQL(w, r, plain, refusal.Err)
 		return
 	case refusal != nil && media == "": // a client that takes only a stream
 		// As graphql-sse's reference server does: the errors as the stream's one result.
 		a.serveStreamed(w, stream, &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
 		return
 	case refusal != nil:
-		writeGraphQL(w, plain, refusalStatus(plain, refusal), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
+		answer.WriteGraphQL(w, plain, refusalStatus(plain, refusal), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
 		return
 	case get && op.Type == "subscription" && !streamed: // GET streams a subscription only
 		w.Header().Set("Allow", http.MethodPost)
-		a.failGraphQL(w, r, plain, errcode.New(errcode.MethodNotAllowed, "a subscription cannot be sent with GET but to a stream; use POST"))
+		a.answer.FailGraphQL(w, r, plain, errcode.New(errcode.MethodNotAllowed, "a subscription cannot be sent with GET but to a stream; use POST"))
 		return
 	case op.Type == "subscription" && !streamed:
-		a.failGraphQL(w, r, plain, badRequest("a subscription is served over a WebSocket to this URL (subprotocol graphql-transport-ws), or streamed over HTTP to a request that accepts text/event-stream or multipart/mixed;subscriptionSpec=1.0"))
+		a.answer.FailGraphQL(w, r, plain, answer.BadRequest("a subscription is served over a WebSocket to this URL (subprotocol graphql-transport-ws), or streamed over HTTP to a request that accepts text/event-stream or multipart/mixed;subscriptionSpec=1.0"))
 		return
 	case streamed && !originAllowed(r, a.cfg.Subscriptions.OriginPatterns):
-		a.failGraphQL(w, r, plain, errcode.New(errcode.Forbidden, "the Origin of this request is not allowed to subscribe (allowed_origins)"))
+		a.answer.FailGraphQL(w, r, plain, errcode.New(errcode.Forbidden, "the Origin of this request is not allowed to subscribe (allowed_origins)"))
 		return
 	case streamed && op.Type == "mutation" && r.Header[idempotencyKeyHeader] != nil:
-		a.failGraphQL(w, r, plain, badRequest("a mutation with an Idempotency-Key is answered in JSON: accept %s", graphQLResponseJSON))
+		a.answer.FailGraphQL(w, r, plain, answer.BadRequest("a mutation with an Idempotency-Key is answered in JSON: accept %s", answer.GraphQLResponseJSON))
 		return
 	}
 	if err := a.cfg.Posts.Allow(caller, actionOf(op.Type)); err != nil {
-		a.failGraphQL(w, r, plain, err)
+		a.answer.FailGraphQL(w, r, plain, err)
 		return
 	}
 	if streamed {
@@ -131,7 +126,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The id made now, on the request's goroutine: resolvers that log run on others.
-	ctx := requestid.With(auth.NewContext(r.Context(), caller), a.requestID(r))
+	ctx := requestid.With(auth.NewContext(r.Context(), caller), a.answer.ID(r))
 	if op.Type == "mutation" && r.Header[idempotencyKeyHeader] != nil { // a query, which writes nothing, ignores it
 		a.serveGraphQLOnce(ctx, w, r, media, caller, op)
 		return
@@ -151,9 +146,9 @@ func (a *API) executeGraphQL(ctx context.Context, w http.ResponseWriter, media s
 	res := a.cfg.GraphQL.Execute(ctx, op)
 	status := http.StatusOK
 	if res.Data == nil { // it did not run: a request error
-		status = requestErrorStatus(media)
+		status = answer.RequestErrorStatus(media)
 	}
-	writeGraphQL(w, media, status, res)
+	answer.WriteGraphQL(w, media, status, res)
 }
 
 // actionOf is what an operation of type typ asks posts.Service.Allow for.
@@ -167,76 +162,15 @@ func actionOf(typ string) posts.Action {
 	return posts.Write // a mutation; and the strictest for a type this code does not know
 }
 
-// requestErrorStatus is the status of a request that is well-formed HTTP but was refused
-// before it ran (a syntax error, an invalid operation, a limit): 400 in the spec's own media
-// type; 200 in application/json, which older clients read only on 200.
-func requestErrorStatus(media string) int {
-	if media == graphQLResponseJSON {
-		return http.StatusBadRequest
-	}
-	return http.StatusOK
-}
-
-// failGraphQL writes err as a GraphQL error, with the status and headers problem gives it.
-func (a *API) failGraphQL(w http.ResponseWriter, r *http.Request, media string, err error) {
-	e := a.problem(w, r, err)
-	writeGraphQL(w, media, e.Code.Status, &graphql.Response{Errors: []*gqlerrors.QueryError{queryError(e)}})
-}
-
 // failPreflight refuses a preflight of /graphql with err, as a GraphQL error.
 func (a *API) failPreflight(w http.ResponseWriter, r *http.Request, err error) {
-	a.failGraphQL(w, r, graphQLResponseJSON, err)
-}
-
-// queryError is e as one error of a GraphQL response.
-func queryError(e *errcode.Error) *gqlerrors.QueryError {
-	return &gqlerrors.QueryError{Message: e.Message, Extensions: e.Extensions()}
-}
-
-func writeGraphQL(w http.ResponseWriter, media string, status int, res *graphql.Response) {
-	if x := exchangeOf(w); x != nil {
-		x.code = responseCode(res)
-	}
-	h := w.Header()
-	h["Content-Type"], h["X-Content-Type-Options"] = graphQLHeaders(media)
-	if len(res.Errors) > 0 {
-		setFailed(w)
-	}
-	w.WriteHeader(status)
-	if len(res.Errors) == 0 && res.Extensions == nil && res.Data != nil {
-		// What the encoder below writes of data alone, without its check of data, which the
-		// schema wrote as compact JSON; in one Write, as REST's answers.
-		b := getBuffer()
-		*b = append(append(append(*b, `{"data":`...), res.Data...), "}\n"...)
-		_, _ = w.Write(*b)
-		putBuffer(b)
-		return
-	}
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(res)
-}
-
-// graphQLHeaders are the Content-Type and X-Content-Type-Options of a GraphQL response in media:
-// one array for both, each capped, as setJSONHeaders does.
-func graphQLHeaders(media string) (contentType, noSniff []string) {
-	var typ string
-	switch media { // the common ones cost no concatenation
-	case graphQLResponseJSON:
-		typ = graphQLResponseJSON + "; charset=utf-8"
-	case applicationJSON:
-		typ = applicationJSON + "; charset=utf-8"
-	default:
-		typ = media + "; charset=utf-8"
-	}
-	values := []string{typ, "nosniff"}
-	return values[:1:1], values[1:]
+	a.answer.FailGraphQL(w, r, answer.GraphQLResponseJSON, err)
 }
 
 // graphQLBody reads the request of a POST: a JSON object with the members of graphQLParams.
 // Other members are ignored, as clients add their own (Relay's id).
 func (a *API) graphQLBody(w http.ResponseWriter, r *http.Request) (schema.Request, error) {
-	members, err := a.readObject(w, r, applicationJSON)
+	members, err := a.readObject(w, r, answer.ApplicationJSON)
 	if err != nil {
 		return schema.Request{}, err
 	}
@@ -255,7 +189,7 @@ func (a *API) graphQLBody(w http.ResponseWriter, r *http.Request) (schema.Reques
 func graphQLQuery(raw string) (schema.Request, error) {
 	values, err := url.ParseQuery(raw)
 	if err != nil {
-		return schema.Request{}, badRequest("the query string is malformed")
+		return schema.Request{}, answer.BadRequest("the query string is malformed")
 	}
 	return graphQLRequest(func(name string) (json.RawMessage, error) {
 		vs := values[name]
@@ -263,7 +197,7 @@ func graphQLQuery(raw string) (schema.Request, error) {
 		case len(vs) == 0:
 			return nil, nil
 		case len(vs) > 1:
-			return nil, badRequest("query parameter %q is given more than once", name)
+			return nil, answer.BadRequest("query parameter %q is given more than once", name)
 		case name == "query" || name == "operationName":
 			if err := checkUTF8("query parameter "+name, vs[0]); err != nil {
 				return nil, err
@@ -297,21 +231,21 @@ func graphQLRequest(param func(name string) (json.RawMessage, error), inQuery bo
 	var ok bool
 	if query != nil {
 		if req.Query, ok = jsonString(query); !ok {
-			return req, badRequest("the %s query must be a string", where)
+			return req, answer.BadRequest("the %s query must be a string", where)
 		}
 	}
 	if operationName != nil {
 		if req.OperationName, ok = jsonString(operationName); !ok {
-			return req, badRequest("the %s operationName must be a string", where)
+			return req, answer.BadRequest("the %s operationName must be a string", where)
 		}
 	}
 	if variables != nil && (json.Unmarshal(variables, &req.Variables) != nil || req.Variables == nil) {
-		return req, badRequest("the %s variables must be a JSON object", where)
+		return req, answer.BadRequest("the %s variables must be a JSON object", where)
 	}
 	var ext []member
 	if extensions != nil {
 		if ext, ok = objectMembers(extensions); !ok {
-			return req, badRequest("the %s extensions must be a JSON object", where)
+			return req, answer.BadRequest("the %s extensions must be a JSON object", where)
 		}
 	}
 	if req.PersistedHash, err = persistedHash(memberValue(ext, "persistedQuery")); err != nil {
@@ -321,7 +255,7 @@ func graphQLRequest(param func(name string) (json.RawMessage, error), inQuery bo
 		req.ResumeFrom = resume
 	}
 	if query == nil && req.PersistedHash == "" {
-		return req, badRequest("the %s query is required: it holds the GraphQL document", where)
+		return req, answer.BadRequest("the %s query is required: it holds the GraphQL document", where)
 	}
 	return req, nil
 }
@@ -367,8 +301,8 @@ func accepting(header string) acceptance {
 	ranges := mediaRanges(header)
 	return acceptance{
 		given:  strings.TrimSpace(header) != "",
-		own:    quality(ranges, graphQLResponseJSON),
-		legacy: quality(ranges, applicationJSON),
+		own:    quality(ranges, answer.GraphQLResponseJSON),
+		legacy: quality(ranges, answer.ApplicationJSON),
 		html:   quality(ranges, "text/html"),
 	}
 }
@@ -379,9 +313,9 @@ func accepting(header string) acceptance {
 func (a acceptance) responseType() string {
 	switch {
 	case !a.given || a.own > 0 && a.own >= a.legacy:
-		return graphQLResponseJSON
+		return answer.GraphQLResponseJSON
 	case a.legacy > 0:
-		return applicationJSON
+		return answer.ApplicationJSON
 	}
 	return ""
 }
@@ -411,4 +345,23 @@ func quality(ranges []mediaRange, media string) float64 {
 		}
 	}
 	return q
+}
+
+// logField adds field to Caddy's access log line of r, when the config says how.
+func (a *API) logField(r *http.Request, field zap.Field) {
+	if a.cfg.AccessLog != nil {
+		a.cfg.AccessLog(r, field)
+	}
+}
+
+// operationKnown labels the exchange of a GraphQL request with its operation's type, and adds
+// the type and name to its access log line.
+func (a *API) operationKnown(w http.ResponseWriter, r *http.Request, op *schema.Operation) {
+	if x := answer.ExchangeOf(w); x != nil {
+		x.Operation = op.Type
+	}
+	a.logField(r, zap.String("graphql_operation_type", op.Type))
+	if op.Name != "" {
+		a.logField(r, zap.String("graphql_operation_name", answer.Truncate(op.Name)))
+	}
 }

@@ -10,23 +10,24 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
 func TestResponseType(t *testing.T) {
 	tests := []struct{ accept, want string }{
-		{"", graphQLResponseJSON},
-		{"*/*", graphQLResponseJSON},
-		{"application/*", graphQLResponseJSON},
-		{"application/graphql-response+json", graphQLResponseJSON},
-		{"application/json", applicationJSON},
-		{"application/json, application/graphql-response+json", graphQLResponseJSON},
-		{"application/graphql-response+json;q=0.9, application/json", applicationJSON},
-		{"application/json;q=0.5, application/graphql-response+json;q=0.5", graphQLResponseJSON},
-		{"application/json; charset=utf-8", applicationJSON},
-		{"application/json, */*;q=0.1", applicationJSON},
-		{"application/graphql-response+json;q=0, application/json", applicationJSON},
+		{"", answer.GraphQLResponseJSON},
+		{"*/*", answer.GraphQLResponseJSON},
+		{"application/*", answer.GraphQLResponseJSON},
+		{"application/graphql-response+json", answer.GraphQLResponseJSON},
+		{"application/json", answer.ApplicationJSON},
+		{"application/json, application/graphql-response+json", answer.GraphQLResponseJSON},
+		{"application/graphql-response+json;q=0.9, application/json", answer.ApplicationJSON},
+		{"application/json;q=0.5, application/graphql-response+json;q=0.5", answer.GraphQLResponseJSON},
+		{"application/json; charset=utf-8", answer.ApplicationJSON},
+		{"application/json, */*;q=0.1", answer.ApplicationJSON},
+		{"application/graphql-response+json;q=0, application/json", answer.ApplicationJSON},
 		{"application/graphql-response+json;q=0, application/json;q=0", ""},
 		{"*/*;q=0", ""},
 		{"text/xml", ""},
@@ -118,7 +119,7 @@ func TestGraphQLRequests(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			e := a.problem(w, httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
+			e := a.answer.Problem(w, httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
 			status, message := e.Code.Status, e.Message
 			if status != http.StatusBadRequest || !strings.Contains(message, tt.message) {
 				t.Errorf("%d %q; want 400 and a message containing %q", status, message, tt.message)
@@ -178,7 +179,7 @@ func FuzzGraphQLRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		req, err := postGraphQL(a, body)
 		if err != nil {
-			e := a.problem(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
+			e := a.answer.Problem(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
 			status, message := e.Code.Status, e.Message
 			if status < 400 || status > 499 || message == "" {
 				t.Fatalf("refused with %d %q; want a 4xx with a message", status, message)

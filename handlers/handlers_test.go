@@ -3,7 +3,6 @@ package handlers
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
-	"github.com/postsedge/caddy-posts/store"
 )
 
 // The defaults of caddymodule/config.go's table, which fills every field before New and
@@ -223,39 +221,6 @@ func TestByteCount(t *testing.T) {
 		if got := byteCount(n); got != want {
 			t.Errorf("byteCount(%d) = %q; want %q", n, got, want)
 		}
-	}
-}
-
-func TestFailMapsEachErrorToOneStatus(t *testing.T) {
-	a := New(Config{Logger: zap.NewNop()})
-	tests := []struct {
-		name          string
-		err           error
-		status        int
-		header, value string // a header the response must carry
-		message       string
-	}{
-		{"a refused credential carries its challenge", &auth.Error{Code: "invalid_token", Description: "the token has expired"},
-			401, "WWW-Authenticate", `Bearer realm="posts", error="invalid_token", error_description="the token has expired"`, "the token has expired"},
-		{"a missing credential gets the bare challenge", posts.ErrUnauthenticated, 401, "WWW-Authenticate", `Bearer realm="posts"`, posts.ErrUnauthenticated.Error()},
-		{"keys not fetched yet is a 503 to retry", auth.ErrKeysUnavailable, 503, "Retry-After", retryAfter, auth.ErrKeysUnavailable.Error()},
-		{"an unavailable database is a 503 that hides the cause", fmt.Errorf("%w: dial tcp 10.0.0.1:27017", posts.ErrUnavailable), 503, "Retry-After", storeRetryAfter, posts.ErrUnavailable.Error()},
-		{"a store whose breaker is open is a 503 to retry in a second", fmt.Errorf("%w: %w", posts.ErrUnavailable, fmt.Errorf("%w: %w", store.ErrUnavailable, store.ErrBreakerOpen)),
-			503, "Retry-After", "1", posts.ErrUnavailable.Error()},
-		{"anything else is a 500 that hides the cause", errors.New("secret internals"), 500, "Content-Type", "application/json", "internal server error"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := httptest.NewRecorder()
-			a.fail(w, httptest.NewRequest("GET", "/posts", nil), tt.err)
-			var body struct{ Error string }
-			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
-				t.Fatalf("body %q: %v", w.Body, err)
-			}
-			if w.Code != tt.status || w.Header().Get(tt.header) != tt.value || body.Error != tt.message {
-				t.Errorf("got %d, %s: %q, error %q; want %d, %q, %q", w.Code, tt.header, w.Header().Get(tt.header), body.Error, tt.status, tt.value, tt.message)
-			}
-		})
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -92,7 +93,7 @@ func refuseIdempotencyKey(r *http.Request, what string) error {
 // checked like any POST's.
 func (a *API) createOnce(w http.ResponseWriter, r *http.Request, caller posts.Caller, in posts.NewPost, key string) error {
 	k := posts.Keyed{Key: key, Fingerprint: restFingerprint(r, in)}
-	answer, replayed, err := a.cfg.Posts.CreateOnce(r.Context(), caller, in, k, func(p posts.Post) posts.Answer {
+	kept, replayed, err := a.cfg.Posts.CreateOnce(r.Context(), caller, in, k, func(p posts.Post) posts.Answer {
 		rec := newRecorder()
 		writeCreated(rec, p)
 		return rec.answer()
@@ -101,7 +102,7 @@ func (a *API) createOnce(w http.ResponseWriter, r *http.Request, caller posts.Ca
 		retryAfterKey(w, err)
 		return err
 	}
-	writeAnswer(w, answer, replayed)
+	writeAnswer(w, kept, replayed)
 	return nil
 }
 
@@ -124,30 +125,30 @@ func (a *API) serveGraphQLOnce(ctx context.Context, w http.ResponseWriter, r *ht
 		err = refuseIdempotencyKey(r, "a mutation other than one createPost field (not beside other fields, nor in a fragment)")
 	}
 	if err != nil {
-		a.failGraphQL(w, r, media, err)
+		a.answer.FailGraphQL(w, r, media, err)
 		return
 	}
 	var code string // of the response run writes, for the metrics
-	answer, replayed, err := a.cfg.Posts.RunOnce(ctx, caller, posts.Keyed{Key: key, Fingerprint: op.Fingerprint()},
+	kept, replayed, err := a.cfg.Posts.RunOnce(ctx, caller, posts.Keyed{Key: key, Fingerprint: op.Fingerprint()},
 		func(ctx context.Context) (posts.Answer, error) {
 			rec := newRecorder()
-			x := &exchange{ResponseWriter: rec}
+			x := &answer.Exchange{ResponseWriter: rec}
 			a.executeGraphQL(ctx, x, media, op)
-			code = x.code
+			code = x.Code
 			return rec.answer(), nil
 		})
 	if err != nil {
 		retryAfterKey(w, err)
-		a.failGraphQL(w, r, media, err)
+		a.answer.FailGraphQL(w, r, media, err)
 		return
 	}
 	if code == "" { // a kept answer: its code is read from it
-		code = graphQLCode(answer.Body)
+		code = graphQLCode(kept.Body)
 	}
-	if x := exchangeOf(w); x != nil {
-		x.code = code
+	if x := answer.ExchangeOf(w); x != nil {
+		x.Code = code
 	}
-	writeAnswer(w, answer, replayed)
+	writeAnswer(w, kept, replayed)
 }
 
 // graphQLCode is the code of a GraphQL response in the metrics, as responseCode finds it, read

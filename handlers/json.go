@@ -11,11 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
@@ -74,16 +74,16 @@ func appendTime(dst []byte, t time.Time) []byte {
 
 // writePost writes p as the JSON answer with status, as writeJSON would write toJSON(p).
 func writePost(w http.ResponseWriter, status int, p posts.Post) {
-	b := getBuffer()
+	b := answer.GetBuffer()
 	*b = append(appendPost(*b, p), '\n')
 	writeBytes(w, status, *b)
-	putBuffer(b)
+	answer.PutBuffer(b)
 }
 
 // writePage writes ps as the JSON array answer with status, as writeJSON would write the
 // array of their toJSON.
 func writePage(w http.ResponseWriter, status int, ps []posts.Post) {
-	b := getBuffer()
+	b := answer.GetBuffer()
 	*b = append(*b, '[')
 	for i, p := range ps {
 		if i > 0 {
@@ -93,52 +93,14 @@ func writePage(w http.ResponseWriter, status int, ps []posts.Post) {
 	}
 	*b = append(*b, ']', '\n')
 	writeBytes(w, status, *b)
-	putBuffer(b)
+	answer.PutBuffer(b)
 }
 
 // writeBytes writes body, JSON, as the answer with status.
 func writeBytes(w http.ResponseWriter, status int, body []byte) {
-	setJSONHeaders(w)
+	answer.SetJSONHeaders(w)
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // the status is sent; a client that went away is no one's fault
-}
-
-// buffers are the buffers answers are encoded in before their one Write, which copies them
-// (an io.Writer keeps no slice it is given).
-var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-// maxPooledBuffer is the largest buffer kept for another answer: a page near MaxResponseSize
-// is rare, and not worth holding a megabyte for.
-const maxPooledBuffer = 64 << 10
-
-func getBuffer() *[]byte { return buffers.Get().(*[]byte) }
-
-func putBuffer(b *[]byte) {
-	if cap(*b) <= maxPooledBuffer {
-		*b = (*b)[:0]
-		buffers.Put(b)
-	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	setJSONHeaders(w)
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // the status is sent; a client that went away is no one's fault
-}
-
-// setJSONHeaders sets the headers of every JSON response.
-func setJSONHeaders(w http.ResponseWriter) {
-	if exchangeOf(w) == nil {
-		// Both values in one array rather than one slice each; each is capped (fixedHeaders).
-		values := []string{"application/json", "nosniff"}
-		h := w.Header()
-		h["Content-Type"], h["X-Content-Type-Options"] = values[:1:1], values[1:]
-		return
-	}
-	setFixed(w, fixedContentType, "application/json")
-	setFixed(w, fixedNoSniff, "nosniff")
 }
 
 // pageFits is how many of the first posts of ps make a page of at most limit bytes as writePage
@@ -216,7 +178,7 @@ func (a *API) readObject(w http.ResponseWriter, r *http.Request, types ...string
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, tooLarge()
 		}
-		return nil, badRequest("the body could not be read")
+		return nil, answer.BadRequest("the body could not be read")
 	}
 	return parseObject(data)
 }
@@ -225,7 +187,7 @@ func (a *API) readObject(w http.ResponseWriter, r *http.Request, types ...string
 // JSON values, a member given twice, or data after the object.
 func parseObject(data []byte) ([]member, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, badRequest("the body is empty; send a JSON object")
+		return nil, answer.BadRequest("the body is empty; send a JSON object")
 	}
 	if err := checkJSONText("the body", data); err != nil {
 		return nil, err // before decoding, which would turn it into U+FFFD unseen
@@ -243,7 +205,7 @@ func decodeObject(data []byte) ([]member, error) {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return badRequest("the body is not valid JSON: %v", err)
+		return answer.BadRequest("the body is not valid JSON: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
@@ -251,7 +213,7 @@ func decodeObject(data []byte) ([]member, error) {
 		return nil, notJSON(err)
 	}
 	if tok != json.Delim('{') {
-		return nil, badRequest("the body must be a JSON object")
+		return nil, answer.BadRequest("the body must be a JSON object")
 	}
 	var members []member
 	seen := map[string]bool{} // not a search of members: a body of many members must not cost their square
@@ -266,7 +228,7 @@ func decodeObject(data []byte) ([]member, error) {
 			return nil, notJSON(err)
 		}
 		if seen[name] {
-			return nil, badRequest("member %q is given more than once", name)
+			return nil, answer.BadRequest("member %q is given more than once", name)
 		}
 		seen[name] = true
 		members = append(members, member{name, value})
@@ -275,7 +237,7 @@ func decodeObject(data []byte) ([]member, error) {
 		return nil, notJSON(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, badRequest("the body must hold one JSON object and nothing after it")
+		return nil, answer.BadRequest("the body must hold one JSON object and nothing after it")
 	}
 	return members, nil
 }
@@ -422,9 +384,9 @@ var serverOwned = []string{"id", "_id", "userid", "createdat", "updatedat", "ver
 // unknownMember is the error for a member that is not title or body.
 func unknownMember(name string) error {
 	if slices.Contains(serverOwned, strings.ToLower(name)) {
-		return unprocessable("%q is set by the server and cannot be written", name)
+		return answer.Unprocessable("%q is set by the server and cannot be written", name)
 	}
-	return unprocessable("unknown member %q; a post has only title and body", name)
+	return answer.Unprocessable("unknown member %q; a post has only title and body", name)
 }
 
 // stringOrNull decodes a member that must be a JSON string or null (nil).
@@ -434,7 +396,7 @@ func stringOrNull(m member) (*string, error) {
 	}
 	s, ok := jsonString(m.value)
 	if !ok {
-		return nil, badRequest("%s must be a string", m.name)
+		return nil, answer.BadRequest("%s must be a string", m.name)
 	}
 	return &s, nil
 }

@@ -10,6 +10,7 @@ import (
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 )
 
 // persistedHash reads the sha256Hash of persistedQuery, the member of extensions (nil without
@@ -20,15 +21,15 @@ func persistedHash(persistedQuery json.RawMessage) (string, error) {
 	}
 	pq, ok := objectMembers(persistedQuery)
 	if !ok {
-		return "", badRequest("extensions.persistedQuery must be a JSON object: {\"version\": 1, \"sha256Hash\": \"<the query's SHA-256 in hex>\"}")
+		return "", answer.BadRequest("extensions.persistedQuery must be a JSON object: {\"version\": 1, \"sha256Hash\": \"<the query's SHA-256 in hex>\"}")
 	}
 	var version float64
 	if v := memberValue(pq, "version"); string(v) != "1" && (json.Unmarshal(v, &version) != nil || version != 1) {
-		return "", badRequest("extensions.persistedQuery.version must be 1, the only version of persisted queries there is")
+		return "", answer.BadRequest("extensions.persistedQuery.version must be 1, the only version of persisted queries there is")
 	}
 	hash, ok := jsonString(memberValue(pq, "sha256Hash"))
 	if !ok || !isSHA256Hex(hash) {
-		return "", badRequest("extensions.persistedQuery.sha256Hash must be the SHA-256 of the query, as 64 lowercase hexadecimal digits")
+		return "", answer.BadRequest("extensions.persistedQuery.sha256Hash must be the SHA-256 of the query, as 64 lowercase hexadecimal digits")
 	}
 	return hash, nil
 }
@@ -52,7 +53,7 @@ func isSHA256Hex(s string) bool {
 func refusalStatus(media string, refusal *gqlerrors.QueryError) int {
 	e, persisted := refusal.Err.(*errcode.Error)
 	if !persisted {
-		return requestErrorStatus(media)
+		return answer.RequestErrorStatus(media)
 	}
 	return e.Code.Status
 }

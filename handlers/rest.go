@@ -11,6 +11,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -25,7 +26,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) error {
 	}
 	page, err := a.cfg.Posts.List(r.Context(), q)
 	if errors.Is(err, posts.ErrInvalid) {
-		return badRequest("%v", err) // a bad query parameter, not a bad entity
+		return answer.BadRequest("%v", err) // a bad query parameter, not a bad entity
 	}
 	if err != nil {
 		return err
@@ -60,22 +61,22 @@ func nextLink(q posts.ListQuery, after string) string {
 func listQuery(raw string) (q posts.ListQuery, err error) {
 	values, err := url.ParseQuery(raw)
 	if err != nil {
-		return q, badRequest("the query string is malformed")
+		return q, answer.BadRequest("the query string is malformed")
 	}
 	for name, vs := range values {
 		switch {
 		case !slices.Contains(listParams, name):
-			return q, badRequest("unknown query parameter %q; allowed: %s", name, strings.Join(listParams, ", "))
+			return q, answer.BadRequest("unknown query parameter %q; allowed: %s", name, strings.Join(listParams, ", "))
 		case len(vs) > 1:
-			return q, badRequest("query parameter %q is given more than once", name)
+			return q, answer.BadRequest("query parameter %q is given more than once", name)
 		case vs[0] == "":
-			return q, badRequest("query parameter %q is empty", name)
+			return q, answer.BadRequest("query parameter %q is empty", name)
 		}
 	}
 	q.UserID, q.After = values.Get("userId"), values.Get("after")
 	if s := values.Get("limit"); s != "" {
 		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit == 0 {
-			return q, badRequest("limit must be a whole number of posts, at least 1")
+			return q, answer.BadRequest("limit must be a whole number of posts, at least 1")
 		}
 	}
 	return q, nil
@@ -179,9 +180,9 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
 // serveNoRoute serves the paths under /posts/ that name no resource (/posts/, /posts/{id}/,
 // /posts/a/b): they are the API's to answer, with a 404 in its shape, whatever the method.
 func (a *API) serveNoRoute(w http.ResponseWriter, r *http.Request) {
-	setVaryOrigin(w)
+	answer.SetVaryOrigin(w)
 	a.allowOrigin(w, r)
-	a.fail(w, r, errcode.New(errcode.NoSuchPath, "no such path: posts are at /posts and /posts/{id}"))
+	a.answer.Fail(w, r, errcode.New(errcode.NoSuchPath, "no such path: posts are at /posts and /posts/{id}"))
 }
 
 // byteCount writes a size for people: 1 MiB, 512 KiB, 100 bytes.

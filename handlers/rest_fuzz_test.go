@@ -41,7 +41,7 @@ var restBodySeeds = []string{
 func checkRefusal(t *testing.T, a *API, err error) {
 	t.Helper()
 	w := httptest.NewRecorder()
-	a.fail(w, httptest.NewRequest(http.MethodPost, "/posts", nil), err)
+	a.answer.Fail(w, httptest.NewRequest(http.MethodPost, "/posts", nil), err)
 	var body map[string]string
 	if w.Code < 400 || w.Code > 499 || json.Unmarshal(w.Body.Bytes(), &body) != nil || len(body) != 1 || body["error"] == "" {
 		t.Fatalf("refused with %d %s; want a 4xx and {\"error\": \"...\"} (%v)", w.Code, w.Body, err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/requestid"
@@ -143,7 +144,7 @@ func (s *stream) finish(how streamEnd) {
 // Fail ends the stream for a reason of the transport's or the server's: the hub's close on a
 // reload or a shutdown, or a client too slow. It never blocks.
 func (s *stream) Fail(why *errcode.Error) {
-	s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(why)}, reconnect: true})
+	s.finish(streamEnd{errs: []*gqlerrors.QueryError{answer.QueryError(why)}, reconnect: true})
 }
 
 // CutOff ends the stream of a client found too slow at once. Fail would have run write the
@@ -211,34 +212,34 @@ const batchBytes = 64 << 10
 // a stream). A refusal before the stream starts is JSON in the media type plain.
 func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, plain string, caller auth.Identity, op *schema.Operation) {
 	if op.Type != "subscription" {
-		ctx := requestid.With(auth.NewContext(r.Context(), caller), a.requestID(r))
+		ctx := requestid.With(auth.NewContext(r.Context(), caller), a.answer.ID(r))
 		a.serveStreamed(w, f, a.cfg.GraphQL.Execute(ctx, op))
 		return
 	}
-	if x := exchangeOf(w); x != nil {
-		x.iface = f.name()
+	if x := answer.ExchangeOf(w); x != nil {
+		x.Interface = f.name()
 	}
 	if r.Method == http.MethodHead { // the headers a GET would have, and no stream to feed
 		startStream(w, f)
 		return
 	}
 	if !canFlush(w) { // a handler in front holds the response: the client would get the opening, then nothing
-		a.failGraphQL(w, r, plain, errcode.Of(errors.New("a handler in front of posts buffers its responses (its writer cannot flush): subscriptions cannot stream through it; keep streams out of it (see the cache recipe of docs/recipes.md)")))
+		a.answer.FailGraphQL(w, r, plain, errcode.Of(errors.New("a handler in front of posts buffers its responses (its writer cannot flush): subscriptions cannot stream through it; keep streams out of it (see the cache recipe of docs/recipes.md)")))
 		return
 	}
 	cfg := a.cfg.Subscriptions
 	client := live.ClientKey(caller, a.live.ClientAddress(r))
 	if err := a.hub.Reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
-		w.Header().Set("Retry-After", retryAfter)
-		a.failGraphQL(w, r, plain, err)
+		w.Header().Set("Retry-After", answer.RetryAfter)
+		a.answer.FailGraphQL(w, r, plain, err)
 		return
 	}
-	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client, hub: a.hub, ctx: requestid.With(context.Background(), a.requestID(r)), caller: caller.UserID, opened: time.Now()}
+	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client, hub: a.hub, ctx: requestid.With(context.Background(), a.answer.ID(r)), caller: caller.UserID, opened: time.Now()}
 	s.atEnd(func() { a.hub.Release(client) })
 	if !a.hub.Add(s, client) {
 		s.close()
-		w.Header().Set("Retry-After", retryAfter)
-		a.failGraphQL(w, r, plain, errcode.New(errcode.ServerFull, "the server is closing; try again later"))
+		w.Header().Set("Retry-After", answer.RetryAfter)
+		a.answer.FailGraphQL(w, r, plain, errcode.New(errcode.ServerFull, "the server is closing; try again later"))
 		return
 	}
 	s.atEnd(func() { a.hub.Remove(s) })
@@ -249,7 +250,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 		s.feedEnded)
 	if err != nil { // ErrTooManyFeeds (503), or ErrTooManyFeedsPerClient (429)
 		s.close()
-		a.failGraphQL(w, r, plain, err)
+		a.answer.FailGraphQL(w, r, plain, err)
 		return
 	}
 	s.atEnd(l.Close)
@@ -265,7 +266,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 	}
 	if !caller.Expires.IsZero() { // ended when HTTP would refuse the token, as a WebSocket is
 		expiry := time.AfterFunc(time.Until(caller.Expires), func() {
-			s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(errcode.New(errcode.InvalidCredentials, "Forbidden: the token has expired"))}})
+			s.finish(streamEnd{errs: []*gqlerrors.QueryError{answer.QueryError(errcode.New(errcode.InvalidCredentials, "Forbidden: the token has expired"))}})
 		})
 		s.atEnd(func() { expiry.Stop() })
 	}
@@ -295,11 +296,11 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 
 // serveStreamed answers res as a stream of one result in the framing f.
 func (a *API) serveStreamed(w http.ResponseWriter, f framing, res *graphql.Response) {
-	if x := exchangeOf(w); x != nil {
-		x.code = responseCode(res)
+	if x := answer.ExchangeOf(w); x != nil {
+		x.Code = answer.ResponseCode(res)
 	}
 	startStream(w, f)
-	_, _ = w.Write(f.complete(f.result(f.open(nil), mustJSON(res))))
+	_, _ = w.Write(f.complete(f.result(f.open(nil), answer.MustJSON(res))))
 }
 
 // startStream writes the headers of a stream in the framing f. Incremental tells Caddy's encode
@@ -307,7 +308,7 @@ func (a *API) serveStreamed(w http.ResponseWriter, f framing, res *graphql.Respo
 func startStream(w http.ResponseWriter, f framing) {
 	h := w.Header()
 	h.Set("Content-Type", f.contentType())
-	setFixed(w, fixedCacheControl, cacheNoStore)
+	answer.SetFixed(w, answer.FixedCacheControl, answer.CacheNoStore)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Incremental", "?1")
 	h.Set("X-Accel-Buffering", "no") // nginx in front: do not buffer
@@ -331,9 +332,9 @@ func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 	if !o.write(s.frame.open(nil), s.deadline()) {
 		return nil
 	}
-	if x := exchangeOf(w); x != nil {
-		x.code = "OK"
-		x.streaming(s.frame.name())
+	if x := answer.ExchangeOf(w); x != nil {
+		x.Code = "OK"
+		x.Streaming(s.frame.name())
 	}
 	if w.Header().Get("Content-Encoding") != "" {
 		return o // a handler in front (encode) transforms the body: the rest goes through it
@@ -433,7 +434,7 @@ func (s *stream) recoverFault(o out) {
 	}
 	s.hub.Current().Logger.Error("graphql stream failed", requestid.Field(s.ctx), zap.String("user_id", s.caller),
 		zap.String("interface", s.frame.name()), zap.Any("panic", v), zap.StackSkip("stack", 1))
-	s.finish(streamEnd{errs: []*gqlerrors.QueryError{queryError(errcode.New(errcode.Internal, errcode.InternalMessage))}}) // nothing more is queued
+	s.finish(streamEnd{errs: []*gqlerrors.QueryError{answer.QueryError(errcode.New(errcode.Internal, errcode.InternalMessage))}}) // nothing more is queued
 	o.cut()
 	s.ended(errcode.Internal.GraphQL)
 }

@@ -11,6 +11,7 @@ import (
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 )
@@ -48,6 +49,6 @@ func (m multipart) failed(b []byte, errs []*gqlerrors.QueryError, reconnect bool
 	if reconnect {
 		part = map[string]any{"payload": nil, "errors": errs}
 	}
-	b = append(append(b, partStart...), mustJSON(part)...)
+	b = append(append(b, partStart...), answer.MustJSON(part)...)
 	return m.complete(append(b, "\r\n--graphql"...))
 }

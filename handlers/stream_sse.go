@@ -10,6 +10,7 @@ import (
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/schema"
@@ -47,5 +48,5 @@ func (f sse) failed(b []byte, errs []*gqlerrors.QueryError, reconnect bool) []by
 	if reconnect {
 		return b
 	}
-	return f.complete(f.result(b, mustJSON(map[string]any{"errors": errs})))
+	return f.complete(f.result(b, answer.MustJSON(map[string]any{"errors": errs})))
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth/authtest"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/events/eventstest"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/internal/race"
 	"github.com/postsedge/caddy-posts/posts"
@@ -355,7 +356,7 @@ func TestQueriesAreStreamedOnlyToClientsThatTakeNoJSON(t *testing.T) {
 	})
 	t.Run("a query to a client that takes SSE and JSON is JSON", func(t *testing.T) {
 		r := s.post(t, "text/event-stream, application/json", query, nil)
-		if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.StatusCode != http.StatusOK || media != applicationJSON {
+		if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.StatusCode != http.StatusOK || media != answer.ApplicationJSON {
 			t.Errorf("%d %s; want 200 application/json", r.StatusCode, media)
 		}
 		if got := r.rest(t); got != data+"\n" {
@@ -364,7 +365,7 @@ func TestQueriesAreStreamedOnlyToClientsThatTakeNoJSON(t *testing.T) {
 	})
 	t.Run("a query with Apollo's multipart Accept is JSON", func(t *testing.T) {
 		r := s.post(t, acceptMultipart, query, nil)
-		if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.StatusCode != http.StatusOK || media != applicationJSON {
+		if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.StatusCode != http.StatusOK || media != answer.ApplicationJSON {
 			t.Errorf("%d %s; want 200 application/json", r.StatusCode, media)
 		}
 		if got := r.rest(t); got != data+"\n" {
@@ -567,7 +568,7 @@ func TestRefusalsBeforeAStream(t *testing.T) {
 	}
 	t.Run("a mutation over GET to an SSE client is 405", func(t *testing.T) {
 		r := s.get(t, acceptSSE, `mutation { createPost(input: {title: "t"}) { id } }`, http.Header{"X-Api-Key": {wsKey}})
-		plain(t, r, http.StatusMethodNotAllowed, applicationJSON, "BAD_REQUEST", "use POST")
+		plain(t, r, http.StatusMethodNotAllowed, answer.ApplicationJSON, "BAD_REQUEST", "use POST")
 		if r.Header.Get("Allow") != http.MethodPost {
 			t.Errorf("Allow %q; want POST", r.Header.Get("Allow"))
 		}
@@ -577,13 +578,13 @@ func TestRefusalsBeforeAStream(t *testing.T) {
 		header              http.Header
 	}{
 		{"a mutation over GET with Last-Event-ID to an SSE client is 405", acceptSSE, `mutation { createPost(input: {title: "t"}) { id } }`, http.Header{"X-Api-Key": {wsKey}, "Last-Event-Id": {"not-a-cursor"}}},
-		{"a mutation over GET with Last-Event-ID to a client of SSE and JSON is 405", acceptSSE + ", " + applicationJSON, `mutation { createPost(input: {title: "t"}) { id } }`, http.Header{"X-Api-Key": {wsKey}, "Last-Event-Id": {"not-a-cursor"}}},
+		{"a mutation over GET with Last-Event-ID to a client of SSE and JSON is 405", acceptSSE + ", " + answer.ApplicationJSON, `mutation { createPost(input: {title: "t"}) { id } }`, http.Header{"X-Api-Key": {wsKey}, "Last-Event-Id": {"not-a-cursor"}}},
 		{"a mutation over GET missing its variables is 405", acceptSSE, `mutation M($t: String!) { createPost(input: {title: $t}) { id } }`, http.Header{"X-Api-Key": {wsKey}}},
-		{"a mutation over GET without credentials is 405", applicationJSON, `mutation { createPost(input: {title: "t"}) { id } }`, nil},
+		{"a mutation over GET without credentials is 405", answer.ApplicationJSON, `mutation { createPost(input: {title: "t"}) { id } }`, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := s.get(t, tt.accept, tt.query, tt.header)
-			plain(t, r, http.StatusMethodNotAllowed, applicationJSON, "BAD_REQUEST", "use POST")
+			plain(t, r, http.StatusMethodNotAllowed, answer.ApplicationJSON, "BAD_REQUEST", "use POST")
 			if r.Header.Get("Allow") != http.MethodPost {
 				t.Errorf("Allow %q; want POST", r.Header.Get("Allow"))
 			}
@@ -597,18 +598,18 @@ func TestRefusalsBeforeAStream(t *testing.T) {
 	})
 	t.Run("a bad credential is 401 in JSON before any stream", func(t *testing.T) {
 		r := s.post(t, acceptSSE, createdTitles, http.Header{"X-Api-Key": {"not-a-key"}})
-		plain(t, r, http.StatusUnauthorized, applicationJSON, "UNAUTHENTICATED", "")
+		plain(t, r, http.StatusUnauthorized, answer.ApplicationJSON, "UNAUTHENTICATED", "")
 		if r.Header.Get("WWW-Authenticate") == "" {
 			t.Error("no WWW-Authenticate")
 		}
 	})
 	t.Run("a bad credential to a multipart client is 401 in JSON", func(t *testing.T) {
 		r := s.post(t, acceptMultipart, createdTitles, http.Header{"X-Api-Key": {"not-a-key"}})
-		plain(t, r, http.StatusUnauthorized, applicationJSON, "UNAUTHENTICATED", "")
+		plain(t, r, http.StatusUnauthorized, answer.ApplicationJSON, "UNAUTHENTICATED", "")
 	})
 	t.Run("a foreign Origin is 403", func(t *testing.T) {
 		r := s.post(t, acceptSSE, createdTitles, http.Header{"Origin": {"https://evil.example"}})
-		plain(t, r, http.StatusForbidden, applicationJSON, "FORBIDDEN", "allowed_origins")
+		plain(t, r, http.StatusForbidden, answer.ApplicationJSON, "FORBIDDEN", "allowed_origins")
 	})
 	for _, origin := range []string{"https://app.example.com", "http://" + strings.TrimPrefix(s.http, "http://")} {
 		t.Run("the Origin "+origin+" is let in", func(t *testing.T) {
@@ -644,21 +645,21 @@ func TestRefusalsBeforeAStream(t *testing.T) {
 	})
 	t.Run("a syntax error to Apollo's multipart client is JSON, 200 in application/json", func(t *testing.T) {
 		r := s.post(t, acceptMultipart, `{"query": "subscription {"}`, nil)
-		plain(t, r, http.StatusOK, applicationJSON, "GRAPHQL_PARSE_FAILED", "")
+		plain(t, r, http.StatusOK, answer.ApplicationJSON, "GRAPHQL_PARSE_FAILED", "")
 	})
 	t.Run("a syntax error to a multipart client of GraphQL's own JSON is 400", func(t *testing.T) {
 		r := s.post(t, `multipart/mixed;subscriptionSpec=1.0, application/graphql-response+json`, `{"query": "subscription {"}`, nil)
-		plain(t, r, http.StatusBadRequest, graphQLResponseJSON, "GRAPHQL_PARSE_FAILED", "")
+		plain(t, r, http.StatusBadRequest, answer.GraphQLResponseJSON, "GRAPHQL_PARSE_FAILED", "")
 	})
 	t.Run("a mutation with an Idempotency-Key to an SSE-only client is 400", func(t *testing.T) {
 		r := s.post(t, acceptSSE, `{"query": "mutation { createPost(input: {title: \"t\"}) { id } }"}`, http.Header{"X-Api-Key": {wsKey}, "Idempotency-Key": {"k1"}})
-		plain(t, r, http.StatusBadRequest, applicationJSON, "BAD_REQUEST", "Idempotency-Key")
+		plain(t, r, http.StatusBadRequest, answer.ApplicationJSON, "BAD_REQUEST", "Idempotency-Key")
 	})
 	t.Run("a subscription past the client's distinct subscriptions is 429 before the stream", func(t *testing.T) {
 		first := s.post(t, acceptSSE, createdTitles, http.Header{"X-Api-Key": {wsBobKey}})
 		first.event(t)
 		r := s.post(t, acceptSSE, `{"query": "subscription { postDeleted }"}`, http.Header{"X-Api-Key": {wsBobKey}})
-		plain(t, r, http.StatusTooManyRequests, applicationJSON, "TOO_MANY_SUBSCRIPTIONS", "max_distinct_subscriptions_per_client")
+		plain(t, r, http.StatusTooManyRequests, answer.ApplicationJSON, "TOO_MANY_SUBSCRIPTIONS", "max_distinct_subscriptions_per_client")
 		same := s.post(t, acceptMultipart, createdTitles, http.Header{"X-Api-Key": {wsBobKey}})
 		if wantStreamHeaders(t, same, multipartType); same.part(t) != "\r\n--graphql" {
 			t.Error("the same subscription again, which shares the feed, was not streamed")
@@ -1040,7 +1041,7 @@ func TestAPanicOfAStreamsWriterEndsTheStreamNotTheServer(t *testing.T) {
 		t.Fatal(refusal)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.api.serveStream(w, r, panicking{}, applicationJSON, auth.Identity{}, op)
+		s.api.serveStream(w, r, panicking{}, answer.ApplicationJSON, auth.Identity{}, op)
 	}))
 	t.Cleanup(srv.Close)
 	const ip = "192.0.2.9"

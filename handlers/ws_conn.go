@@ -20,6 +20,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
@@ -31,22 +32,22 @@ import (
 func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	offered := websocketProtocols(r)
 	if !slices.Contains(offered, transportWS) && !slices.Contains(offered, legacyWS) {
-		a.fail(w, r, badRequest("Sec-WebSocket-Protocol must offer %s or %s", transportWS, legacyWS))
+		a.answer.Fail(w, r, answer.BadRequest("Sec-WebSocket-Protocol must offer %s or %s", transportWS, legacyWS))
 		return
 	}
 	// Taken while r is live, the upgrade's credentials count again at connection_init.
 	creds := a.cfg.Auth.CredentialsOf(r)
 	upgradeCaller, err := a.cfg.Auth.Identify(r.Context(), creds)
 	if err != nil {
-		a.fail(w, r, err)
+		a.answer.Fail(w, r, err)
 		return
 	}
 	cfg := a.cfg.Subscriptions
 	address := a.live.ClientAddress(r)
 	client := live.ClientKey(upgradeCaller, address)
 	if err := a.hub.Reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
-		w.Header().Set("Retry-After", retryAfter)
-		a.fail(w, r, err)
+		w.Header().Set("Retry-After", answer.RetryAfter)
+		a.answer.Fail(w, r, err)
 		return
 	}
 	ws, err := websocket.Accept(hijackBelow(w), r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
@@ -56,7 +57,7 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	// The connection outlives the request: its context comes from the hub, not from r; it
 	// carries the request's id, made here on the request's goroutine, for what its goroutines log.
-	ctx, cancel := context.WithCancel(requestid.With(context.Background(), a.requestID(r)))
+	ctx, cancel := context.WithCancel(requestid.With(context.Background(), a.answer.ID(r)))
 	writes, cutWrites := context.WithCancel(context.Background())
 	c := &wsConn{
 		hub: a.hub, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel, writes: writes, cutWrites: cutWrites,
@@ -307,7 +308,7 @@ func (c *wsConn) handle(m message) *errcode.Error {
 		}
 		return nil
 	}
-	return errcode.New(errcode.BadRequest, "Invalid message received: unknown type "+truncate(m.Type))
+	return errcode.New(errcode.BadRequest, "Invalid message received: unknown type "+answer.Truncate(m.Type))
 }
 
 // init authenticates the connection with the credentials of the upgrade request and of the
@@ -354,7 +355,7 @@ func (c *wsConn) refuse(why *errcode.Error) *errcode.Error {
 		why = &errcode.Error{Code: why.Code, Message: "Forbidden: " + why.Message} // as graphql-ws's server says it
 	}
 	if c.proto.connectionError != "" {
-		c.reply(message{Type: c.proto.connectionError, Payload: mustJSON(map[string]string{"message": why.Message})})
+		c.reply(message{Type: c.proto.connectionError, Payload: answer.MustJSON(map[string]string{"message": why.Message})})
 	}
 	return why
 }

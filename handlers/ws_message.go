@@ -4,11 +4,11 @@ package handlers
 
 import (
 	"encoding/json"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -24,9 +24,9 @@ type message struct {
 // encode writes m as JSON, its payload as it is: an event's payload is encoded once, by its
 // feed, for every subscriber.
 func (m message) encode() []byte {
-	b := append([]byte(`{"type":`), mustJSON(m.Type)...)
+	b := append([]byte(`{"type":`), answer.MustJSON(m.Type)...)
 	if m.ID != "" {
-		b = append(append(b, `,"id":`...), mustJSON(m.ID)...)
+		b = append(append(b, `,"id":`...), answer.MustJSON(m.ID)...)
 	}
 	if len(m.Payload) > 0 {
 		b = append(append(b, `,"payload":`...), m.Payload...)
@@ -60,27 +60,7 @@ func subscribeRequest(payload json.RawMessage) (schema.Request, *errcode.Error) 
 	}
 	req, err := graphQLRequest(func(name string) (json.RawMessage, error) { return fields[name], nil }, false)
 	if err != nil {
-		return schema.Request{}, errcode.New(errcode.BadRequest, "Invalid message received: "+truncate(err.Error()))
+		return schema.Request{}, errcode.New(errcode.BadRequest, "Invalid message received: "+answer.Truncate(err.Error()))
 	}
 	return req, nil
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil { // every value here encodes; a fault of ours if not
-		b, _ = json.Marshal(map[string]string{"message": "internal server error"})
-	}
-	return b
-}
-
-// truncate shortens s for a close reason, which may not exceed 123 bytes, at a character boundary.
-func truncate(s string) string {
-	if len(s) <= 64 {
-		return s
-	}
-	cut := 64
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
 
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/schema"
@@ -69,7 +70,7 @@ func (c *wsConn) closeCode() websocket.StatusCode {
 func (c *wsConn) operationDone(op *schema.Operation, code string, start time.Time) {
 	typ, name := "none", ""
 	if op != nil {
-		typ, name = op.Type, truncate(op.Name)
+		typ, name = op.Type, answer.Truncate(op.Name)
 	}
 	took := time.Since(start)
 	metrics.Request(metrics.WebSocket, typ, code, took)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -45,7 +46,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	case m.ID == "":
 		return errcode.New(errcode.BadRequest, "Invalid message received: an operation needs an id")
 	case c.ops[m.ID] != nil:
-		return errcode.New(errcode.SubscriberExists, "Subscriber for "+truncate(m.ID)+" already exists")
+		return errcode.New(errcode.SubscriberExists, "Subscriber for "+answer.Truncate(m.ID)+" already exists")
 	}
 	req, why := subscribeRequest(m.Payload)
 	if why != nil {
@@ -56,7 +57,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	cfg := c.current()
 	if len(c.ops) >= cfg.Subscriptions.MaxSubscriptions {
 		metrics.LimitRefused("max_subscriptions")
-		c.refuseOperation(m.ID, nil, start, queryError(
+		c.refuseOperation(m.ID, nil, start, answer.QueryError(
 			errcode.New(errcode.TooManyOperations, "this connection runs as many operations as it may; complete one first")))
 		return nil
 	}
@@ -66,7 +67,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 		return nil
 	}
 	if err := cfg.Posts.Allow(c.caller, actionOf(op.Type)); err != nil {
-		c.refuseOperation(m.ID, op, start, queryError(errcode.Of(err)))
+		c.refuseOperation(m.ID, op, start, answer.QueryError(errcode.Of(err)))
 		return nil
 	}
 	o := &operation{id: m.ID}
@@ -79,7 +80,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
 			func(err error) { close(endedEarly); c.spawn(func() { c.feedEnded(o, err) }) })
 		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
-			c.refuseOperation(m.ID, op, start, queryError(errcode.Of(err)))
+			c.refuseOperation(m.ID, op, start, answer.QueryError(errcode.Of(err)))
 			return nil
 		}
 		o.stop = l.Close
@@ -100,12 +101,12 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	c.spawn(func() {
 		defer stop()
 		res := cfg.GraphQL.Execute(ctx, op)
-		c.operationDone(op, responseCode(res), start)
+		c.operationDone(op, answer.ResponseCode(res), start)
 		if res.Data == nil {
 			c.complete(o, res.Errors)
 			return
 		}
-		c.reply(message{ID: o.id, Type: c.proto.next, Payload: mustJSON(res), op: o})
+		c.reply(message{ID: o.id, Type: c.proto.next, Payload: answer.MustJSON(res), op: o})
 		c.complete(o, nil)
 	})
 	return nil
@@ -115,8 +116,8 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 // operation refused: op, or nil when it was refused before it was prepared.
 func (c *wsConn) refuseOperation(id string, op *schema.Operation, start time.Time, why *gqlerrors.QueryError) {
 	errs := []*gqlerrors.QueryError{why}
-	c.operationDone(op, responseCode(&graphql.Response{Errors: errs}), start)
-	c.reply(message{ID: id, Type: "error", Payload: mustJSON(errs)})
+	c.operationDone(op, answer.ResponseCode(&graphql.Response{Errors: errs}), start)
+	c.reply(message{ID: id, Type: "error", Payload: answer.MustJSON(errs)})
 }
 
 // feedEnded tells the client how the feed of subscription o ended: complete, or the errors of
@@ -149,7 +150,7 @@ func (c *wsConn) complete(o *operation, errs []*gqlerrors.QueryError) {
 	switch {
 	case !running:
 	case errs != nil:
-		c.reply(message{ID: o.id, Type: "error", Payload: mustJSON(errs)})
+		c.reply(message{ID: o.id, Type: "error", Payload: answer.MustJSON(errs)})
 	default:
 		c.reply(message{ID: o.id, Type: c.proto.complete})
 	}

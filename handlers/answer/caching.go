@@ -14,13 +14,13 @@
 // Vary names the credential headers, Authorization and the API key header, on every answer, so
 // that a cache never answers a request that carries credentials with an answer to one that
 // carried others or none. GraphQL's also names Accept, which picks the media type and GraphiQL.
-// Both name Origin, which decides the answer's CORS headers (cors.go), so that a cache never
+// Both name Origin, which decides the answer's CORS headers (handlers/cors.go), so that a cache never
 // hands a page of one origin an answer made for another, or for no browser.
 // A caller that an earlier Caddy handler identified (trust_caddy_auth) may have shown a cookie or
 // anything else Vary cannot name, and some shared caches (cache-handler) keep a private answer
 // under the headers Vary names: so no cache may store that caller's answers at all.
 
-package handlers
+package answer
 
 import (
 	"net/http"
@@ -33,7 +33,8 @@ const (
 	cachePublic     = "public, max-age=0, must-revalidate"
 	cachePrivate    = "private, max-age=0, must-revalidate"
 	cacheNotStoring = "private, no-store"
-	cacheNoStore    = "no-store"
+	// CacheNoStore is the Cache-Control of a failure, and of a stream.
+	CacheNoStore = "no-store"
 )
 
 // fixedHeaders holds the values of the header fields that every answer of the API sets to one
@@ -42,25 +43,26 @@ const (
 // deferred) changes this answer's alone. Slices shared by every answer were so changed for
 // every site of the process: a replace of public by private on one site's Cache-Control made
 // every site's anonymous answers private, and private by public every site's identified ones
-// public. An exchange holds the array of its answer, so setting them allocates nothing.
+// public. An Exchange holds the array of its answer, so setting them allocates nothing.
 type fixedHeaders [6]string
 
-// The fields of fixedHeaders, by their index.
+// The fields of fixedHeaders, by their index, for SetFixed.
 const (
-	fixedVary = iota
-	fixedCacheControl
-	fixedContentType
-	fixedNoSniff
-	fixedAllowCredentials
-	fixedExposeHeaders
+	FixedVary = iota
+	FixedCacheControl
+	FixedContentType
+	FixedNoSniff
+	FixedAllowCredentials
+	FixedExposeHeaders
 )
 
 var fixedNames = [len(fixedHeaders{})]string{"Vary", "Cache-Control", "Content-Type", "X-Content-Type-Options",
 	"Access-Control-Allow-Credentials", "Access-Control-Expose-Headers"}
 
-// setFixed sets the field i of fixedHeaders on w's answer to value.
-func setFixed(w http.ResponseWriter, i int, value string) {
-	x := exchangeOf(w)
+// SetFixed sets the field i of fixedHeaders (FixedVary, FixedCacheControl, ...) on w's answer
+// to value.
+func SetFixed(w http.ResponseWriter, i int, value string) {
+	x := ExchangeOf(w)
 	if x == nil {
 		w.Header()[fixedNames[i]] = []string{value}
 		return
@@ -69,47 +71,47 @@ func setFixed(w http.ResponseWriter, i int, value string) {
 	w.Header()[fixedNames[i]] = x.fixed[i : i+1 : i+1]
 }
 
-// varies are the Vary headers of the API's answers, made once in New.
-type varies struct {
+// Varies are the Vary headers of the API's answers, made once per config (NewVaries).
+type Varies struct {
 	rest, graphQL string
 }
 
-// newVaries names the credential headers of authn and Origin (and, for GraphQL, Accept).
-func newVaries(authn *auth.Authenticator) varies {
+// NewVaries names the credential headers of authn and Origin (and, for GraphQL, Accept).
+func NewVaries(authn *auth.Authenticator) Varies {
 	credentials := "Authorization"
 	if authn != nil && authn.APIKeyHeader != "" {
 		credentials += ", " + http.CanonicalHeaderKey(authn.APIKeyHeader)
 	}
-	return varies{rest: credentials + ", Origin", graphQL: "Accept, " + credentials + ", Origin"}
+	return Varies{rest: credentials + ", Origin", graphQL: "Accept, " + credentials + ", Origin"}
 }
 
-// setVary marks w's answer, of REST or of GraphQL over HTTP, as depending on the request's
+// Set marks w's answer, of REST or of GraphQL over HTTP, as depending on the request's
 // credentials (and on its Accept for GraphQL).
-func (a *API) setVary(w http.ResponseWriter, graphQL bool) {
+func (v Varies) Set(w http.ResponseWriter, graphQL bool) {
 	if graphQL {
-		setFixed(w, fixedVary, a.vary.graphQL)
+		SetFixed(w, FixedVary, v.graphQL)
 	} else {
-		setFixed(w, fixedVary, a.vary.rest)
+		SetFixed(w, FixedVary, v.rest)
 	}
 }
 
-// setVaryOrigin marks w's answer, the same to every caller (the OpenAPI document, a path that
+// SetVaryOrigin marks w's answer, the same to every caller (the OpenAPI document, a path that
 // names nothing), as depending on the request's Origin alone, which decides its CORS headers.
-func setVaryOrigin(w http.ResponseWriter) { setFixed(w, fixedVary, "Origin") }
+func SetVaryOrigin(w http.ResponseWriter) { SetFixed(w, FixedVary, "Origin") }
 
-// setCacheControl sets the Cache-Control of w's answer to caller. A failure later on replaces
-// it (setFailed).
-func setCacheControl(w http.ResponseWriter, caller auth.Identity) {
+// SetCacheControl sets the Cache-Control of w's answer to caller. A failure later on replaces
+// it (SetFailed).
+func SetCacheControl(w http.ResponseWriter, caller auth.Identity) {
 	switch {
 	case caller.Anonymous():
-		setFixed(w, fixedCacheControl, cachePublic)
+		SetFixed(w, FixedCacheControl, cachePublic)
 	case caller.Method == auth.MethodCaddy:
-		setFixed(w, fixedCacheControl, cacheNotStoring)
+		SetFixed(w, FixedCacheControl, cacheNotStoring)
 	default:
-		setFixed(w, fixedCacheControl, cachePrivate)
+		SetFixed(w, FixedCacheControl, cachePrivate)
 	}
 }
 
-// setFailed sets the Cache-Control of a failure: an error status, or a GraphQL answer with
+// SetFailed sets the Cache-Control of a failure: an error status, or a GraphQL answer with
 // errors.
-func setFailed(w http.ResponseWriter) { setFixed(w, fixedCacheControl, cacheNoStore) }
+func SetFailed(w http.ResponseWriter) { SetFixed(w, FixedCacheControl, CacheNoStore) }
