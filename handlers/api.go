@@ -15,6 +15,7 @@ import (
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/live"
+	"github.com/postsedge/caddy-posts/handlers/stream"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
@@ -75,6 +76,7 @@ type API struct {
 	graphiql   http.Handler
 	hub        *live.Hub          // the open WebSockets and HTTP streams
 	live       *live.Config       // what they apply of cfg while the API is the hub's current
+	streams    *stream.Handler    // subscriptions streamed over HTTP
 	answer     answer.Failer      // writes failures, and logs the server's faults
 	vary       answer.Varies      // the Vary of REST and GraphQL answers
 	probes     singleflight.Group // health probes under way
@@ -96,6 +98,7 @@ func New(cfg Config) *API {
 		a.hub = live.NewHub()
 		a.hub.Register(a.live)
 	}
+	a.streams = &stream.Handler{Hub: a.hub, Config: a.live, Answer: &a.answer}
 	a.collection = answer.Observed(metrics.REST, "", a.endpoint("/posts", methods{http.MethodGet: a.list, http.MethodPost: a.create}))
 	a.item = answer.Observed(metrics.REST, "", a.endpoint("/posts/{id}", methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete}))
 	a.noRoute = answer.Observed(metrics.REST, "other", a.serveNoRoute)
@@ -106,7 +109,7 @@ func New(cfg Config) *API {
 			return
 		}
 		if r.ProtoMajor >= 2 && streamRequested(r.Header.Get("Accept")) != nil {
-			serveShallow(w, r, graphQLOverHTTP)
+			stream.ServeShallow(w, r, graphQLOverHTTP)
 			return
 		}
 		graphQLOverHTTP(w, r)

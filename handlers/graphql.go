@@ -17,6 +17,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/stream"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/schema"
@@ -53,8 +54,8 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	media := accept.responseType()
-	stream := streamRequested(r.Header.Get("Accept"))
-	if media == "" && stream == nil {
+	framing := streamRequested(r.Header.Get("Accept"))
+	if media == "" && framing == nil {
 		a.answer.FailGraphQL(w, r, answer.ApplicationJSON, errcode.New(errcode.NotAcceptable, "the response can only be "+answer.GraphQLResponseJSON+", "+answer.ApplicationJSON+
 			", text/event-stream or (for a subscription) multipart/mixed;subscriptionSpec=1.0"))
 		return
@@ -80,7 +81,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		a.answer.FailGraphQL(w, r, plain, err)
 		return
 	}
-	if _, ok := stream.(sse); ok && r.Header.Get("Last-Event-ID") != "" {
+	if _, ok := framing.(stream.SSE); ok && r.Header.Get("Last-Event-ID") != "" {
 		// EventSource sends the id of the last event it received when it reconnects: resume.
 		req.ResumeFrom = answer.MustJSON(r.Header.Get("Last-Event-ID"))
 	}
@@ -90,7 +91,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		a.operationKnown(w, r, op)
 	}
 	// A stream carries subscriptions, and the other operations of a client that takes nothing else.
-	streamed := stream != nil && (media == "" || op != nil && op.Type == "subscription")
+	streamed := framing != nil && (media == "" || op != nil && op.Type == "subscription")
 	switch {
 	case refusal != nil && isMethodNotAllowed(refusal): // a mutation by GET, whatever else the request holds
 		w.Header().Set("Allow", http.MethodPost)
@@ -98,7 +99,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	case refusal != nil && media == "": // a client that takes only a stream
 		// As graphql-sse's reference server does: the errors as the stream's one result.
-		a.serveStreamed(w, stream, &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
+		stream.Result(w, framing, &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
 		return
 	case refusal != nil:
 		answer.WriteGraphQL(w, plain, refusalStatus(plain, refusal), &graphql.Response{Errors: []*gqlerrors.QueryError{refusal}})
@@ -122,7 +123,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if streamed {
-		a.serveStream(w, r, stream, plain, caller, op)
+		a.streams.Serve(w, r, framing, plain, caller, op)
 		return
 	}
 	// The id made now, on the request's goroutine: resolvers that log run on others.
@@ -258,6 +259,31 @@ func graphQLRequest(param func(name string) (json.RawMessage, error), inQuery bo
 		return req, answer.BadRequest("the %s query is required: it holds the GraphQL document", where)
 	}
 	return req, nil
+}
+
+// streamRequested is the framing an Accept header asks for, or nil for none: of the media
+// ranges text/event-stream and multipart/mixed;subscriptionSpec=1.0 (Apollo's protocol, the one
+// version of it served), the one with the higher weight, the first listed of two alike. A
+// multipart/mixed of another subscriptionSpec, or of none, asks for no stream: alone, it is
+// answered 406 (serveGraphQL).
+func streamRequested(accept string) stream.Framing {
+	var f stream.Framing
+	best := 0.0
+	for _, r := range mediaRanges(accept) {
+		var this stream.Framing
+		switch {
+		case r.name == "text/event-stream":
+			this = stream.SSE{}
+		case r.name == "multipart/mixed" && r.params["subscriptionspec"] == "1.0":
+			this = stream.Multipart{}
+		default:
+			continue
+		}
+		if r.q > best {
+			f, best = this, r.q
+		}
+	}
+	return f
 }
 
 // acceptance is what an Accept header says of the media types /graphql answers with, read once

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/stream"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -192,6 +193,41 @@ func FuzzGraphQLRequest(f *testing.F) {
 			t.Fatalf("a refusal without a message or code: %+v", refusal)
 		case refusal == nil && op.Type != "query" && op.Type != "mutation" && op.Type != "subscription":
 			t.Fatalf("operation type %q", op.Type)
+		}
+	})
+}
+
+// FuzzStreamRequested reads any Accept header: it never panics, and the stream it picks is one
+// the header names: multipart only with a subscriptionSpec of 1.0 (quoted, or in RFC 2231's
+// encodings, which mime.ParseMediaType reads).
+func FuzzStreamRequested(f *testing.F) {
+	for _, seed := range []string{
+		"text/event-stream", "text/event-stream;q=0", "TEXT/EVENT-STREAM;Q=0.5", "text/event-stream;q=nan",
+		acceptMultipart, `multipart/mixed;subscriptionSpec="1.0";q=0, text/event-stream`, "multipart/mixed",
+		"*/*", "", ",,;;==", "text/event-stream;q", "text/event-stream;=0",
+		`multipart/mixed;subscriptionSpec=99`, `multipart/mixed;subscriptionSpec=""`, "multipart/mixed;boundary=subscriptionSpec",
+		`multipart/mixed;boundary="subscriptionSpec=1.0"`, "multipart/mixed;subscriptionSpec*=utf-8''1.0",
+		"text/event-stream;q=0.5, multipart/mixed;subscriptionSpec=1.0",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, accept string) {
+		lower := strings.ToLower(accept)
+		switch got := streamRequested(accept).(type) {
+		case stream.SSE:
+			if !strings.Contains(lower, "text/event-stream") {
+				t.Errorf("%q: SSE, which it does not name", accept)
+			}
+		case stream.Multipart:
+			if !strings.Contains(lower, "multipart/mixed") || !strings.Contains(lower, "subscriptionspec") || !strings.Contains(accept, "1") || !strings.Contains(accept, ".0") {
+				t.Errorf("%q: multipart, which it does not name with subscriptionSpec 1.0", accept)
+			}
+			if strings.Contains(lower, `subscriptionspec=99`) && !strings.Contains(lower, "subscriptionspec=1.0") && !strings.Contains(lower, `subscriptionspec="1.0"`) {
+				t.Errorf("%q: multipart for subscriptionSpec=99", accept)
+			}
+		case nil:
+		default:
+			t.Errorf("%q: %T", accept, got)
 		}
 	})
 }

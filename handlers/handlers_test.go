@@ -7,42 +7,21 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
-	"github.com/postsedge/caddy-posts/handlers/live"
+	"github.com/postsedge/caddy-posts/handlers/handlerstest"
 	"github.com/postsedge/caddy-posts/posts"
-	"github.com/postsedge/caddy-posts/schema"
 )
 
-// The defaults of caddymodule/config.go's table, which fills every field before New and
-// schema.New: the config of a site that sets none. The tests build other configs from a copy
-// (with); MaxResponseSize of Config is testLimits' (one config field feeds both).
+// The config of a site that sets none (handlerstest.Subscriptions, handlerstest.Limits). The
+// tests build other configs from a copy (with); MaxResponseSize of Config is testLimits' (one
+// config field feeds both).
 var (
-	testSubscriptions = live.Subscriptions{
-		ReadLimit:             32 << 10,
-		InitTimeout:           3 * time.Second,
-		MaxSubscriptions:      100,
-		MaxConnectionsPerUser: 100,
-		MaxConnections:        10000,
-		KeepAlive:             12 * time.Second,
-	}
-	testLimits = schema.Limits{
-		MaxQueryLength:       16 << 10,
-		MaxDepth:             15,
-		MaxCost:              2000,
-		MaxFeeds:             1000,
-		MaxFeedsPerClient:    100,
-		MaxAliases:           30,
-		MaxRootFields:        10,
-		MaxFields:            500,
-		MaxResponseSize:      8 << 20,
-		DocumentCacheEntries: 1000,
-		DocumentCacheSize:    32 << 20,
-	}
+	testSubscriptions = handlerstest.Subscriptions
+	testLimits        = handlerstest.Limits
 )
 
 // with is a copy of fixture that change alters: the config of a site that sets only those.

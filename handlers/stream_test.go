@@ -33,12 +33,11 @@ import (
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/events/eventstest"
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/handlerstest"
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/internal/race"
 	"github.com/postsedge/caddy-posts/posts"
-	"github.com/postsedge/caddy-posts/posts/poststest"
 	"github.com/postsedge/caddy-posts/schema"
-	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 // The Accept headers of the two streaming clients: graphql-sse's (and EventSource's), and Apollo
@@ -69,13 +68,7 @@ const (
 // whose shutdown a test may begin.
 func newStreamServer(t *testing.T, subs live.Subscriptions, limits schema.Limits, change func(*Config)) (*wsServer, *httptest.Server) {
 	t.Helper()
-	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	broker, follower := poststest.Publishing(t, st, 16)
-	svc := posts.NewService(posts.Config{Store: st, Timeout: 5 * time.Second, MaxLimit: 10, Logger: zap.NewNop(), Events: broker, Follower: follower})
+	svc, broker := handlerstest.Posts(t, posts.Config{})
 	sch, err := schema.New(svc, zap.NewNop(), limits)
 	if err != nil {
 		t.Fatal(err)
@@ -848,16 +841,11 @@ func TestAClientThatStopsReadingIsCutOffAsTooSlow(t *testing.T) {
 	}
 }
 
-// streamEnding says whether a stream of the hub is ending, its end set.
+// streamEnding says whether a stream of the hub is ending, its end set (the stream's Ending).
 func (s *wsServer) streamEnding() bool {
 	for _, c := range s.api.hub.Open() {
-		if st, ok := c.(*stream); ok {
-			st.mu.Lock()
-			done := st.done
-			st.mu.Unlock()
-			if done {
-				return true
-			}
+		if st, ok := c.(interface{ Ending() bool }); ok && st.Ending() {
+			return true
 		}
 	}
 	return false
@@ -873,28 +861,7 @@ func TestKeepAlive(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a multipart stream's heartbeat is {} every 5 s, whatever ws_keepalive", func(t *testing.T) {
-		if got := string(multipart{}.keepAlive(nil)); got != multipartPart+"{}\r\n--graphql" {
-			t.Errorf("the heartbeat %q; want a part of {}", got)
-		}
-		if got := (multipart{}).keepAliveEvery(live.Subscriptions{KeepAlive: 20 * time.Millisecond}); got != 5*time.Second {
-			t.Errorf("every %s; want 5s, Apollo's", got)
-		}
-	})
 }
-
-// quickMultipart is multipart with a keep-alive tick every millisecond rather than 5 s.
-type quickMultipart struct{ multipart }
-
-func (quickMultipart) keepAliveEvery(live.Subscriptions) time.Duration { return time.Millisecond }
-
-// bufferOut is an out that keeps what the stream writes, to a client that never leaves.
-type bufferOut struct{ bytes.Buffer }
-
-func (o *bufferOut) write(b []byte, _ time.Time) bool { o.Write(b); return true }
-func (o *bufferOut) end()                             {}
-func (o *bufferOut) gone() <-chan struct{}            { return nil }
-func (o *bufferOut) cut()                             {}
 
 func TestAStreamEndsWhenTheServerExits(t *testing.T) {
 	t.Run("an SSE stream ends at its next keep-alive, with no complete", func(t *testing.T) {
@@ -909,19 +876,6 @@ func TestAStreamEndsWhenTheServerExits(t *testing.T) {
 		exiting.Store(true)
 		if got := r.rest(t); strings.ReplaceAll(got, ":\n\n", "") != "" {
 			t.Errorf("after exiting, %q; want the end, with no more than keep-alives before", got)
-		}
-	})
-	t.Run("a multipart stream ends at its next keep-alive with SHUTTING_DOWN", func(t *testing.T) {
-		a := New(Config{Subscriptions: testSubscriptions, Logger: zap.NewNop(), Exiting: func() bool { return true }})
-		s := &stream{frame: quickMultipart{}, wake: make(chan struct{}, 1), hub: a.hub, ctx: context.Background(), opened: time.Now()}
-		var o bufferOut
-		s.run(&o)
-		last, ok := strings.CutSuffix(o.String(), multipartEnd)
-		if !ok {
-			t.Fatalf("the stream ends %q; want the end boundary", o.String())
-		}
-		if got := transportFailure(t, last); !strings.HasPrefix(got, "SHUTTING_DOWN: ") {
-			t.Errorf("the last part says %q; want SHUTTING_DOWN", got)
 		}
 	})
 	t.Run("the shutdown of the server ends its streams at once", func(t *testing.T) {
@@ -1016,60 +970,5 @@ func TestAStreamBehindAWriterThatCannotFlushIsRefused(t *testing.T) {
 	}
 	if _, _, got := s.api.hub.Counted(""); got != 0 {
 		t.Errorf("%d connections held after the refusal; want 0", got)
-	}
-}
-
-// panicking is SSE whose keep-alive panics, every 5 ms: a fault of the goroutine that writes a
-// stream.
-type panicking struct{ sse }
-
-func (panicking) keepAliveEvery(live.Subscriptions) time.Duration { return 5 * time.Millisecond }
-func (panicking) keepAlive([]byte) []byte                         { panic("a fault of the stream's writer") }
-
-// TestAPanicOfAStreamsWriterEndsTheStreamNotTheServer has the writer of a stream whose
-// connection was taken (HTTP/1.1: run on a goroutine of its own, which no handler of Caddy's
-// recovers) panic: the stream ends, its place is given back, the panic is logged at error with
-// the request's id and no word of it reaches the client, and the server goes on serving.
-func TestAPanicOfAStreamsWriterEndsTheStreamNotTheServer(t *testing.T) {
-	core, logs := observer.New(zap.ErrorLevel)
-	s, _ := newStreamServer(t, testSubscriptions, testLimits, func(cfg *Config) {
-		cfg.Logger = zap.New(core)
-		cfg.RequestID = func(*http.Request) string { return "req-1" }
-	})
-	op, refusal := s.api.cfg.GraphQL.Prepare(schema.Request{Query: "subscription { postCreated { title } }"})
-	if refusal != nil {
-		t.Fatal(refusal)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.api.serveStream(w, r, panicking{}, answer.ApplicationJSON, auth.Identity{}, op)
-	}))
-	t.Cleanup(srv.Close)
-	const ip = "192.0.2.9"
-	r := s.post(t, acceptSSE, createdTitles, nil)
-	r.event(t) // a stream of the server's own, to read after the panic
-	ctx, cancel := context.WithTimeout(t.Context(), streamDeadline)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
-	req.Header.Set(clientIPHeader, ip)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body) // ends, broken off: the connection is closed
-	if res.StatusCode != http.StatusOK || string(body) != sseOpen {
-		t.Errorf("%d %q; want the stream's opening and its end, no word of the fault", res.StatusCode, body)
-	}
-	waitFor(t, "the stream's place to be given back", func() bool { n, _ := s.connectionsOf(addressClient(ip)); return n == 0 })
-	entries := logs.FilterMessage("graphql stream failed").All()
-	if len(entries) != 1 {
-		t.Fatalf("%d lines %q; want one", len(entries), "graphql stream failed")
-	}
-	if fields := entries[0].ContextMap(); fields["uuid"] != "req-1" || fields["panic"] != "a fault of the stream's writer" || fields["stack"] == "" {
-		t.Errorf("the log line %v; want the request's uuid, the panic and its stack", fields)
-	}
-	s.createPost(t, "after the fault")
-	if got := r.event(t); !strings.Contains(got, "after the fault") {
-		t.Errorf("the other stream reads %q; want the post made after the fault", got)
 	}
 }

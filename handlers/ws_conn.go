@@ -5,10 +5,8 @@
 package handlers
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -50,7 +48,7 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		a.answer.Fail(w, r, err)
 		return
 	}
-	ws, err := websocket.Accept(hijackBelow(w), r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
+	ws, err := websocket.Accept(live.HijackBelow(w), r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
 	if err != nil {
 		a.hub.Release(client)
 		return // Accept has answered (403 for a foreign origin)
@@ -73,26 +71,6 @@ func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	metrics.WebSocketOpened()
 	c.serve()
 }
-
-// hijackBelow is w, but for its Hijack, which is that of the innermost writer under w: the
-// writers that Caddy's middleware wraps around it count the bytes of a hijacked connection into
-// the request's access log and metrics, which are written when the handler returns, before the
-// connection ends; counted by the connection's goroutines after that, they would be read and
-// written at once. The 101 goes through w, so the access log and metrics record it.
-func hijackBelow(w http.ResponseWriter) http.ResponseWriter {
-	hj, ok := innermost(w).(http.Hijacker)
-	if !ok {
-		return w // Accept answers 501
-	}
-	return hijacker{w, hj}
-}
-
-type hijacker struct {
-	http.ResponseWriter
-	inner http.Hijacker
-}
-
-func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return h.inner.Hijack() }
 
 // wsConn is one client's connection. Its goroutines: the reader (the upgrade request's until
 // connection_init is answered, then its own; see serve), for as long as it is open, and while

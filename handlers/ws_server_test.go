@@ -18,11 +18,10 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/handlers/handlerstest"
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/posts"
-	"github.com/postsedge/caddy-posts/posts/poststest"
 	"github.com/postsedge/caddy-posts/schema"
-	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 // The API keys of the WebSocket tests: alice's, and bob's.
@@ -53,14 +52,7 @@ func newWSServer(t *testing.T, subs live.Subscriptions) *wsServer {
 // are the server's own.
 func newWSServerWith(t *testing.T, subs live.Subscriptions, limits schema.Limits, rules posts.Config, persisted ...schema.PersistedQuery) *wsServer {
 	t.Helper()
-	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	broker, follower := poststest.Publishing(t, st, 16)
-	rules.Store, rules.Timeout, rules.MaxLimit, rules.Logger, rules.Events, rules.Follower = st, 5*time.Second, 10, zap.NewNop(), broker, follower
-	svc := posts.NewService(rules)
+	svc, broker := handlerstest.Posts(t, rules)
 	s, err := schema.New(svc, zap.NewNop(), limits, persisted...)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@
 // request; github.com/enisdenjo/graphql-sse, PROTOCOL.md), with each event's cursor as its id,
 // so that an EventSource that reconnects sends it back as Last-Event-ID and resumes after it.
 
-package handlers
+package stream
 
 import (
 	"encoding/json"
@@ -16,23 +16,23 @@ import (
 	"github.com/postsedge/caddy-posts/schema"
 )
 
-// sse frames a stream as text/event-stream.
-type sse struct{}
+// SSE frames a stream as text/event-stream.
+type SSE struct{}
 
-func (sse) name() string        { return metrics.SSE }
-func (sse) contentType() string { return "text/event-stream; charset=utf-8" }
+func (SSE) name() string        { return metrics.SSE }
+func (SSE) contentType() string { return "text/event-stream; charset=utf-8" }
 
 // keepAliveEvery is the WebSockets' ping interval (ws_keepalive): well under the idle timeouts
 // of the proxies and load balancers in between.
-func (sse) keepAliveEvery(cfg live.Subscriptions) time.Duration { return cfg.KeepAlive }
+func (SSE) keepAliveEvery(cfg live.Subscriptions) time.Duration { return cfg.KeepAlive }
 
 // open is a comment: the client sees the stream established before any event.
-func (sse) open(b []byte) []byte      { return append(b, ":\n\n"...) }
-func (sse) keepAlive(b []byte) []byte { return append(b, ":\n\n"...) }
+func (SSE) open(b []byte) []byte      { return append(b, ":\n\n"...) }
+func (SSE) keepAlive(b []byte) []byte { return append(b, ":\n\n"...) }
 
 // result is a next event; one of a subscription carries its event's cursor as its id. A JSON
 // text has no line break, so it is one data line.
-func (sse) result(b []byte, payload json.RawMessage) []byte {
+func (SSE) result(b []byte, payload json.RawMessage) []byte {
 	if cursor := schema.CursorOf(payload); cursor != "" {
 		b = append(append(append(b, "id: "...), cursor...), '\n')
 	}
@@ -40,11 +40,11 @@ func (sse) result(b []byte, payload json.RawMessage) []byte {
 	return append(append(b, payload...), "\n\n"...)
 }
 
-func (sse) complete(b []byte) []byte { return append(b, "event: complete\ndata:\n\n"...) }
+func (SSE) complete(b []byte) []byte { return append(b, "event: complete\ndata:\n\n"...) }
 
 // failed tells the operation's errors in a next event, then completes. The transport's own end
 // (too slow, a restart) is the response's end alone: EventSource reconnects, with Last-Event-ID.
-func (f sse) failed(b []byte, errs []*gqlerrors.QueryError, reconnect bool) []byte {
+func (f SSE) failed(b []byte, errs []*gqlerrors.QueryError, reconnect bool) []byte {
 	if reconnect {
 		return b
 	}

@@ -1,10 +1,11 @@
-// GraphQL subscriptions over plain HTTP: one operation's results in one long response, framed
-// as server-sent events (graphql-sse's distinct connections mode, stream_sse.go) or as Apollo's
-// multipart subscriptions (stream_multipart.go). Whatever the framing, a stream is let in, counted
-// and fed as a WebSocket is: the same credentials, origins, per-client shares (one pool with the
-// WebSockets), feeds and response budget, and it outlives a reload in the same hub.
-
-package handlers
+// Package stream serves GraphQL subscriptions over plain HTTP: one operation's results in one
+// long response (Handler.Serve), framed as server-sent events (graphql-sse's distinct
+// connections mode, SSE) or as Apollo's multipart subscriptions (Multipart). Whatever the
+// framing, a stream is let in, counted and fed as a WebSocket is: the same credentials, origins,
+// per-client shares (one pool with the WebSockets, live.Hub), feeds and response budget, and it
+// outlives a reload in the same hub. Which framing a request asks for is GraphQL over HTTP's to
+// read (handlers/graphql.go); out.go says where the bytes go.
+package stream
 
 import (
 	"context"
@@ -28,8 +29,9 @@ import (
 	"github.com/postsedge/caddy-posts/schema"
 )
 
-// framing writes the bytes of one streaming transport; each method appends to b.
-type framing interface {
+// Framing writes the bytes of one streaming transport (SSE, Multipart); each method appends to
+// b.
+type Framing interface {
 	name() string        // the interface label of the metrics: metrics.SSE or metrics.Multipart
 	contentType() string // of the response
 	keepAliveEvery(cfg live.Subscriptions) time.Duration
@@ -43,36 +45,11 @@ type framing interface {
 	failed(b []byte, errs []*gqlerrors.QueryError, reconnect bool) []byte
 }
 
-// streamRequested is the framing an Accept header asks for, or nil for none: of the media
-// ranges text/event-stream and multipart/mixed;subscriptionSpec=1.0 (Apollo's protocol, the one
-// version of it served), the one with the higher weight, the first listed of two alike. A
-// multipart/mixed of another subscriptionSpec, or of none, asks for no stream: alone, it is
-// answered 406 (serveGraphQL).
-func streamRequested(accept string) framing {
-	var f framing
-	best := 0.0
-	for _, r := range mediaRanges(accept) {
-		var this framing
-		switch {
-		case r.name == "text/event-stream":
-			this = sse{}
-		case r.name == "multipart/mixed" && r.params["subscriptionspec"] == "1.0":
-			this = multipart{}
-		default:
-			continue
-		}
-		if r.q > best {
-			f, best = this, r.q
-		}
-	}
-	return f
-}
-
 // stream is one operation served over a long response. One goroutine writes it (run: the
 // request's, as a ResponseWriter is its handler's alone, or one of its own once it has taken its
 // connection); events and the end reach it through the queue.
 type stream struct {
-	frame framing
+	frame Framing
 	wake  chan struct{} // signalled when something is queued or the stream ends
 	hub   *live.Hub     // whose current Config the stream applies
 
@@ -164,6 +141,14 @@ func (s *stream) CutOff(why *errcode.Error) {
 	}
 }
 
+// Ending says whether the stream is ending: its end is set (Fail, CutOff, its feed's end), and
+// nothing more is queued.
+func (s *stream) Ending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
+
 // lost is the end of a stream whose client can no longer be written to: the end CutOff set, or
 // the client left.
 func (s *stream) lost() string {
@@ -207,13 +192,24 @@ func (s *stream) take() ([]json.RawMessage, bool, streamEnd) {
 // one buffer, so a client that stops reading holds one such buffer besides its queue.
 const batchBytes = 64 << 10
 
-// serveStream serves op, a prepared operation its caller may run, as a stream in the framing f:
-// a subscription's events, or the one result of a query or mutation (to a client that takes only
+// Handler serves streams for one config: the API's, which lets them in; once open, a stream
+// applies its hub's current config (live.Hub.Current), as a WebSocket does.
+type Handler struct {
+	// Hub holds the streams, in one pool with the site's WebSockets.
+	Hub *live.Hub
+	// Config is the API's: its schema, limits, and how it tells clients apart.
+	Config *live.Config
+	// Answer writes the refusals before a stream starts.
+	Answer *answer.Failer
+}
+
+// Serve serves op, a prepared operation its caller may run, as a stream in the framing f: a
+// subscription's events, or the one result of a query or mutation (to a client that takes only
 // a stream). A refusal before the stream starts is JSON in the media type plain.
-func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, plain string, caller auth.Identity, op *schema.Operation) {
+func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, f Framing, plain string, caller auth.Identity, op *schema.Operation) {
 	if op.Type != "subscription" {
-		ctx := requestid.With(auth.NewContext(r.Context(), caller), a.answer.ID(r))
-		a.serveStreamed(w, f, a.cfg.GraphQL.Execute(ctx, op))
+		ctx := requestid.With(auth.NewContext(r.Context(), caller), h.Answer.ID(r))
+		Result(w, f, h.Config.GraphQL.Execute(ctx, op))
 		return
 	}
 	if x := answer.ExchangeOf(w); x != nil {
@@ -224,33 +220,33 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 		return
 	}
 	if !canFlush(w) { // a handler in front holds the response: the client would get the opening, then nothing
-		a.answer.FailGraphQL(w, r, plain, errcode.Of(errors.New("a handler in front of posts buffers its responses (its writer cannot flush): subscriptions cannot stream through it; keep streams out of it (see the cache recipe of docs/recipes.md)")))
+		h.Answer.FailGraphQL(w, r, plain, errcode.Of(errors.New("a handler in front of posts buffers its responses (its writer cannot flush): subscriptions cannot stream through it; keep streams out of it (see the cache recipe of docs/recipes.md)")))
 		return
 	}
-	cfg := a.cfg.Subscriptions
-	client := live.ClientKey(caller, a.live.ClientAddress(r))
-	if err := a.hub.Reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
+	cfg := h.Config.Subscriptions
+	client := live.ClientKey(caller, h.Config.ClientAddress(r))
+	if err := h.Hub.Reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
 		w.Header().Set("Retry-After", answer.RetryAfter)
-		a.answer.FailGraphQL(w, r, plain, err)
+		h.Answer.FailGraphQL(w, r, plain, err)
 		return
 	}
-	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client, hub: a.hub, ctx: requestid.With(context.Background(), a.answer.ID(r)), caller: caller.UserID, opened: time.Now()}
-	s.atEnd(func() { a.hub.Release(client) })
-	if !a.hub.Add(s, client) {
+	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client, hub: h.Hub, ctx: requestid.With(context.Background(), h.Answer.ID(r)), caller: caller.UserID, opened: time.Now()}
+	s.atEnd(func() { h.Hub.Release(client) })
+	if !h.Hub.Add(s, client) {
 		s.close()
 		w.Header().Set("Retry-After", answer.RetryAfter)
-		a.answer.FailGraphQL(w, r, plain, errcode.New(errcode.ServerFull, "the server is closing; try again later"))
+		h.Answer.FailGraphQL(w, r, plain, errcode.New(errcode.ServerFull, "the server is closing; try again later"))
 		return
 	}
-	s.atEnd(func() { a.hub.Remove(s) })
-	a.hub.CloseOnExit(r, a.cfg.Exiting)
-	seq := schema.NewSequence(cfg.SendQueue, func(ctx context.Context) error { return s.roomForEvents(ctx, a.hub.Current().Subscriptions.SendQueue) }, s.hold)
-	l, err := a.cfg.GraphQL.ListenIn(seq, client, op, caller,
-		func(payload json.RawMessage) { s.push(payload, a.hub.Current().Subscriptions.SendQueue) },
+	s.atEnd(func() { h.Hub.Remove(s) })
+	h.Hub.CloseOnExit(r, h.Config.Exiting)
+	seq := schema.NewSequence(cfg.SendQueue, func(ctx context.Context) error { return s.roomForEvents(ctx, h.Hub.Current().Subscriptions.SendQueue) }, s.hold)
+	l, err := h.Config.GraphQL.ListenIn(seq, client, op, caller,
+		func(payload json.RawMessage) { s.push(payload, h.Hub.Current().Subscriptions.SendQueue) },
 		s.feedEnded)
 	if err != nil { // ErrTooManyFeeds (503), or ErrTooManyFeedsPerClient (429)
 		s.close()
-		a.answer.FailGraphQL(w, r, plain, err)
+		h.Answer.FailGraphQL(w, r, plain, err)
 		return
 	}
 	s.atEnd(l.Close)
@@ -270,7 +266,7 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 		})
 		s.atEnd(func() { expiry.Stop() })
 	}
-	if _, ok := f.(sse); ok && cfg.SSEMaxDuration > 0 {
+	if _, ok := f.(SSE); ok && cfg.SSEMaxDuration > 0 {
 		cut := time.AfterFunc(cfg.SSEMaxDuration, func() {
 			s.Fail(errcode.New(errcode.ServiceRestart, "the stream lasted sse_max_duration; reconnect"))
 		})
@@ -294,8 +290,9 @@ func (a *API) serveStream(w http.ResponseWriter, r *http.Request, f framing, pla
 	s.run(o)
 }
 
-// serveStreamed answers res as a stream of one result in the framing f.
-func (a *API) serveStreamed(w http.ResponseWriter, f framing, res *graphql.Response) {
+// Result answers res as a stream of one result in the framing f: a refusal, or a query's result
+// to a client that takes only a stream.
+func Result(w http.ResponseWriter, f Framing, res *graphql.Response) {
 	if x := answer.ExchangeOf(w); x != nil {
 		x.Code = answer.ResponseCode(res)
 	}
@@ -305,7 +302,7 @@ func (a *API) serveStreamed(w http.ResponseWriter, f framing, res *graphql.Respo
 
 // startStream writes the headers of a stream in the framing f. Incremental tells Caddy's encode
 // and reverse_proxy (and other proxies that know RFC 10036's field) to pass each part on at once.
-func startStream(w http.ResponseWriter, f framing) {
+func startStream(w http.ResponseWriter, f Framing) {
 	h := w.Header()
 	h.Set("Content-Type", f.contentType())
 	answer.SetFixed(w, answer.FixedCacheControl, answer.CacheNoStore)
@@ -346,7 +343,7 @@ func (s *stream) start(w http.ResponseWriter, r *http.Request) out {
 	// { write }, a bound on the whole response since Caddy 2.11), which over HTTP/2 resets the
 	// stream at that moment: the rest goes below them, and the deadline their write of the
 	// opening set is moved at once.
-	o.w = innermost(w)
+	o.w = live.Innermost(w)
 	o.rc = http.NewResponseController(o.w)
 	_ = o.rc.SetWriteDeadline(s.deadline())
 	return o
@@ -422,9 +419,9 @@ func (s *stream) run(o out) {
 }
 
 // recoverFault turns a panic of run into the end of its stream alone. run goes on a goroutine
-// of its own once it has taken its connection (serveStream), which no handler of Caddy's
+// of its own once it has taken its connection (Handler.Serve), which no handler of Caddy's
 // recovers: a panic there would end Caddy. As Caddy's own goroutines do, the panic is logged at
-// error with its stack (and the request's id, as wsConn.recoverFault logs a WebSocket's); the
+// error with its stack (and the request's id, as handlers/ws_conn.go's recoverFault logs a WebSocket's); the
 // client's connection or HTTP/2 stream is cut, with no word of the fault, as what run was
 // writing when it panicked is unknown. SSE's EventSource reconnects and resumes.
 func (s *stream) recoverFault(o out) {

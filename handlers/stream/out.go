@@ -1,9 +1,9 @@
 // Where a subscription streamed over HTTP writes (stream.go): the response, through what Caddy
 // has in front of the handler; or, over HTTP/1.1, the connection taken from net/http once the
 // head is out, so that an idle stream holds no request. And how a stream over HTTP/2 or 3, which
-// cannot give its request up, keeps the stack of its handler's goroutine small.
+// cannot give its request up, keeps the stack of its handler's goroutine small (ServeShallow).
 
-package handlers
+package stream
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/postsedge/caddy-posts/handlers/live"
 )
 
 // out is where a stream's bytes go.
@@ -65,7 +67,7 @@ func takeConnection(w http.ResponseWriter, r *http.Request) net.Conn {
 	if !r.ProtoAtLeast(1, 1) || r.ProtoMajor != 1 {
 		return nil
 	}
-	hj, ok := hijackBelow(w).(http.Hijacker)
+	hj, ok := live.HijackBelow(w).(http.Hijacker)
 	if !ok {
 		return nil
 	}
@@ -140,23 +142,12 @@ func canFlush(w http.ResponseWriter) bool {
 	}
 }
 
-// innermost is the ResponseWriter of net/http (or of HTTP/3) below the wrappers of w.
-func innermost(w http.ResponseWriter) http.ResponseWriter {
-	for {
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return w
-		}
-		w = u.Unwrap()
-	}
-}
-
-// serveShallow serves a request that may become a stream over HTTP/2 or 3, whose handler's
+// ServeShallow serves a request that may become a stream over HTTP/2 or 3, whose handler's
 // goroutine lasts as long as the stream: the setup (credentials, the document, joining the
 // feed, the first bytes) runs on a goroutine of its own, which ends, and the stream's run then
 // waits on the handler's goroutine, whose stack stays the few KiB of the wait rather than the
 // 16 KiB the setup grows a stack to. A panic of the setup is the handler's, for Caddy to recover.
-func serveShallow(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
+func ServeShallow(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
 	var then func()
 	var fault any
 	done := make(chan struct{})
@@ -174,5 +165,5 @@ func serveShallow(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc
 	}
 }
 
-// thenKey carries, in a request served by serveShallow, where a stream leaves its run.
+// thenKey carries, in a request served by ServeShallow, where a stream leaves its run.
 type thenKey struct{}

@@ -1,4 +1,4 @@
-package handlers
+package stream
 
 import (
 	"encoding/json"
@@ -44,7 +44,7 @@ func FuzzStreamFraming(f *testing.F) {
 			t.Fatal(err)
 		}
 
-		event := string(sse{}.result(nil, payload))
+		event := string(SSE{}.result(nil, payload))
 		if strings.ContainsRune(event, '\r') {
 			t.Fatalf("the event %q holds a carriage return", event)
 		}
@@ -68,7 +68,7 @@ func FuzzStreamFraming(f *testing.F) {
 			t.Fatalf("the event %q has lines of its own", event)
 		}
 
-		m := multipart{}
+		m := Multipart{}
 		body := m.complete(m.result(m.open(nil), payload))
 		mr := mimemultipart.NewReader(strings.NewReader(string(body)), "graphql")
 		var parts []string
@@ -88,41 +88,6 @@ func FuzzStreamFraming(f *testing.F) {
 		}
 		if len(parts) != 2 || parts[0] != "{}" || parts[1] != `{"payload":`+string(payload)+"}" {
 			t.Fatalf("%q: the parts %q; want the heartbeat and the payload", body, parts)
-		}
-	})
-}
-
-// FuzzStreamRequested reads any Accept header: it never panics, and the stream it picks is one
-// the header names: multipart only with a subscriptionSpec of 1.0 (quoted, or in RFC 2231's
-// encodings, which mime.ParseMediaType reads).
-func FuzzStreamRequested(f *testing.F) {
-	for _, seed := range []string{
-		"text/event-stream", "text/event-stream;q=0", "TEXT/EVENT-STREAM;Q=0.5", "text/event-stream;q=nan",
-		acceptMultipart, `multipart/mixed;subscriptionSpec="1.0";q=0, text/event-stream`, "multipart/mixed",
-		"*/*", "", ",,;;==", "text/event-stream;q", "text/event-stream;=0",
-		`multipart/mixed;subscriptionSpec=99`, `multipart/mixed;subscriptionSpec=""`, "multipart/mixed;boundary=subscriptionSpec",
-		`multipart/mixed;boundary="subscriptionSpec=1.0"`, "multipart/mixed;subscriptionSpec*=utf-8''1.0",
-		"text/event-stream;q=0.5, multipart/mixed;subscriptionSpec=1.0",
-	} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, accept string) {
-		lower := strings.ToLower(accept)
-		switch got := streamRequested(accept).(type) {
-		case sse:
-			if !strings.Contains(lower, "text/event-stream") {
-				t.Errorf("%q: SSE, which it does not name", accept)
-			}
-		case multipart:
-			if !strings.Contains(lower, "multipart/mixed") || !strings.Contains(lower, "subscriptionspec") || !strings.Contains(accept, "1") || !strings.Contains(accept, ".0") {
-				t.Errorf("%q: multipart, which it does not name with subscriptionSpec 1.0", accept)
-			}
-			if strings.Contains(lower, `subscriptionspec=99`) && !strings.Contains(lower, "subscriptionspec=1.0") && !strings.Contains(lower, `subscriptionspec="1.0"`) {
-				t.Errorf("%q: multipart for subscriptionSpec=99", accept)
-			}
-		case nil:
-		default:
-			t.Errorf("%q: %T", accept, got)
 		}
 	})
 }
