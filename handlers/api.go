@@ -58,7 +58,7 @@ type Config struct {
 	// OpenAPIPath, if set, is the path that serves the OpenAPI description of the REST API.
 	OpenAPIPath string
 	// Exiting, if set, says whether the process is exiting: the streams served over HTTP end at
-	// once then, rather than hold the exit (Hub.closeOnExit).
+	// once then, rather than hold the exit (live.Hub.CloseOnExit).
 	Exiting func() bool
 	// Hub, if set, holds the API's WebSocket connections and HTTP streams, and the caller
 	// registers the API's LiveConfig with it (a server that reloads shares one hub between its

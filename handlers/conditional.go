@@ -26,7 +26,7 @@ func setValidators(h http.Header, p posts.Post) {
 	buf = append(strconv.AppendInt(append(buf, '"'), p.Version, 10), '"')
 	n := len(buf)
 	text := string(p.UpdatedAt.UTC().AppendFormat(buf, http.TimeFormat))
-	values := []string{text[:n], text[n:]} // one array of this answer for both; each capped (see fixedHeaders)
+	values := []string{text[:n], text[n:]} // one array of this answer for both; each capped (see answer.SetFixed)
 	h["Etag"], h["Last-Modified"] = values[:1:1], values[1:]
 }
 

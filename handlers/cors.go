@@ -13,7 +13,7 @@
 // credential header) is never sent; a simple request is served as before, and runs nothing: a
 // body that is not JSON is 415 (json.go), and a GraphQL GET runs no mutation. A request with no
 // Origin is not a browser's and gets none of this. Every answer these routes give varies on
-// Origin (newVaries), refusals included, so that a cache never hands one origin's answer to
+// Origin (answer.NewVaries), refusals included, so that a cache never hands one origin's answer to
 // another.
 
 package handlers

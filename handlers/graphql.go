@@ -70,7 +70,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	if !caller.Anonymous() && a.cfg.Identified != nil {
 		a.cfg.Identified(r, caller)
 	}
-	answer.SetCacheControl(w, caller) // writeGraphQL makes it no-store if errors come
+	answer.SetCacheControl(w, caller) // answer.WriteGraphQL makes it no-store if errors come
 	var req schema.Request
 	if get {
 		req, err = graphQLQuery(r.URL.RawQuery)
@@ -380,7 +380,7 @@ func (a *API) logField(r *http.Request, field zap.Field) {
 	}
 }
 
-// operationKnown labels the exchange of a GraphQL request with its operation's type, and adds
+// operationKnown labels the answer.Exchange of a GraphQL request with its operation's type, and adds
 // the type and name to its access log line.
 func (a *API) operationKnown(w http.ResponseWriter, r *http.Request, op *schema.Operation) {
 	if x := answer.ExchangeOf(w); x != nil {

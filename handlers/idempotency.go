@@ -151,7 +151,7 @@ func (a *API) serveGraphQLOnce(ctx context.Context, w http.ResponseWriter, r *ht
 	writeAnswer(w, kept, replayed)
 }
 
-// graphQLCode is the code of a GraphQL response in the metrics, as responseCode finds it, read
+// graphQLCode is the code of a GraphQL response in the metrics, as answer.ResponseCode finds it, read
 // from its JSON.
 func graphQLCode(body []byte) string {
 	var res struct {

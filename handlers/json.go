@@ -72,7 +72,7 @@ func appendTime(dst []byte, t time.Time) []byte {
 	return append(t.UTC().AppendFormat(append(dst, '"'), posts.TimeFormat), '"')
 }
 
-// writePost writes p as the JSON answer with status, as writeJSON would write toJSON(p).
+// writePost writes p as the JSON answer with status, as answer.WriteJSON would write toJSON(p).
 func writePost(w http.ResponseWriter, status int, p posts.Post) {
 	b := answer.GetBuffer()
 	*b = append(appendPost(*b, p), '\n')
@@ -80,7 +80,7 @@ func writePost(w http.ResponseWriter, status int, p posts.Post) {
 	answer.PutBuffer(b)
 }
 
-// writePage writes ps as the JSON array answer with status, as writeJSON would write the
+// writePage writes ps as the JSON array answer with status, as answer.WriteJSON would write the
 // array of their toJSON.
 func writePage(w http.ResponseWriter, status int, ps []posts.Post) {
 	b := answer.GetBuffer()

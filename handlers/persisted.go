@@ -48,7 +48,7 @@ func isSHA256Hex(s string) bool {
 
 // refusalStatus is the status of a refusal of Prepare: that of a request error, or of the row of
 // a persisted query's refusal or a mutation by GET's (405), the same in either media type
-// (PERSISTED_QUERY_NOT_FOUND is a 200, as Apollo Server answers it). Like every answer with errors, it is no-store (caching.go):
+// (PERSISTED_QUERY_NOT_FOUND is a 200, as Apollo Server answers it). Like every answer with errors, it is no-store (answer.SetFailed):
 // the next request may register its document, a reload may change the manifest.
 func refusalStatus(media string, refusal *gqlerrors.QueryError) int {
 	e, persisted := refusal.Err.(*errcode.Error)

@@ -104,7 +104,7 @@ type wsConn struct {
 	acked   bool
 	ops     map[string]*operation // the operations running, by id
 	seq     *schema.Sequence      // orders the events of its subscriptions, from the first on
-	client  string                // the client the connection counts against (conns.clients, schema's feed shares)
+	client  string                // the client the connection counts against (live.ClientKey; schema's feed shares)
 	address string                // the client's address, by which anonymous connections count
 	expiry  *time.Timer           // closes the connection when its token expires
 

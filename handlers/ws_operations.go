@@ -30,7 +30,7 @@ type operation struct {
 // subscribe starts an operation. The protocol acknowledges no subscribe: a subscription's
 // returns once its feed is subscribed to the events (with c.mu released), so that the client's
 // next message is read then, and a write it makes once that message is answered (a ping's pong)
-// reaches the subscription, as the first bytes of an HTTP stream say (serveStream).
+// reaches the subscription, as the first bytes of an HTTP stream say (stream.Handler.Serve).
 func (c *wsConn) subscribe(m message) *errcode.Error {
 	var subscribed func() // waits for the feed's subscription to the events
 	defer func() {

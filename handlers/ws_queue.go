@@ -37,7 +37,7 @@ func (c *wsConn) push(m message) {
 }
 
 // hold counts n more bytes (less than 0: fewer) that the connection holds for its client,
-// against max_memory_per_client (memory).
+// against max_memory_per_client (live.Hub.Hold).
 func (c *wsConn) hold(n int) {
 	c.hub.Hold(c, n)
 }

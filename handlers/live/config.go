@@ -73,7 +73,7 @@ type Subscriptions struct {
 	// (4429).
 	MaxConnectionsPerUser int
 	// MaxMemoryPerClient is how many bytes one client's connections may hold, together
-	// (memory); 0: no bound.
+	// (Hub.Hold); 0: no bound.
 	MaxMemoryPerClient int64
 	// MaxConnections is how many connections may be open at once; more get 503.
 	MaxConnections int

@@ -69,7 +69,7 @@ func (h *Hub) Move(c Conn, from, to string, perClient int) *errcode.Error {
 }
 
 // Hold counts n more bytes (less than 0: fewer) that c holds for its client, against the
-// current Config's MaxMemoryPerClient (memory).
+// current Config's MaxMemoryPerClient: memory says which connection is cut off past it.
 func (h *Hub) Hold(c Conn, n int) {
 	h.memory.hold(c, int64(n), h.Current().Subscriptions.MaxMemoryPerClient)
 }

@@ -102,7 +102,7 @@ func (s *stream) push(payload json.RawMessage, limit int) {
 }
 
 // hold counts n more bytes (less than 0: fewer) that the stream holds for its client, against
-// max_memory_per_client (memory).
+// max_memory_per_client (live.Hub.Hold).
 func (s *stream) hold(n int) {
 	s.hub.Hold(s, n)
 }
