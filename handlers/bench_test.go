@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postsedge/caddy-posts/handlers/request"
 	"github.com/postsedge/caddy-posts/store"
 
 	"github.com/postsedge/caddy-posts/posts"
@@ -36,12 +37,12 @@ func BenchmarkDecode(b *testing.B) {
 	a := New(Config{MaxBodySize: 1 << 20})
 	tests := []struct {
 		name, contentType, body string
-		read                    func([]member) error
+		read                    func([]request.Member) error
 	}{
 		{"post", "application/json", `{"title": "Hello, world", "body": "A first post, as short as most of them are."}`,
-			func(ms []member) error { _, err := newPost(ms); return err }},
+			func(ms []request.Member) error { _, err := newPost(ms); return err }},
 		{"patch", "application/merge-patch+json", `{"title": "Hello again", "body": null}`,
-			func(ms []member) error { _, err := changes(ms); return err }},
+			func(ms []request.Member) error { _, err := changes(ms); return err }},
 	}
 	for _, tt := range tests {
 		b.Run(tt.name, func(b *testing.B) {
@@ -53,7 +54,7 @@ func BenchmarkDecode(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				body.Reset([]byte(tt.body))
-				members, err := a.readObject(w, r, "application/json", "application/merge-patch+json")
+				members, err := request.Object(w, r, a.cfg.MaxBodySize, "application/json", "application/merge-patch+json")
 				if err == nil {
 					err = tt.read(members)
 				}

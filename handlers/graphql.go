@@ -17,6 +17,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/request"
 	"github.com/postsedge/caddy-posts/handlers/stream"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
@@ -28,9 +29,6 @@ const graphqlPath = "/graphql"
 
 // graphQLMethods are the methods of /graphql over HTTP, its Allow.
 const graphQLMethods = "GET, HEAD, POST"
-
-// graphQLParams are the members of a GraphQL request, as JSON members or query parameters.
-var graphQLParams = [...]string{"query", "operationName", "variables", "extensions"}
 
 // serveGraphQL serves /graphql but for WebSocket upgrades: GraphiQL to browsers, and GraphQL
 // over HTTP (POST for every operation, GET for queries) to everyone else.
@@ -171,14 +169,14 @@ func (a *API) failPreflight(w http.ResponseWriter, r *http.Request, err error) {
 // graphQLBody reads the request of a POST: a JSON object with the members of graphQLParams.
 // Other members are ignored, as clients add their own (Relay's id).
 func (a *API) graphQLBody(w http.ResponseWriter, r *http.Request) (schema.Request, error) {
-	members, err := a.readObject(w, r, answer.ApplicationJSON)
+	members, err := request.Object(w, r, a.cfg.MaxBodySize, answer.ApplicationJSON)
 	if err != nil {
 		return schema.Request{}, err
 	}
-	return graphQLRequest(func(name string) (json.RawMessage, error) {
+	return request.GraphQL(func(name string) (json.RawMessage, error) {
 		for _, m := range members { // parseObject refused a member given twice
-			if m.name == name {
-				return m.value, nil
+			if m.Name == name {
+				return m.Value, nil
 			}
 		}
 		return nil, nil
@@ -192,7 +190,7 @@ func graphQLQuery(raw string) (schema.Request, error) {
 	if err != nil {
 		return schema.Request{}, answer.BadRequest("the query string is malformed")
 	}
-	return graphQLRequest(func(name string) (json.RawMessage, error) {
+	return request.GraphQL(func(name string) (json.RawMessage, error) {
 		vs := values[name]
 		switch {
 		case len(vs) == 0:
@@ -200,65 +198,16 @@ func graphQLQuery(raw string) (schema.Request, error) {
 		case len(vs) > 1:
 			return nil, answer.BadRequest("query parameter %q is given more than once", name)
 		case name == "query" || name == "operationName":
-			if err := checkUTF8("query parameter "+name, vs[0]); err != nil {
+			if err := request.CheckUTF8("query parameter "+name, vs[0]); err != nil {
 				return nil, err
 			}
 			return json.Marshal(vs[0]) // a JSON string, to be read as a POST's member is
 		}
-		if err := checkJSONText("query parameter "+name, []byte(vs[0])); err != nil {
+		if err := request.CheckJSONText("query parameter "+name, []byte(vs[0])); err != nil {
 			return nil, err
 		}
 		return json.RawMessage(vs[0]), nil
 	}, true)
-}
-
-// graphQLRequest reads the parameters that param gives, as raw JSON values (nil when absent).
-// inQuery says they come from a query string, which changes how errors name them.
-func graphQLRequest(param func(name string) (json.RawMessage, error), inQuery bool) (req schema.Request, err error) {
-	where := "member"
-	if inQuery {
-		where = "query parameter"
-	}
-	var raw [len(graphQLParams)]json.RawMessage
-	for i, name := range graphQLParams {
-		if raw[i], err = param(name); err != nil {
-			return req, err
-		}
-		if string(raw[i]) == "null" {
-			raw[i] = nil
-		}
-	}
-	query, operationName, variables, extensions := raw[0], raw[1], raw[2], raw[3]
-	var ok bool
-	if query != nil {
-		if req.Query, ok = jsonString(query); !ok {
-			return req, answer.BadRequest("the %s query must be a string", where)
-		}
-	}
-	if operationName != nil {
-		if req.OperationName, ok = jsonString(operationName); !ok {
-			return req, answer.BadRequest("the %s operationName must be a string", where)
-		}
-	}
-	if variables != nil && (json.Unmarshal(variables, &req.Variables) != nil || req.Variables == nil) {
-		return req, answer.BadRequest("the %s variables must be a JSON object", where)
-	}
-	var ext []member
-	if extensions != nil {
-		if ext, ok = objectMembers(extensions); !ok {
-			return req, answer.BadRequest("the %s extensions must be a JSON object", where)
-		}
-	}
-	if req.PersistedHash, err = persistedHash(memberValue(ext, "persistedQuery")); err != nil {
-		return req, err
-	}
-	if resume := memberValue(ext, "resumeFrom"); string(resume) != "null" { // the schema reads it
-		req.ResumeFrom = resume
-	}
-	if query == nil && req.PersistedHash == "" {
-		return req, answer.BadRequest("the %s query is required: it holds the GraphQL document", where)
-	}
-	return req, nil
 }
 
 // streamRequested is the framing an Accept header asks for, or nil for none: of the media

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/handlerstest"
+	"github.com/postsedge/caddy-posts/handlers/request"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -96,79 +96,8 @@ func wantError(t *testing.T, status int, body []byte, want int, message string) 
 	}
 }
 
-func TestParseObject(t *testing.T) {
-	t.Run("members come back in order with their raw values", func(t *testing.T) {
-		members, err := parseObject([]byte(` {"title": "t", "body": null, "n": {"$ne": 1}} `))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, m := range members {
-			got = append(got, m.name+"="+string(m.value))
-		}
-		if want := `title="t" body=null n={"$ne": 1}`; strings.Join(got, " ") != want {
-			t.Errorf("members = %q; want %q", got, want)
-		}
-	})
-	bad := []struct{ name, body, want string }{
-		{"an empty body", "  ", "the body is empty"},
-		{"a truncated object", `{"title": `, "not valid JSON"},
-		{"a truncated member name", `{"tit`, "not valid JSON"},
-		{"a missing colon", `{"title" "x"}`, "not valid JSON"},
-		{"a trailing comma", `{"title": "x",}`, "not valid JSON"},
-		{"an array", `[]`, "must be a JSON object"},
-		{"null", `null`, "must be a JSON object"},
-		{"a number", `7`, "must be a JSON object"},
-		{"a duplicate member", `{"a": 1, "a": 2}`, `"a" is given more than once`},
-		{"a second value after the object", `{} {}`, "nothing after it"},
-		{"garbage after the object", `{}x`, "nothing after it"},
-		{"a byte that is not UTF-8 in a string", "{\"title\": \"a\xffb\"}", "not valid UTF-8: byte 12 (0xff)"},
-		{"a byte that is not UTF-8 in a member name", "{\"tit\xc3le\": \"x\"}", "not valid UTF-8: byte 5 (0xc3)"},
-		{"a byte that is not UTF-8 between members", "{\"title\": \"x\",\xa0\"body\": null}", "not valid UTF-8: byte 14 (0xa0)"},
-		{"a byte that is not UTF-8 after the object", "{}\x80", "not valid UTF-8: byte 2"},
-		{"a UTF-8 sequence cut short", "{\"title\": \"\xe2\x82\"}", "not valid UTF-8"},
-		{"an overlong encoding of a slash", "{\"title\": \"\xc0\xaf\"}", "not valid UTF-8"},
-		{"a surrogate encoded in UTF-8 bytes", "{\"title\": \"\xed\xa0\x80\"}", "not valid UTF-8"},
-		{"a lone high surrogate escape", `{"title": "a\ud83d"}`, `the escape \ud83d at byte 12 is half of a surrogate pair`},
-		{"a lone low surrogate escape", `{"title": "\uDE00"}`, `the escape \uDE00 at byte 11`},
-		{"a high surrogate escape followed by another", `{"title": "\ud83d\ud83d"}`, "half of a surrogate pair"},
-		{"a lone surrogate escape in a member name", `{"\udc00": 1}`, "half of a surrogate pair"},
-		{"a lone surrogate escape at the end of the body", `{"title": "\ud800`, "half of a surrogate pair"},
-	}
-	for _, tt := range bad {
-		t.Run("400 for "+tt.name, func(t *testing.T) {
-			_, err := parseObject([]byte(tt.body))
-			he, ok := errors.AsType[*errcode.Error](err)
-			if !ok || he.Code.Status != 400 || !strings.Contains(he.Message, tt.want) {
-				t.Errorf("err = %v; want 400 containing %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func TestParseObjectKeepsWhatUTF8Spells(t *testing.T) {
-	tests := []struct{ name, body, want string }{
-		{"a surrogate pair escape is one character", `{"t": "\ud83d\ude00"}`, "😀"},
-		{"an escaped backslash before u is no escape", `{"t": "\\ud800"}`, `\ud800`},
-		{"U+FFFD sent as such is kept", "{\"t\": \"\\ufffd\xef\xbf\xbd\"}", "\ufffd\ufffd"},
-		{"characters of every UTF-8 length are kept", "{\"t\": \"a\xc3\xa9\xe8\xaa\x9e\xf0\x9f\x99\x82\"}", "aé語🙂"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			members, err := parseObject([]byte(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := stringOrNull(members[0])
-			if err != nil || *s != tt.want {
-				t.Errorf("decoded %q, %v; want %q", *s, err, tt.want)
-			}
-		})
-	}
-}
-
 func TestChangesTellNullFromAbsent(t *testing.T) {
-	members, err := parseObject([]byte(`{"body": null}`))
+	members, err := request.Parse([]byte(`{"body": null}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,14 +121,6 @@ func TestListQuery(t *testing.T) {
 				t.Errorf("err = %v; want a 400", err)
 			}
 		})
-	}
-}
-
-func TestByteCount(t *testing.T) {
-	for n, want := range map[int64]string{1 << 20: "1 MiB", 64 << 10: "64 KiB", 1500: "1500 bytes", 3 << 20: "3 MiB"} {
-		if got := byteCount(n); got != want {
-			t.Errorf("byteCount(%d) = %q; want %q", n, got, want)
-		}
 	}
 }
 

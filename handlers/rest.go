@@ -12,6 +12,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/request"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -113,7 +114,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	members, err := a.readObject(w, r, "application/json")
+	members, err := request.Object(w, r, a.cfg.MaxBodySize, "application/json")
 	if err != nil {
 		return err
 	}
@@ -147,7 +148,7 @@ func (a *API) update(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	members, err := a.readObject(w, r, "application/json", "application/merge-patch+json")
+	members, err := request.Object(w, r, a.cfg.MaxBodySize, "application/json", "application/merge-patch+json")
 	if err != nil {
 		return err
 	}
@@ -183,15 +184,4 @@ func (a *API) serveNoRoute(w http.ResponseWriter, r *http.Request) {
 	answer.SetVaryOrigin(w)
 	a.allowOrigin(w, r)
 	a.answer.Fail(w, r, errcode.New(errcode.NoSuchPath, "no such path: posts are at /posts and /posts/{id}"))
-}
-
-// byteCount writes a size for people: 1 MiB, 512 KiB, 100 bytes.
-func byteCount(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/request"
 )
 
 // inbound is what the server makes of one frame before the connection's state is looked at:
@@ -126,9 +127,9 @@ func FuzzWSMessage(f *testing.F) {
 				t.Errorf("closed with %d %q; want one of %v", why.Code.Close, why.Message, inboundCloseCodes)
 			case len(why.Message) > 123 || !utf8.ValidString(why.Message):
 				t.Errorf("a close reason a close frame cannot carry: %q", why.Message)
-			case why.Code.Close == 1007 && (binary || checkJSONText("", data) == nil):
+			case why.Code.Close == 1007 && (binary || request.CheckJSONText("", data) == nil):
 				t.Errorf("1007 for a frame of valid UTF-8 text")
-			case !binary && checkJSONText("", data) != nil && why.Code.Close != 1007:
+			case !binary && request.CheckJSONText("", data) != nil && why.Code.Close != 1007:
 				t.Errorf("text that is not UTF-8 closed with %d; want 1007", why.Code.Close)
 			}
 			return

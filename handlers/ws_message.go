@@ -9,6 +9,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/request"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -43,7 +44,7 @@ func decodeMessage(typ websocket.MessageType, data []byte) (message, *errcode.Er
 	switch {
 	case typ != websocket.MessageText:
 		return m, errcode.New(errcode.BadRequest, "Invalid message: binary messages are not accepted")
-	case checkJSONText("a text message", data) != nil: // half a surrogate pair (\ud800) is no character either
+	case request.CheckJSONText("a text message", data) != nil: // half a surrogate pair (\ud800) is no character either
 		return m, errcode.New(errcode.InvalidText, "Invalid message: a text message must be UTF-8")
 	case json.Unmarshal(data, &m) != nil || m.Type == "":
 		return message{}, errcode.New(errcode.BadRequest, "Invalid message received")
@@ -58,7 +59,7 @@ func subscribeRequest(payload json.RawMessage) (schema.Request, *errcode.Error) 
 	if json.Unmarshal(payload, &fields) != nil || fields == nil {
 		return schema.Request{}, errcode.New(errcode.BadRequest, "Invalid message received: the payload must be an object")
 	}
-	req, err := graphQLRequest(func(name string) (json.RawMessage, error) { return fields[name], nil }, false)
+	req, err := request.GraphQL(func(name string) (json.RawMessage, error) { return fields[name], nil }, false)
 	if err != nil {
 		return schema.Request{}, errcode.New(errcode.BadRequest, "Invalid message received: "+answer.Truncate(err.Error()))
 	}

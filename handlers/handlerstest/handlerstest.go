@@ -3,12 +3,19 @@
 package handlerstest
 
 import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/posts/poststest"
@@ -55,4 +62,52 @@ func Posts(t testing.TB, rules posts.Config) (*posts.Service, *events.Broker[*po
 	broker, follower := poststest.Publishing(t, st, 16)
 	rules.Store, rules.Timeout, rules.MaxLimit, rules.Logger, rules.Events, rules.Follower = st, 5*time.Second, 10, zap.NewNop(), broker, follower
 	return posts.NewService(rules), broker
+}
+
+// BodySeeds are request bodies for the fuzz targets of body decoding (request.Object, REST's posts and patches): valid posts and
+// patches, and each kind of bad body the tests name.
+var BodySeeds = []string{
+	`{"title": "Hello", "body": "First post."}`,
+	`{"title": "Hello again", "body": null}`,
+	`{"body": null}`,
+	`{}`,
+	`{"title": {"$ne": null}}`,
+	`{"title": "t", "title": "u"}`,
+	`{"id": "x", "userId": "mallory", "createdAt": 1}`,
+	`{"title": "\ud83d\ude00 \\ud800 \u0000 \u2028"}`,
+	`{"title": "\ud800"}`,
+	`{"title": "\udc00\ud800"}`,
+	`{"\ud83d": 1}`,
+	"{\"title\": \"\xff\"}",
+	"{\"ti\xc3tle\": \"x\"}",
+	"{\"title\": \"x\"}\xa0",
+	"\xef\xbb\xbf{\"title\": \"with a BOM\"}",
+	`{"title": "x"} {"title": "y"}`,
+	`{"title": ` + strings.Repeat("[", 1000) + `}`,
+	`{"title": 1e999999}`,
+	`[]`, `null`, `"title"`, `{`, ``, `   `,
+}
+
+// CheckRefusal checks that err, written as the API writes it (answer.Failer.Fail), is a 4xx
+// whose body is {"error": "..."}.
+func CheckRefusal(t *testing.T, err error) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	(&answer.Failer{Logger: zap.NewNop()}).Fail(w, httptest.NewRequest(http.MethodPost, "/posts", nil), err)
+	var body map[string]string
+	if w.Code < 400 || w.Code > 499 || json.Unmarshal(w.Body.Bytes(), &body) != nil || len(body) != 1 || body["error"] == "" {
+		t.Fatalf("refused with %d %s; want a 4xx and {\"error\": \"...\"} (%v)", w.Code, w.Body, err)
+	}
+}
+
+// CheckText checks s, a string read from body: valid UTF-8, and U+FFFD only where body spells
+// it.
+func CheckText(t *testing.T, body []byte, what, s string) {
+	t.Helper()
+	if !utf8.ValidString(s) {
+		t.Fatalf("%s %q is not valid UTF-8", what, s)
+	}
+	if strings.ContainsRune(s, utf8.RuneError) && !bytes.ContainsRune(body, utf8.RuneError) && !bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)) {
+		t.Fatalf("%s %q holds U+FFFD, which the body %q does not", what, s, body)
+	}
 }
