@@ -16,6 +16,7 @@ import (
 	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/handlers/stream"
+	"github.com/postsedge/caddy-posts/handlers/ws"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
@@ -77,6 +78,7 @@ type API struct {
 	hub        *live.Hub          // the open WebSockets and HTTP streams
 	live       *live.Config       // what they apply of cfg while the API is the hub's current
 	streams    *stream.Handler    // subscriptions streamed over HTTP
+	websockets *ws.Handler        // GraphQL over WebSocket
 	answer     answer.Failer      // writes failures, and logs the server's faults
 	vary       answer.Varies      // the Vary of REST and GraphQL answers
 	probes     singleflight.Group // health probes under way
@@ -99,13 +101,14 @@ func New(cfg Config) *API {
 		a.hub.Register(a.live)
 	}
 	a.streams = &stream.Handler{Hub: a.hub, Config: a.live, Answer: &a.answer}
+	a.websockets = &ws.Handler{Hub: a.hub, Config: a.live, Answer: &a.answer}
 	a.collection = answer.Observed(metrics.REST, "", a.endpoint("/posts", methods{http.MethodGet: a.list, http.MethodPost: a.create}))
 	a.item = answer.Observed(metrics.REST, "", a.endpoint("/posts/{id}", methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete}))
 	a.noRoute = answer.Observed(metrics.REST, "other", a.serveNoRoute)
 	graphQLOverHTTP := answer.Observed(metrics.GraphQL, "none", a.serveGraphQL)
 	a.graphql = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isWebSocket(r) {
-			a.serveWebSocket(w, r) // a connection, counted when it closes
+		if ws.IsUpgrade(r) {
+			a.websockets.ServeHTTP(w, r) // a connection, counted when it closes
 			return
 		}
 		if r.ProtoMajor >= 2 && streamRequested(r.Header.Get("Accept")) != nil {

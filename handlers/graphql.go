@@ -19,7 +19,6 @@ import (
 	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/request"
 	"github.com/postsedge/caddy-posts/handlers/stream"
-	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -116,7 +115,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 		a.answer.FailGraphQL(w, r, plain, answer.BadRequest("a mutation with an Idempotency-Key is answered in JSON: accept %s", answer.GraphQLResponseJSON))
 		return
 	}
-	if err := a.cfg.Posts.Allow(caller, actionOf(op.Type)); err != nil {
+	if err := a.cfg.Posts.Allow(caller, request.ActionOf(op.Type)); err != nil {
 		a.answer.FailGraphQL(w, r, plain, err)
 		return
 	}
@@ -148,17 +147,6 @@ func (a *API) executeGraphQL(ctx context.Context, w http.ResponseWriter, media s
 		status = answer.RequestErrorStatus(media)
 	}
 	answer.WriteGraphQL(w, media, status, res)
-}
-
-// actionOf is what an operation of type typ asks posts.Service.Allow for.
-func actionOf(typ string) posts.Action {
-	switch typ {
-	case "query":
-		return posts.Read
-	case "subscription":
-		return posts.Subscribe
-	}
-	return posts.Write // a mutation; and the strictest for a type this code does not know
 }
 
 // failPreflight refuses a preflight of /graphql with err, as a GraphQL error.

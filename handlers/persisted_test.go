@@ -215,7 +215,7 @@ func TestAutomaticPersistedQueriesOverWebSocket(t *testing.T) {
 	send(t, c, `{"id": "2", "type": "subscribe", "payload": {"query": "`+subscription+`", "extensions": `+persistedQuery(subscription)+`}}`)
 	waitFor(t, "the subscription", func() bool { return s.broker.Subscribers() == 1 })
 	send(t, c, `{"id": "3", "type": "subscribe", "payload": {"extensions": `+persistedQuery(subscription)+`}}`)
-	waitFor(t, "the second subscriber of the feed", func() bool { return s.api.cfg.GraphQL.FeedClients() == 1 && s.serverConns()[0].running() == 2 })
+	waitFor(t, "the second subscriber of the feed", func() bool { return s.api.cfg.GraphQL.FeedClients() == 1 && s.serverConns()[0].Running() == 2 })
 	s.createPost(t, "to both")
 	got, cursors := map[string]string{}, map[string]string{}
 	for range 2 {

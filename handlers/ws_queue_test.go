@@ -107,13 +107,13 @@ func TestASubscriberThatStopsReadingIsCutOff(t *testing.T) {
 	}
 	waitFor(t, "both subscriptions", func() bool {
 		conns := s.serverConns()
-		return len(conns) == 2 && conns[0].running() == 1 && conns[1].running() == 1
+		return len(conns) == 2 && conns[0].Running() == 1 && conns[1].Running() == 1
 	})
 	conns := s.serverConns()
 	ending := func() int { // how many connections the server is closing, or has closed
 		n := 0
 		for _, c := range conns {
-			if c.ending() {
+			if c.Ending() {
 				n++
 			}
 		}
@@ -131,9 +131,9 @@ func TestASubscriberThatStopsReadingIsCutOff(t *testing.T) {
 		r.expect(t, title) // and so the feed has handed it to slow too
 	}
 	decided := time.Now()
-	var cut *wsConn
+	var cut serverConn
 	for _, c := range conns {
-		if c.ending() {
+		if c.Ending() {
 			cut = c
 		}
 	}
@@ -144,7 +144,7 @@ func TestASubscriberThatStopsReadingIsCutOff(t *testing.T) {
 	if !race.Enabled && took > time.Second {
 		t.Errorf("slow's connection ended %v after it was found too slow; want within 1s", took)
 	}
-	if cut == nil || cut.closeCode() != websocket.StatusTryAgainLater {
+	if cut == nil || cut.CloseCode() != websocket.StatusTryAgainLater {
 		t.Errorf("the connection that ended is %v; want slow's, closed with 1013", cut)
 	}
 	s.createPost(t, "after slow was closed")
@@ -188,7 +188,7 @@ func TestCompleteDropsWhatIsQueuedForTheOperation(t *testing.T) {
 	initialise(t, witness, `{}`)
 	send(t, witness, subscribe)
 	waitFor(t, "the witness's subscription", func() bool {
-		return s.open() == 2 && s.serverConns()[0].running() == 1 && s.serverConns()[1].running() == 1
+		return s.open() == 2 && s.serverConns()[0].Running() == 1 && s.serverConns()[1].Running() == 1
 	})
 	r := readTitles(witness)
 
@@ -196,9 +196,9 @@ func TestCompleteDropsWhatIsQueuedForTheOperation(t *testing.T) {
 	// next message may open its TCP window by a few events (some 1.5 MB seen): 16 waiting
 	// (4.8 MB) leave some behind.
 	n := 0
-	for ; server.queueLength() < 16; n++ {
+	for ; server.Queued() < 16; n++ {
 		if n == 100 {
-			t.Fatalf("%d events wait in the queue after %d; want 16", server.queueLength(), n)
+			t.Fatalf("%d events wait in the queue after %d; want 16", server.Queued(), n)
 		}
 		title := fmt.Sprint("event ", n)
 		s.createBigPost(t, title)
@@ -209,7 +209,7 @@ func TestCompleteDropsWhatIsQueuedForTheOperation(t *testing.T) {
 	send(t, witness, `{"type": "ping"}`)
 	r.expect(t, "pong")
 
-	q := server.queueLength()
+	q := server.Queued()
 	send(t, stalled, `{"id": "1", "type": "complete"}`)
 	send(t, stalled, `{"id": "1", "type": "subscribe", "payload": {"query": "subscription { postDeleted }"}}`)
 	send(t, stalled, `{"type": "ping"}`)

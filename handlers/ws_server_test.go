@@ -42,6 +42,19 @@ type wsServer struct {
 // API's Config.ClientIP reads it, and without it the peer's address counts.
 const clientIPHeader = "X-Test-Client-IP"
 
+// The subprotocols a client offers: graphql-ws's, and subscriptions-transport-ws's.
+const (
+	transportWS = "graphql-transport-ws"
+	legacyWS    = "graphql-ws"
+)
+
+// message is a message of either protocol, as a client reads it.
+type message struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
 func newWSServer(t *testing.T, subs live.Subscriptions) *wsServer {
 	t.Helper()
 	return newWSServerWith(t, subs, testLimits, posts.Config{})
@@ -139,29 +152,23 @@ func initialise(t *testing.T, c *websocket.Conn, payload string) {
 	}
 }
 
-// serverConns are the API's connections, as the server holds them.
-func (s *wsServer) serverConns() []*wsConn {
-	var all []*wsConn
+// serverConn is what the tests read of a WebSocket the server holds (handlers/ws's conn).
+type serverConn interface {
+	Ending() bool                    // Fail was called
+	CloseCode() websocket.StatusCode // the code it closed with
+	Running() int                    // the operations it runs
+	Queued() int                     // the messages waiting for its writer
+}
+
+// serverConns are the API's WebSocket connections, as the server holds them.
+func (s *wsServer) serverConns() []serverConn {
+	var all []serverConn
 	for _, c := range s.api.hub.Open() {
-		if ws, ok := c.(*wsConn); ok {
+		if ws, ok := c.(serverConn); ok {
 			all = append(all, ws)
 		}
 	}
 	return all
-}
-
-// running is how many operations c runs.
-func (c *wsConn) running() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.ops)
-}
-
-// queueLength is how many messages wait for c's writer.
-func (c *wsConn) queueLength() int {
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	return len(c.queue)
 }
 
 // waitFor polls cond for up to 5s.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -95,4 +96,15 @@ func isSHA256Hex(s string) bool {
 		}
 	}
 	return true
+}
+
+// ActionOf is what a GraphQL operation of type typ asks posts.Service.Allow for.
+func ActionOf(typ string) posts.Action {
+	switch typ {
+	case "query":
+		return posts.Read
+	case "subscription":
+		return posts.Subscribe
+	}
+	return posts.Write // a mutation; and the strictest for a type this code does not know
 }

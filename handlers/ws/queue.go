@@ -1,7 +1,7 @@
-// GraphQL over WebSocket: what a connection sends, through a bounded queue and one writer at a
-// time, its close code last; and the keep-alive.
+// What a connection sends, through a bounded queue and one writer at a time, its close code
+// last; and the keep-alive.
 
-package handlers
+package ws
 
 import (
 	"context"
@@ -139,14 +139,14 @@ func (c *wsConn) write() {
 			}
 			continue
 		}
-		if c.ending() {
+		if c.Ending() {
 			c.closeWithReason()
 			return
 		}
 		c.writing.Store(false)
 		// A message queued, or Fail called, since the queue was found empty saw this writer
 		// running and started none: go on, unless another writer has started since.
-		if !c.queued() && !c.ending() || !c.writing.CompareAndSwap(false, true) {
+		if !c.queued() && !c.Ending() || !c.writing.CompareAndSwap(false, true) {
 			return
 		}
 	}

@@ -1,4 +1,4 @@
-package handlers
+package ws
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/handlerstest"
 	"github.com/postsedge/caddy-posts/handlers/request"
 )
 
@@ -106,7 +107,7 @@ func FuzzWSMessage(f *testing.F) {
 	}
 	f.Add(true, []byte(`{"type": "connection_init"}`))
 	f.Fuzz(func(t *testing.T, binary bool, data []byte) {
-		if int64(len(data)) > testSubscriptions.ReadLimit {
+		if int64(len(data)) > handlerstest.Subscriptions.ReadLimit {
 			t.Skip("the read limit closes with 1009 before a larger frame is decoded")
 		}
 		typ := websocket.MessageText

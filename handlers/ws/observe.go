@@ -1,7 +1,7 @@
-// GraphQL over WebSocket: what a connection tells operators: a log line once it is
-// authenticated and one when it closes, and its lines in the metrics.
+// What a connection tells operators: a log line once it is authenticated and one when it
+// closes, and its lines in the metrics.
 
-package handlers
+package ws
 
 import (
 	"strconv"
@@ -34,8 +34,8 @@ func (c *wsConn) authenticated() {
 
 // closed logs and counts the connection once it has ended.
 func (c *wsConn) closed() {
-	code := c.closeCode()
-	if code == websocket.StatusMessageTooBig && !c.ending() {
+	code := c.CloseCode()
+	if code == websocket.StatusMessageTooBig && !c.Ending() {
 		metrics.LimitRefused("ws_read_limit") // closed by the library, not by Fail
 	}
 	metrics.Connection(strconv.Itoa(int(code)))
@@ -48,10 +48,10 @@ func (c *wsConn) closed() {
 		zap.Int("close_code", int(code)))
 }
 
-// closeCode is the code the connection closed with: the server's, the client's, 1009 for a
+// CloseCode is the code the connection closed with: the server's, the client's, 1009 for a
 // message past the read limit, or 1006 when it ended without a close frame.
-func (c *wsConn) closeCode() websocket.StatusCode {
-	if c.ending() { // closeErr is set before closing is closed
+func (c *wsConn) CloseCode() websocket.StatusCode {
+	if c.Ending() { // closeErr is set before closing is closed
 		return websocket.StatusCode(c.closeErr.Code.Close)
 	}
 	if code := websocket.CloseStatus(c.readErr); code != -1 {
@@ -78,4 +78,18 @@ func (c *wsConn) operationDone(op *schema.Operation, code string, start time.Tim
 		ce.Write(requestid.Field(c.ctx), zap.String("graphql_operation_type", typ),
 			zap.String("graphql_operation_name", name), zap.String("code", code), zap.Duration("duration", took))
 	}
+}
+
+// Running is how many operations the connection runs.
+func (c *wsConn) Running() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.ops)
+}
+
+// Queued is how many messages wait for the connection's writer.
+func (c *wsConn) Queued() int {
+	c.queueMu.Lock()
+	defer c.queueMu.Unlock()
+	return len(c.queue)
 }

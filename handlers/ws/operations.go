@@ -1,7 +1,6 @@
-// GraphQL over WebSocket: the operations a connection runs, from its subscribe message to its
-// complete.
+// The operations a connection runs, from its subscribe message to its complete.
 
-package handlers
+package ws
 
 import (
 	"context"
@@ -16,6 +15,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/request"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -53,7 +53,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 		return why
 	}
 	start := time.Now()
-	// One API for the whole operation, which its schema prepares and runs: the current one.
+	// One live.Config for the whole operation, whose schema prepares and runs it: the current one.
 	cfg := c.current()
 	if len(c.ops) >= cfg.Subscriptions.MaxSubscriptions {
 		metrics.LimitRefused("max_subscriptions")
@@ -66,7 +66,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 		c.refuseOperation(m.ID, nil, start, refusal)
 		return nil
 	}
-	if err := cfg.Posts.Allow(c.caller, actionOf(op.Type)); err != nil {
+	if err := cfg.Posts.Allow(c.caller, request.ActionOf(op.Type)); err != nil {
 		c.refuseOperation(m.ID, op, start, answer.QueryError(errcode.Of(err)))
 		return nil
 	}

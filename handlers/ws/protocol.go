@@ -1,7 +1,7 @@
-// GraphQL over WebSocket: the subprotocols a client may speak and how each names its messages.
-// ws_message.go reads and writes the messages themselves.
+// The subprotocols a client may speak and how each names its messages; message.go reads and
+// writes the messages themselves.
 
-package handlers
+package ws
 
 import (
 	"net/http"
@@ -24,11 +24,6 @@ type protocol struct {
 var protocols = map[string]protocol{
 	transportWS: {subscribe: "subscribe", stop: "complete", next: "next", complete: "complete", pings: true},
 	legacyWS:    {subscribe: "start", stop: "stop", next: "data", complete: "complete", connectionError: "connection_error", keepAlive: "ka"},
-}
-
-// isWebSocket says whether r asks for a WebSocket.
-func isWebSocket(r *http.Request) bool {
-	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
 // websocketProtocols are the subprotocols r offers.

@@ -1,6 +1,6 @@
-// GraphQL over WebSocket: the messages of both subprotocols, read from and written as JSON.
+// The messages of both subprotocols, read from and written as JSON.
 
-package handlers
+package ws
 
 import (
 	"encoding/json"

@@ -1,14 +1,17 @@
-// GraphQL over WebSocket: one client's connection, from the upgrade to its end: reading and
-// acting on its messages, and connection_init. The operations it runs are in ws_operations.go,
-// what it sends goes through ws_queue.go.
-
-package handlers
+// Package ws serves GraphQL over WebSocket, in both subprotocols, graphql-ws's
+// graphql-transport-ws and the legacy graphql-ws of subscriptions-transport-ws (protocol.go,
+// message.go): a client's connection from the upgrade to its end (Handler.ServeHTTP, conn), the
+// operations it runs (operations.go), what it sends, through a bounded queue (queue.go), and
+// what it tells operators (observe.go). Its connections are held, counted and kept across
+// reloads by a live.Hub, in one pool with the streams over HTTP.
+package ws
 
 import (
 	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,45 +29,61 @@ import (
 	"github.com/postsedge/caddy-posts/schema"
 )
 
-// serveWebSocket serves GraphQL over a WebSocket on /graphql.
-func (a *API) serveWebSocket(w http.ResponseWriter, r *http.Request) {
+// Handler serves GraphQL over WebSocket for one config: the API's, which lets connections in;
+// once open, a connection applies its hub's current config (live.Hub.Current).
+type Handler struct {
+	// Hub holds the connections, in one pool with the site's streams over HTTP.
+	Hub *live.Hub
+	// Config is the API's: its credentials, limits, and how it tells clients apart.
+	Config *live.Config
+	// Answer writes the refusals of an upgrade.
+	Answer *answer.Failer
+}
+
+// IsUpgrade says whether r asks for a WebSocket.
+func IsUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// ServeHTTP serves GraphQL over a WebSocket: r is an upgrade (IsUpgrade).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	offered := websocketProtocols(r)
 	if !slices.Contains(offered, transportWS) && !slices.Contains(offered, legacyWS) {
-		a.answer.Fail(w, r, answer.BadRequest("Sec-WebSocket-Protocol must offer %s or %s", transportWS, legacyWS))
+		h.Answer.Fail(w, r, answer.BadRequest("Sec-WebSocket-Protocol must offer %s or %s", transportWS, legacyWS))
 		return
 	}
 	// Taken while r is live, the upgrade's credentials count again at connection_init.
-	creds := a.cfg.Auth.CredentialsOf(r)
-	upgradeCaller, err := a.cfg.Auth.Identify(r.Context(), creds)
+	creds := h.Config.Auth.CredentialsOf(r)
+	upgradeCaller, err := h.Config.Auth.Identify(r.Context(), creds)
 	if err != nil {
-		a.answer.Fail(w, r, err)
+		h.Answer.Fail(w, r, err)
 		return
 	}
-	cfg := a.cfg.Subscriptions
-	address := a.live.ClientAddress(r)
+	cfg := h.Config.Subscriptions
+	address := h.Config.ClientAddress(r)
 	client := live.ClientKey(upgradeCaller, address)
-	if err := a.hub.Reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
+	if err := h.Hub.Reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
 		w.Header().Set("Retry-After", answer.RetryAfter)
-		a.answer.Fail(w, r, err)
+		h.Answer.Fail(w, r, err)
 		return
 	}
 	ws, err := websocket.Accept(live.HijackBelow(w), r, &websocket.AcceptOptions{Subprotocols: []string{transportWS, legacyWS}, OriginPatterns: cfg.OriginPatterns})
 	if err != nil {
-		a.hub.Release(client)
+		h.Hub.Release(client)
 		return // Accept has answered (403 for a foreign origin)
 	}
 	// The connection outlives the request: its context comes from the hub, not from r; it
 	// carries the request's id, made here on the request's goroutine, for what its goroutines log.
-	ctx, cancel := context.WithCancel(requestid.With(context.Background(), a.answer.ID(r)))
+	ctx, cancel := context.WithCancel(requestid.With(context.Background(), h.Answer.ID(r)))
 	writes, cutWrites := context.WithCancel(context.Background())
 	c := &wsConn{
-		hub: a.hub, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel, writes: writes, cutWrites: cutWrites,
+		hub: h.Hub, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel, writes: writes, cutWrites: cutWrites,
 		room: make(chan struct{}, 1), closing: make(chan struct{}),
 		creds: creds, caller: upgradeCaller, ops: map[string]*operation{}, client: client, address: address,
 		upgrade: r, opened: time.Now(),
 	}
-	if !a.hub.Add(c, client) {
-		a.hub.Release(client)
+	if !h.Hub.Add(c, client) {
+		h.Hub.Release(client)
 		_ = ws.Close(websocket.StatusGoingAway, "the server is shutting down")
 		return
 	}
@@ -217,8 +236,8 @@ func (c *wsConn) Fail(why *errcode.Error) {
 	})
 }
 
-// ending says whether Fail was called.
-func (c *wsConn) ending() bool {
+// Ending says whether Fail was called.
+func (c *wsConn) Ending() bool {
 	select {
 	case <-c.closing:
 		return true
@@ -235,7 +254,7 @@ func (c *wsConn) read() (acknowledged bool) {
 		c.ws.SetReadLimit(c.current().Subscriptions.ReadLimit)
 		// Not c.ctx: cancelling a read would drop the connection before the writer's close code.
 		typ, data, err := c.ws.Read(context.Background())
-		if err != nil || c.ending() {
+		if err != nil || c.Ending() {
 			c.readErr = err
 			return false // the client left, the read limit (1009), or the connection is ending
 		}
