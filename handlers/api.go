@@ -83,14 +83,14 @@ type API struct {
 	vary       answer.Varies      // the Vary of REST and GraphQL answers
 	probes     singleflight.Group // health probes under way
 
-	corsAllowHeaders string // the Access-Control-Allow-Headers of a preflight (cors.go)
+	cors *answer.CORS // which origins' pages may use it
 }
 
 // New returns the API described by cfg. It takes the sizes and limits of cfg as given: the
 // caller fills them (caddymodule, from its table of defaults).
 func New(cfg Config) *API {
 	cfg.Subscriptions = cfg.Subscriptions.WithSendQueueFloor()
-	a := &API{cfg: cfg, vary: answer.NewVaries(cfg.Auth), corsAllowHeaders: corsAllowHeaders(cfg.Auth), hub: cfg.Hub}
+	a := &API{cfg: cfg, vary: answer.NewVaries(cfg.Auth), cors: answer.NewCORS(cfg.Subscriptions.OriginPatterns, cfg.Auth), hub: cfg.Hub}
 	a.answer = answer.Failer{Logger: cfg.Logger, RequestID: cfg.RequestID}
 	a.live = &live.Config{
 		Subscriptions: cfg.Subscriptions, Posts: cfg.Posts, GraphQL: cfg.GraphQL, Auth: cfg.Auth, Logger: cfg.Logger,
@@ -187,7 +187,7 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 			x.Operation = cmp.Or(labels[r.Method], other)
 		}
 		a.vary.Set(w, false)
-		if a.crossOrigin(w, r, allow, a.answer.Fail) {
+		if a.cors.Preflight(w, r, allow, a.answer.Fail) {
 			return
 		}
 		method := r.Method

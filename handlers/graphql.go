@@ -33,7 +33,7 @@ const graphQLMethods = "GET, HEAD, POST"
 // over HTTP (POST for every operation, GET for queries) to everyone else.
 func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	a.vary.Set(w, true)
-	if a.crossOrigin(w, r, graphQLMethods, a.failPreflight) {
+	if a.cors.Preflight(w, r, graphQLMethods, a.failPreflight) {
 		return
 	}
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
@@ -108,10 +108,10 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	case op.Type == "subscription" && !streamed:
 		a.answer.FailGraphQL(w, r, plain, answer.BadRequest("a subscription is served over a WebSocket to this URL (subprotocol graphql-transport-ws), or streamed over HTTP to a request that accepts text/event-stream or multipart/mixed;subscriptionSpec=1.0"))
 		return
-	case streamed && !originAllowed(r, a.cfg.Subscriptions.OriginPatterns):
+	case streamed && !answer.OriginAllowed(r, a.cfg.Subscriptions.OriginPatterns):
 		a.answer.FailGraphQL(w, r, plain, errcode.New(errcode.Forbidden, "the Origin of this request is not allowed to subscribe (allowed_origins)"))
 		return
-	case streamed && op.Type == "mutation" && r.Header[idempotencyKeyHeader] != nil:
+	case streamed && op.Type == "mutation" && r.Header[answer.IdempotencyKeyHeader] != nil:
 		a.answer.FailGraphQL(w, r, plain, answer.BadRequest("a mutation with an Idempotency-Key is answered in JSON: accept %s", answer.GraphQLResponseJSON))
 		return
 	}
@@ -125,7 +125,7 @@ func (a *API) serveGraphQL(w http.ResponseWriter, r *http.Request) {
 	}
 	// The id made now, on the request's goroutine: resolvers that log run on others.
 	ctx := requestid.With(auth.NewContext(r.Context(), caller), a.answer.ID(r))
-	if op.Type == "mutation" && r.Header[idempotencyKeyHeader] != nil { // a query, which writes nothing, ignores it
+	if op.Type == "mutation" && r.Header[answer.IdempotencyKeyHeader] != nil { // a query, which writes nothing, ignores it
 		a.serveGraphQLOnce(ctx, w, r, media, caller, op)
 		return
 	}

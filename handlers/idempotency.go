@@ -25,10 +25,6 @@ import (
 )
 
 const (
-	// idempotencyKeyHeader is the request header of a key, canonical as net/http keeps it.
-	idempotencyKeyHeader = "Idempotency-Key"
-	// replayedHeader marks an answer sent again, under Stripe's name for it.
-	replayedHeader = "Idempotent-Replayed"
 	// maxKeyLength is the longest key, Stripe's bound.
 	maxKeyLength = 255
 )
@@ -41,7 +37,7 @@ var errKeySyntax = errcode.New(errcode.BadIdempotencyKey,
 // the key is 1 to 255 characters of printable ASCII (a bare one without spaces), and "k" is the
 // same key as k.
 func idempotencyKey(r *http.Request) (key string, ok bool, err error) {
-	values := r.Header.Values(idempotencyKeyHeader)
+	values := r.Header.Values(answer.IdempotencyKeyHeader)
 	switch {
 	case len(values) == 0:
 		return "", false, nil
@@ -82,7 +78,7 @@ func unquote(v string) (string, bool) {
 // refuseIdempotencyKey refuses r if it carries an Idempotency-Key: a write the key cannot make
 // safe to retry, whose client must not believe it can.
 func refuseIdempotencyKey(r *http.Request, what string) error {
-	if r.Header[idempotencyKeyHeader] == nil {
+	if r.Header[answer.IdempotencyKeyHeader] == nil {
 		return nil
 	}
 	return errcode.New(errcode.BadIdempotencyKey, "Idempotency-Key makes a create safe to retry (POST /posts, or a GraphQL mutation of one createPost); "+
@@ -187,7 +183,7 @@ func writeAnswer(w http.ResponseWriter, a posts.Answer, replayed bool) {
 		h[name] = values
 	}
 	if replayed {
-		h.Set(replayedHeader, "true")
+		h.Set(answer.ReplayedHeader, "true")
 	}
 	w.WriteHeader(a.Status)
 	_, _ = w.Write(a.Body) // the status is sent; a client that went away is no one's fault

@@ -14,6 +14,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
@@ -33,7 +34,7 @@ func TestIdempotencyKeySyntax(t *testing.T) {
 	for _, tc := range valid {
 		t.Run(tc.name+" is read", func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/posts", nil)
-			r.Header.Set(idempotencyKeyHeader, tc.header)
+			r.Header.Set(answer.IdempotencyKeyHeader, tc.header)
 			if key, ok, err := idempotencyKey(r); key != tc.key || !ok || err != nil {
 				t.Errorf("got %q, %v, %v; want %q", key, ok, err, tc.key)
 			}
@@ -55,7 +56,7 @@ func TestIdempotencyKeySyntax(t *testing.T) {
 	for _, tc := range invalid {
 		t.Run(tc.name+" is refused", func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/posts", nil)
-			r.Header.Set(idempotencyKeyHeader, tc.header)
+			r.Header.Set(answer.IdempotencyKeyHeader, tc.header)
 			if key, ok, err := idempotencyKey(r); !ok || err == nil || errcode.Of(err).Code != errcode.BadIdempotencyKey {
 				t.Errorf("got %q, %v, %v; want a refusal", key, ok, err)
 			}
@@ -63,8 +64,8 @@ func TestIdempotencyKeySyntax(t *testing.T) {
 	}
 	t.Run("a key given twice is refused", func(t *testing.T) {
 		r := httptest.NewRequest(http.MethodPost, "/posts", nil)
-		r.Header.Add(idempotencyKeyHeader, "a")
-		r.Header.Add(idempotencyKeyHeader, "a")
+		r.Header.Add(answer.IdempotencyKeyHeader, "a")
+		r.Header.Add(answer.IdempotencyKeyHeader, "a")
 		if _, ok, err := idempotencyKey(r); !ok || err == nil {
 			t.Errorf("got %v, %v; want a refusal", ok, err)
 		}
@@ -122,7 +123,7 @@ func (s *keyedServer) do(t *testing.T, method, path, key, body string) response 
 	req.Header.Set("X-API-Key", restKey)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
-		req.Header.Set(idempotencyKeyHeader, key)
+		req.Header.Set(answer.IdempotencyKeyHeader, key)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -157,8 +158,8 @@ func sameAnswer(t *testing.T, again, first response) {
 			t.Errorf("%s is %q; want %q", name, again.header.Get(name), first.header.Get(name))
 		}
 	}
-	if again.header.Get(replayedHeader) != "true" || first.header.Get(replayedHeader) != "" {
-		t.Errorf("%s: %q on the retry, %q on the first; want true, then none", replayedHeader, again.header.Get(replayedHeader), first.header.Get(replayedHeader))
+	if again.header.Get(answer.ReplayedHeader) != "true" || first.header.Get(answer.ReplayedHeader) != "" {
+		t.Errorf("%s: %q on the retry, %q on the first; want true, then none", answer.ReplayedHeader, again.header.Get(answer.ReplayedHeader), first.header.Get(answer.ReplayedHeader))
 	}
 }
 
@@ -217,7 +218,7 @@ func TestAKeyedGraphQLCreatePostIsAnsweredOnce(t *testing.T) {
 	})
 	t.Run("a query ignores a key, as a read changes nothing", func(t *testing.T) {
 		res := s.do(t, "POST", "/graphql", "not a key", `{"query": "{ posts { title } }"}`)
-		if res.status != http.StatusOK || !bytes.Contains(res.body, []byte("By GraphQL")) || res.header.Get(replayedHeader) != "" {
+		if res.status != http.StatusOK || !bytes.Contains(res.body, []byte("By GraphQL")) || res.header.Get(answer.ReplayedHeader) != "" {
 			t.Errorf("got %d %s", res.status, res.body)
 		}
 	})

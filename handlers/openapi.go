@@ -24,7 +24,7 @@ const openAPIMethods = "GET, HEAD"
 // serveOpenAPI serves the OpenAPI description of the REST API to anyone: it holds no data.
 func (a *API) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	answer.SetVaryOrigin(w)
-	if a.crossOrigin(w, r, openAPIMethods, a.answer.Fail) {
+	if a.cors.Preflight(w, r, openAPIMethods, a.answer.Fail) {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -182,6 +182,6 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
 // /posts/a/b): they are the API's to answer, with a 404 in its shape, whatever the method.
 func (a *API) serveNoRoute(w http.ResponseWriter, r *http.Request) {
 	answer.SetVaryOrigin(w)
-	a.allowOrigin(w, r)
+	a.cors.Allow(w, r)
 	a.answer.Fail(w, r, errcode.New(errcode.NoSuchPath, "no such path: posts are at /posts and /posts/{id}"))
 }

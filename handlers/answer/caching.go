@@ -14,7 +14,7 @@
 // Vary names the credential headers, Authorization and the API key header, on every answer, so
 // that a cache never answers a request that carries credentials with an answer to one that
 // carried others or none. GraphQL's also names Accept, which picks the media type and GraphiQL.
-// Both name Origin, which decides the answer's CORS headers (handlers/cors.go), so that a cache never
+// Both name Origin, which decides the answer's CORS headers (CORS), so that a cache never
 // hands a page of one origin an answer made for another, or for no browser.
 // A caller that an earlier Caddy handler identified (trust_caddy_auth) may have shown a cookie or
 // anything else Vary cannot name, and some shared caches (cache-handler) keep a private answer

@@ -58,7 +58,7 @@ func (c *Config) ClientAddress(r *http.Request) string {
 // Subscriptions configures GraphQL subscriptions: over WebSocket, and streamed over HTTP.
 type Subscriptions struct {
 	// OriginPatterns are the origins besides the request's host that browsers may connect from,
-	// and whose pages may read the API's answers (handlers/cors.go): path.Match patterns of
+	// and whose pages may read the API's answers (answer.CORS): path.Match patterns of
 	// hosts, or of scheme://host. A request without Origin is not a browser's and is let in.
 	OriginPatterns []string
 	// ReadLimit is the largest message a client may send, in bytes; a larger one closes with 1009.
