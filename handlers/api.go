@@ -15,6 +15,7 @@ import (
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/live"
+	"github.com/postsedge/caddy-posts/handlers/request"
 	"github.com/postsedge/caddy-posts/handlers/stream"
 	"github.com/postsedge/caddy-posts/handlers/ws"
 	"github.com/postsedge/caddy-posts/metrics"
@@ -213,7 +214,7 @@ func (a *API) endpoint(route string, m methods) http.HandlerFunc {
 			return
 		}
 		if action == posts.Write && method != http.MethodPost { // the one write a key is for (idempotency.go)
-			if err := refuseIdempotencyKey(r, method+" "+route); err != nil {
+			if err := request.RefuseIdempotencyKey(r, method+" "+route); err != nil {
 				a.answer.Fail(w, r, err)
 				return
 			}

@@ -110,7 +110,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 // create serves POST /posts: the post is the caller's, whatever the body says.
 func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 	caller := auth.FromContext(r.Context())
-	key, keyed, err := idempotencyKey(r)
+	key, keyed, err := request.IdempotencyKey(r)
 	if err != nil {
 		return err
 	}
