@@ -4,7 +4,6 @@
 package handlers
 
 import (
-	"cmp"
 	"net/http"
 	"strings"
 
@@ -15,12 +14,11 @@ import (
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/live"
-	"github.com/postsedge/caddy-posts/handlers/request"
+	"github.com/postsedge/caddy-posts/handlers/rest"
 	"github.com/postsedge/caddy-posts/handlers/stream"
 	"github.com/postsedge/caddy-posts/handlers/ws"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
-	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -103,9 +101,9 @@ func New(cfg Config) *API {
 	}
 	a.streams = &stream.Handler{Hub: a.hub, Config: a.live, Answer: &a.answer}
 	a.websockets = &ws.Handler{Hub: a.hub, Config: a.live, Answer: &a.answer}
-	a.collection = answer.Observed(metrics.REST, "", a.endpoint("/posts", methods{http.MethodGet: a.list, http.MethodPost: a.create}))
-	a.item = answer.Observed(metrics.REST, "", a.endpoint("/posts/{id}", methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete}))
-	a.noRoute = answer.Observed(metrics.REST, "other", a.serveNoRoute)
+	rs := &rest.Handler{Posts: cfg.Posts, Auth: cfg.Auth, MaxBodySize: cfg.MaxBodySize, MaxResponseSize: cfg.MaxResponseSize,
+		Identified: cfg.Identified, Answer: &a.answer, Vary: a.vary, CORS: a.cors}
+	a.collection, a.item, a.noRoute = rs.Collection(), rs.Item(), rs.NoRoute()
 	graphQLOverHTTP := answer.Observed(metrics.GraphQL, "none", a.serveGraphQL)
 	a.graphql = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ws.IsUpgrade(r) {
@@ -169,100 +167,4 @@ func (a *API) serveGraphiQLFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	serveGraphiQLAsset(w, r)
-}
-
-// postID is the {id} of a /posts/{id} request.
-func postID(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/posts/") }
-
-// methods maps the methods of one path to their handlers; HEAD is served by GET.
-type methods map[string]func(http.ResponseWriter, *http.Request) error
-
-// endpoint serves one path, route in the metrics: it refuses other methods, authenticates the
-// caller (on every request, so that bad credentials are refused even where none are needed), and
-// writes any error.
-func (a *API) endpoint(route string, m methods) http.HandlerFunc {
-	allow := allowed(m)
-	labels, other := routeLabels(route, m)
-	return func(w http.ResponseWriter, r *http.Request) {
-		if x := answer.ExchangeOf(w); x != nil {
-			x.Operation = cmp.Or(labels[r.Method], other)
-		}
-		a.vary.Set(w, false)
-		if a.cors.Preflight(w, r, allow, a.answer.Fail) {
-			return
-		}
-		method := r.Method
-		if method == http.MethodHead {
-			method = http.MethodGet
-		}
-		serve, ok := m[method]
-		if !ok {
-			w.Header().Set("Allow", allow)
-			a.answer.Fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: "+allow))
-			return
-		}
-		caller, err := a.cfg.Auth.Authenticate(r)
-		if err != nil {
-			a.answer.Fail(w, r, err)
-			return
-		}
-		answer.SetCacheControl(w, caller) // a failure from here on is fail's: no-store
-		// Before the body is read: a request its caller may not make costs no more work.
-		action := actionOfMethod(method)
-		if err := a.cfg.Posts.Allow(caller, action); err != nil {
-			a.answer.Fail(w, r, err)
-			return
-		}
-		if action == posts.Write && method != http.MethodPost { // the one write a key is for (idempotency.go)
-			if err := request.RefuseIdempotencyKey(r, method+" "+route); err != nil {
-				a.answer.Fail(w, r, err)
-				return
-			}
-		}
-		// An anonymous caller is what auth.FromContext finds in a context that carries none, so
-		// only an identified one costs a copy of the request; a write's carries the request's
-		// id too, for what the service logs of it.
-		if !caller.Anonymous() {
-			if a.cfg.Identified != nil {
-				a.cfg.Identified(r, caller)
-			}
-			ctx := auth.NewContext(r.Context(), caller)
-			if action == posts.Write {
-				ctx = requestid.With(ctx, a.answer.ID(r))
-			}
-			r = r.WithContext(ctx)
-		}
-		if err := serve(w, r); err != nil {
-			a.answer.Fail(w, r, err)
-		}
-	}
-}
-
-// actionOfMethod is what a REST method asks posts.Service.Allow for.
-func actionOfMethod(method string) posts.Action {
-	if method == http.MethodGet {
-		return posts.Read
-	}
-	return posts.Write
-}
-
-// allowed is the Allow header of a path, in a fixed order.
-func allowed(m methods) string {
-	var names []string
-	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch, http.MethodDelete} {
-		if _, ok := m[method]; ok || (method == http.MethodHead && m[http.MethodGet] != nil) {
-			names = append(names, method)
-		}
-	}
-	return strings.Join(names, ", ")
-}
-
-// routeLabels are the REST operations of a route as label values: "GET /posts" and so on, and
-// "other /posts" for a method it does not take.
-func routeLabels(route string, m methods) (labels map[string]string, other string) {
-	labels = map[string]string{http.MethodHead: http.MethodHead + " " + route}
-	for method := range m {
-		labels[method] = method + " " + route
-	}
-	return labels, "other " + route
 }

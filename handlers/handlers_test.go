@@ -10,10 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
-	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/handlerstest"
-	"github.com/postsedge/caddy-posts/handlers/request"
-	"github.com/postsedge/caddy-posts/posts"
 )
 
 // The config of a site that sets none (handlerstest.Subscriptions, handlerstest.Limits). The
@@ -93,34 +90,6 @@ func wantError(t *testing.T, status int, body []byte, want int, message string) 
 	got, _ := e["error"].(string)
 	if status != want || len(e) != 1 || !strings.Contains(got, message) {
 		t.Errorf("%d %s; want %d {\"error\": \"...%s...\"}", status, body, want, message)
-	}
-}
-
-func TestChangesTellNullFromAbsent(t *testing.T) {
-	members, err := request.Parse([]byte(`{"body": null}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := changes(members)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ch.Title.Set || !ch.Body.Set || ch.Body.Value != nil {
-		t.Errorf("changes = %+v; want title absent and body set to null", ch)
-	}
-}
-
-func TestListQuery(t *testing.T) {
-	q, err := listQuery("userId=alice&limit=7&after=abc")
-	if err != nil || q != (posts.ListQuery{UserID: "alice", Limit: 7, After: "abc"}) {
-		t.Errorf("listQuery = %+v, %v", q, err)
-	}
-	for _, raw := range []string{"limit=", "limit=1.5", "limit=0", "x=1", "userId=a&userId=b", "%zz"} {
-		t.Run("400 for "+raw, func(t *testing.T) {
-			if _, err := listQuery(raw); errcode.Of(err).Code.Status != 400 {
-				t.Errorf("err = %v; want a 400", err)
-			}
-		})
 	}
 }
 

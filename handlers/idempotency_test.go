@@ -15,6 +15,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/rest"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
@@ -202,7 +203,7 @@ func TestARetryWhoseKeysPostWasDeletedIsGone(t *testing.T) {
 	in := posts.NewPost{Title: "Hello"}
 	id := store.NewID(now)
 	keys := s.store.(store.IdempotencyStore)
-	if _, _, err := keys.ReserveKey(t.Context(), store.IdempotencyRecord{UserID: "alice", Key: "k", Fingerprint: restFingerprint(httptest.NewRequest("POST", "/posts", nil), in),
+	if _, _, err := keys.ReserveKey(t.Context(), store.IdempotencyRecord{UserID: "alice", Key: "k", Fingerprint: rest.Fingerprint(httptest.NewRequest("POST", "/posts", nil), in),
 		PostID: id, Attempt: 1, LockedUntil: now.Add(-time.Second), CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, now); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package handlers
+// Package rest serves the REST API: /posts and /posts/{id} (Handler), their JSON (json.go),
+// conditional requests (conditional.go) and the creates an Idempotency-Key makes safe to retry
+// (idempotency.go). It reads and writes HTTP and leaves every rule to posts.Service.
+package rest
 
 import (
 	"errors"
@@ -13,19 +16,56 @@ import (
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/handlers/request"
+	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 )
+
+// Handler serves /posts and /posts/{id}.
+type Handler struct {
+	// Posts applies the rules, and decides who may do what (Allow).
+	Posts *posts.Service
+	// Auth finds the caller of each request.
+	Auth *auth.Authenticator
+	// MaxBodySize is the largest request body read, in bytes.
+	MaxBodySize int64
+	// MaxResponseSize is the largest page written, in bytes: a page of posts ends early rather
+	// than grow past it.
+	MaxResponseSize int64
+	// Identified, if set, is told the caller of every authenticated request before it is served.
+	Identified func(*http.Request, auth.Identity)
+	// Answer writes failures.
+	Answer *answer.Failer
+	// Vary is the Vary of the answers.
+	Vary answer.Varies
+	// CORS lets the allowed origins' pages read the answers.
+	CORS *answer.CORS
+}
+
+// Collection serves /posts, observed in the metrics.
+func (h *Handler) Collection() http.Handler {
+	return answer.Observed(metrics.REST, "", h.endpoint("/posts", methods{http.MethodGet: h.list, http.MethodPost: h.create}))
+}
+
+// Item serves /posts/{id}, observed in the metrics.
+func (h *Handler) Item() http.Handler {
+	return answer.Observed(metrics.REST, "", h.endpoint("/posts/{id}", methods{http.MethodGet: h.get, http.MethodPatch: h.update, http.MethodDelete: h.delete}))
+}
+
+// NoRoute serves the paths under /posts/ that name no resource, observed in the metrics.
+func (h *Handler) NoRoute() http.Handler {
+	return answer.Observed(metrics.REST, "other", h.serveNoRoute)
+}
 
 // listParams are the query parameters of GET /posts.
 var listParams = []string{"userId", "limit", "after"}
 
 // list serves GET /posts: a page of posts, newest first, with a Link to the next page.
-func (a *API) list(w http.ResponseWriter, r *http.Request) error {
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	q, err := listQuery(r.URL.RawQuery)
 	if err != nil {
 		return err
 	}
-	page, err := a.cfg.Posts.List(r.Context(), q)
+	page, err := h.Posts.List(r.Context(), q)
 	if errors.Is(err, posts.ErrInvalid) {
 		return answer.BadRequest("%v", err) // a bad query parameter, not a bad entity
 	}
@@ -34,7 +74,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A page ends early rather than grow past MaxResponseSize; its Link then resumes after the
 	// last post sent, so that a client following Links still gets every post once.
-	n, next := pageFits(page.Posts, a.cfg.MaxResponseSize), page.Next
+	n, next := pageFits(page.Posts, h.MaxResponseSize), page.Next
 	if n < len(page.Posts) {
 		next = posts.Cursor(page.Posts[n-1])
 	}
@@ -85,12 +125,12 @@ func listQuery(raw string) (q posts.ListQuery, err error) {
 
 // get serves GET /posts/{id}: the post with its validators, or 304 Not Modified when the
 // client's copy is current (If-None-Match, If-Modified-Since).
-func (a *API) get(w http.ResponseWriter, r *http.Request) error {
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	pre, err := readPreconditions(r)
 	if err != nil {
 		return err
 	}
-	post, err := a.cfg.Posts.Get(r.Context(), postID(r))
+	post, err := h.Posts.Get(r.Context(), postID(r))
 	if err != nil {
 		return err
 	}
@@ -108,13 +148,13 @@ func (a *API) get(w http.ResponseWriter, r *http.Request) error {
 }
 
 // create serves POST /posts: the post is the caller's, whatever the body says.
-func (a *API) create(w http.ResponseWriter, r *http.Request) error {
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
 	caller := auth.FromContext(r.Context())
 	key, keyed, err := request.IdempotencyKey(r)
 	if err != nil {
 		return err
 	}
-	members, err := request.Object(w, r, a.cfg.MaxBodySize, "application/json")
+	members, err := request.Object(w, r, h.MaxBodySize, "application/json")
 	if err != nil {
 		return err
 	}
@@ -123,9 +163,9 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if keyed {
-		return a.createOnce(w, r, caller, in, key)
+		return h.createOnce(w, r, caller, in, key)
 	}
-	post, err := a.cfg.Posts.Create(r.Context(), caller, in)
+	post, err := h.Posts.Create(r.Context(), caller, in)
 	if err != nil {
 		return err
 	}
@@ -142,13 +182,13 @@ func writeCreated(w http.ResponseWriter, post posts.Post) {
 
 // update serves PATCH /posts/{id} with a JSON merge patch of title and body, if the post meets
 // the request's preconditions (If-Match).
-func (a *API) update(w http.ResponseWriter, r *http.Request) error {
+func (h *Handler) update(w http.ResponseWriter, r *http.Request) error {
 	caller := auth.FromContext(r.Context())
 	pre, err := readPreconditions(r)
 	if err != nil {
 		return err
 	}
-	members, err := request.Object(w, r, a.cfg.MaxBodySize, "application/json", "application/merge-patch+json")
+	members, err := request.Object(w, r, h.MaxBodySize, "application/json", "application/merge-patch+json")
 	if err != nil {
 		return err
 	}
@@ -156,7 +196,7 @@ func (a *API) update(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	post, err := a.cfg.Posts.Update(r.Context(), caller, postID(r), ch, pre.expect())
+	post, err := h.Posts.Update(r.Context(), caller, postID(r), ch, pre.expect())
 	if err != nil {
 		return err
 	}
@@ -166,12 +206,12 @@ func (a *API) update(w http.ResponseWriter, r *http.Request) error {
 }
 
 // delete serves DELETE /posts/{id}, if the post meets the request's preconditions (If-Match).
-func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request) error {
 	pre, err := readPreconditions(r)
 	if err != nil {
 		return err
 	}
-	if err := a.cfg.Posts.Delete(r.Context(), auth.FromContext(r.Context()), postID(r), pre.expect()); err != nil {
+	if err := h.Posts.Delete(r.Context(), auth.FromContext(r.Context()), postID(r), pre.expect()); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -180,8 +220,8 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request) error {
 
 // serveNoRoute serves the paths under /posts/ that name no resource (/posts/, /posts/{id}/,
 // /posts/a/b): they are the API's to answer, with a 404 in its shape, whatever the method.
-func (a *API) serveNoRoute(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveNoRoute(w http.ResponseWriter, r *http.Request) {
 	answer.SetVaryOrigin(w)
-	a.cors.Allow(w, r)
-	a.answer.Fail(w, r, errcode.New(errcode.NoSuchPath, "no such path: posts are at /posts and /posts/{id}"))
+	h.CORS.Allow(w, r)
+	h.Answer.Fail(w, r, errcode.New(errcode.NoSuchPath, "no such path: posts are at /posts and /posts/{id}"))
 }

@@ -1,4 +1,4 @@
-package handlers
+package rest
 
 // Conditional requests (RFC 9110, section 13) on /posts/{id}: the validators of a post (ETag,
 // Last-Modified) and the preconditions a request puts on them. A read evaluates them itself; a

@@ -1,4 +1,4 @@
-package handlers
+package rest
 
 import (
 	"bytes"
@@ -31,9 +31,8 @@ type rewindable struct{ bytes.Reader }
 func (*rewindable) Close() error { return nil }
 
 // BenchmarkDecode reads a request body as POST /posts (create) and PATCH /posts/{id} (update)
-// do: readObject (media type, size limit, members) and then the members.
+// do: request.Object (media type, size limit, members) and then the members.
 func BenchmarkDecode(b *testing.B) {
-	a := New(Config{MaxBodySize: 1 << 20})
 	tests := []struct {
 		name, contentType, body string
 		read                    func([]request.Member) error
@@ -53,7 +52,7 @@ func BenchmarkDecode(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				body.Reset([]byte(tt.body))
-				members, err := request.Object(w, r, a.cfg.MaxBodySize, "application/json", "application/merge-patch+json")
+				members, err := request.Object(w, r, 1<<20, "application/json", "application/merge-patch+json")
 				if err == nil {
 					err = tt.read(members)
 				}
