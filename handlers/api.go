@@ -13,6 +13,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/graphqlhttp"
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/handlers/rest"
 	"github.com/postsedge/caddy-posts/handlers/stream"
@@ -104,13 +105,16 @@ func New(cfg Config) *API {
 	rs := &rest.Handler{Posts: cfg.Posts, Auth: cfg.Auth, MaxBodySize: cfg.MaxBodySize, MaxResponseSize: cfg.MaxResponseSize,
 		Identified: cfg.Identified, Answer: &a.answer, Vary: a.vary, CORS: a.cors}
 	a.collection, a.item, a.noRoute = rs.Collection(), rs.Item(), rs.NoRoute()
-	graphQLOverHTTP := answer.Observed(metrics.GraphQL, "none", a.serveGraphQL)
+	gh := &graphqlhttp.Handler{Posts: cfg.Posts, GraphQL: cfg.GraphQL, Auth: cfg.Auth, MaxBodySize: cfg.MaxBodySize,
+		OriginPatterns: cfg.Subscriptions.OriginPatterns, Identified: cfg.Identified, AccessLog: cfg.AccessLog,
+		Answer: &a.answer, Vary: a.vary, CORS: a.cors, Streams: a.streams, GraphiQL: serveGraphiQL}
+	graphQLOverHTTP := answer.Observed(metrics.GraphQL, "none", gh.ServeHTTP)
 	a.graphql = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ws.IsUpgrade(r) {
 			a.websockets.ServeHTTP(w, r) // a connection, counted when it closes
 			return
 		}
-		if r.ProtoMajor >= 2 && streamRequested(r.Header.Get("Accept")) != nil {
+		if r.ProtoMajor >= 2 && graphqlhttp.StreamRequested(r.Header.Get("Accept")) != nil {
 			stream.ServeShallow(w, r, graphQLOverHTTP)
 			return
 		}
@@ -119,6 +123,9 @@ func New(cfg Config) *API {
 	a.graphiql = http.HandlerFunc(a.serveGraphiQLFiles)
 	return a
 }
+
+// graphqlPath is the GraphQL endpoint.
+const graphqlPath = "/graphql"
 
 // Route returns the handler for r, or nil when r is for none of the API's paths and should go
 // to whatever comes next. Every path under /posts/ is the API's: one that names no post

@@ -122,8 +122,8 @@ func graphiqlContentType(name string) string {
 	return "text/plain; charset=utf-8"
 }
 
-// serveGraphiQL writes the GraphiQL page, for a GET of /graphql from a browser (serveGraphQL has
-// set Vary: Accept, since the same URL also answers JSON).
+// serveGraphiQL writes the GraphiQL page, for a GET of /graphql from a browser
+// (graphqlhttp.Handler.ServeHTTP has set Vary: Accept, since the same URL also answers JSON).
 func serveGraphiQL(w http.ResponseWriter, r *http.Request) {
 	site := loadGraphiQL()
 	nonce := rand.Text()

@@ -1,8 +1,8 @@
 // Cross-origin requests from browsers (CORS): which origins may use the API from a page, and what
 // tells a browser so. One set of origins, Subscriptions.OriginPatterns (allowed_origins) and the
 // request's own host, for every route and transport: the WebSocket upgrade (coder/websocket's
-// Accept holds it to them), the streams over HTTP (handlers/graphql.go refuses another Origin
-// 403, OriginAllowed), and the reading of any answer of /posts, /posts/{id}, /graphql and the
+// Accept holds it to them), the streams over HTTP (graphqlhttp refuses another Origin 403,
+// OriginAllowed), and the reading of any answer of /posts, /posts/{id}, /graphql and the
 // OpenAPI path (CORS.Allow).
 //
 // An allowed Origin gets Access-Control-Allow-Origin with its own value, never *, and

@@ -1,5 +1,5 @@
 // POST /posts with an Idempotency-Key, which makes it safe to retry (as it does a GraphQL mutation
-// of one createPost, handlers/graphql.go). The key is read by request.IdempotencyKey, the answers
+// of one createPost, handlers/graphqlhttp). The key is read by request.IdempotencyKey, the answers
 // kept and sent again by answer.Recorder and answer.WriteKept; posts.Service.CreateOnce keeps the
 // rule.
 

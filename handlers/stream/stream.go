@@ -4,7 +4,7 @@
 // framing, a stream is let in, counted and fed as a WebSocket is: the same credentials, origins,
 // per-client shares (one pool with the WebSockets, live.Hub), feeds and response budget, and it
 // outlives a reload in the same hub. Which framing a request asks for is GraphQL over HTTP's to
-// read (handlers/graphql.go); out.go says where the bytes go.
+// read (graphqlhttp.StreamRequested); out.go says where the bytes go.
 package stream
 
 import (

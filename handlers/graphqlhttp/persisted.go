@@ -2,7 +2,7 @@
 // Apollo's automatic persisted queries is read with the request (request.GraphQL); the schema
 // keeps the documents and decides (schema/persisted.go).
 
-package handlers
+package graphqlhttp
 
 import (
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"

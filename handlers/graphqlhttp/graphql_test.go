@@ -1,4 +1,4 @@
-package handlers
+package graphqlhttp
 
 import (
 	"net/http"
@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/handlerstest"
 	"github.com/postsedge/caddy-posts/handlers/stream"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
@@ -63,20 +64,20 @@ func TestPrefersHTML(t *testing.T) {
 	}
 }
 
-// graphQLAPI is an API whose schema can prepare operations (its store is never reached).
-func graphQLAPI(t testing.TB) *API {
+// graphQLAPI is a Handler whose schema can prepare operations (its store is never reached).
+func graphQLAPI(t testing.TB) *Handler {
 	svc := posts.NewService(posts.Config{MaxLimit: 100, Logger: zap.NewNop()})
-	s, err := schema.New(svc, zap.NewNop(), testLimits)
+	s, err := schema.New(svc, zap.NewNop(), handlerstest.Limits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Config{Posts: svc, GraphQL: s, MaxBodySize: 4 << 10, Logger: zap.NewNop()})
+	return &Handler{Posts: svc, GraphQL: s, MaxBodySize: 4 << 10, Answer: &answer.Failer{Logger: zap.NewNop()}}
 }
 
-func postGraphQL(a *API, body string) (schema.Request, error) {
-	r := httptest.NewRequest(http.MethodPost, graphqlPath, strings.NewReader(body))
+func postGraphQL(h *Handler, body string) (schema.Request, error) {
+	r := httptest.NewRequest(http.MethodPost, "/graphql", strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
-	return a.graphQLBody(httptest.NewRecorder(), r)
+	return h.graphQLBody(httptest.NewRecorder(), r)
 }
 
 func TestGraphQLRequests(t *testing.T) {
@@ -120,7 +121,7 @@ func TestGraphQLRequests(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			e := a.answer.Problem(w, httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
+			e := a.Answer.Problem(w, httptest.NewRequest(http.MethodPost, "/graphql", nil), err)
 			status, message := e.Code.Status, e.Message
 			if status != http.StatusBadRequest || !strings.Contains(message, tt.message) {
 				t.Errorf("%d %q; want 400 and a message containing %q", status, message, tt.message)
@@ -180,14 +181,14 @@ func FuzzGraphQLRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		req, err := postGraphQL(a, body)
 		if err != nil {
-			e := a.answer.Problem(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, graphqlPath, nil), err)
+			e := a.Answer.Problem(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/graphql", nil), err)
 			status, message := e.Code.Status, e.Message
 			if status < 400 || status > 499 || message == "" {
 				t.Fatalf("refused with %d %q; want a 4xx with a message", status, message)
 			}
 			return
 		}
-		op, refusal := a.cfg.GraphQL.Prepare(req)
+		op, refusal := a.GraphQL.Prepare(req)
 		switch {
 		case refusal != nil && (refusal.Message == "" || refusal.Extensions["code"] == nil):
 			t.Fatalf("a refusal without a message or code: %+v", refusal)
@@ -203,7 +204,7 @@ func FuzzGraphQLRequest(f *testing.F) {
 func FuzzStreamRequested(f *testing.F) {
 	for _, seed := range []string{
 		"text/event-stream", "text/event-stream;q=0", "TEXT/EVENT-STREAM;Q=0.5", "text/event-stream;q=nan",
-		acceptMultipart, `multipart/mixed;subscriptionSpec="1.0";q=0, text/event-stream`, "multipart/mixed",
+		`multipart/mixed;boundary="graphql";subscriptionSpec="1.0",application/json`, `multipart/mixed;subscriptionSpec="1.0";q=0, text/event-stream`, "multipart/mixed",
 		"*/*", "", ",,;;==", "text/event-stream;q", "text/event-stream;=0",
 		`multipart/mixed;subscriptionSpec=99`, `multipart/mixed;subscriptionSpec=""`, "multipart/mixed;boundary=subscriptionSpec",
 		`multipart/mixed;boundary="subscriptionSpec=1.0"`, "multipart/mixed;subscriptionSpec*=utf-8''1.0",
@@ -213,7 +214,7 @@ func FuzzStreamRequested(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, accept string) {
 		lower := strings.ToLower(accept)
-		switch got := streamRequested(accept).(type) {
+		switch got := StreamRequested(accept).(type) {
 		case stream.SSE:
 			if !strings.Contains(lower, "text/event-stream") {
 				t.Errorf("%q: SSE, which it does not name", accept)
