@@ -465,21 +465,14 @@ func (s *stream) close() {
 	s.undo = nil
 }
 
-// feedEnded ends the stream as its subscription's feed ended: complete, or with the errors of an
-// operation that could not run or of a resume refused; a feed that fell behind the events ends
-// it as a client too slow does, so that it reconnects (and resumes) rather than miss events.
+// feedEnded ends the stream as its subscription's feed ended, as live.Hub.FeedEnd says.
 func (s *stream) feedEnded(err error) {
-	var refused *schema.RefusedError
-	switch {
-	case s.hub.Closing():
-		// The event broker closes with the site: the hub ends the stream soon (SERVICE_RESTART),
-		// so that its client subscribes again, which it would not after a complete.
-	case errors.Is(err, schema.ErrFeedFellBehind):
-		s.Fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
-	case errors.As(err, &refused):
-		s.finish(streamEnd{errs: refused.Errors})
+	switch end := s.hub.FeedEnd(err); {
+	case end.Quiet:
+	case end.Fail != nil:
+		s.Fail(end.Fail)
 	default:
-		s.finish(streamEnd{})
+		s.finish(streamEnd{errs: end.Errors})
 	}
 }
 

@@ -5,7 +5,6 @@ package ws
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync/atomic"
 	"time"
 
@@ -120,21 +119,14 @@ func (c *wsConn) refuseOperation(id string, op *schema.Operation, start time.Tim
 	c.reply(message{ID: id, Type: "error", Payload: answer.MustJSON(errs)})
 }
 
-// feedEnded tells the client how the feed of subscription o ended: complete, or the errors of
-// an operation that could not run; a feed that fell behind the events ends the connection, so
-// that the client reconnects and misses nothing silently.
+// feedEnded tells the client how the feed of subscription o ended, as live.Hub.FeedEnd says.
 func (c *wsConn) feedEnded(o *operation, err error) {
-	var refused *schema.RefusedError
-	switch {
-	case c.hub.Closing():
-		// The event broker closes with the site: the connection closes soon with 1012, and its
-		// client subscribes again when it reconnects, which it would not after a complete.
-	case errors.Is(err, schema.ErrFeedFellBehind):
-		c.Fail(errcode.New(errcode.TooSlow, "the server fell behind the events; reconnect"))
-	case errors.As(err, &refused):
-		c.complete(o, refused.Errors)
+	switch end := c.hub.FeedEnd(err); {
+	case end.Quiet:
+	case end.Fail != nil:
+		c.Fail(end.Fail)
 	default:
-		c.complete(o, nil)
+		c.complete(o, end.Errors)
 	}
 }
 
