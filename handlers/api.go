@@ -1,6 +1,8 @@
-// Package handlers serves the posts API over plain net/http: it routes, authenticates, reads
-// and writes the HTTP and JSON shapes, and leaves every rule to posts.Service. It imports
-// nothing from Caddy, so it is tested with httptest.
+// Package handlers serves the posts API over plain net/http: its front (New, API.Route) wires the
+// transports, each in a package of its own under it (rest, graphqlhttp, ws, stream, with live
+// for what subscriptions share, and the leaves answer and request), and serves the health path,
+// the OpenAPI path and GraphiQL itself. Every rule is posts.Service's. Nothing here imports
+// Caddy, so it is tested with httptest.
 package handlers
 
 import (
