@@ -193,7 +193,7 @@ func (h *Handler) graphQLBody(w http.ResponseWriter, r *http.Request) (schema.Re
 		return schema.Request{}, err
 	}
 	return request.GraphQL(func(name string) (json.RawMessage, error) {
-		for _, m := range members { // parseObject refused a member given twice
+		for _, m := range members { // request.Parse refused a member given twice
 			if m.Name == name {
 				return m.Value, nil
 			}

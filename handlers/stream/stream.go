@@ -421,9 +421,9 @@ func (s *stream) run(o out) {
 // recoverFault turns a panic of run into the end of its stream alone. run goes on a goroutine
 // of its own once it has taken its connection (Handler.Serve), which no handler of Caddy's
 // recovers: a panic there would end Caddy. As Caddy's own goroutines do, the panic is logged at
-// error with its stack (and the request's id, as handlers/ws_conn.go's recoverFault logs a WebSocket's); the
-// client's connection or HTTP/2 stream is cut, with no word of the fault, as what run was
-// writing when it panicked is unknown. SSE's EventSource reconnects and resumes.
+// error with its stack (and the request's id, as handlers/ws's recoverFault logs a
+// WebSocket's); the client's connection or HTTP/2 stream is cut, with no word of the fault, as
+// what run was writing when it panicked is unknown. SSE's EventSource reconnects and resumes.
 func (s *stream) recoverFault(o out) {
 	v := recover()
 	if v == nil {
