@@ -12,6 +12,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/handlers"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store/mongo"
 )
@@ -278,9 +279,9 @@ type Handler struct {
 	api       *handlers.API
 	sweepKey  string // of the sweep of expired idempotency keys (idempotency.go)
 
-	hubKey      string        // of the hub of the WebSocket connections (hubs.go)
-	hub         *handlers.Hub // the hub
-	followerKey string        // of the follower of the store's event log (follower.go)
+	hubKey      string    // of the hub of the WebSocket connections (hubs.go)
+	hub         *live.Hub // the hub
+	followerKey string    // of the follower of the store's event log (follower.go)
 }
 
 // APIKey is one accepted API key.

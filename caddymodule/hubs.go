@@ -11,7 +11,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
-	"github.com/postsedge/caddy-posts/handlers"
+	"github.com/postsedge/caddy-posts/handlers/live"
 )
 
 // hubs holds the WebSocket hubs: a site's open connections, shared by the configs that keep the
@@ -25,7 +25,7 @@ var hubs = caddy.NewUsagePool()
 var reloadCloseSpread = 5 * time.Second
 
 // pooledHub makes a hub a pool value.
-type pooledHub struct{ *handlers.Hub }
+type pooledHub struct{ *live.Hub }
 
 // Destruct closes the hub's connections when the last config that used it is cleaned up: on a
 // reload (the site removed, or its clients let in another way), with 1012 spread over
@@ -44,14 +44,14 @@ func (p pooledHub) Destruct() error {
 // loadHub returns the pooled hub of this site's WebSocket connections. Its key is the store, how
 // clients are let in (authFingerprint), and the handler's place among those of this config
 // with the same two, so that two sites alike each keep their own hub.
-func (h *Handler) loadHub(ctx caddy.Context, authn *auth.Authenticator, repl *caddy.Replacer) (*handlers.Hub, error) {
+func (h *Handler) loadHub(ctx caddy.Context, authn *auth.Authenticator, repl *caddy.Replacer) (*live.Hub, error) {
 	app, err := ctx.App(AppName)
 	if err != nil {
 		return nil, err
 	}
 	alike := "websockets of " + h.storeKey + " for clients " + h.authFingerprint(authn, repl)
 	key := fmt.Sprintf("%s, site %d", alike, app.(*App).nextSite(alike))
-	val, _, err := hubs.LoadOrNew(key, func() (caddy.Destructor, error) { return pooledHub{handlers.NewHub()}, nil })
+	val, _, err := hubs.LoadOrNew(key, func() (caddy.Destructor, error) { return pooledHub{live.NewHub()}, nil })
 	if err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ func (h *Handler) Cleanup() error {
 	var errs []error
 	if h.hubKey != "" { // the connections go on under the config before or after this one, or close
 		if h.api != nil {
-			h.hub.Unregister(h.api)
+			h.hub.Unregister(h.api.LiveConfig())
 		}
 		_, err := hubs.Delete(h.hubKey)
 		errs = append(errs, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/handlers"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
@@ -123,7 +124,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	})
 	// The open connections apply this config from now on; if it fails to start, Cleanup hands
 	// them back to the config before.
-	hub.Register(h.api)
+	hub.Register(h.api.LiveConfig())
 	return nil
 }
 
@@ -177,8 +178,8 @@ func (h *Handler) persistedQueries(repl *caddy.Replacer) (string, []schema.Persi
 }
 
 // WebSocketConfig is the part of the config that GraphQL over WebSocket applies.
-func (h *Handler) WebSocketConfig() handlers.Subscriptions {
-	return handlers.Subscriptions{
+func (h *Handler) WebSocketConfig() live.Subscriptions {
+	return live.Subscriptions{
 		OriginPatterns:   h.AllowedOrigins,
 		ReadLimit:        h.WSReadLimit,
 		InitTimeout:      time.Duration(h.WSInitTimeout),

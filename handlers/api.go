@@ -1,10 +1,11 @@
-// Package handlers serves the posts API over plain net/http: it routes, authenticates, reads
-// and writes the HTTP and JSON shapes, and leaves every rule to posts.Service. It imports
-// nothing from Caddy, so it is tested with httptest.
+// Package handlers serves the posts API over plain net/http: its front (New, API.Route) wires the
+// transports, each in a package of its own under it (rest, graphqlhttp, ws, stream, with live
+// for what subscriptions share, and the leaves answer and request), and serves the health path,
+// the OpenAPI path and GraphiQL itself. Every rule is posts.Service's. Nothing here imports
+// Caddy, so it is tested with httptest.
 package handlers
 
 import (
-	"cmp"
 	"net/http"
 	"strings"
 
@@ -13,9 +14,14 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/graphqlhttp"
+	"github.com/postsedge/caddy-posts/handlers/live"
+	"github.com/postsedge/caddy-posts/handlers/rest"
+	"github.com/postsedge/caddy-posts/handlers/stream"
+	"github.com/postsedge/caddy-posts/handlers/ws"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
-	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -25,8 +31,8 @@ type Config struct {
 	Posts *posts.Service
 	// GraphQL serves /graphql.
 	GraphQL *schema.Schema
-	// Subscriptions configures GraphQL over WebSocket.
-	Subscriptions Subscriptions
+	// Subscriptions configures GraphQL subscriptions, over WebSocket and streamed over HTTP.
+	Subscriptions live.Subscriptions
 	// Auth finds the caller of each request.
 	Auth *auth.Authenticator
 	// MaxBodySize is the largest request body read, in bytes.
@@ -55,12 +61,12 @@ type Config struct {
 	// OpenAPIPath, if set, is the path that serves the OpenAPI description of the REST API.
 	OpenAPIPath string
 	// Exiting, if set, says whether the process is exiting: the streams served over HTTP end at
-	// once then, rather than hold the exit (Hub.closeOnExit).
+	// once then, rather than hold the exit (live.Hub.CloseOnExit).
 	Exiting func() bool
-	// Hub, if set, holds the API's WebSocket connections and HTTP streams, and the caller registers the API with
-	// it (a server that reloads shares one hub between its configs); without it, the API makes
-	// a hub of its own and registers with it.
-	Hub *Hub
+	// Hub, if set, holds the API's WebSocket connections and HTTP streams, and the caller
+	// registers the API's LiveConfig with it (a server that reloads shares one hub between its
+	// configs); without it, the API makes a hub of its own and registers with it.
+	Hub *live.Hub
 }
 
 // API serves /posts, /posts/{id} and /graphql.
@@ -71,33 +77,47 @@ type API struct {
 	noRoute    http.Handler
 	graphql    http.Handler
 	graphiql   http.Handler
-	hub        *Hub               // the open WebSocket connections
-	vary       varies             // the Vary of REST and GraphQL answers
+	hub        *live.Hub          // the open WebSockets and HTTP streams
+	live       *live.Config       // what they apply of cfg while the API is the hub's current
+	streams    *stream.Handler    // subscriptions streamed over HTTP
+	websockets *ws.Handler        // GraphQL over WebSocket
+	answer     answer.Failer      // writes failures, and logs the server's faults
+	vary       answer.Varies      // the Vary of REST and GraphQL answers
 	probes     singleflight.Group // health probes under way
 
-	corsAllowHeaders string // the Access-Control-Allow-Headers of a preflight (cors.go)
+	cors *answer.CORS // which origins' pages may use it
 }
 
 // New returns the API described by cfg. It takes the sizes and limits of cfg as given: the
 // caller fills them (caddymodule, from its table of defaults).
 func New(cfg Config) *API {
-	cfg.Subscriptions = cfg.Subscriptions.withSendQueueFloor()
-	a := &API{cfg: cfg, vary: newVaries(cfg.Auth), corsAllowHeaders: corsAllowHeaders(cfg.Auth), hub: cfg.Hub}
-	if a.hub == nil {
-		a.hub = NewHub()
-		a.hub.Register(a)
+	cfg.Subscriptions = cfg.Subscriptions.WithSendQueueFloor()
+	a := &API{cfg: cfg, vary: answer.NewVaries(cfg.Auth), cors: answer.NewCORS(cfg.Subscriptions.OriginPatterns, cfg.Auth), hub: cfg.Hub}
+	a.answer = answer.Failer{Logger: cfg.Logger, RequestID: cfg.RequestID}
+	a.live = &live.Config{
+		Subscriptions: cfg.Subscriptions, Posts: cfg.Posts, GraphQL: cfg.GraphQL, Auth: cfg.Auth, Logger: cfg.Logger,
+		Identified: cfg.Identified, Exiting: cfg.Exiting, ClientIP: cfg.ClientIP,
 	}
-	a.collection = observed(metrics.REST, "", a.endpoint("/posts", methods{http.MethodGet: a.list, http.MethodPost: a.create}))
-	a.item = observed(metrics.REST, "", a.endpoint("/posts/{id}", methods{http.MethodGet: a.get, http.MethodPatch: a.update, http.MethodDelete: a.delete}))
-	a.noRoute = observed(metrics.REST, "other", a.serveNoRoute)
-	graphQLOverHTTP := observed(metrics.GraphQL, "none", a.serveGraphQL)
+	if a.hub == nil {
+		a.hub = live.NewHub()
+		a.hub.Register(a.live)
+	}
+	a.streams = &stream.Handler{Hub: a.hub, Config: a.live, Answer: &a.answer}
+	a.websockets = &ws.Handler{Hub: a.hub, Config: a.live, Answer: &a.answer}
+	rs := &rest.Handler{Posts: cfg.Posts, Auth: cfg.Auth, MaxBodySize: cfg.MaxBodySize, MaxResponseSize: cfg.MaxResponseSize,
+		Identified: cfg.Identified, Answer: &a.answer, Vary: a.vary, CORS: a.cors}
+	a.collection, a.item, a.noRoute = rs.Collection(), rs.Item(), rs.NoRoute()
+	gh := &graphqlhttp.Handler{Posts: cfg.Posts, GraphQL: cfg.GraphQL, Auth: cfg.Auth, MaxBodySize: cfg.MaxBodySize,
+		OriginPatterns: cfg.Subscriptions.OriginPatterns, Identified: cfg.Identified, AccessLog: cfg.AccessLog,
+		Answer: &a.answer, Vary: a.vary, CORS: a.cors, Streams: a.streams, GraphiQL: serveGraphiQL}
+	graphQLOverHTTP := answer.Observed(metrics.GraphQL, "none", gh.ServeHTTP)
 	a.graphql = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isWebSocket(r) {
-			a.serveWebSocket(w, r) // a connection, counted when it closes
+		if ws.IsUpgrade(r) {
+			a.websockets.ServeHTTP(w, r) // a connection, counted when it closes
 			return
 		}
-		if r.ProtoMajor >= 2 && streamRequested(r.Header.Get("Accept")) != nil {
-			serveShallow(w, r, graphQLOverHTTP)
+		if r.ProtoMajor >= 2 && graphqlhttp.StreamRequested(r.Header.Get("Accept")) != nil {
+			stream.ServeShallow(w, r, graphQLOverHTTP)
 			return
 		}
 		graphQLOverHTTP(w, r)
@@ -105,6 +125,9 @@ func New(cfg Config) *API {
 	a.graphiql = http.HandlerFunc(a.serveGraphiQLFiles)
 	return a
 }
+
+// graphqlPath is the GraphQL endpoint.
+const graphqlPath = "/graphql"
 
 // Route returns the handler for r, or nil when r is for none of the API's paths and should go
 // to whatever comes next. Every path under /posts/ is the API's: one that names no post
@@ -134,98 +157,23 @@ func (a *API) Route(r *http.Request) http.Handler {
 	return a.noRoute
 }
 
+// LiveConfig is what the API's open connections apply while it is its hub's current: the caller
+// registers it with the hub it gave New (live.Hub.Register), and unregisters it when the config
+// ends.
+func (a *API) LiveConfig() *live.Config { return a.live }
+
+// Close ends the connections of the API's hub at once with 1001 (going away), and refuses new
+// ones: for a server that stops. (caddymodule closes the pooled hub, not the API.)
+func (a *API) Close() {
+	a.hub.Close(errcode.New(errcode.GoingAway, "the server is shutting down"), 0)
+}
+
 // serveGraphiQLFiles serves GraphiQL's JavaScript and CSS, to anyone: they hold no data.
 func (a *API) serveGraphiQLFiles(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
+		a.answer.Fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
 		return
 	}
 	serveGraphiQLAsset(w, r)
-}
-
-// postID is the {id} of a /posts/{id} request.
-func postID(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/posts/") }
-
-// methods maps the methods of one path to their handlers; HEAD is served by GET.
-type methods map[string]func(http.ResponseWriter, *http.Request) error
-
-// endpoint serves one path, route in the metrics: it refuses other methods, authenticates the
-// caller (on every request, so that bad credentials are refused even where none are needed), and
-// writes any error.
-func (a *API) endpoint(route string, m methods) http.HandlerFunc {
-	allow := allowed(m)
-	labels, other := routeLabels(route, m)
-	return func(w http.ResponseWriter, r *http.Request) {
-		if x := exchangeOf(w); x != nil {
-			x.operation = cmp.Or(labels[r.Method], other)
-		}
-		a.setVary(w, false)
-		if a.crossOrigin(w, r, allow, a.fail) {
-			return
-		}
-		method := r.Method
-		if method == http.MethodHead {
-			method = http.MethodGet
-		}
-		serve, ok := m[method]
-		if !ok {
-			w.Header().Set("Allow", allow)
-			a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: "+allow))
-			return
-		}
-		caller, err := a.cfg.Auth.Authenticate(r)
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		setCacheControl(w, caller) // a failure from here on is fail's: no-store
-		// Before the body is read: a request its caller may not make costs no more work.
-		action := actionOfMethod(method)
-		if err := a.cfg.Posts.Allow(caller, action); err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		if action == posts.Write && method != http.MethodPost { // the one write a key is for (idempotency.go)
-			if err := refuseIdempotencyKey(r, method+" "+route); err != nil {
-				a.fail(w, r, err)
-				return
-			}
-		}
-		// An anonymous caller is what auth.FromContext finds in a context that carries none, so
-		// only an identified one costs a copy of the request; a write's carries the request's
-		// id too, for what the service logs of it.
-		if !caller.Anonymous() {
-			if a.cfg.Identified != nil {
-				a.cfg.Identified(r, caller)
-			}
-			ctx := auth.NewContext(r.Context(), caller)
-			if action == posts.Write {
-				ctx = requestid.With(ctx, a.requestID(r))
-			}
-			r = r.WithContext(ctx)
-		}
-		if err := serve(w, r); err != nil {
-			a.fail(w, r, err)
-		}
-	}
-}
-
-// actionOfMethod is what a REST method asks posts.Service.Allow for.
-func actionOfMethod(method string) posts.Action {
-	if method == http.MethodGet {
-		return posts.Read
-	}
-	return posts.Write
-}
-
-// allowed is the Allow header of a path, in a fixed order.
-func allowed(m methods) string {
-	var names []string
-	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPatch, http.MethodDelete} {
-		if _, ok := m[method]; ok || (method == http.MethodHead && m[http.MethodGet] != nil) {
-			names = append(names, method)
-		}
-	}
-	return strings.Join(names, ", ")
 }

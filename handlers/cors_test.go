@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/posts"
 )
 
@@ -19,7 +20,7 @@ func TestPagesOfTheAllowedOriginsReadTheAnswersWithTheirCredentials(t *testing.T
 		foreign = "https://evil.example"
 		openAPI = "/openapi.yaml"
 	)
-	s, _ := newStreamServer(t, with(testSubscriptions, func(s *Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }), testLimits,
+	s, _ := newStreamServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }), testLimits,
 		func(cfg *Config) { cfg.OpenAPIPath = openAPI })
 	own := "http://" + strings.TrimPrefix(s.http, "http://")
 	created := askREST(t, s.http, http.MethodPost, "/posts", wsKey, `{"title": "read from afar"}`, "")
@@ -76,7 +77,7 @@ func TestPagesOfTheAllowedOriginsReadTheAnswersWithTheirCredentials(t *testing.T
 
 func TestPreflightsAreAnsweredToTheAllowedOriginsAlone(t *testing.T) {
 	const allowed, foreign = "https://app.example.com", "https://evil.example"
-	s := newWSServerWith(t, with(testSubscriptions, func(s *Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }), testLimits, posts.Config{})
+	s := newWSServerWith(t, with(testSubscriptions, func(s *live.Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }), testLimits, posts.Config{})
 	post := "/posts/6b011fa03aa928307595aeda"
 	preflight := func(method string, headers string) http.Header {
 		h := http.Header{"Access-Control-Request-Method": {method}}

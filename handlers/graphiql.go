@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"github.com/postsedge/caddy-posts/handlers/answer"
+
 	"bytes"
 	"compress/gzip"
 	"crypto/rand"
@@ -120,8 +122,8 @@ func graphiqlContentType(name string) string {
 	return "text/plain; charset=utf-8"
 }
 
-// serveGraphiQL writes the GraphiQL page, for a GET of /graphql from a browser (serveGraphQL has
-// set Vary: Accept, since the same URL also answers JSON).
+// serveGraphiQL writes the GraphiQL page, for a GET of /graphql from a browser
+// (graphqlhttp.Handler.ServeHTTP has set Vary: Accept, since the same URL also answers JSON).
 func serveGraphiQL(w http.ResponseWriter, r *http.Request) {
 	site := loadGraphiQL()
 	nonce := rand.Text()
@@ -142,8 +144,8 @@ func serveGraphiQLAsset(w http.ResponseWriter, r *http.Request) {
 	// An exact lookup: "..", unknown names and the directories themselves are simply not there.
 	a, ok := loadGraphiQL().assets[name]
 	if !ok {
-		setFailed(w)
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such GraphiQL file: " + r.URL.Path})
+		answer.SetFailed(w)
+		answer.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "no such GraphiQL file: " + r.URL.Path})
 		return
 	}
 	h := w.Header()

@@ -2,48 +2,23 @@ package handlers
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
-	"github.com/postsedge/caddy-posts/errcode"
-	"github.com/postsedge/caddy-posts/posts"
-	"github.com/postsedge/caddy-posts/schema"
-	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/handlers/handlerstest"
 )
 
-// The defaults of caddymodule/config.go's table, which fills every field before New and
-// schema.New: the config of a site that sets none. The tests build other configs from a copy
-// (with); MaxResponseSize of Config is testLimits' (one config field feeds both).
+// The config of a site that sets none (handlerstest.Subscriptions, handlerstest.Limits). The
+// tests build other configs from a copy (with); MaxResponseSize of Config is testLimits' (one
+// config field feeds both).
 var (
-	testSubscriptions = Subscriptions{
-		ReadLimit:             32 << 10,
-		InitTimeout:           3 * time.Second,
-		MaxSubscriptions:      100,
-		MaxConnectionsPerUser: 100,
-		MaxConnections:        10000,
-		KeepAlive:             12 * time.Second,
-	}
-	testLimits = schema.Limits{
-		MaxQueryLength:       16 << 10,
-		MaxDepth:             15,
-		MaxCost:              2000,
-		MaxFeeds:             1000,
-		MaxFeedsPerClient:    100,
-		MaxAliases:           30,
-		MaxRootFields:        10,
-		MaxFields:            500,
-		MaxResponseSize:      8 << 20,
-		DocumentCacheEntries: 1000,
-		DocumentCacheSize:    32 << 20,
-	}
+	testSubscriptions = handlerstest.Subscriptions
+	testLimits        = handlerstest.Limits
 )
 
 // with is a copy of fixture that change alters: the config of a site that sets only those.
@@ -115,146 +90,6 @@ func wantError(t *testing.T, status int, body []byte, want int, message string) 
 	got, _ := e["error"].(string)
 	if status != want || len(e) != 1 || !strings.Contains(got, message) {
 		t.Errorf("%d %s; want %d {\"error\": \"...%s...\"}", status, body, want, message)
-	}
-}
-
-func TestParseObject(t *testing.T) {
-	t.Run("members come back in order with their raw values", func(t *testing.T) {
-		members, err := parseObject([]byte(` {"title": "t", "body": null, "n": {"$ne": 1}} `))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, m := range members {
-			got = append(got, m.name+"="+string(m.value))
-		}
-		if want := `title="t" body=null n={"$ne": 1}`; strings.Join(got, " ") != want {
-			t.Errorf("members = %q; want %q", got, want)
-		}
-	})
-	bad := []struct{ name, body, want string }{
-		{"an empty body", "  ", "the body is empty"},
-		{"a truncated object", `{"title": `, "not valid JSON"},
-		{"a truncated member name", `{"tit`, "not valid JSON"},
-		{"a missing colon", `{"title" "x"}`, "not valid JSON"},
-		{"a trailing comma", `{"title": "x",}`, "not valid JSON"},
-		{"an array", `[]`, "must be a JSON object"},
-		{"null", `null`, "must be a JSON object"},
-		{"a number", `7`, "must be a JSON object"},
-		{"a duplicate member", `{"a": 1, "a": 2}`, `"a" is given more than once`},
-		{"a second value after the object", `{} {}`, "nothing after it"},
-		{"garbage after the object", `{}x`, "nothing after it"},
-		{"a byte that is not UTF-8 in a string", "{\"title\": \"a\xffb\"}", "not valid UTF-8: byte 12 (0xff)"},
-		{"a byte that is not UTF-8 in a member name", "{\"tit\xc3le\": \"x\"}", "not valid UTF-8: byte 5 (0xc3)"},
-		{"a byte that is not UTF-8 between members", "{\"title\": \"x\",\xa0\"body\": null}", "not valid UTF-8: byte 14 (0xa0)"},
-		{"a byte that is not UTF-8 after the object", "{}\x80", "not valid UTF-8: byte 2"},
-		{"a UTF-8 sequence cut short", "{\"title\": \"\xe2\x82\"}", "not valid UTF-8"},
-		{"an overlong encoding of a slash", "{\"title\": \"\xc0\xaf\"}", "not valid UTF-8"},
-		{"a surrogate encoded in UTF-8 bytes", "{\"title\": \"\xed\xa0\x80\"}", "not valid UTF-8"},
-		{"a lone high surrogate escape", `{"title": "a\ud83d"}`, `the escape \ud83d at byte 12 is half of a surrogate pair`},
-		{"a lone low surrogate escape", `{"title": "\uDE00"}`, `the escape \uDE00 at byte 11`},
-		{"a high surrogate escape followed by another", `{"title": "\ud83d\ud83d"}`, "half of a surrogate pair"},
-		{"a lone surrogate escape in a member name", `{"\udc00": 1}`, "half of a surrogate pair"},
-		{"a lone surrogate escape at the end of the body", `{"title": "\ud800`, "half of a surrogate pair"},
-	}
-	for _, tt := range bad {
-		t.Run("400 for "+tt.name, func(t *testing.T) {
-			_, err := parseObject([]byte(tt.body))
-			he, ok := errors.AsType[*errcode.Error](err)
-			if !ok || he.Code.Status != 400 || !strings.Contains(he.Message, tt.want) {
-				t.Errorf("err = %v; want 400 containing %q", err, tt.want)
-			}
-		})
-	}
-}
-
-func TestParseObjectKeepsWhatUTF8Spells(t *testing.T) {
-	tests := []struct{ name, body, want string }{
-		{"a surrogate pair escape is one character", `{"t": "\ud83d\ude00"}`, "😀"},
-		{"an escaped backslash before u is no escape", `{"t": "\\ud800"}`, `\ud800`},
-		{"U+FFFD sent as such is kept", "{\"t\": \"\\ufffd\xef\xbf\xbd\"}", "\ufffd\ufffd"},
-		{"characters of every UTF-8 length are kept", "{\"t\": \"a\xc3\xa9\xe8\xaa\x9e\xf0\x9f\x99\x82\"}", "aé語🙂"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			members, err := parseObject([]byte(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := stringOrNull(members[0])
-			if err != nil || *s != tt.want {
-				t.Errorf("decoded %q, %v; want %q", *s, err, tt.want)
-			}
-		})
-	}
-}
-
-func TestChangesTellNullFromAbsent(t *testing.T) {
-	members, err := parseObject([]byte(`{"body": null}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := changes(members)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ch.Title.Set || !ch.Body.Set || ch.Body.Value != nil {
-		t.Errorf("changes = %+v; want title absent and body set to null", ch)
-	}
-}
-
-func TestListQuery(t *testing.T) {
-	q, err := listQuery("userId=alice&limit=7&after=abc")
-	if err != nil || q != (posts.ListQuery{UserID: "alice", Limit: 7, After: "abc"}) {
-		t.Errorf("listQuery = %+v, %v", q, err)
-	}
-	for _, raw := range []string{"limit=", "limit=1.5", "limit=0", "x=1", "userId=a&userId=b", "%zz"} {
-		t.Run("400 for "+raw, func(t *testing.T) {
-			if _, err := listQuery(raw); errcode.Of(err).Code.Status != 400 {
-				t.Errorf("err = %v; want a 400", err)
-			}
-		})
-	}
-}
-
-func TestByteCount(t *testing.T) {
-	for n, want := range map[int64]string{1 << 20: "1 MiB", 64 << 10: "64 KiB", 1500: "1500 bytes", 3 << 20: "3 MiB"} {
-		if got := byteCount(n); got != want {
-			t.Errorf("byteCount(%d) = %q; want %q", n, got, want)
-		}
-	}
-}
-
-func TestFailMapsEachErrorToOneStatus(t *testing.T) {
-	a := New(Config{Logger: zap.NewNop()})
-	tests := []struct {
-		name          string
-		err           error
-		status        int
-		header, value string // a header the response must carry
-		message       string
-	}{
-		{"a refused credential carries its challenge", &auth.Error{Code: "invalid_token", Description: "the token has expired"},
-			401, "WWW-Authenticate", `Bearer realm="posts", error="invalid_token", error_description="the token has expired"`, "the token has expired"},
-		{"a missing credential gets the bare challenge", posts.ErrUnauthenticated, 401, "WWW-Authenticate", `Bearer realm="posts"`, posts.ErrUnauthenticated.Error()},
-		{"keys not fetched yet is a 503 to retry", auth.ErrKeysUnavailable, 503, "Retry-After", retryAfter, auth.ErrKeysUnavailable.Error()},
-		{"an unavailable database is a 503 that hides the cause", fmt.Errorf("%w: dial tcp 10.0.0.1:27017", posts.ErrUnavailable), 503, "Retry-After", storeRetryAfter, posts.ErrUnavailable.Error()},
-		{"a store whose breaker is open is a 503 to retry in a second", fmt.Errorf("%w: %w", posts.ErrUnavailable, fmt.Errorf("%w: %w", store.ErrUnavailable, store.ErrBreakerOpen)),
-			503, "Retry-After", "1", posts.ErrUnavailable.Error()},
-		{"anything else is a 500 that hides the cause", errors.New("secret internals"), 500, "Content-Type", "application/json", "internal server error"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := httptest.NewRecorder()
-			a.fail(w, httptest.NewRequest("GET", "/posts", nil), tt.err)
-			var body struct{ Error string }
-			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
-				t.Fatalf("body %q: %v", w.Body, err)
-			}
-			if w.Code != tt.status || w.Header().Get(tt.header) != tt.value || body.Error != tt.message {
-				t.Errorf("got %d, %s: %q, error %q; want %d, %q, %q", w.Code, tt.header, w.Header().Get(tt.header), body.Error, tt.status, tt.value, tt.message)
-			}
-		})
 	}
 }
 

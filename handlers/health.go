@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -75,7 +76,7 @@ const (
 func (a *API) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
+		a.answer.Fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: GET, HEAD"))
 		return
 	}
 	v, _, _ := a.probes.Do("", func() (any, error) { return a.checkHealth(), nil })
@@ -83,13 +84,13 @@ func (a *API) serveHealth(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if h.Status != healthOK {
 		status = http.StatusServiceUnavailable
-		w.Header().Set("Retry-After", retryAfter)
+		w.Header().Set("Retry-After", answer.RetryAfter)
 		if h.Store.Breaker == breakerOpen {
-			w.Header().Set("Retry-After", storeRetryAfter)
+			w.Header().Set("Retry-After", answer.StoreRetryAfter)
 		}
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, status, h)
+	answer.WriteJSON(w, status, h)
 }
 
 // checkHealth pings the store and counts the key sets fetched. Not under the probe's context:

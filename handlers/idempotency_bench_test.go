@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
@@ -49,7 +50,7 @@ func BenchmarkCreate(b *testing.B) {
 				r.Header.Set("Content-Type", "application/json")
 				r.Header.Set("X-API-Key", "bench-key")
 				if k := tc.key(i); k != "" {
-					r.Header.Set(idempotencyKeyHeader, k)
+					r.Header.Set(answer.IdempotencyKeyHeader, k)
 				}
 				w := httptest.NewRecorder()
 				a.Route(r).ServeHTTP(w, r)

@@ -14,67 +14,13 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/rest"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
-
-func TestIdempotencyKeySyntax(t *testing.T) {
-	long := strings.Repeat("k", 255)
-	valid := []struct{ name, header, key string }{
-		{"a bare key, as Stripe takes it", "8e03978e-40d5-43e8-bc93-6894a57f9324", "8e03978e-40d5-43e8-bc93-6894a57f9324"},
-		{"a quoted string, as the IETF draft writes it", `"8e03978e-40d5-43e8-bc93-6894a57f9324"`, "8e03978e-40d5-43e8-bc93-6894a57f9324"},
-		{"a quoted string with spaces and escapes", `"a \"b\" \\ c"`, `a "b" \ c`},
-		{"white space around the value", " \tk1 \t", "k1"},
-		{"a key of 255 characters", long, long},
-		{"a quoted key of 255 characters", `"` + long + `"`, long},
-	}
-	for _, tc := range valid {
-		t.Run(tc.name+" is read", func(t *testing.T) {
-			r := httptest.NewRequest(http.MethodPost, "/posts", nil)
-			r.Header.Set(idempotencyKeyHeader, tc.header)
-			if key, ok, err := idempotencyKey(r); key != tc.key || !ok || err != nil {
-				t.Errorf("got %q, %v, %v; want %q", key, ok, err, tc.key)
-			}
-		})
-	}
-	invalid := []struct{ name, header string }{
-		{"an empty value", ""},
-		{"an empty quoted string", `""`},
-		{"a key of 256 characters", long + "k"},
-		{"a bare key with a space", "a b"},
-		{"a key with a control character", "a\x01b"},
-		{"a quoted key with a tab", "\"a\tb\""},
-		{"a key that is not ASCII", "clé"},
-		{"a quoted string without its end", `"abc`},
-		{"a quoted string with parameters", `"abc";p=1`},
-		{"a list of two keys", `"a", "b"`},
-		{"an escape of anything but a quote or a backslash", `"a\nb"`},
-	}
-	for _, tc := range invalid {
-		t.Run(tc.name+" is refused", func(t *testing.T) {
-			r := httptest.NewRequest(http.MethodPost, "/posts", nil)
-			r.Header.Set(idempotencyKeyHeader, tc.header)
-			if key, ok, err := idempotencyKey(r); !ok || err == nil || errcode.Of(err).Code != errcode.BadIdempotencyKey {
-				t.Errorf("got %q, %v, %v; want a refusal", key, ok, err)
-			}
-		})
-	}
-	t.Run("a key given twice is refused", func(t *testing.T) {
-		r := httptest.NewRequest(http.MethodPost, "/posts", nil)
-		r.Header.Add(idempotencyKeyHeader, "a")
-		r.Header.Add(idempotencyKeyHeader, "a")
-		if _, ok, err := idempotencyKey(r); !ok || err == nil {
-			t.Errorf("got %v, %v; want a refusal", ok, err)
-		}
-	})
-	t.Run("no key is none", func(t *testing.T) {
-		if key, ok, err := idempotencyKey(httptest.NewRequest(http.MethodPost, "/posts", nil)); key != "" || ok || err != nil {
-			t.Errorf("got %q, %v, %v", key, ok, err)
-		}
-	})
-}
 
 // keyedServer is the API over the embedded store, REST and GraphQL, behind an httptest server.
 type keyedServer struct {
@@ -122,7 +68,7 @@ func (s *keyedServer) do(t *testing.T, method, path, key, body string) response 
 	req.Header.Set("X-API-Key", restKey)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
-		req.Header.Set(idempotencyKeyHeader, key)
+		req.Header.Set(answer.IdempotencyKeyHeader, key)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -157,8 +103,8 @@ func sameAnswer(t *testing.T, again, first response) {
 			t.Errorf("%s is %q; want %q", name, again.header.Get(name), first.header.Get(name))
 		}
 	}
-	if again.header.Get(replayedHeader) != "true" || first.header.Get(replayedHeader) != "" {
-		t.Errorf("%s: %q on the retry, %q on the first; want true, then none", replayedHeader, again.header.Get(replayedHeader), first.header.Get(replayedHeader))
+	if again.header.Get(answer.ReplayedHeader) != "true" || first.header.Get(answer.ReplayedHeader) != "" {
+		t.Errorf("%s: %q on the retry, %q on the first; want true, then none", answer.ReplayedHeader, again.header.Get(answer.ReplayedHeader), first.header.Get(answer.ReplayedHeader))
 	}
 }
 
@@ -217,7 +163,7 @@ func TestAKeyedGraphQLCreatePostIsAnsweredOnce(t *testing.T) {
 	})
 	t.Run("a query ignores a key, as a read changes nothing", func(t *testing.T) {
 		res := s.do(t, "POST", "/graphql", "not a key", `{"query": "{ posts { title } }"}`)
-		if res.status != http.StatusOK || !bytes.Contains(res.body, []byte("By GraphQL")) || res.header.Get(replayedHeader) != "" {
+		if res.status != http.StatusOK || !bytes.Contains(res.body, []byte("By GraphQL")) || res.header.Get(answer.ReplayedHeader) != "" {
 			t.Errorf("got %d %s", res.status, res.body)
 		}
 	})
@@ -257,7 +203,7 @@ func TestARetryWhoseKeysPostWasDeletedIsGone(t *testing.T) {
 	in := posts.NewPost{Title: "Hello"}
 	id := store.NewID(now)
 	keys := s.store.(store.IdempotencyStore)
-	if _, _, err := keys.ReserveKey(t.Context(), store.IdempotencyRecord{UserID: "alice", Key: "k", Fingerprint: restFingerprint(httptest.NewRequest("POST", "/posts", nil), in),
+	if _, _, err := keys.ReserveKey(t.Context(), store.IdempotencyRecord{UserID: "alice", Key: "k", Fingerprint: rest.Fingerprint(httptest.NewRequest("POST", "/posts", nil), in),
 		PostID: id, Attempt: 1, LockedUntil: now.Add(-time.Second), CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, now); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/openapi"
 )
 
@@ -22,13 +23,13 @@ const openAPIMethods = "GET, HEAD"
 
 // serveOpenAPI serves the OpenAPI description of the REST API to anyone: it holds no data.
 func (a *API) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
-	setVaryOrigin(w)
-	if a.crossOrigin(w, r, openAPIMethods, a.fail) {
+	answer.SetVaryOrigin(w)
+	if a.cors.Preflight(w, r, openAPIMethods, a.answer.Fail) {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", openAPIMethods)
-		a.fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: "+openAPIMethods))
+		a.answer.Fail(w, r, errcode.New(errcode.MethodNotAllowed, r.Method+" is not allowed here; allowed: "+openAPIMethods))
 		return
 	}
 	h := w.Header()

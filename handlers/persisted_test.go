@@ -17,6 +17,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/events/eventstest"
+	"github.com/postsedge/caddy-posts/handlers/answer"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -58,7 +59,7 @@ func askGraphQL(t *testing.T, s *wsServer, accept, body string, query url.Values
 		method, target = http.MethodGet, target+"?"+query.Encode()
 	}
 	req, _ := http.NewRequest(method, target, strings.NewReader(body))
-	req.Header.Set("Content-Type", applicationJSON)
+	req.Header.Set("Content-Type", answer.ApplicationJSON)
 	req.Header.Set("Accept", accept)
 	req.Header.Set("X-API-Key", wsKey)
 	res, err := http.DefaultClient.Do(req)
@@ -80,7 +81,7 @@ func TestAutomaticPersistedQueriesOverHTTP(t *testing.T) {
 	query := `query Post($id: ID!) { post(id: $id) { title } }`
 	variables := `{"id": "` + id + `"}`
 	hashOnly := `{"operationName": "Post", "variables": ` + variables + `, "extensions": ` + persistedQuery(query) + `}`
-	withQuery := `{"query": ` + string(mustJSON(query)) + `, "variables": ` + variables + `, "extensions": ` + persistedQuery(query) + `}`
+	withQuery := `{"query": ` + string(answer.MustJSON(query)) + `, "variables": ` + variables + `, "extensions": ` + persistedQuery(query) + `}`
 	get := url.Values{"operationName": {"Post"}, "variables": {variables}, "extensions": {persistedQuery(query)}}
 	steps := []struct {
 		name, accept, body string
@@ -88,12 +89,12 @@ func TestAutomaticPersistedQueriesOverHTTP(t *testing.T) {
 		status             int
 		code               string // of the one error, or "" for the post
 	}{
-		{"the hash alone, before any registration, is not found (200, as Apollo Server answers)", graphQLResponseJSON, hashOnly, nil, 200, errcode.PersistedQueryNotFound.GraphQL},
-		{"the hash alone is not found in application/json either", applicationJSON, hashOnly, nil, 200, errcode.PersistedQueryNotFound.GraphQL},
-		{"with GET, the hash alone is not found", graphQLResponseJSON, "", get, 200, errcode.PersistedQueryNotFound.GraphQL},
-		{"the query with its hash runs and registers it", graphQLResponseJSON, withQuery, nil, 200, ""},
-		{"then the hash alone runs it", graphQLResponseJSON, hashOnly, nil, 200, ""},
-		{"and the hash alone runs it with GET", applicationJSON, "", get, 200, ""},
+		{"the hash alone, before any registration, is not found (200, as Apollo Server answers)", answer.GraphQLResponseJSON, hashOnly, nil, 200, errcode.PersistedQueryNotFound.GraphQL},
+		{"the hash alone is not found in application/json either", answer.ApplicationJSON, hashOnly, nil, 200, errcode.PersistedQueryNotFound.GraphQL},
+		{"with GET, the hash alone is not found", answer.GraphQLResponseJSON, "", get, 200, errcode.PersistedQueryNotFound.GraphQL},
+		{"the query with its hash runs and registers it", answer.GraphQLResponseJSON, withQuery, nil, 200, ""},
+		{"then the hash alone runs it", answer.GraphQLResponseJSON, hashOnly, nil, 200, ""},
+		{"and the hash alone runs it with GET", answer.ApplicationJSON, "", get, 200, ""},
 	}
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {
@@ -112,10 +113,10 @@ func TestAutomaticPersistedQueriesOverHTTP(t *testing.T) {
 	}
 	t.Run("a mutation registered with POST is refused by hash with GET", func(t *testing.T) {
 		mutation := `mutation { createPost(input: {title: "by hash"}) { id } }`
-		if a := askGraphQL(t, s, graphQLResponseJSON, `{"query": `+string(mustJSON(mutation))+`, "extensions": `+persistedQuery(mutation)+`}`, nil); a.status != 200 || len(a.Errors) > 0 {
+		if a := askGraphQL(t, s, answer.GraphQLResponseJSON, `{"query": `+string(answer.MustJSON(mutation))+`, "extensions": `+persistedQuery(mutation)+`}`, nil); a.status != 200 || len(a.Errors) > 0 {
 			t.Fatalf("registering: %d %+v", a.status, a.Errors)
 		}
-		if a := askGraphQL(t, s, graphQLResponseJSON, "", url.Values{"extensions": {persistedQuery(mutation)}}); a.status != http.StatusMethodNotAllowed {
+		if a := askGraphQL(t, s, answer.GraphQLResponseJSON, "", url.Values{"extensions": {persistedQuery(mutation)}}); a.status != http.StatusMethodNotAllowed {
 			t.Errorf("status %d %+v; want 405", a.status, a.Errors)
 		}
 	})
@@ -148,7 +149,7 @@ func TestAutomaticPersistedQueryRefusals(t *testing.T) {
 		{"a null persistedQuery and no query", `{"extensions": {"persistedQuery": null}}`, 400, errcode.BadRequest, "query is required"},
 	} {
 		t.Run(tt.name+" is refused with "+tt.code.GraphQL, func(t *testing.T) {
-			for _, accept := range []string{graphQLResponseJSON, applicationJSON} { // 400 in either
+			for _, accept := range []string{answer.GraphQLResponseJSON, answer.ApplicationJSON} { // 400 in either
 				a := askGraphQL(t, s, accept, tt.body, nil)
 				if a.status != tt.status || a.code() != tt.code.GraphQL || !strings.Contains(a.Errors[0].Message, tt.message) {
 					t.Errorf("%s: %d %+v; want %d %s %q", accept, a.status, a.Errors, tt.status, tt.code.GraphQL, tt.message)
@@ -189,7 +190,7 @@ func TestASafelistOverHTTP(t *testing.T) {
 		{"a query not in the list is refused with 403 with GET", "", url.Values{"query": {"{ posts { id } }"}}, 403, errcode.QueryNotInSafelist.GraphQL},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a := askGraphQL(t, s, graphQLResponseJSON, tt.body, tt.get)
+			a := askGraphQL(t, s, answer.GraphQLResponseJSON, tt.body, tt.get)
 			switch {
 			case a.status != tt.status || a.code() != tt.code:
 				t.Errorf("%d %+v; want %d %s", a.status, a.Errors, tt.status, tt.code)
@@ -214,7 +215,7 @@ func TestAutomaticPersistedQueriesOverWebSocket(t *testing.T) {
 	send(t, c, `{"id": "2", "type": "subscribe", "payload": {"query": "`+subscription+`", "extensions": `+persistedQuery(subscription)+`}}`)
 	waitFor(t, "the subscription", func() bool { return s.broker.Subscribers() == 1 })
 	send(t, c, `{"id": "3", "type": "subscribe", "payload": {"extensions": `+persistedQuery(subscription)+`}}`)
-	waitFor(t, "the second subscriber of the feed", func() bool { return s.api.cfg.GraphQL.FeedClients() == 1 && s.serverConns()[0].running() == 2 })
+	waitFor(t, "the second subscriber of the feed", func() bool { return s.api.cfg.GraphQL.FeedClients() == 1 && s.serverConns()[0].Running() == 2 })
 	s.createPost(t, "to both")
 	got, cursors := map[string]string{}, map[string]string{}
 	for range 2 {

@@ -32,11 +32,12 @@ import (
 	"github.com/postsedge/caddy-posts/auth/authtest"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/events/eventstest"
+	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/handlerstest"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/internal/race"
 	"github.com/postsedge/caddy-posts/posts"
-	"github.com/postsedge/caddy-posts/posts/poststest"
 	"github.com/postsedge/caddy-posts/schema"
-	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 // The Accept headers of the two streaming clients: graphql-sse's (and EventSource's), and Apollo
@@ -65,15 +66,9 @@ const (
 // the client address of clientIPHeader) for the streams' tests, with change applied to the
 // API's Config before New (Exiting, another Authenticator). It returns the httptest server too,
 // whose shutdown a test may begin.
-func newStreamServer(t *testing.T, subs Subscriptions, limits schema.Limits, change func(*Config)) (*wsServer, *httptest.Server) {
+func newStreamServer(t *testing.T, subs live.Subscriptions, limits schema.Limits, change func(*Config)) (*wsServer, *httptest.Server) {
 	t.Helper()
-	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	broker, follower := poststest.Publishing(t, st, 16)
-	svc := posts.NewService(posts.Config{Store: st, Timeout: 5 * time.Second, MaxLimit: 10, Logger: zap.NewNop(), Events: broker, Follower: follower})
+	svc, broker := handlerstest.Posts(t, posts.Config{})
 	sch, err := schema.New(svc, zap.NewNop(), limits)
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +349,7 @@ func TestQueriesAreStreamedOnlyToClientsThatTakeNoJSON(t *testing.T) {
 	})
 	t.Run("a query to a client that takes SSE and JSON is JSON", func(t *testing.T) {
 		r := s.post(t, "text/event-stream, application/json", query, nil)
-		if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.StatusCode != http.StatusOK || media != applicationJSON {
+		if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.StatusCode != http.StatusOK || media != answer.ApplicationJSON {
 			t.Errorf("%d %s; want 200 application/json", r.StatusCode, media)
 		}
 		if got := r.rest(t); got != data+"\n" {
@@ -363,7 +358,7 @@ func TestQueriesAreStreamedOnlyToClientsThatTakeNoJSON(t *testing.T) {
 	})
 	t.Run("a query with Apollo's multipart Accept is JSON", func(t *testing.T) {
 		r := s.post(t, acceptMultipart, query, nil)
-		if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.StatusCode != http.StatusOK || media != applicationJSON {
+		if media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.StatusCode != http.StatusOK || media != answer.ApplicationJSON {
 			t.Errorf("%d %s; want 200 application/json", r.StatusCode, media)
 		}
 		if got := r.rest(t); got != data+"\n" {
@@ -554,7 +549,7 @@ func TestClosingTheHubEndsTheStreams(t *testing.T) {
 }
 
 func TestRefusalsBeforeAStream(t *testing.T) {
-	s := newWSServerWith(t, with(testSubscriptions, func(s *Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }),
+	s := newWSServerWith(t, with(testSubscriptions, func(s *live.Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }),
 		with(testLimits, func(l *schema.Limits) { l.MaxFeedsPerClient = 1 }), posts.Config{})
 	// plain checks a refusal in JSON: its status, media type, and its one error.
 	plain := func(t *testing.T, r *streamResponse, status int, media, code, message string) {
@@ -566,7 +561,7 @@ func TestRefusalsBeforeAStream(t *testing.T) {
 	}
 	t.Run("a mutation over GET to an SSE client is 405", func(t *testing.T) {
 		r := s.get(t, acceptSSE, `mutation { createPost(input: {title: "t"}) { id } }`, http.Header{"X-Api-Key": {wsKey}})
-		plain(t, r, http.StatusMethodNotAllowed, applicationJSON, "BAD_REQUEST", "use POST")
+		plain(t, r, http.StatusMethodNotAllowed, answer.ApplicationJSON, "BAD_REQUEST", "use POST")
 		if r.Header.Get("Allow") != http.MethodPost {
 			t.Errorf("Allow %q; want POST", r.Header.Get("Allow"))
 		}
@@ -576,13 +571,13 @@ func TestRefusalsBeforeAStream(t *testing.T) {
 		header              http.Header
 	}{
 		{"a mutation over GET with Last-Event-ID to an SSE client is 405", acceptSSE, `mutation { createPost(input: {title: "t"}) { id } }`, http.Header{"X-Api-Key": {wsKey}, "Last-Event-Id": {"not-a-cursor"}}},
-		{"a mutation over GET with Last-Event-ID to a client of SSE and JSON is 405", acceptSSE + ", " + applicationJSON, `mutation { createPost(input: {title: "t"}) { id } }`, http.Header{"X-Api-Key": {wsKey}, "Last-Event-Id": {"not-a-cursor"}}},
+		{"a mutation over GET with Last-Event-ID to a client of SSE and JSON is 405", acceptSSE + ", " + answer.ApplicationJSON, `mutation { createPost(input: {title: "t"}) { id } }`, http.Header{"X-Api-Key": {wsKey}, "Last-Event-Id": {"not-a-cursor"}}},
 		{"a mutation over GET missing its variables is 405", acceptSSE, `mutation M($t: String!) { createPost(input: {title: $t}) { id } }`, http.Header{"X-Api-Key": {wsKey}}},
-		{"a mutation over GET without credentials is 405", applicationJSON, `mutation { createPost(input: {title: "t"}) { id } }`, nil},
+		{"a mutation over GET without credentials is 405", answer.ApplicationJSON, `mutation { createPost(input: {title: "t"}) { id } }`, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := s.get(t, tt.accept, tt.query, tt.header)
-			plain(t, r, http.StatusMethodNotAllowed, applicationJSON, "BAD_REQUEST", "use POST")
+			plain(t, r, http.StatusMethodNotAllowed, answer.ApplicationJSON, "BAD_REQUEST", "use POST")
 			if r.Header.Get("Allow") != http.MethodPost {
 				t.Errorf("Allow %q; want POST", r.Header.Get("Allow"))
 			}
@@ -596,18 +591,18 @@ func TestRefusalsBeforeAStream(t *testing.T) {
 	})
 	t.Run("a bad credential is 401 in JSON before any stream", func(t *testing.T) {
 		r := s.post(t, acceptSSE, createdTitles, http.Header{"X-Api-Key": {"not-a-key"}})
-		plain(t, r, http.StatusUnauthorized, applicationJSON, "UNAUTHENTICATED", "")
+		plain(t, r, http.StatusUnauthorized, answer.ApplicationJSON, "UNAUTHENTICATED", "")
 		if r.Header.Get("WWW-Authenticate") == "" {
 			t.Error("no WWW-Authenticate")
 		}
 	})
 	t.Run("a bad credential to a multipart client is 401 in JSON", func(t *testing.T) {
 		r := s.post(t, acceptMultipart, createdTitles, http.Header{"X-Api-Key": {"not-a-key"}})
-		plain(t, r, http.StatusUnauthorized, applicationJSON, "UNAUTHENTICATED", "")
+		plain(t, r, http.StatusUnauthorized, answer.ApplicationJSON, "UNAUTHENTICATED", "")
 	})
 	t.Run("a foreign Origin is 403", func(t *testing.T) {
 		r := s.post(t, acceptSSE, createdTitles, http.Header{"Origin": {"https://evil.example"}})
-		plain(t, r, http.StatusForbidden, applicationJSON, "FORBIDDEN", "allowed_origins")
+		plain(t, r, http.StatusForbidden, answer.ApplicationJSON, "FORBIDDEN", "allowed_origins")
 	})
 	for _, origin := range []string{"https://app.example.com", "http://" + strings.TrimPrefix(s.http, "http://")} {
 		t.Run("the Origin "+origin+" is let in", func(t *testing.T) {
@@ -643,21 +638,21 @@ func TestRefusalsBeforeAStream(t *testing.T) {
 	})
 	t.Run("a syntax error to Apollo's multipart client is JSON, 200 in application/json", func(t *testing.T) {
 		r := s.post(t, acceptMultipart, `{"query": "subscription {"}`, nil)
-		plain(t, r, http.StatusOK, applicationJSON, "GRAPHQL_PARSE_FAILED", "")
+		plain(t, r, http.StatusOK, answer.ApplicationJSON, "GRAPHQL_PARSE_FAILED", "")
 	})
 	t.Run("a syntax error to a multipart client of GraphQL's own JSON is 400", func(t *testing.T) {
 		r := s.post(t, `multipart/mixed;subscriptionSpec=1.0, application/graphql-response+json`, `{"query": "subscription {"}`, nil)
-		plain(t, r, http.StatusBadRequest, graphQLResponseJSON, "GRAPHQL_PARSE_FAILED", "")
+		plain(t, r, http.StatusBadRequest, answer.GraphQLResponseJSON, "GRAPHQL_PARSE_FAILED", "")
 	})
 	t.Run("a mutation with an Idempotency-Key to an SSE-only client is 400", func(t *testing.T) {
 		r := s.post(t, acceptSSE, `{"query": "mutation { createPost(input: {title: \"t\"}) { id } }"}`, http.Header{"X-Api-Key": {wsKey}, "Idempotency-Key": {"k1"}})
-		plain(t, r, http.StatusBadRequest, applicationJSON, "BAD_REQUEST", "Idempotency-Key")
+		plain(t, r, http.StatusBadRequest, answer.ApplicationJSON, "BAD_REQUEST", "Idempotency-Key")
 	})
 	t.Run("a subscription past the client's distinct subscriptions is 429 before the stream", func(t *testing.T) {
 		first := s.post(t, acceptSSE, createdTitles, http.Header{"X-Api-Key": {wsBobKey}})
 		first.event(t)
 		r := s.post(t, acceptSSE, `{"query": "subscription { postDeleted }"}`, http.Header{"X-Api-Key": {wsBobKey}})
-		plain(t, r, http.StatusTooManyRequests, applicationJSON, "TOO_MANY_SUBSCRIPTIONS", "max_distinct_subscriptions_per_client")
+		plain(t, r, http.StatusTooManyRequests, answer.ApplicationJSON, "TOO_MANY_SUBSCRIPTIONS", "max_distinct_subscriptions_per_client")
 		same := s.post(t, acceptMultipart, createdTitles, http.Header{"X-Api-Key": {wsBobKey}})
 		if wantStreamHeaders(t, same, multipartType); same.part(t) != "\r\n--graphql" {
 			t.Error("the same subscription again, which shares the feed, was not streamed")
@@ -695,7 +690,7 @@ func TestAnSSEEventsIdIsNeverTheData(t *testing.T) {
 
 func TestStreamsAndWebSocketsShareOnePoolOfConnections(t *testing.T) {
 	// A short keep-alive: a stream whose client left is found by its next write at the latest.
-	s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) {
+	s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) {
 		s.MaxConnections, s.MaxConnectionsPerUser, s.KeepAlive = 10, 2, 500*time.Millisecond
 	}))
 	const ip = "192.0.2.1"
@@ -805,7 +800,7 @@ func TestAClientThatStopsReadingIsCutOffAsTooSlow(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var ends streamEnds
-			s, _ := newStreamServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxSubscriptions, s.SendQueue = 1, 1 }), testLimits,
+			s, _ := newStreamServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxSubscriptions, s.SendQueue = 1, 1 }), testLimits,
 				func(cfg *Config) { ends = logStreamEnds(cfg) })
 			r := s.post(t, tt.accept, createdBodies, nil)
 			if got := r.until(t, tt.openEnd); got != tt.open {
@@ -846,18 +841,11 @@ func TestAClientThatStopsReadingIsCutOffAsTooSlow(t *testing.T) {
 	}
 }
 
-// streamEnding says whether a stream of the hub is ending, its end set.
+// streamEnding says whether a stream of the hub is ending, its end set (the stream's Ending).
 func (s *wsServer) streamEnding() bool {
-	s.api.hub.conns.mu.Lock()
-	defer s.api.hub.conns.mu.Unlock()
-	for c := range s.api.hub.conns.all {
-		if st, ok := c.(*stream); ok {
-			st.mu.Lock()
-			done := st.done
-			st.mu.Unlock()
-			if done {
-				return true
-			}
+	for _, c := range s.api.hub.Open() {
+		if st, ok := c.(interface{ Ending() bool }); ok && st.Ending() {
+			return true
 		}
 	}
 	return false
@@ -865,7 +853,7 @@ func (s *wsServer) streamEnding() bool {
 
 func TestKeepAlive(t *testing.T) {
 	t.Run("an idle SSE stream gets a comment every ws_keepalive", func(t *testing.T) {
-		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.KeepAlive = 20 * time.Millisecond }))
+		s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.KeepAlive = 20 * time.Millisecond }))
 		r := s.post(t, acceptSSE, createdTitles, nil)
 		for i := range 3 { // the open, then keep-alives with no event
 			if got := r.event(t); got != ":\n\n" {
@@ -873,33 +861,12 @@ func TestKeepAlive(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a multipart stream's heartbeat is {} every 5 s, whatever ws_keepalive", func(t *testing.T) {
-		if got := string(multipart{}.keepAlive(nil)); got != multipartPart+"{}\r\n--graphql" {
-			t.Errorf("the heartbeat %q; want a part of {}", got)
-		}
-		if got := (multipart{}).keepAliveEvery(Subscriptions{KeepAlive: 20 * time.Millisecond}); got != 5*time.Second {
-			t.Errorf("every %s; want 5s, Apollo's", got)
-		}
-	})
 }
-
-// quickMultipart is multipart with a keep-alive tick every millisecond rather than 5 s.
-type quickMultipart struct{ multipart }
-
-func (quickMultipart) keepAliveEvery(Subscriptions) time.Duration { return time.Millisecond }
-
-// bufferOut is an out that keeps what the stream writes, to a client that never leaves.
-type bufferOut struct{ bytes.Buffer }
-
-func (o *bufferOut) write(b []byte, _ time.Time) bool { o.Write(b); return true }
-func (o *bufferOut) end()                             {}
-func (o *bufferOut) gone() <-chan struct{}            { return nil }
-func (o *bufferOut) cut()                             {}
 
 func TestAStreamEndsWhenTheServerExits(t *testing.T) {
 	t.Run("an SSE stream ends at its next keep-alive, with no complete", func(t *testing.T) {
 		var exiting atomic.Bool
-		s, _ := newStreamServer(t, with(testSubscriptions, func(s *Subscriptions) { s.KeepAlive = 20 * time.Millisecond }), testLimits,
+		s, _ := newStreamServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.KeepAlive = 20 * time.Millisecond }), testLimits,
 			func(cfg *Config) { cfg.Exiting = exiting.Load })
 		r := s.post(t, acceptSSE, createdTitles, nil)
 		r.event(t)
@@ -909,19 +876,6 @@ func TestAStreamEndsWhenTheServerExits(t *testing.T) {
 		exiting.Store(true)
 		if got := r.rest(t); strings.ReplaceAll(got, ":\n\n", "") != "" {
 			t.Errorf("after exiting, %q; want the end, with no more than keep-alives before", got)
-		}
-	})
-	t.Run("a multipart stream ends at its next keep-alive with SHUTTING_DOWN", func(t *testing.T) {
-		a := New(Config{Subscriptions: testSubscriptions, Logger: zap.NewNop(), Exiting: func() bool { return true }})
-		s := &stream{frame: quickMultipart{}, wake: make(chan struct{}, 1), hub: a.hub, ctx: context.Background(), opened: time.Now()}
-		var o bufferOut
-		s.run(&o)
-		last, ok := strings.CutSuffix(o.String(), multipartEnd)
-		if !ok {
-			t.Fatalf("the stream ends %q; want the end boundary", o.String())
-		}
-		if got := transportFailure(t, last); !strings.HasPrefix(got, "SHUTTING_DOWN: ") {
-			t.Errorf("the last part says %q; want SHUTTING_DOWN", got)
 		}
 	})
 	t.Run("the shutdown of the server ends its streams at once", func(t *testing.T) {
@@ -1014,62 +968,7 @@ func TestAStreamBehindAWriterThatCannotFlushIsRefused(t *testing.T) {
 	if res.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), `"code":"INTERNAL_SERVER_ERROR"`) {
 		t.Errorf("%d %s; want 500 INTERNAL_SERVER_ERROR rather than a stream that opens and ends", res.StatusCode, body)
 	}
-	if got := s.api.hub.conns.reserved; got != 0 {
+	if _, _, got := s.api.hub.Counted(""); got != 0 {
 		t.Errorf("%d connections held after the refusal; want 0", got)
-	}
-}
-
-// panicking is SSE whose keep-alive panics, every 5 ms: a fault of the goroutine that writes a
-// stream.
-type panicking struct{ sse }
-
-func (panicking) keepAliveEvery(Subscriptions) time.Duration { return 5 * time.Millisecond }
-func (panicking) keepAlive([]byte) []byte                    { panic("a fault of the stream's writer") }
-
-// TestAPanicOfAStreamsWriterEndsTheStreamNotTheServer has the writer of a stream whose
-// connection was taken (HTTP/1.1: run on a goroutine of its own, which no handler of Caddy's
-// recovers) panic: the stream ends, its place is given back, the panic is logged at error with
-// the request's id and no word of it reaches the client, and the server goes on serving.
-func TestAPanicOfAStreamsWriterEndsTheStreamNotTheServer(t *testing.T) {
-	core, logs := observer.New(zap.ErrorLevel)
-	s, _ := newStreamServer(t, testSubscriptions, testLimits, func(cfg *Config) {
-		cfg.Logger = zap.New(core)
-		cfg.RequestID = func(*http.Request) string { return "req-1" }
-	})
-	op, refusal := s.api.cfg.GraphQL.Prepare(schema.Request{Query: "subscription { postCreated { title } }"})
-	if refusal != nil {
-		t.Fatal(refusal)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.api.serveStream(w, r, panicking{}, applicationJSON, auth.Identity{}, op)
-	}))
-	t.Cleanup(srv.Close)
-	const ip = "192.0.2.9"
-	r := s.post(t, acceptSSE, createdTitles, nil)
-	r.event(t) // a stream of the server's own, to read after the panic
-	ctx, cancel := context.WithTimeout(t.Context(), streamDeadline)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
-	req.Header.Set(clientIPHeader, ip)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body) // ends, broken off: the connection is closed
-	if res.StatusCode != http.StatusOK || string(body) != sseOpen {
-		t.Errorf("%d %q; want the stream's opening and its end, no word of the fault", res.StatusCode, body)
-	}
-	waitFor(t, "the stream's place to be given back", func() bool { n, _ := s.connectionsOf(addressClient(ip)); return n == 0 })
-	entries := logs.FilterMessage("graphql stream failed").All()
-	if len(entries) != 1 {
-		t.Fatalf("%d lines %q; want one", len(entries), "graphql stream failed")
-	}
-	if fields := entries[0].ContextMap(); fields["uuid"] != "req-1" || fields["panic"] != "a fault of the stream's writer" || fields["stack"] == "" {
-		t.Errorf("the log line %v; want the request's uuid, the panic and its stack", fields)
-	}
-	s.createPost(t, "after the fault")
-	if got := r.event(t); !strings.Contains(got, "after the fault") {
-		t.Errorf("the other stream reads %q; want the post made after the fault", got)
 	}
 }

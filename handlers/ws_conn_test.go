@@ -15,6 +15,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/events/eventstest"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/internal/race"
 	"github.com/postsedge/caddy-posts/posts"
 )
@@ -72,7 +73,7 @@ func TestGraphQLTransportWS(t *testing.T) {
 }
 
 func TestGraphQLTransportWSCloseCodes(t *testing.T) {
-	s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.InitTimeout, s.ReadLimit = 300*time.Millisecond, 1024 }))
+	s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.InitTimeout, s.ReadLimit = 300*time.Millisecond, 1024 }))
 	subscribe := `{"id": "1", "type": "subscribe", "payload": {"query": "subscription { postCreated { id } }"}}`
 	tests := []struct {
 		name     string
@@ -150,7 +151,7 @@ func TestGraphQLTransportWSCloseCodes(t *testing.T) {
 }
 
 func TestWebSocketUpgradesThatAreRefused(t *testing.T) {
-	s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }))
+	s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.OriginPatterns = []string{"app.example.com"} }))
 	for _, tt := range []struct {
 		name        string
 		subprotocol string
@@ -192,7 +193,7 @@ func TestWebSocketUpgradesThatAreRefused(t *testing.T) {
 		}
 	})
 	t.Run("operations past MaxSubscriptions get an error, and the connection stays", func(t *testing.T) {
-		capped := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxSubscriptions = 1 }))
+		capped := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxSubscriptions = 1 }))
 		c := capped.dial(t, transportWS, nil)
 		initialise(t, c, `{}`)
 		send(t, c, `{"id": "1", "type": "subscribe", "payload": {"query": "subscription { postDeleted }"}}`)
@@ -205,7 +206,7 @@ func TestWebSocketUpgradesThatAreRefused(t *testing.T) {
 
 func TestConnectionCaps(t *testing.T) {
 	t.Run("a connection over MaxConnections gets 503", func(t *testing.T) {
-		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnections = 1 }))
+		s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxConnections = 1 }))
 		s.dial(t, transportWS, nil) // its place is held from before the upgrade
 		_, res, err := websocket.Dial(t.Context(), s.url, &websocket.DialOptions{Subprotocols: []string{transportWS}})
 		if err == nil || res == nil || res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
@@ -213,7 +214,7 @@ func TestConnectionCaps(t *testing.T) {
 		}
 	})
 	t.Run("an id reused right after complete is tracked, and counted against max_subscriptions", func(t *testing.T) {
-		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxSubscriptions = 1 }))
+		s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxSubscriptions = 1 }))
 		c := s.dial(t, transportWS, nil)
 		initialise(t, c, `{}`)
 		for range 50 {
@@ -269,7 +270,7 @@ func TestLegacyGraphQLWS(t *testing.T) {
 func TestNoGoroutineOutlivesItsConnection(t *testing.T) {
 	// The client does not wait for the server to see each connection end: more than the
 	// default share of one address may still be open.
-	s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnectionsPerUser = s.MaxConnections }))
+	s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxConnectionsPerUser = s.MaxConnections }))
 	c := s.dial(t, transportWS, nil) // warm up: the store and the HTTP server start their goroutines
 	initialise(t, c, `{}`)
 	_ = c.CloseNow()

@@ -16,11 +16,12 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/live"
 )
 
 // sharing returns an API like s's, with subs, on s's hub, not registered yet: the next
 // config of a server that reloads.
-func sharing(s *wsServer, subs Subscriptions) *API {
+func sharing(s *wsServer, subs live.Subscriptions) *API {
 	cfg := s.api.cfg
 	cfg.Subscriptions, cfg.Hub = subs, s.api.hub
 	return New(cfg)
@@ -56,19 +57,19 @@ func TestTheHubAppliesTheLatestRegisteredAPI(t *testing.T) {
 	next := sharing(s, one)
 
 	t.Run("a connection applies the limits of an API registered after it opened", func(t *testing.T) {
-		s.api.hub.Register(next)
+		s.api.hub.Register(next.LiveConfig())
 		if !subscribeTo(t, c, "2") {
 			t.Error("a second subscription under max_subscriptions 1 was accepted")
 		}
 	})
 	t.Run("unregistering the latest API hands the connection back to the one before", func(t *testing.T) {
-		s.api.hub.Unregister(next)
+		s.api.hub.Unregister(next.LiveConfig())
 		if subscribeTo(t, c, "3") {
 			t.Error("a second subscription was refused under the first API's max_subscriptions")
 		}
 	})
 	t.Run("the last API to unregister stays current for the connections still open", func(t *testing.T) {
-		s.api.hub.Unregister(s.api)
+		s.api.hub.Unregister(s.api.LiveConfig())
 		if subscribeTo(t, c, "4") {
 			t.Error("a subscription was refused")
 		}

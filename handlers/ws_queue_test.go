@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/internal/race"
 )
 
@@ -89,7 +90,7 @@ func (r *titleReader) end() error {
 func TestASubscriberThatStopsReadingIsCutOff(t *testing.T) {
 	// No keep-alive ping while the test runs: the slow client could not answer it in time. And
 	// so a write's timeout is a minute: slow's connection ends only if the write is cut.
-	s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.SendQueue, s.MaxSubscriptions, s.KeepAlive = 4, 1, time.Minute }))
+	s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.SendQueue, s.MaxSubscriptions, s.KeepAlive = 4, 1, time.Minute }))
 	s.createPost(t, "warm-up") // the store, the HTTP server and client start their goroutines
 	warm := s.dial(t, transportWS, nil)
 	initialise(t, warm, `{}`)
@@ -106,13 +107,13 @@ func TestASubscriberThatStopsReadingIsCutOff(t *testing.T) {
 	}
 	waitFor(t, "both subscriptions", func() bool {
 		conns := s.serverConns()
-		return len(conns) == 2 && conns[0].running() == 1 && conns[1].running() == 1
+		return len(conns) == 2 && conns[0].Running() == 1 && conns[1].Running() == 1
 	})
 	conns := s.serverConns()
 	ending := func() int { // how many connections the server is closing, or has closed
 		n := 0
 		for _, c := range conns {
-			if c.ending() {
+			if c.Ending() {
 				n++
 			}
 		}
@@ -130,9 +131,9 @@ func TestASubscriberThatStopsReadingIsCutOff(t *testing.T) {
 		r.expect(t, title) // and so the feed has handed it to slow too
 	}
 	decided := time.Now()
-	var cut *wsConn
+	var cut serverConn
 	for _, c := range conns {
-		if c.ending() {
+		if c.Ending() {
 			cut = c
 		}
 	}
@@ -143,7 +144,7 @@ func TestASubscriberThatStopsReadingIsCutOff(t *testing.T) {
 	if !race.Enabled && took > time.Second {
 		t.Errorf("slow's connection ended %v after it was found too slow; want within 1s", took)
 	}
-	if cut == nil || cut.closeCode() != websocket.StatusTryAgainLater {
+	if cut == nil || cut.CloseCode() != websocket.StatusTryAgainLater {
 		t.Errorf("the connection that ended is %v; want slow's, closed with 1013", cut)
 	}
 	s.createPost(t, "after slow was closed")
@@ -174,7 +175,7 @@ func TestASubscriberThatStopsReadingIsCutOff(t *testing.T) {
 // the server's queue for a client that does not read, and reuses its id at once: none of the
 // waiting events is sent, under the old operation's id or the new one's.
 func TestCompleteDropsWhatIsQueuedForTheOperation(t *testing.T) {
-	s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.KeepAlive = time.Minute }))
+	s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.KeepAlive = time.Minute }))
 	const subscribe = `{"id": "1", "type": "subscribe", "payload": {"query": "subscription { postCreated { title body } }"}}`
 	stalled := s.dial(t, transportWS, nil)
 	stalled.SetReadLimit(1 << 20) // an event is some 300 KB
@@ -187,7 +188,7 @@ func TestCompleteDropsWhatIsQueuedForTheOperation(t *testing.T) {
 	initialise(t, witness, `{}`)
 	send(t, witness, subscribe)
 	waitFor(t, "the witness's subscription", func() bool {
-		return s.open() == 2 && s.serverConns()[0].running() == 1 && s.serverConns()[1].running() == 1
+		return s.open() == 2 && s.serverConns()[0].Running() == 1 && s.serverConns()[1].Running() == 1
 	})
 	r := readTitles(witness)
 
@@ -195,9 +196,9 @@ func TestCompleteDropsWhatIsQueuedForTheOperation(t *testing.T) {
 	// next message may open its TCP window by a few events (some 1.5 MB seen): 16 waiting
 	// (4.8 MB) leave some behind.
 	n := 0
-	for ; server.queueLength() < 16; n++ {
+	for ; server.Queued() < 16; n++ {
 		if n == 100 {
-			t.Fatalf("%d events wait in the queue after %d; want 16", server.queueLength(), n)
+			t.Fatalf("%d events wait in the queue after %d; want 16", server.Queued(), n)
 		}
 		title := fmt.Sprint("event ", n)
 		s.createBigPost(t, title)
@@ -208,7 +209,7 @@ func TestCompleteDropsWhatIsQueuedForTheOperation(t *testing.T) {
 	send(t, witness, `{"type": "ping"}`)
 	r.expect(t, "pong")
 
-	q := server.queueLength()
+	q := server.Queued()
 	send(t, stalled, `{"id": "1", "type": "complete"}`)
 	send(t, stalled, `{"id": "1", "type": "subscribe", "payload": {"query": "subscription { postDeleted }"}}`)
 	send(t, stalled, `{"type": "ping"}`)
@@ -227,10 +228,10 @@ func TestCompleteDropsWhatIsQueuedForTheOperation(t *testing.T) {
 
 func TestTheSendQueueHoldsOneEventForEverySubscription(t *testing.T) {
 	// A client with as many subscriptions as it may, all matching one event, is not too slow.
-	if got := with(testSubscriptions, func(s *Subscriptions) { s.SendQueue, s.MaxSubscriptions = 4, 10 }).withSendQueueFloor().SendQueue; got != 10 {
+	if got := with(testSubscriptions, func(s *live.Subscriptions) { s.SendQueue, s.MaxSubscriptions = 4, 10 }).WithSendQueueFloor().SendQueue; got != 10 {
 		t.Errorf("SendQueue = %d; want 10, MaxSubscriptions", got)
 	}
-	if got := testSubscriptions.withSendQueueFloor().SendQueue; got != testSubscriptions.MaxSubscriptions {
+	if got := testSubscriptions.WithSendQueueFloor().SendQueue; got != testSubscriptions.MaxSubscriptions {
 		t.Errorf("SendQueue unset = %d; want %d, MaxSubscriptions", got, testSubscriptions.MaxSubscriptions)
 	}
 }

@@ -18,10 +18,10 @@ import (
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/handlers/handlerstest"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/posts"
-	"github.com/postsedge/caddy-posts/posts/poststest"
 	"github.com/postsedge/caddy-posts/schema"
-	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 // The API keys of the WebSocket tests: alice's, and bob's.
@@ -42,7 +42,20 @@ type wsServer struct {
 // API's Config.ClientIP reads it, and without it the peer's address counts.
 const clientIPHeader = "X-Test-Client-IP"
 
-func newWSServer(t *testing.T, subs Subscriptions) *wsServer {
+// The subprotocols a client offers: graphql-ws's, and subscriptions-transport-ws's.
+const (
+	transportWS = "graphql-transport-ws"
+	legacyWS    = "graphql-ws"
+)
+
+// message is a message of either protocol, as a client reads it.
+type message struct {
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+func newWSServer(t *testing.T, subs live.Subscriptions) *wsServer {
 	t.Helper()
 	return newWSServerWith(t, subs, testLimits, posts.Config{})
 }
@@ -50,16 +63,9 @@ func newWSServer(t *testing.T, subs Subscriptions) *wsServer {
 // newWSServerWith is newWSServer with limits for the schema, the rules of posts, and the
 // operations of a persisted query manifest: rules' store, timeout, page size, logger and events
 // are the server's own.
-func newWSServerWith(t *testing.T, subs Subscriptions, limits schema.Limits, rules posts.Config, persisted ...schema.PersistedQuery) *wsServer {
+func newWSServerWith(t *testing.T, subs live.Subscriptions, limits schema.Limits, rules posts.Config, persisted ...schema.PersistedQuery) *wsServer {
 	t.Helper()
-	st, err := sqlite.Open(t.TempDir(), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	broker, follower := poststest.Publishing(t, st, 16)
-	rules.Store, rules.Timeout, rules.MaxLimit, rules.Logger, rules.Events, rules.Follower = st, 5*time.Second, 10, zap.NewNop(), broker, follower
-	svc := posts.NewService(rules)
+	svc, broker := handlerstest.Posts(t, rules)
 	s, err := schema.New(svc, zap.NewNop(), limits, persisted...)
 	if err != nil {
 		t.Fatal(err)
@@ -82,9 +88,7 @@ func newWSServerWith(t *testing.T, subs Subscriptions, limits schema.Limits, rul
 
 // open is how many WebSocket connections the API holds.
 func (s *wsServer) open() int {
-	s.api.hub.conns.mu.Lock()
-	defer s.api.hub.conns.mu.Unlock()
-	return len(s.api.hub.conns.all)
+	return len(s.api.hub.Open())
 }
 
 func (s *wsServer) dial(t *testing.T, subprotocol string, header http.Header) *websocket.Conn {
@@ -148,31 +152,23 @@ func initialise(t *testing.T, c *websocket.Conn, payload string) {
 	}
 }
 
-// serverConns are the API's connections, as the server holds them.
-func (s *wsServer) serverConns() []*wsConn {
-	s.api.hub.conns.mu.Lock()
-	defer s.api.hub.conns.mu.Unlock()
-	var all []*wsConn
-	for c := range s.api.hub.conns.all {
-		if ws, ok := c.(*wsConn); ok {
+// serverConn is what the tests read of a WebSocket the server holds (handlers/ws's conn).
+type serverConn interface {
+	Ending() bool                    // Fail was called
+	CloseCode() websocket.StatusCode // the code it closed with
+	Running() int                    // the operations it runs
+	Queued() int                     // the messages waiting for its writer
+}
+
+// serverConns are the API's WebSocket connections, as the server holds them.
+func (s *wsServer) serverConns() []serverConn {
+	var all []serverConn
+	for _, c := range s.api.hub.Open() {
+		if ws, ok := c.(serverConn); ok {
 			all = append(all, ws)
 		}
 	}
 	return all
-}
-
-// running is how many operations c runs.
-func (c *wsConn) running() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.ops)
-}
-
-// queueLength is how many messages wait for c's writer.
-func (c *wsConn) queueLength() int {
-	c.queueMu.Lock()
-	defer c.queueMu.Unlock()
-	return len(c.queue)
 }
 
 // waitFor polls cond for up to 5s.

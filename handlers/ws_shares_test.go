@@ -8,7 +8,9 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/schema"
 )
@@ -21,11 +23,16 @@ func fromWithKey(ip string) http.Header {
 	return http.Header{clientIPHeader: {ip}, "X-Api-Key": {wsKey}}
 }
 
+// addressClient is the client of an anonymous caller from address (live.ClientKey).
+func addressClient(address string) string { return live.ClientKey(auth.Identity{}, address) }
+
+// userClient is the client of the user userID (live.ClientKey).
+func userClient(userID string) string { return live.ClientKey(auth.Identity{UserID: userID}, "") }
+
 // connectionsOf is how many connections the API counts against client, and how many in all.
 func (s *wsServer) connectionsOf(client string) (int, int) {
-	s.api.hub.conns.mu.Lock()
-	defer s.api.hub.conns.mu.Unlock()
-	return s.api.hub.conns.clients[client], s.api.hub.conns.reserved
+	ofClient, _, all := s.api.hub.Counted(client)
+	return ofClient, all
 }
 
 // feedsOf is how many distinct feeds client takes part in.
@@ -62,7 +69,7 @@ func (s *wsServer) refusedDial(t *testing.T, header http.Header) (int, string, s
 
 func TestEachClientHasItsShareOfConnections(t *testing.T) {
 	t.Run("an anonymous client at its share gets 429 before the upgrade, and cannot block another address", func(t *testing.T) {
-		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnections, s.MaxConnectionsPerUser = 4, 2 }))
+		s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxConnections, s.MaxConnectionsPerUser = 4, 2 }))
 		held := []*websocket.Conn{s.dial(t, transportWS, from("192.0.2.1")), s.dial(t, transportWS, from("192.0.2.1"))}
 		status, retry, msg := s.refusedDial(t, from("192.0.2.1"))
 		if status != http.StatusTooManyRequests || retry == "" || !strings.Contains(msg, "max_connections_per_user") {
@@ -79,7 +86,7 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 		s.dial(t, transportWS, from("192.0.2.1"))
 	})
 	t.Run("the global max_connections still answers 503", func(t *testing.T) {
-		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnections, s.MaxConnectionsPerUser = 2, 2 }))
+		s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxConnections, s.MaxConnectionsPerUser = 2, 2 }))
 		s.dial(t, transportWS, from("192.0.2.1"))
 		s.dial(t, transportWS, from("192.0.2.2"))
 		if status, retry, _ := s.refusedDial(t, from("192.0.2.3")); status != http.StatusServiceUnavailable || retry == "" {
@@ -87,7 +94,7 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 		}
 	})
 	t.Run("a user's connections count together, from any address, by the upgrade request's credentials", func(t *testing.T) {
-		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnectionsPerUser = 2 }))
+		s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxConnectionsPerUser = 2 }))
 		s.dial(t, transportWS, fromWithKey("192.0.2.1"))
 		s.dial(t, transportWS, fromWithKey("192.0.2.2"))
 		if status, _, _ := s.refusedDial(t, fromWithKey("192.0.2.3")); status != http.StatusTooManyRequests {
@@ -96,7 +103,7 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 		s.dial(t, transportWS, from("192.0.2.3")) // the address itself has its own share
 	})
 	t.Run("connection_init naming a user moves the connection from its address's count to the user's", func(t *testing.T) {
-		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnectionsPerUser = 1 }))
+		s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxConnectionsPerUser = 1 }))
 		c := s.dial(t, transportWS, from("192.0.2.1"))
 		initialise(t, c, `{"X-API-Key": "`+wsKey+`"}`)
 		if mine, _ := s.connectionsOf(addressClient("192.0.2.1")); mine != 0 {
@@ -108,7 +115,7 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 		s.dial(t, transportWS, from("192.0.2.1")) // the address's place is free again
 	})
 	t.Run("connection_init naming a user at their share closes with 4429, and counts nothing", func(t *testing.T) {
-		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnectionsPerUser = 1 }))
+		s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxConnectionsPerUser = 1 }))
 		s.dial(t, transportWS, fromWithKey("192.0.2.1"))
 		for _, subprotocol := range []string{transportWS, legacyWS} {
 			c := s.dial(t, subprotocol, from("192.0.2.2"))
@@ -128,7 +135,7 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 		}
 	})
 	t.Run("every count is back to zero once the connections close", func(t *testing.T) {
-		s := newWSServer(t, with(testSubscriptions, func(s *Subscriptions) { s.MaxConnectionsPerUser = 3 }))
+		s := newWSServer(t, with(testSubscriptions, func(s *live.Subscriptions) { s.MaxConnectionsPerUser = 3 }))
 		var all []*websocket.Conn
 		for _, h := range []http.Header{from("192.0.2.1"), from("192.0.2.1"), fromWithKey("192.0.2.2"), from("192.0.2.3")} {
 			all = append(all, s.dial(t, transportWS, h))
@@ -138,9 +145,8 @@ func TestEachClientHasItsShareOfConnections(t *testing.T) {
 			_ = c.CloseNow()
 		}
 		waitFor(t, "every count to be zero", func() bool {
-			s.api.hub.conns.mu.Lock()
-			defer s.api.hub.conns.mu.Unlock()
-			return len(s.api.hub.conns.clients) == 0 && s.api.hub.conns.reserved == 0 && len(s.api.hub.conns.all) == 0
+			_, clients, reserved := s.api.hub.Counted("")
+			return clients == 0 && reserved == 0 && len(s.api.hub.Open()) == 0
 		})
 	})
 }

@@ -419,7 +419,7 @@ func (c *diffCounts) log(t *testing.T) {
 const maxDifferencesShown = 10
 
 // compareOn prepares req on both schemas of site and, for a query, executes it as each caller
-// on both (graphql-go's side twice) and requires the same bytes, as handlers/graphql.go writes
+// on both (graphql-go's side twice) and requires the same bytes, as answer.WriteGraphQL writes
 // the response. A mutation changes the store and a subscription is not executed here: neither
 // may be planned. It returns the type of the operation, "" when Prepare refused it.
 func compareOn(t *testing.T, site diffSite, req schema.Request, file string, callers []diffCaller, c *diffCounts) string {
@@ -497,7 +497,7 @@ func compareOn(t *testing.T, site diffSite, req schema.Request, file string, cal
 	return pOp.Type
 }
 
-// encodeResponse is res as handlers/graphql.go's writeGraphQL writes it.
+// encodeResponse is res as answer.WriteGraphQL (handlers/answer/graphql.go) writes it.
 func encodeResponse(res *graphql.Response) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

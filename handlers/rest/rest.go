@@ -1,0 +1,227 @@
+// Package rest serves the REST API: /posts and /posts/{id} (Handler), their JSON (json.go),
+// conditional requests (conditional.go) and the creates an Idempotency-Key makes safe to retry
+// (idempotency.go). It reads and writes HTTP and leaves every rule to posts.Service.
+package rest
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/errcode"
+	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/request"
+	"github.com/postsedge/caddy-posts/metrics"
+	"github.com/postsedge/caddy-posts/posts"
+)
+
+// Handler serves /posts and /posts/{id}.
+type Handler struct {
+	// Posts applies the rules, and decides who may do what (Allow).
+	Posts *posts.Service
+	// Auth finds the caller of each request.
+	Auth *auth.Authenticator
+	// MaxBodySize is the largest request body read, in bytes.
+	MaxBodySize int64
+	// MaxResponseSize is the largest page written, in bytes: a page of posts ends early rather
+	// than grow past it.
+	MaxResponseSize int64
+	// Identified, if set, is told the caller of every authenticated request before it is served.
+	Identified func(*http.Request, auth.Identity)
+	// Answer writes failures.
+	Answer *answer.Failer
+	// Vary is the Vary of the answers.
+	Vary answer.Varies
+	// CORS lets the allowed origins' pages read the answers.
+	CORS *answer.CORS
+}
+
+// Collection serves /posts, observed in the metrics.
+func (h *Handler) Collection() http.Handler {
+	return answer.Observed(metrics.REST, "", h.endpoint("/posts", methods{http.MethodGet: h.list, http.MethodPost: h.create}))
+}
+
+// Item serves /posts/{id}, observed in the metrics.
+func (h *Handler) Item() http.Handler {
+	return answer.Observed(metrics.REST, "", h.endpoint("/posts/{id}", methods{http.MethodGet: h.get, http.MethodPatch: h.update, http.MethodDelete: h.delete}))
+}
+
+// NoRoute serves the paths under /posts/ that name no resource, observed in the metrics.
+func (h *Handler) NoRoute() http.Handler {
+	return answer.Observed(metrics.REST, "other", h.serveNoRoute)
+}
+
+// listParams are the query parameters of GET /posts.
+var listParams = []string{"userId", "limit", "after"}
+
+// list serves GET /posts: a page of posts, newest first, with a Link to the next page.
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
+	q, err := listQuery(r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	page, err := h.Posts.List(r.Context(), q)
+	if errors.Is(err, posts.ErrInvalid) {
+		return answer.BadRequest("%v", err) // a bad query parameter, not a bad entity
+	}
+	if err != nil {
+		return err
+	}
+	// A page ends early rather than grow past MaxResponseSize; its Link then resumes after the
+	// last post sent, so that a client following Links still gets every post once.
+	n, next := pageFits(page.Posts, h.MaxResponseSize), page.Next
+	if n < len(page.Posts) {
+		next = posts.Cursor(page.Posts[n-1])
+	}
+	if next != "" {
+		w.Header().Set("Link", nextLink(q, next))
+	}
+	writePage(w, http.StatusOK, page.Posts[:n])
+	return nil
+}
+
+// nextLink is the Link header to the page of q that starts after the cursor after.
+func nextLink(q posts.ListQuery, after string) string {
+	next := url.Values{"after": {after}}
+	if q.Limit != 0 {
+		next.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.UserID != "" {
+		next.Set("userId", q.UserID)
+	}
+	return fmt.Sprintf(`</posts?%s>; rel="next"`, next.Encode())
+}
+
+// listQuery reads the query string of GET /posts, refusing unknown, repeated or malformed
+// parameters rather than ignoring them.
+func listQuery(raw string) (q posts.ListQuery, err error) {
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return q, answer.BadRequest("the query string is malformed")
+	}
+	for name, vs := range values {
+		switch {
+		case !slices.Contains(listParams, name):
+			return q, answer.BadRequest("unknown query parameter %q; allowed: %s", name, strings.Join(listParams, ", "))
+		case len(vs) > 1:
+			return q, answer.BadRequest("query parameter %q is given more than once", name)
+		case vs[0] == "":
+			return q, answer.BadRequest("query parameter %q is empty", name)
+		}
+	}
+	q.UserID, q.After = values.Get("userId"), values.Get("after")
+	if s := values.Get("limit"); s != "" {
+		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit == 0 {
+			return q, answer.BadRequest("limit must be a whole number of posts, at least 1")
+		}
+	}
+	return q, nil
+}
+
+// get serves GET /posts/{id}: the post with its validators, or 304 Not Modified when the
+// client's copy is current (If-None-Match, If-Modified-Since).
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
+	pre, err := readPreconditions(r)
+	if err != nil {
+		return err
+	}
+	post, err := h.Posts.Get(r.Context(), postID(r))
+	if err != nil {
+		return err
+	}
+	status := pre.read(post)
+	if status == http.StatusPreconditionFailed {
+		return preconditionFailed(post)
+	}
+	setValidators(w.Header(), post)
+	if status == http.StatusNotModified {
+		w.WriteHeader(status)
+		return nil
+	}
+	writePost(w, http.StatusOK, post)
+	return nil
+}
+
+// create serves POST /posts: the post is the caller's, whatever the body says.
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) error {
+	caller := auth.FromContext(r.Context())
+	key, keyed, err := request.IdempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	members, err := request.Object(w, r, h.MaxBodySize, "application/json")
+	if err != nil {
+		return err
+	}
+	in, err := newPost(members)
+	if err != nil {
+		return err
+	}
+	if keyed {
+		return h.createOnce(w, r, caller, in, key)
+	}
+	post, err := h.Posts.Create(r.Context(), caller, in)
+	if err != nil {
+		return err
+	}
+	writeCreated(w, post)
+	return nil
+}
+
+// writeCreated writes the answer to a post created: createOnce keeps it as it is written.
+func writeCreated(w http.ResponseWriter, post posts.Post) {
+	w.Header().Set("Location", "/posts/"+post.ID)
+	setValidators(w.Header(), post)
+	writePost(w, http.StatusCreated, post)
+}
+
+// update serves PATCH /posts/{id} with a JSON merge patch of title and body, if the post meets
+// the request's preconditions (If-Match).
+func (h *Handler) update(w http.ResponseWriter, r *http.Request) error {
+	caller := auth.FromContext(r.Context())
+	pre, err := readPreconditions(r)
+	if err != nil {
+		return err
+	}
+	members, err := request.Object(w, r, h.MaxBodySize, "application/json", "application/merge-patch+json")
+	if err != nil {
+		return err
+	}
+	ch, err := changes(members)
+	if err != nil {
+		return err
+	}
+	post, err := h.Posts.Update(r.Context(), caller, postID(r), ch, pre.expect())
+	if err != nil {
+		return err
+	}
+	setValidators(w.Header(), post)
+	writePost(w, http.StatusOK, post)
+	return nil
+}
+
+// delete serves DELETE /posts/{id}, if the post meets the request's preconditions (If-Match).
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request) error {
+	pre, err := readPreconditions(r)
+	if err != nil {
+		return err
+	}
+	if err := h.Posts.Delete(r.Context(), auth.FromContext(r.Context()), postID(r), pre.expect()); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// serveNoRoute serves the paths under /posts/ that name no resource (/posts/, /posts/{id}/,
+// /posts/a/b): they are the API's to answer, with a 404 in its shape, whatever the method.
+func (h *Handler) serveNoRoute(w http.ResponseWriter, r *http.Request) {
+	answer.SetVaryOrigin(w)
+	h.CORS.Allow(w, r)
+	h.Answer.Fail(w, r, errcode.New(errcode.NoSuchPath, "no such path: posts are at /posts and /posts/{id}"))
+}
