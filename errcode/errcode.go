@@ -15,7 +15,7 @@ import (
 type Code struct {
 	// GraphQL is the extensions.code of a GraphQL error of this kind. Every row with a Status
 	// has one but NoSuchPath, which REST's router alone answers: a GraphQL request refused with
-	// the row gets it (handlers/errors_test.go holds each row to it).
+	// the row gets it (handlers/answer/errors_test.go holds each row to it).
 	GraphQL string
 	// Status is the HTTP status of an answer that is this error: a REST answer, and a GraphQL
 	// answer over HTTP refused before it ran (400 stands for "400, or 200 in application/json",
