@@ -216,11 +216,11 @@ func TestJWKSOutage(t *testing.T) {
 	idp.Failing.Store(true)
 	t.Cleanup(func() { idp.Failing.Store(false) })
 	// A URL of its own, so a new key set is pooled; refreshed every second to see the outage.
-	outage := fmt.Sprintf("\nhttp://localhost:9084 {\n\tposts {\n\t\tdata_dir %s\n\t\tjwks_url %s/jwks.json?outage\n\t\tjwks_refresh 1s\n\t}\n}\n", dataDir, idp.URL)
+	outageSite := extraSite
+	outage := fmt.Sprintf("\n%s {\n\tposts {\n\t\tdata_dir %s\n\t\tjwks_url %s/jwks.json?outage\n\t\tjwks_refresh 1s\n\t}\n}\n", outageSite, dataDir, idp.URL)
 	tc := caddytest.NewTester(t)
 	tc.InitServer(config()+outage, "caddyfile")
 	c := &client{t: t, http: tc.Client}
-	const outageSite = "http://localhost:9084"
 
 	t.Run("a token before any key is fetched gets 503 with Retry-After", func(t *testing.T) {
 		res := c.do("POST", outageSite+"/posts", `{"title": "too early"}`, bearer(idp.Token(authtest.Claims("alice"), "RS256")), jsonBody)
@@ -285,7 +285,7 @@ func TestTheKeySetsAreSharedAcrossReloads(t *testing.T) {
 	})
 
 	t.Run("the last config that names a key set releases it", func(t *testing.T) {
-		own := fmt.Sprintf("\nhttp://localhost:9084 {\n\tposts {\n\t\tdata_dir %s\n\t\tjwks_url %s/jwks.json?reloads\n\t}\n}\n", dataDir, idp.URL)
+		own := fmt.Sprintf("\n%s {\n\tposts {\n\t\tdata_dir %s\n\t\tjwks_url %s/jwks.json?reloads\n\t}\n}\n", extraSite, dataDir, idp.URL)
 		tc := caddytest.NewTester(t)
 		tc.InitServer(config()+own, "caddyfile")
 		key := "jwks " + idp.URL + "/jwks.json?reloads every 1h0m0s"

@@ -305,7 +305,7 @@ func TestGraphQLServerFaults(t *testing.T) {
 	t.Run("a bearer token before the JWKS is first fetched gets 503 UNAVAILABLE with Retry-After", func(t *testing.T) {
 		idp.Failing.Store(true)
 		t.Cleanup(func() { idp.Failing.Store(false) })
-		const outageSite = "http://localhost:9084"
+		outageSite := extraSite
 		outage := fmt.Sprintf("\n%s {\n\tposts {\n\t\tdata_dir %s\n\t\tjwks_url %s/jwks.json?graphql-outage\n\t}\n}\n", outageSite, dataDir, idp.URL)
 		c := loadGraphQLConfig(t, config()+graphQLSites()+outage)
 		before := stored(t)

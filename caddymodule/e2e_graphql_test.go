@@ -20,20 +20,15 @@ import (
 )
 
 // The GraphQL end-to-end tests run on the sites of config() and three more:
-//   - :9085, every GraphQL limit and max_limit at their defaults, on the stored posts of the
-//     main site (data_dir dataDir);
-//   - :9086, small limits on the same posts: max_body_size 4KiB, max_query_length 2KiB,
+//   - defaultsSite, every GraphQL limit and max_limit at their defaults, on the stored posts of
+//     the main site (data_dir dataDir);
+//   - strictSite, small limits on the same posts: max_body_size 4KiB, max_query_length 2KiB,
 //     max_depth 4, max_cost 5, introspection off;
-//   - :9087, the defaults too, on the FerretDB of the mongodb_uri sites, reached through
+//   - mongoSite, the defaults too, on the FerretDB of the mongodb_uri sites, reached through
 //     commandLog, a proxy that records every command sent to the database, so that a test sees
 //     that a refused operation never reached it.
 //
 // On the main site max_limit is 5.
-const (
-	defaultsSite = "http://localhost:9085"
-	strictSite   = "http://localhost:9086"
-	mongoSite    = "http://localhost:9087"
-)
 
 // graphQLSites is the Caddyfile of the three sites above, to follow config().
 func graphQLSites() string {

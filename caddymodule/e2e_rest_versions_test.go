@@ -13,11 +13,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// encodeSite serves the posts of dataDir behind Caddy's encode, which compresses every answer
-// and appends the coding to an ETag ("1-gzip").
-const encodeSite = "http://localhost:9084"
-
-// startVersionsCaddy loads config() with encodeSite.
+// startVersionsCaddy loads config() with extraSite serving the posts of dataDir behind Caddy's
+// encode, which compresses every answer and appends the coding to an ETag ("1-gzip").
 func startVersionsCaddy(t *testing.T) *client {
 	t.Helper()
 	return loadGraphQLConfig(t, config()+fmt.Sprintf(`
@@ -30,7 +27,7 @@ func startVersionsCaddy(t *testing.T) *client {
 		api_key %s alice
 	}
 }
-`, encodeSite, dataDir, aliceKey))
+`, extraSite, dataDir, aliceKey))
 }
 
 // version is the version stored for the post with the id in dataDir's store.
@@ -134,14 +131,14 @@ func TestVersionsAndConditionalRequests(t *testing.T) {
 	t.Run("behind encode, the ETag of a compressed answer validates GETs and writes", func(t *testing.T) {
 		p := c.create(asAlice, "compressed")
 		gzip := "Accept-Encoding: gzip"
-		res := c.do("GET", encodeSite+"/posts/"+p.ID, "", gzip)
+		res := c.do("GET", extraSite+"/posts/"+p.ID, "", gzip)
 		if res.header.Get("Content-Encoding") != "gzip" || res.header.Get("ETag") != `"1-gzip"` {
 			t.Fatalf("Content-Encoding %q, ETag %q; want gzip and \"1-gzip\"", res.header.Get("Content-Encoding"), res.header.Get("ETag"))
 		}
-		if res := c.do("GET", encodeSite+"/posts/"+p.ID, "", gzip, `If-None-Match: "1-gzip"`); res.status != 304 {
+		if res := c.do("GET", extraSite+"/posts/"+p.ID, "", gzip, `If-None-Match: "1-gzip"`); res.status != 304 {
 			t.Errorf("If-None-Match of the compressed ETag: %d; want 304", res.status)
 		}
-		res = c.do("PATCH", encodeSite+"/posts/"+p.ID, `{"title": "still compressed"}`, asAlice, jsonBody, gzip, `If-Match: "1-gzip"`)
+		res = c.do("PATCH", extraSite+"/posts/"+p.ID, `{"title": "still compressed"}`, asAlice, jsonBody, gzip, `If-Match: "1-gzip"`)
 		if res.status != 200 || res.header.Get("ETag") != `"2-gzip"` || version(t, p.ID) != int64(2) {
 			t.Errorf("PATCH with If-Match of the compressed ETag: %d ETag %q, stored version %v; want 200, \"2-gzip\", 2", res.status, res.header.Get("ETag"), version(t, p.ID))
 		}

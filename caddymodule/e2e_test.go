@@ -50,6 +50,10 @@ const (
 var (
 	site, stalledSite, deadSite, basicSite string // http://localhost:<port>
 	httpsPort                              int    // Caddy's https_port, where nothing listens
+	// extraSite is the address of the site a test adds to config() for itself (a key set in an
+	// outage, encode in front); defaultsSite, strictSite and mongoSite are graphQLSites'. Every
+	// port is free when TestMain starts, so that two runs of the tests share a machine.
+	extraSite, defaultsSite, strictSite, mongoSite string
 
 	dataDir  string
 	ferret   *mongotest.Server // the MongoDB of the mongodb_uri sites
@@ -81,6 +85,7 @@ func TestMain(m *testing.M) {
 	reloadCloseSpread = time.Second // the reload tests wait for it twice
 	caddytest.Default.AdminPort = freePort()
 	site, stalledSite, deadSite, basicSite = freeSite(), freeSite(), freeSite(), freeSite()
+	extraSite, defaultsSite, strictSite, mongoSite = freeSite(), freeSite(), freeSite(), freeSite()
 	httpsPort = freePort()
 	ferretDir, err := os.MkdirTemp("", "posts-e2e-ferretdb-")
 	if err != nil {
