@@ -76,9 +76,10 @@ func TestAFollowerStartingOnASlowDatabaseHandsNothingWrittenBefore(t *testing.T)
 		}
 	}
 	// The start's commands, in order: the counter (Key), the oldest event and the counter
-	// (Stats), the events after a page back (ReadEvents, held while the expiry cuts), and the
-	// counter once more for the gap that read finds (held past the start's timeout).
-	const timeout = 8 * time.Second
+	// (Stats), the events after a page back (ReadEvents, held 3 s while the expiry cuts), and the
+	// counter once more for the gap that read finds (held past the start's timeout, which leaves
+	// the first three commands and the held read 2 s).
+	const timeout = 5 * time.Second
 	read := mongotest.Fault{Command: "find", Collection: mongo.EventsCollection, Delay: 3 * time.Second}
 	for _, fault := range []mongotest.Fault{
 		{Command: "find", Collection: mongo.CountersCollection, Delay: time.Millisecond},

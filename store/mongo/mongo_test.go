@@ -221,6 +221,65 @@ func TestAnUnreachableDeploymentIsUnavailable(t *testing.T) {
 	}
 }
 
+// Down is a server gone, not one that is slow: a command that outlasts its caller's deadline
+// on a server that answers, late, leaves it up (the breaker's stall would open on a database
+// that stalls for less than the operations' timeout: 3 of 330 writes answered 503 through a
+// 2 s SIGSTOP in integration's TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers); a server
+// that closes its connections is down.
+func TestDownIsAServerGoneNotACommandPastItsDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		gone     bool
+		cancel   bool // the ping's caller gives up, rather than its deadline running out
+		wantDown bool
+	}{
+		{"a ping that outlasts its deadline on a server that answers late leaves it up", false, false, false},
+		{"a ping its caller gives up on while the server answers late leaves it up", false, true, false},
+		{"a ping to a server that closed its connections says it is down", true, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each on a server of its own, waiting out delays
+			server, err := mongotest.Start(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(server.Close)
+			// Every command held 500 ms: a hello, then a ping, answered well within 10 s.
+			addr := mongotest.ServeTCP(server.Socket, mongotest.DelayCommands(500*time.Millisecond, 500*time.Millisecond))
+			s, err := mongo.Open("mongodb://"+addr+"/", fmt.Sprintf("down_%d", databases.Add(1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			ping := func(d time.Duration) error {
+				ctx, cancel := context.WithTimeout(t.Context(), d)
+				defer cancel()
+				return s.Ping(ctx)
+			}
+			if err := ping(10 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			deadline := 100 * time.Millisecond
+			if tc.gone {
+				server.Close()
+				deadline = 10 * time.Second
+			}
+			if tc.cancel {
+				ctx, cancel := context.WithCancel(t.Context())
+				time.AfterFunc(deadline, cancel)
+				if err := s.Ping(ctx); err == nil {
+					t.Fatal("the ping its caller gave up on succeeded")
+				}
+			} else if err := ping(deadline); !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("the ping: %v; want store.ErrUnavailable", err)
+			}
+			if got := s.Down(); got != tc.wantDown {
+				t.Errorf("Down() = %v; want %v", got, tc.wantDown)
+			}
+		})
+	}
+}
+
 func TestOpenDoesNoIO(t *testing.T) {
 	start := time.Now()
 	s, err := mongo.Open("mongodb://db.invalid:27017/?serverSelectionTimeoutMS=60000", "posts")

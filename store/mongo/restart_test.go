@@ -1,3 +1,8 @@
+//go:build long
+
+// A database stopped and started again, once fast and once slow (slow_test.go's proxy): tens of
+// seconds of writes before, during and after the outage, built with the tag long only.
+
 package mongo_test
 
 import (
@@ -28,20 +33,22 @@ func TestWritesSucceedWithinASecondOfADatabaseRestart(t *testing.T) {
 	t.Cleanup(b.Stop)
 	st := b.Guard(s)
 	n := 0
-	write := func() error {
+	write := func(timeout time.Duration) error {
 		n++
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), timeout)
 		defer cancel()
 		_, err := st.InsertPost(ctx, post(n))
 		return err
 	}
-	if err := write(); err != nil {
+	if err := write(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	server.Close()
-	// The writes meanwhile fail, and open the breaker.
+	// The writes meanwhile fail, and open the breaker: each at its deadline, as the driver waits
+	// for a server to select, so one of 1 s (a timeout a config may set) opens it in 5 s rather
+	// than 25 s; the writes after the restart have 5 s.
 	for deadline := time.Now().Add(30 * time.Second); !b.Open(); {
-		if err := write(); err == nil {
+		if err := write(time.Second); err == nil {
 			t.Fatal("a write succeeded with the database stopped")
 		}
 		if time.Now().After(deadline) {
@@ -54,7 +61,7 @@ func TestWritesSucceedWithinASecondOfADatabaseRestart(t *testing.T) {
 	}
 	t.Cleanup(server.Close)
 	back := time.Now()
-	for write() != nil {
+	for write(5*time.Second) != nil {
 		if time.Since(back) > 30*time.Second {
 			t.Fatal("no write succeeded 30 s after the restart")
 		}
@@ -73,9 +80,9 @@ func TestWritesSucceedWithinASecondOfADatabaseRestart(t *testing.T) {
 // breaker closed 1.4-2.5 s after the restart, the driver's hello and the probe's ping through
 // the proxy); and every write acknowledged is stored with its event.
 func TestASlowDatabaseRestartedLosesNoWriteAndRefusesNoneOnceBack(t *testing.T) {
-	if testing.Short() {
-		t.Skip("half a minute of slow commands")
-	}
+	// Beside the slow database's other test: both wait out the proxy's delays, and its bound,
+	// 10 s, is on what those delays take, not on the machine's load.
+	t.Parallel()
 	dir, sockDir, socket, server := restartableFerretDB(t, "ferretdb-slow-restart-")
 	// Through the proxy that lets one write at a time into FerretDB, which dials it anew for
 	// each connection (and so reaches the restarted one), and one that holds each command back.

@@ -1,3 +1,9 @@
+//go:build long
+
+// A database that answers every command 0.3–3 s late, for a minute and more: the two tests of a
+// slow database (this file's, and restart_test.go's, which restarts it), built only with the tag
+// long, which make test sets and the one-minute gate, go test ./..., leaves out.
+
 package mongo_test
 
 import (
@@ -27,9 +33,7 @@ const slowTimeout = 40 * time.Second
 // unavailable while the database answers within the operation's timeout; and the followers
 // of both hand every event, once, in the log's order, each post's in the order of its versions.
 func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a minute of slow commands")
-	}
+	t.Parallel() // waits out the proxy's delays; it checks no bound on time
 	server := mongotest.FerretDB(t)
 	dir, err := os.MkdirTemp("", "ferretdb-slow-")
 	if err != nil {
@@ -71,8 +75,12 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 			in.mu.Unlock()
 		}})
 		running.Go(func() { in.follows.Run(ctx) })
-		<-in.follows.Started()
 		instances[i] = in
+	}
+	// The followers start at once, as two instances' do, each reading the log's end through the
+	// proxy while the other's store makes its collections.
+	for _, in := range instances {
+		<-in.follows.Started()
 	}
 	// Each instance has writers that create a post and update it twice, at once.
 	const writers, versions = 8, 3
@@ -195,62 +203,4 @@ func slowProxy(t *testing.T, socket, oneWrite string) string {
 	}
 	t.Cleanup(stop)
 	return mongotest.ServeTCP(oneWrite, mongotest.DelayCommands(300*time.Millisecond, 3*time.Second))
-}
-
-// Down is a server gone, not one that is slow: a command that outlasts its caller's deadline
-// on a server that answers, late, leaves it up (the breaker's stall would open on a database
-// that stalls for less than the operations' timeout: 3 of 330 writes answered 503 through a
-// 2 s SIGSTOP in integration's TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers); a server
-// that closes its connections is down.
-func TestDownIsAServerGoneNotACommandPastItsDeadline(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		gone     bool
-		cancel   bool // the ping's caller gives up, rather than its deadline running out
-		wantDown bool
-	}{
-		{"a ping that outlasts its deadline on a server that answers late leaves it up", false, false, false},
-		{"a ping its caller gives up on while the server answers late leaves it up", false, true, false},
-		{"a ping to a server that closed its connections says it is down", true, false, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			server, err := mongotest.Start(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(server.Close)
-			// Every command held 500 ms: a hello, then a ping, answered well within 10 s.
-			addr := mongotest.ServeTCP(server.Socket, mongotest.DelayCommands(500*time.Millisecond, 500*time.Millisecond))
-			s, err := mongo.Open("mongodb://"+addr+"/", fmt.Sprintf("down_%d", databases.Add(1)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			ping := func(d time.Duration) error {
-				ctx, cancel := context.WithTimeout(t.Context(), d)
-				defer cancel()
-				return s.Ping(ctx)
-			}
-			if err := ping(10 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			deadline := 100 * time.Millisecond
-			if tc.gone {
-				server.Close()
-				deadline = 10 * time.Second
-			}
-			if tc.cancel {
-				ctx, cancel := context.WithCancel(t.Context())
-				time.AfterFunc(deadline, cancel)
-				if err := s.Ping(ctx); err == nil {
-					t.Fatal("the ping its caller gave up on succeeded")
-				}
-			} else if err := ping(deadline); !errors.Is(err, store.ErrUnavailable) {
-				t.Fatalf("the ping: %v; want store.ErrUnavailable", err)
-			}
-			if got := s.Down(); got != tc.wantDown {
-				t.Errorf("Down() = %v; want %v", got, tc.wantDown)
-			}
-		})
-	}
 }

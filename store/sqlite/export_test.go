@@ -1,5 +1,7 @@
 package sqlite
 
+import "testing"
+
 // The queries, for the test of their plans.
 const (
 	GetPostSQL    = getPostSQL
@@ -30,3 +32,10 @@ const (
 	LogStatsSQL     = logStatsSQL
 	ExpireBatch     = expireBatch
 )
+
+// SetWALLimit sets walLimit until the test ends; before the test opens its store.
+func SetWALLimit(t *testing.T, limit int64) {
+	saved := walLimit
+	walLimit = limit
+	t.Cleanup(func() { walLimit = saved })
+}

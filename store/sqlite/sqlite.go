@@ -173,7 +173,7 @@ func openConns(dir string, opts Options) (_ *conns, err error) {
 // pages (SQLite's wal_autocheckpoint), but it only starts over from its beginning when no read is
 // under way at the moment a write starts: under steady reads it grows without end (244 MB after
 // 50,000 inserts beside four readers that never stop, in a test). So every
-// checkpointEvery writes its size is looked at, and past the limit it is checkpointed whole and
+// checkpointEvery writes its size is looked at, and past walLimit it is checkpointed whole and
 // truncated. That needs a moment when no read is in the log: the store's own reads are held
 // back meanwhile (a truncation takes milliseconds), as SQLite alone would wait for a gap that a
 // busy server never leaves. A reader in another process (a backup, the sqlite3 tool) can still
@@ -181,9 +181,12 @@ func openConns(dir string, opts Options) (_ *conns, err error) {
 // has grown by walLimit again, so writes are held once per walLimit of log at most.
 const (
 	checkpointEvery = 256
-	walLimit        = 32 << 20
 	checkpointWait  = 250 * time.Millisecond
 )
+
+// walLimit is the log's size past which it is truncated; a variable for the gate's short test of
+// the bound (SetWALLimit).
+var walLimit int64 = 32 << 20
 
 // wrote counts a successful write and keeps the log bounded.
 func (s *Store) wrote(c *conns) {
