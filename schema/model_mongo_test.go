@@ -1,4 +1,4 @@
-//go:build !race
+//go:build !race && long
 
 // The model of model_test.go on FerretDB: two instances on one database, each with its own
 // client and a follower that relays, the second through a proxy that holds each of its
@@ -7,7 +7,8 @@
 // one seed of fewer steps, with small bursts, and holds the second's commands 10–100 ms; seeds
 // chosen by the environment (make soak, or one run again) hold them 0.3–3 s, as the slow
 // database's test of store/mongo does. Built without the race detector only, as the other
-// suites that would link FerretDB into a package's race test binary.
+// suites that would link FerretDB into a package's race test binary, and with the tag long only
+// (model_long_test.go): some 20 s a seed.
 
 package schema_test
 

@@ -11,8 +11,9 @@ package schema_test
 // CURSOR_EXPIRED and RESUME_TOO_LONG for a resume); and the log holds an event for every write
 // acknowledged (checkLogged), which the log alone, as the truth, would not show.
 //
-// TestModel runs each backend's shortSeeds (make test, under -race too, with fewer steps);
-// MODEL_SEED=n runs seed n alone,
+// TestModel runs each backend's shortSeeds (the gate, go test ./..., and under -race with fewer
+// steps), and with the tag long its longSeeds too (make test, model_long_test.go); MODEL_SEED=n
+// runs seed n alone,
 // MODEL_SEEDS=a,b,c those, MODEL_DURATION=1h consecutive seeds from MODEL_SEED (default: the
 // clock) until that time has passed (make soak), MODEL_STEPS the steps of each. A failure names
 // its seed and the command that runs it again; the schedule of goroutines is the machine's, so a
@@ -63,8 +64,8 @@ type modelBackend struct {
 	slow bool
 	// soak is set from the environment: see open.
 	soak bool
-	// shortSeeds are the seeds make test runs.
-	shortSeeds []uint64
+	// shortSeeds are the seeds the gate runs; longSeeds, those the tag long adds (modelLong).
+	shortSeeds, longSeeds []uint64
 	steps      int
 	// maxBurst is how many posts a writer of a burst creates at most, each with up to 4 events.
 	maxBurst int
@@ -79,14 +80,26 @@ func (b modelBackend) slack() time.Duration {
 	return 1
 }
 
-// modelBackends are the backends TestModel runs on: the embedded store here, FerretDB's where
-// the race detector is off (model_mongo_test.go).
+// modelBackends are the backends TestModel runs on: the embedded store here, FerretDB's with
+// the tag long where the race detector is off (model_mongo_test.go).
 var modelBackends = []modelBackend{embeddedModelBackend}
 
-// embeddedModelBackend's short set holds, past the first four, two seeds that a soak found
-// stalling: four resumes of one connection from cursors far apart (replay.go's rest).
+// modelLong says the tests are built with the tag long (model_long_test.go): TestModel runs each
+// backend's longSeeds after its shortSeeds.
+var modelLong bool
+
+// seeds are the seeds TestModel runs on b when the environment names none.
+func (b modelBackend) seeds() []uint64 {
+	if modelLong {
+		return append(slices.Clone(b.shortSeeds), b.longSeeds...)
+	}
+	return b.shortSeeds
+}
+
+// embeddedModelBackend's long set holds two seeds that a soak found stalling, each some 3 s:
+// four resumes of one connection from cursors far apart (replay.go's rest).
 var embeddedModelBackend = modelBackend{
-	name: "embedded", instances: 1, shortSeeds: []uint64{1, 2, 3, 4, 303343307, 303343309}, steps: 220, maxBurst: 16,
+	name: "embedded", instances: 1, shortSeeds: []uint64{1, 2, 3, 4}, longSeeds: []uint64{303343307, 303343309}, steps: 220, maxBurst: 16,
 	open: func(t *testing.T, _ int, _ bool) (store.Store, error) {
 		dir := modelDir(t)
 		return sqlite.Open(dir, sqlite.Options{})
@@ -159,7 +172,7 @@ func TestModel(t *testing.T) {
 					c := runModel(t, b, seed, steps)
 					total.add(c)
 					if t.Failed() {
-						t.Logf("reproduce: MODEL_SEED=%d go test -count=1 -run 'TestModel/%s/seed_%d$' ./schema/", seed, b.name, seed)
+						t.Logf("reproduce: MODEL_SEED=%d go test -count=1 -tags long -run 'TestModel/%s/seed_%d$' ./schema/", seed, b.name, seed)
 					}
 				})
 			}
@@ -169,13 +182,13 @@ func TestModel(t *testing.T) {
 				for seed := seeds[0]; time.Now().Before(until); seed++ {
 					if !run(seed) {
 						failed = append(failed, seed)
-						fmt.Printf("model %s: seed %d FAILED: MODEL_SEED=%d go test -count=1 -run 'TestModel/%s/seed_%d$' ./schema/\n", b.name, seed, seed, b.name, seed)
+						fmt.Printf("model %s: seed %d FAILED: MODEL_SEED=%d go test -count=1 -tags long -run 'TestModel/%s/seed_%d$' ./schema/\n", b.name, seed, seed, b.name, seed)
 					}
 				}
 				fmt.Printf("model %s: %s; failed seeds %v\n", b.name, total.String(), failed)
 				return
 			}
-			for _, seed := range seedsOr(seeds, b.shortSeeds) {
+			for _, seed := range seedsOr(seeds, b.seeds()) {
 				run(seed)
 			}
 			t.Logf("covered %s", total.String())
