@@ -66,7 +66,7 @@ type modelBackend struct {
 	soak bool
 	// shortSeeds are the seeds the gate runs; longSeeds, those the tag long adds (modelLong).
 	shortSeeds, longSeeds []uint64
-	steps      int
+	steps                 int
 	// maxBurst is how many posts a writer of a burst creates at most, each with up to 4 events.
 	maxBurst int
 }

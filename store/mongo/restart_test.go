@@ -86,7 +86,7 @@ func TestASlowDatabaseRestartedLosesNoWriteAndRefusesNoneOnceBack(t *testing.T) 
 	dir, sockDir, socket, server := restartableFerretDB(t, "ferretdb-slow-restart-")
 	// Through the proxy that lets one write at a time into FerretDB, which dials it anew for
 	// each connection (and so reaches the restarted one), and one that holds each command back.
-	addr := slowProxy(t, socket, filepath.Join(sockDir, "one-write.sock"))
+	addr, slowDown := slowProxy(t, socket, filepath.Join(sockDir, "one-write.sock"))
 	name := fmt.Sprintf("slow_restart_%d_%d", time.Now().UnixNano()%1e9, databases.Add(1))
 	type outcome struct {
 		instance   int
@@ -118,6 +118,7 @@ func TestASlowDatabaseRestartedLosesNoWriteAndRefusesNoneOnceBack(t *testing.T) 
 		t.Cleanup(b.Stop)
 		stores[i] = b.Guard(s)
 	}
+	slowDown()
 	writing := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, st := range stores {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,7 +42,7 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	// Through the proxy that lets one write at a time into FerretDB (mongotest.FerretDB's URI).
-	addr := slowProxy(t, server.Socket, filepath.Join(dir, "mongodb.sock"))
+	addr, slowDown := slowProxy(t, server.Socket, filepath.Join(dir, "mongodb.sock"))
 	name := fmt.Sprintf("slow_%d_%d", time.Now().UnixNano()%1e9, databases.Add(1))
 	type instance struct {
 		store   store.Store
@@ -74,11 +75,14 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 			in.handed = append(in.handed, e)
 			in.mu.Unlock()
 		}})
-		running.Go(func() { in.follows.Run(ctx) })
 		instances[i] = in
 	}
-	// The followers start at once, as two instances' do, each reading the log's end through the
-	// proxy while the other's store makes its collections.
+	// The database is slow from here on: the followers start on it at once, as two instances'
+	// do, each reading the log's end through the proxy.
+	slowDown()
+	for _, in := range instances {
+		running.Go(func() { in.follows.Run(ctx) })
+	}
 	for _, in := range instances {
 		<-in.follows.Started()
 	}
@@ -193,14 +197,21 @@ func TestADatabaseThatIsSlowLosesNoWriteAndNoEvent(t *testing.T) {
 }
 
 // slowProxy serves, on a TCP address it returns, FerretDB's socket one write at a time (through
-// a socket at oneWrite, mongotest.OneWriteAtATimeOn) with each command held 0.3–3 s
-// (mongotest.DelayCommands): a database that is slow, not down.
-func slowProxy(t *testing.T, socket, oneWrite string) string {
+// a socket at oneWrite, mongotest.OneWriteAtATimeOn), with each command held 0.3–3 s
+// (mongotest.DelayCommands) once slowDown is called: a database that is slow, not down. Before,
+// the tests' stores make their collections and indexes (firstUse), a dozen commands each,
+// which would take half a minute of the test and are no part of what it checks.
+func slowProxy(t *testing.T, socket, oneWrite string) (addr string, slowDown func()) {
 	t.Helper()
 	stop, err := mongotest.OneWriteAtATimeOn(socket, oneWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	return mongotest.ServeTCP(oneWrite, mongotest.DelayCommands(300*time.Millisecond, 3*time.Second))
+	var slow atomic.Bool
+	delay := mongotest.DelayCommands(300*time.Millisecond, 3*time.Second)
+	addr = mongotest.ServeTCP(oneWrite, func(client net.Conn, msg []byte) bool {
+		return !slow.Load() || delay(client, msg)
+	})
+	return addr, func() { slow.Store(true) }
 }
