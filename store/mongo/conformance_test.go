@@ -24,6 +24,7 @@ import (
 // rounds here. A real MongoDB (TestConformanceOnMongoDB) and the embedded store keep 32 writers,
 // and 16 updaters of 20 rounds.
 func TestConformanceOnFerretDB(t *testing.T) {
+	t.Parallel() // on a server of its own, and sets none of the package's waits (SetWaits)
 	uri := mongotest.FerretDB(t).URI
 	storetest.RunWith(t, opener(uri), storetest.Options{Writers: 8, Updaters: 8, UpdateRounds: 10, Reopen: reopener(uri)})
 }

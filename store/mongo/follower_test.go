@@ -16,6 +16,7 @@ import (
 // there by then. (It started past the position, and never read it: a restarted instance's
 // subscribers missed creates acknowledged 2 s after they subscribed.)
 func TestAFollowerStartingDuringAWriteHandsItsEvent(t *testing.T) {
+	t.Parallel() // on a server of its own, and sets none of the package's waits (SetWaits)
 	k := newSkewed(t)
 	if _, err := k.slow.InsertPost(t.Context(), post(1)); err != nil {
 		t.Fatal(err)

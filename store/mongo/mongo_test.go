@@ -227,6 +227,7 @@ func TestAnUnreachableDeploymentIsUnavailable(t *testing.T) {
 // 2 s SIGSTOP in integration's TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers); a server
 // that closes its connections is down.
 func TestDownIsAServerGoneNotACommandPastItsDeadline(t *testing.T) {
+	t.Parallel() // its cases run in parallel, on servers of their own
 	for _, tc := range []struct {
 		name     string
 		gone     bool

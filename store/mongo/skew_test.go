@@ -55,6 +55,7 @@ func untilHit(t *testing.T, proxy *mongotest.FaultProxy, f mongotest.Fault, befo
 // saw what they wait on: a writer slower than the others' clocks say, but faster than the
 // waits, keeps its position, and expiry does not cut past a position it may still fill.
 func TestClocksApartDecideNothingEarly(t *testing.T) {
+	t.Parallel() // on servers of its own, and sets none of the package's waits (SetWaits)
 	t.Run("a slow writer's position is not filled by readers whose clocks say the events after it are old", func(t *testing.T) {
 		k := newSkewed(t)
 		// Each position the writer takes is held back 500 ms before its event's insert: well
