@@ -16,6 +16,7 @@ import (
 )
 
 func TestBackupWhileWriting(t *testing.T) {
+	t.Parallel() // on a store of its own; the package's longest tests under the race detector run together
 	dir := t.TempDir()
 	s := open(t, dir, sqlite.Options{})
 	base := time.Now().UTC().Truncate(time.Millisecond)

@@ -183,6 +183,7 @@ func holdWriter(t *testing.T, s *Store) (*conns, func()) {
 // one as without them, each failing write answers its own error and changes nothing, and the
 // log holds every insert's event and nothing else, in one run of positions.
 func TestFailingWritesUndoOnlyThemselves(t *testing.T) {
+	t.Parallel() // on a store of its own; the package's longest tests under the race detector run together
 	s, c := opened(t, t.TempDir())
 	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	bobs := store.Post{ID: "67d446000000000000000000", UserID: "bob", Title: "bob's", CreatedAt: at, UpdatedAt: at}

@@ -11,6 +11,7 @@ import (
 // Expiry deletes a batch per statement, so that the writes waiting for the one writer go in
 // between; a log of more than two batches goes whole, and the writes after it go on.
 func TestExpiryDeletesInBatches(t *testing.T) {
+	t.Parallel() // on a store of its own; the package's longest tests under the race detector run together
 	s := open(t, t.TempDir(), sqlite.Options{})
 	total := 2*sqlite.ExpireBatch + 1
 	for i := range total {

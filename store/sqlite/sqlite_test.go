@@ -30,6 +30,7 @@ func open(t *testing.T, dir string, opts sqlite.Options) *sqlite.Store {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel() // on a store of its own; the package's longest tests under the race detector run together
 	storetest.RunWith(t, func(t *testing.T) store.Store { return open(t, t.TempDir(), sqlite.Options{}) }, storetest.Options{
 		// A restart: one store at a time has the directory.
 		Reopen: func(t *testing.T, s store.Store) store.Store {
