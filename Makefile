@@ -125,7 +125,7 @@ bench: caddy
 SOAK_DURATION ?= 1h
 SOAK_FLAGS ?=
 soak:
-	@out=$$(MODEL_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -timeout 0 -v $(SOAK_FLAGS) -run 'TestModel' ./schema/ 2>&1); status=$$?; \
+	@out=$$(MODEL_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -timeout 0 -v -tags long $(SOAK_FLAGS) -run 'TestModel' ./schema/ 2>&1); status=$$?; \
 		echo "$$out" | grep -E '^(model |--- FAIL|FAIL|ok )|seed [0-9]+:|reproduce:'; exit $$status
 
 # Runs every Go fuzz target for FUZZTIME each (their seed corpora run in make test already).

@@ -1,8 +1,8 @@
 //go:build long
 
-// A database that answers every command 0.3–3 s late, for a minute and more: the two tests of a
-// slow database (this file's, and restart_test.go's, which restarts it), built only with the tag
-// long, which make test sets and the one-minute gate, go test ./..., leaves out.
+// A database that answers every command 0.3–3 s late, for a minute and more: the tests of a slow
+// database (this file's, and restart_test.go's, which restarts it), built only with the tag long,
+// which make test sets and the one-minute gate, go test ./..., leaves out.
 
 package mongo_test
 
@@ -214,4 +214,65 @@ func slowProxy(t *testing.T, socket, oneWrite string) (addr string, slowDown fun
 		return !slow.Load() || delay(client, msg)
 	})
 	return addr, func() { slow.Store(true) }
+}
+
+// A follower that starts on a slow database hands nothing written before its start, even when
+// the expiry moves its cut while the start reads the log, and its second read of the counter
+// outlasts the start's timeout: the start's read failed, and is tried again. (ReadEvents
+// answered that the log was decided up to the cut read first, with no error, and the start
+// handed from there: up to a page of earlier events at once to its first subscribers, whose
+// feeds fell behind; the model's restarted instance on a database 0.3-3 s a command, seed
+// 303343087.)
+func TestAFollowerStartingOnASlowDatabaseHandsNothingWrittenBefore(t *testing.T) {
+	f := newFaulty(t)
+	if _, err := f.direct.Key(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= 10; n++ {
+		if _, err := f.direct.InsertPost(t.Context(), post(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The start's commands, in order: the counter (Key), the oldest event and the counter
+	// (Stats), the events after a page back (ReadEvents, held 3 s while the expiry cuts), and the
+	// counter once more for the gap that read finds (held past the start's timeout, which leaves
+	// the first three commands and the held read 2 s).
+	const timeout = 5 * time.Second
+	read := mongotest.Fault{Command: "find", Collection: mongo.EventsCollection, Delay: 3 * time.Second}
+	for _, fault := range []mongotest.Fault{
+		{Command: "find", Collection: mongo.CountersCollection, Delay: time.Millisecond},
+		{Command: "find", Collection: mongo.EventsCollection, Delay: time.Millisecond},
+		{Command: "find", Collection: mongo.CountersCollection, Delay: time.Millisecond},
+		read,
+		{Command: "find", Collection: mongo.CountersCollection, Delay: timeout},
+	} {
+		f.proxy.Arm(fault)
+	}
+	handed := make(chan store.Event, 10)
+	follower := events.NewFollower(events.FollowerConfig{Log: f.through, Relay: true, Interval: 20 * time.Millisecond, Timeout: timeout,
+		Hand: func(e store.Event) { handed <- e }})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		follower.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	untilHit(t, f.proxy, read, 0)
+	if _, err := f.direct.ExpireEvents(t.Context(), time.Time{}, 5); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-follower.Started():
+	case <-time.After(4 * timeout):
+		t.Fatal("the follower did not start")
+	}
+	if at, _ := follower.Handed(); at != 10 {
+		t.Errorf("the follower started at %d; want the log's end, 10", at)
+	}
+	select {
+	case e := <-handed:
+		t.Errorf("the follower handed the event at %d, written before it started", e.Position)
+	case <-time.After(time.Second):
+	}
 }
