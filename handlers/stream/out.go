@@ -63,9 +63,9 @@ func (o *responseOut) cut() {
 // out, so that the request ends and the stream holds no handler goroutine (and Caddy's state of
 // the request) for its life, as a WebSocket does not: nil over HTTP/2 and 3, whose streams
 // share their connection, and over HTTP/1.0, which has no chunks. Row Sa of bench/RESULTS.md
-// measures what it saves: an idle stream streamed through the ResponseWriter instead held 2.9
-// times the memory (issue 38's note). What it leaves behind Caddy's wrappers: its bytes past the
-// head in the access log and metrics, and timeouts { write } (docs/operations.md says why).
+// measures what it saves (through the ResponseWriter, an idle stream held 2.9 times as much).
+// What it leaves behind Caddy's wrappers: its bytes past the head in the access log and metrics,
+// and timeouts { write } (docs/operations.md says why).
 func takeConnection(w http.ResponseWriter, r *http.Request) net.Conn {
 	if !r.ProtoAtLeast(1, 1) || r.ProtoMajor != 1 {
 		return nil
@@ -149,8 +149,8 @@ func canFlush(w http.ResponseWriter) bool {
 // goroutine lasts as long as the stream: the setup (credentials, the document, joining the
 // feed, the first bytes) runs on a goroutine of its own, which ends, and the stream's run then
 // waits on the handler's goroutine, whose stack stays the few KiB of the wait rather than the
-// 16 KiB the setup grows a stack to (row Sb of bench/RESULTS.md: 1.3 times the memory without
-// it). A panic of the setup is the handler's, for Caddy to recover.
+// 16 KiB the setup grows a stack to (row Sb of bench/RESULTS.md; without it, an idle stream held
+// 1.3 times as much). A panic of the setup is the handler's, for Caddy to recover.
 func ServeShallow(w http.ResponseWriter, r *http.Request, serve http.HandlerFunc) {
 	var then func()
 	var fault any
