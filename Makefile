@@ -11,7 +11,7 @@ export POSTS_API_KEY
 SOURCES := $(shell find . -name '*.go' -not -path './build/*' -not -path './bench/*' -not -path './interop/*' -not -path './ecosystem/*') go.mod go.sum \
 	$(wildcard handlers/graphiql/* schema/*.graphql)
 
-.PHONY: build run test deps interop ecosystem fuzz soak clean
+.PHONY: build run test deps checks interop ecosystem fuzz soak clean
 
 # The binary is built from the xcaddy.json recipe by the build/ program (xcaddy as a library): the
 # module, and the modules docs/recipes.md combines it with (caddy-ratelimit, cache-handler), which
@@ -26,10 +26,12 @@ build: caddy
 run: caddy
 	./caddy run --config Caddyfile
 
-# The tests of integration/ that measure time or memory, or load the machine: each runs alone,
-# one after the other, after the others (the attacks of hostile_*_test.go, the relay's tests of
-# process_relay_*_test.go, the store down under load of process_breaker_test.go).
-TIMED := TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts|TestTwoCaddiesWhileTheDatabaseIsDown|TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers|TestTheStoreDownUnderLoad|TestALongReplayBesideLiveSubscribers|TestStreamsAcrossTenReloadsUnderLoad|TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams|TestStoppingCaddyEndsTheStreamsAtOnce|TestAStreamClientThatStopsReadingIsEnded|TestAClientThatStopsReadingIsCutOffOnEveryTransport|TestAnExpiringTokenEndsTheStreams
+# The tests of integration/ that measure time or memory: each runs alone, one after the other,
+# after the others (the attacks of hostile_*_test.go, the relay's outages of
+# process_relay_outage_test.go and process_relay_slow_test.go, the store down under load of
+# process_breaker_test.go, the streams' ends timed in process_streams_*_test.go). The others run a
+# few at a time (ownProcesses).
+TIMED := TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts|TestTwoCaddiesWhileTheDatabaseIsDown|TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers|TestTheStoreDownUnderLoad|TestALongReplayBesideLiveSubscribers|TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams|TestStoppingCaddyEndsTheStreamsAtOnce|TestAStreamClientThatStopsReadingIsEnded|TestAClientThatStopsReadingIsCutOffOnEveryTransport|TestAnExpiringTokenEndsTheStreams
 
 # A step of make test prefixed with it says how long it took, once it ends.
 STEP = start=$$(date +%s); trap 'echo "[the step above took $$(( $$(date +%s) - start ))s]"' EXIT;
@@ -39,30 +41,39 @@ STEP = start=$$(date +%s); trap 'echo "[the step above took $$(( $$(date +%s) - 
 RELEASED = $(shell sed -n 's/^## \[\([0-9]*\.[0-9]*\.[0-9]*\)\] - .*/\1/p' CHANGELOG.md | head -n 1)
 
 # make test, in order: formatting and vet (every build tag); the packages' tests with the race
-# detector, then without it with the long tests (//go:build long); the whole binary as processes;
-# ./caddy built and checked; the ecosystem recipes, the Go benchmarks once and the interop tests.
+# detector; then, side by side (each mostly waits: on a database held slow, a process, a build),
+# the packages' tests without it with the long tests (//go:build long), the whole binary as
+# processes but for the timed tests, and ./caddy built and checked with the ecosystem recipes and
+# the Go benchmarks; then the timed tests one after the other, alone; then the interop tests.
 # Each step prefixed with STEP says how long it took. `go test ./...` alone is the gate to run first.
 test: deps
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet -tags integration,ecosystem,long ./...
 	cd build && $(GO) vet ./...
 	$(STEP) $(GO) test -race -count=1 ./...
-	# Without the race detector: what the tests check of time (only without it: internal/race), the
-	# suites it would slow tenfold for no concurrency of ours (//go:build !race), and the long tests.
-	$(STEP) $(GO) test -count=1 -tags long ./...
-	# The whole binary, as processes (integration/): first all but the timed tests, a few at a
-	# time, then each of those alone.
-	$(STEP) $(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/
+	@echo "side by side: go test -tags long ./...; go test -tags integration -skip TIMED ./integration/; make checks (./caddy, its recipes, the benchmarks once)"
+	@$(STEP) logs=$$(mktemp -d); \
+		$(GO) test -count=1 -tags long ./... > $$logs/long 2>&1 & long=$$!; \
+		$(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/ > $$logs/integration 2>&1 & integration=$$!; \
+		$(MAKE) --no-print-directory checks > $$logs/checks 2>&1 & checks=$$!; \
+		status=0; \
+		wait $$long || status=1; cat $$logs/long; \
+		wait $$integration || status=1; cat $$logs/integration; \
+		wait $$checks || status=1; cat $$logs/checks; \
+		rm -rf $$logs; exit $$status
 	@echo "go test -tags integration -run TIMED ./integration/ (one after the other)"
 	@$(STEP) out=$$($(GO) test -count=1 -tags integration -parallel 1 -v -run '$(TIMED)' ./integration/ 2>&1); status=$$?; \
 		if [ $$status -eq 0 ]; then echo "$$out" | grep -E '^(--- |ok )|process_relay|process_breaker|process_resume|process_streams|hostile'; else echo "$$out"; fi; exit $$status
-	$(STEP) $(MAKE) build
+	$(STEP) $(MAKE) interop
+
+# What make test checks of ./caddy: the module in it at the changelog's latest release, the
+# repository's Caddyfile valid; then the ecosystem recipes in it, and the Go benchmarks once.
+checks: caddy
 	./caddy list-modules | grep -qx 'http.handlers.posts' || { echo "http.handlers.posts is not in ./caddy"; exit 1; }
 	./caddy list-modules --versions | grep -qx 'http.handlers.posts v$(RELEASED)' || { echo "./caddy's http.handlers.posts is not v$(RELEASED), CHANGELOG.md's latest release: see xcaddy.json"; exit 1; }
 	./caddy validate --config Caddyfile
-	$(STEP) $(MAKE) ecosystem
+	$(GO) test -tags ecosystem -count=1 ./ecosystem/
 	$(GO) test -run '^$$' -bench . -benchtime 50x ./bench/
-	$(STEP) $(MAKE) interop
 
 # Runs the recipes of docs/recipes.md with other Caddy modules (```caddyfile ecosystem <name> blocks:
 # encode, basic_auth, forward_auth, rate_limit, reverse_proxy, cache) in ./caddy.
