@@ -240,7 +240,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, f Framing, plain
 	}
 	s.atEnd(func() { h.Hub.Remove(s) })
 	h.Hub.CloseOnExit(r, h.Config.Exiting)
-	seq := schema.NewSequence(cfg.SendQueue, func(ctx context.Context) error { return s.roomForEvents(ctx, h.Hub.Current().Subscriptions.SendQueue) }, s.hold)
+	seq := schema.NewSequence(cfg.SendQueue, s.roomForEvents, s.hold)
 	l, err := h.Config.GraphQL.ListenIn(seq, client, op, caller,
 		func(payload json.RawMessage) { s.push(payload, h.Hub.Current().Subscriptions.SendQueue) },
 		s.feedEnded)
@@ -479,13 +479,13 @@ func (s *stream) feedEnded(err error) {
 // sendQueue is how many results the queue may hold: the current config's SendQueue.
 func (s *stream) sendQueue() int { return s.hub.Current().Subscriptions.SendQueue }
 
-// roomForEvents waits until the queue has room for a replay (live.Room); it fails once ctx
-// or the stream ends.
-func (s *stream) roomForEvents(ctx context.Context, limit int) error {
+// roomForEvents waits until the queue has room for a replay (live.Room) under the current
+// config's SendQueue, the one Room.Taken reads; it fails once ctx or the stream ends.
+func (s *stream) roomForEvents(ctx context.Context) error {
 	return s.room.Wait(ctx, nil, &s.mu, func() (int, int, int, error) {
 		if s.done {
 			return 0, 0, 0, context.Canceled
 		}
-		return len(s.queue), s.queued, limit, nil
+		return len(s.queue), s.queued, s.sendQueue(), nil
 	})
 }
