@@ -29,9 +29,10 @@ run: caddy
 # The tests of integration/ that measure time or memory: each runs alone, one after the other,
 # after the others (the attacks of hostile_*_test.go, the relay's outages of
 # process_relay_outage_test.go and process_relay_slow_test.go, the store down under load of
-# process_breaker_test.go, the streams' ends timed in process_streams_*_test.go). The others run a
-# few at a time (ownProcesses).
-TIMED := TestHostile|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts|TestTwoCaddiesWhileTheDatabaseIsDown|TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers|TestTheStoreDownUnderLoad|TestALongReplayBesideLiveSubscribers|TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams|TestStoppingCaddyEndsTheStreamsAtOnce|TestAStreamClientThatStopsReadingIsEnded|TestAClientThatStopsReadingIsCutOffOnEveryTransport|TestAnExpiringTokenEndsTheStreams
+# process_breaker_test.go, the streams' ends timed in process_streams_*_test.go), and the resumes
+# across two caddies, whose FerretDB answers UNAVAILABLE beside other load. The others run a few
+# at a time (ownProcesses).
+TIMED := TestHostile|TestResumingAcrossTwoCaddies|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts|TestTwoCaddiesWhileTheDatabaseIsDown|TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers|TestTheStoreDownUnderLoad|TestALongReplayBesideLiveSubscribers|TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams|TestStoppingCaddyEndsTheStreamsAtOnce|TestAStreamClientThatStopsReadingIsEnded|TestAClientThatStopsReadingIsCutOffOnEveryTransport|TestAnExpiringTokenEndsTheStreams
 
 # A step of make test prefixed with it says how long it took, once it ends.
 STEP = start=$$(date +%s); trap 'echo "[the step above took $$(( $$(date +%s) - start ))s]"' EXIT;
@@ -41,26 +42,20 @@ STEP = start=$$(date +%s); trap 'echo "[the step above took $$(( $$(date +%s) - 
 RELEASED = $(shell sed -n 's/^## \[\([0-9]*\.[0-9]*\.[0-9]*\)\] - .*/\1/p' CHANGELOG.md | head -n 1)
 
 # make test, in order: formatting and vet (every build tag); the packages' tests with the race
-# detector; then, side by side (each mostly waits: on a database held slow, a process, a build),
-# the packages' tests without it with the long tests (//go:build long), the whole binary as
-# processes but for the timed tests, and ./caddy built and checked with the ecosystem recipes and
-# the Go benchmarks; then the timed tests one after the other, alone; then the interop tests.
+# detector; then without it with the long tests (//go:build long); the whole binary as processes
+# but for the timed tests, a few at a time; ./caddy built and checked with the ecosystem recipes
+# and the Go benchmarks; then the timed tests one after the other, alone; then the interop tests.
 # Each step prefixed with STEP says how long it took. `go test ./...` alone is the gate to run first.
 test: deps
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet -tags integration,ecosystem,long ./...
 	cd build && $(GO) vet ./...
 	$(STEP) $(GO) test -race -count=1 ./...
-	@echo "side by side: go test -tags long ./...; go test -tags integration -skip TIMED ./integration/; make checks (./caddy, its recipes, the benchmarks once)"
-	@$(STEP) logs=$$(mktemp -d); \
-		$(GO) test -count=1 -tags long ./... > $$logs/long 2>&1 & long=$$!; \
-		$(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/ > $$logs/integration 2>&1 & integration=$$!; \
-		$(MAKE) --no-print-directory checks > $$logs/checks 2>&1 & checks=$$!; \
-		status=0; \
-		wait $$long || status=1; cat $$logs/long; \
-		wait $$integration || status=1; cat $$logs/integration; \
-		wait $$checks || status=1; cat $$logs/checks; \
-		rm -rf $$logs; exit $$status
+	# Without the race detector: what the tests check of time (only without it: internal/race), the
+	# suites it would slow tenfold for no concurrency of ours (//go:build !race), and the long tests.
+	$(STEP) $(GO) test -count=1 -tags long ./...
+	$(STEP) $(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/
+	$(STEP) $(MAKE) --no-print-directory checks
 	@echo "go test -tags integration -run TIMED ./integration/ (one after the other)"
 	@$(STEP) out=$$($(GO) test -count=1 -tags integration -parallel 1 -v -run '$(TIMED)' ./integration/ 2>&1); status=$$?; \
 		if [ $$status -eq 0 ]; then echo "$$out" | grep -E '^(--- |ok )|process_relay|process_breaker|process_resume|process_streams|hostile'; else echo "$$out"; fi; exit $$status
