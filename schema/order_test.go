@@ -445,6 +445,15 @@ func TestASequenceOfTwoSchemasKeepsOneOrder(t *testing.T) {
 	c := newConn(t, 100_000, 0)
 	c.listen(t, old, `subscription { postUpdated { title } }`, "")
 	started(t, broker, 1)
+	// The replays begin once all have joined, as those of a client that resubscribes all at once.
+	c.hold = make(chan struct{})
+	for v := range resumes {
+		c.listen(t, reloaded, fmt.Sprintf(`subscription { v%d: postCreated { title } }`, v), cursor)
+	}
+	// The updates begin once the resumes have joined, so that each comes after every replayed
+	// create in the connection's order. (Begun before, one delivered before the resumes joined
+	// was read before the first replayed create, out of the order only in the test's eyes: a
+	// run beside other load.)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -457,23 +466,16 @@ func TestASequenceOfTwoSchemasKeepsOneOrder(t *testing.T) {
 			}
 		}
 	})
-	// The replays begin once all have joined, as those of a client that resubscribes all at once.
-	c.hold = make(chan struct{})
-	for v := range resumes {
-		c.listen(t, reloaded, fmt.Sprintf(`subscription { v%d: postCreated { title } }`, v), cursor)
-	}
 	close(c.hold)
 	c.readAll(t, resumes*behind, 30*time.Second)
 	close(stop)
 	wg.Wait()
 	read := c.readAll(t, resumes*behind+w.n-behind, 30*time.Second)
-	last, seen, resumed := 0, map[string]int{}, false
+	last, seen := 0, map[string]int{}
 	for _, r := range read {
 		alias, title, _ := strings.Cut(r, " ")
 		n, _ := strconv.Atoi(title)
-		// The updates read before the first replayed response were delivered before the
-		// resumes: the order holds from it on.
-		if resumed = resumed || alias != "postUpdated"; resumed && n < last {
+		if n < last {
 			t.Fatalf("write %s after write %d: out of the order written", r, last)
 		}
 		want := seen[alias] + 1
