@@ -130,7 +130,7 @@ func (s *Store) events(ctx context.Context) (*driver.Collection, error) {
 		// One index per command, as for the posts (mongo.go).
 		for _, index := range eventIndexes {
 			if err == nil {
-				_, err = coll.Indexes().CreateOne(ctx, index)
+				err = createIndex(ctx, coll, index)
 			}
 		}
 		if err != nil {

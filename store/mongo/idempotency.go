@@ -60,7 +60,7 @@ func (s *Store) keys(ctx context.Context) (*driver.Collection, error) {
 	return s.ensured(ctx, &s.keyRecords, KeysCollection, func(ctx context.Context, coll *driver.Collection) error {
 		err := createExpiryIndex(ctx, coll, expiryIndex)
 		if err == nil {
-			_, err = coll.Indexes().CreateOne(ctx, postIDIndex)
+			err = createIndex(ctx, coll, postIDIndex)
 		}
 		if err != nil {
 			return fmt.Errorf("ensuring the indexes of %s: %w", KeysCollection, err)

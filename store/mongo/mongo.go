@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -126,7 +127,7 @@ func (s *Store) collection(ctx context.Context) (*driver.Collection, error) {
 		// One index per command: FerretDB 1.24 drops the connection when one createIndexes
 		// names two indexes that both exist already. MongoDB treats an existing index as done.
 		for _, index := range indexes {
-			if _, err := coll.Indexes().CreateOne(ctx, index); err != nil {
+			if err := createIndex(ctx, coll, index); err != nil {
 				return fmt.Errorf("ensuring indexes: %w", err)
 			}
 		}
@@ -164,10 +165,22 @@ const errNotImplemented = 238
 // createExpiryIndex creates index, a TTL index, or where the server has no TTL indexes
 // (FerretDB v1) the same index without its expiry, which the sweeps that delete instead read.
 func createExpiryIndex(ctx context.Context, coll *driver.Collection, index driver.IndexModel) error {
-	_, err := coll.Indexes().CreateOne(ctx, index)
+	err := createIndex(ctx, coll, index)
 	if cmdErr, ok := errors.AsType[driver.CommandError](err); ok && cmdErr.Code == errNotImplemented {
-		_, err = coll.Indexes().CreateOne(ctx, driver.IndexModel{Keys: index.Keys})
+		err = createIndex(ctx, coll, driver.IndexModel{Keys: index.Keys})
 	}
+	return err
+}
+
+// createIndex creates index on coll, handing the driver a copy of its options:
+// IndexView.CreateMany adds the index's name to the options it is given, and the models
+// (indexes, eventIndexes, expiryIndex) are shared by every store of the process, which first
+// use at once (a data race, and options that grew by a name on every first use).
+func createIndex(ctx context.Context, coll *driver.Collection, index driver.IndexModel) error {
+	if index.Options != nil {
+		index.Options = &options.IndexOptionsBuilder{Opts: slices.Clone(index.Options.Opts)}
+	}
+	_, err := coll.Indexes().CreateOne(ctx, index)
 	return err
 }
 
