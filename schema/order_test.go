@@ -364,10 +364,15 @@ func TestFiveResumesOfOneConnectionAllCatchUp(t *testing.T) {
 		w.create()
 	}
 	c := newConn(t, 256, 0)
+	// The replays begin once all five have joined, as those of a client that resubscribes all
+	// at once: begun at each listen, a view's replay could hand writes before the next view
+	// joined, whose replay then comes after them (a run beside other load).
+	c.hold = make(chan struct{})
 	for v := range views {
 		c.listen(t, s, fmt.Sprintf(`subscription { v%d: postCreated { title } }`, v), cursor)
 	}
 	started(t, broker, views)
+	close(c.hold)
 	paced(live, time.Second/500, w.create)
 	eachViewInWriteOrder(t, c.readAll(t, views*w.n, 120*time.Second), nil)
 }
@@ -411,6 +416,7 @@ func TestResumesFromCursorsFarApartAllCatchUp(t *testing.T) {
 		w.create()
 	}
 	c := newConn(t, 256, 0)
+	c.hold = make(chan struct{}) // the replays begin once all have joined, as in the test above
 	from := map[string]int{} // each view's cursor: after the write of that number
 	for v, after := range []int{0, behind / 3, behind * 2 / 3, behind - 20} {
 		alias := fmt.Sprintf("v%d", v)
@@ -418,6 +424,7 @@ func TestResumesFromCursorsFarApartAllCatchUp(t *testing.T) {
 		c.listen(t, s, fmt.Sprintf(`subscription { %s: postCreated { title } }`, alias), svc.Cursor(at+int64(after)))
 	}
 	started(t, broker, len(from))
+	close(c.hold)
 	paced(live, time.Second/500, w.create)
 	want := 0
 	for _, after := range from {
