@@ -64,13 +64,14 @@ func TestResumingThroughCutConnections(t *testing.T) {
 // connections cut as there and resumed on the other instance half of the time, with the
 // cursors the first made; then the same with one instance killed (SIGKILL) under it.
 //
-// Scaled down from 5,000 writes to 200 a run: the relay on FerretDB makes 4 to 60 writes a
-// second on 2 cores (200 took 3s to 39s in runs of this test, the breaker answering some 503
-// in the slow ones; TestTwoCaddiesRelayAThousandWrites measured 1,000 in 87s, 11/s, before this
-// feature as after it), so that each subtest takes 7s to 44s.
+// Scaled down from 5,000 writes to 100 a run: the relay on FerretDB makes 4 to 60 writes a
+// second on 2 cores under these cuts (200 took 3s to 48s in runs of this test, the breaker
+// answering some 503 in the slow ones; TestTwoCaddiesRelayAThousandWrites measured 1,000 in
+// 87s, 11/s), so that each subtest takes some 25s, each subscriber's connection cut some ten
+// times.
 func TestResumingAcrossTwoCaddies(t *testing.T) {
 	ownProcesses(t)
-	const writes, writers, subscribers = 200, 8, 20
+	const writes, writers, subscribers = 100, 8, 20
 	t.Run("every subscriber gets every write once and in order, though cut every 0.5 to 3s and resumed on the other instance half of the time", func(t *testing.T) {
 		pair := startRelayPair(t, "")
 		proxies := [2]*cutProxy{startCutProxy(t, pair.a.url, 500*time.Millisecond, 3*time.Second), startCutProxy(t, pair.b.url, 500*time.Millisecond, 3*time.Second)}
