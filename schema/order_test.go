@@ -417,7 +417,7 @@ func TestResumesFromCursorsFarApartAllCatchUp(t *testing.T) {
 	}
 	c := newConn(t, 256, 0)
 	c.hold = make(chan struct{}) // the replays begin once all have joined, as in the test above
-	from := map[string]int{} // each view's cursor: after the write of that number
+	from := map[string]int{}     // each view's cursor: after the write of that number
 	for v, after := range []int{0, behind / 3, behind * 2 / 3, behind - 20} {
 		alias := fmt.Sprintf("v%d", v)
 		from[alias] = after
