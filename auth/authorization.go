@@ -13,6 +13,7 @@ type scheme struct {
 	twice      string // the description of a request that gives it twice
 }
 
+// schemeBearer and schemeAPIKey are the two schemes parseAuthorization reads.
 var (
 	schemeBearer = scheme{name: "Bearer", credential: "token", twice: "the request has more than one bearer token"}
 	schemeAPIKey = scheme{name: "ApiKey", credential: "key", twice: "the request has more than one ApiKey authorization"}
@@ -104,6 +105,7 @@ func asciiEqualFold(a, b string) bool {
 	return true
 }
 
+// lower is the lower case of the ASCII letter c, and any other byte as it is.
 func lower(c byte) byte {
 	if 'A' <= c && c <= 'Z' {
 		return c + 'a' - 'A'
