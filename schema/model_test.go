@@ -162,6 +162,7 @@ const (
 
 // TestModel runs the model on each backend: see the top of this file.
 func TestModel(t *testing.T) {
+	t.Parallel() // beside the other long tests of the package, after the ones that measure memory
 	seeds, duration, steps := modelEnv(t)
 	for _, b := range modelBackends {
 		t.Run(b.name, func(t *testing.T) {

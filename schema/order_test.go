@@ -330,6 +330,7 @@ func paced(n int, period time.Duration, write func()) {
 // pace, and holds back postUpdated's responses meanwhile: the connection must not end for it,
 // and the client reads every event once, in the order written.
 func TestAResumeDoesNotEndAConnectionWhoseClientReadsSteadily(t *testing.T) {
+	t.Parallel() // beside the other long tests of the package, after the ones that measure memory
 	s, svc, broker := subscribed(t, 4096)
 	cursor := cursorOfFirst(t, s, svc, broker)
 	w := &writes{t: t, svc: svc}
@@ -353,6 +354,7 @@ func TestAResumeDoesNotEndAConnectionWhoseClientReadsSteadily(t *testing.T) {
 // behind, while writes go on: none is ended, and each catches up with every event once, in the
 // order written across the five.
 func TestFiveResumesOfOneConnectionAllCatchUp(t *testing.T) {
+	t.Parallel() // beside the other long tests of the package, after the ones that measure memory
 	s, svc, broker := subscribed(t, 4096)
 	cursor := cursorOfFirst(t, s, svc, broker)
 	w := &writes{t: t, svc: svc}
@@ -401,6 +403,7 @@ func eachViewInWriteOrder(t *testing.T, read []string, from map[string]int) {
 // first; none may then lose its turn for long: each view catches up with every write after its
 // cursor, once, in the order written across the four.
 func TestResumesFromCursorsFarApartAllCatchUp(t *testing.T) {
+	t.Parallel() // beside the other long tests of the package, after the ones that measure memory
 	s, svc, broker := subscribed(t, 4096)
 	first := cursorOfFirst(t, s, svc, broker)
 	at, err := svc.ResumeAfter(t.Context(), first)

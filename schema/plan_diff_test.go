@@ -63,6 +63,7 @@ type diffData struct {
 }
 
 func TestPlansAnswerAsGraphQLGoDoes(t *testing.T) {
+	t.Parallel() // beside the other long tests of the package, after the ones that measure memory
 	sites, data := newDiffSites(t)
 	defaults, tiny, shallow := sites[0], sites[1], sites[2]
 
