@@ -15,11 +15,15 @@ SOURCES := $(shell find . -name '*.go' -not -path './build/*' -not -path './benc
 
 # The binary is built from the xcaddy.json recipe by the build/ program (xcaddy as a library): the
 # module, and the modules docs/recipes.md combines it with (caddy-ratelimit, cache-handler), which
-# keep out of go.mod. It is built from the module cache alone first (GOPROXY=off): xcaddy's five
-# `go get`s of pinned versions otherwise ask the module proxy, 36 s of a 38 s build here; where a
-# module is missing from the cache, it is built again through the proxy.
+# keep out of go.mod. It is built without the module proxy first (GOPROXY=off): xcaddy's five
+# `go get`s of pinned versions otherwise ask it, 36 s of a 38 s build here; where a module is
+# missing from the module cache, it is built again through the proxy, and any other failure is
+# shown as it is.
 caddy: $(SOURCES) xcaddy.json build/main.go build/go.mod
-	cd build && { GOPROXY=off $(GO) run . -recipe ../xcaddy.json -o ../caddy 2>/dev/null || $(GO) run . -recipe ../xcaddy.json -o ../caddy; }
+	cd build && out=$$(GOPROXY=off $(GO) run . -recipe ../xcaddy.json -o ../caddy 2>&1) || case "$$out" in \
+		*'GOPROXY=off'*) $(GO) run . -recipe ../xcaddy.json -o ../caddy ;; \
+		*) echo "$$out"; exit 1 ;; \
+	esac
 
 build: caddy
 
@@ -36,16 +40,18 @@ run: caddy
 # at a time (ownProcesses).
 TIMED := TestHostile|TestResumingAcrossTwoCaddies|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts|TestTwoCaddiesWhileTheDatabaseIsDown|TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers|TestTheStoreDownUnderLoad|TestALongReplayBesideLiveSubscribers|TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams|TestStoppingCaddyEndsTheStreamsAtOnce|TestAStreamClientThatStopsReadingIsEnded|TestAClientThatStopsReadingIsCutOffOnEveryTransport|TestAnExpiringTokenEndsTheStreams
 
-# RACE is go test with the race detector, without two of its costs that check nothing of ours:
-# the second each test binary sleeps as it exits (GORACE's atexit_sleep_ms), and checkptr's checks
-# of the unsafe pointer arithmetic of SQLite as transpiled from C (modernc.org/...), which took a
-# quarter of the CPU of the tests that write. `make race`: 73 s once compiled on 2 cores, where
+# RACE is go test with the race detector, without two of its costs: the second each test binary
+# sleeps as it exits (GORACE's atexit_sleep_ms), which only lets goroutines still running then
+# report a race (each test's own are reported as it ends), and checkptr's checks of the unsafe
+# pointer arithmetic of SQLite as transpiled from C (modernc.org/...), none of it ours, which took
+# a quarter of the CPU of the tests that write. `make race`: 73 s once compiled on 2 cores, where
 # `go test -race ./...` takes 107 s.
-RACE = GORACE=atexit_sleep_ms=0 $(GO) test -race -gcflags='modernc.org/...=-d=checkptr=0'
+RACE = GORACE="atexit_sleep_ms=0 $$GORACE" $(GO) test -race -gcflags='modernc.org/...=-d=checkptr=0'
 
 # ALONE runs the timed tests while no other make test on the machine runs its timed or interop
 # tests, which BESIDE runs them under (flock(1)'s exclusive and shared locks on TIMED_LOCK; neither
-# waits where flock is missing). A timed test compares a normal client's p99 under attack with
+# waits where flock is missing; a lock file another user made fails the step with flock's
+# message: set TIMED_LOCK). A timed test compares a normal client's p99 under attack with
 # its own quiet p99: two make test side by side put both attacks on the cores at once, and
 # failed three bounds of hostile_*_test.go (p99 42-116 ms against 36-44 ms). The other steps of
 # a second make test may still run beside them.
@@ -73,8 +79,8 @@ test: deps
 	$(STEP) $(RACE) -count=1 ./...
 	# Without the race detector: what the tests check of time (only without it: internal/race), the
 	# suites it would slow tenfold for no concurrency of ours (//go:build !race), and the long tests.
-	# The three packages of long tests first, side by side (-p 3): store/mongo's wait out a slow
-	# database, mostly idle, and began last after the others (118 s from 160 s on 2 cores).
+	# Three packages at a time (-p 3), the three with long tests first: store/mongo's wait out a
+	# slow database, mostly idle, and began last after the others (118 s from 160 s on 2 cores).
 	$(STEP) $(GO) test -count=1 -p 3 -tags long ./store/mongo/ ./schema/ ./store/sqlite/ ./...
 	$(STEP) $(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/
 	$(STEP) $(MAKE) --no-print-directory checks

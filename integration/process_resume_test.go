@@ -64,14 +64,15 @@ func TestResumingThroughCutConnections(t *testing.T) {
 // connections cut as there and resumed on the other instance half of the time, with the
 // cursors the first made; then the same with one instance killed (SIGKILL) under it.
 //
-// Scaled down from 5,000 writes to 100 a run: the relay on FerretDB makes 4 to 60 writes a
-// second on 2 cores under these cuts (200 took 3s to 48s in runs of this test, the breaker
-// answering some 503 in the slow ones; TestTwoCaddiesRelayAThousandWrites measured 1,000 in
-// 87s, 11/s), so that each subtest takes some 25s, each subscriber's connection cut some ten
-// times.
+// Scaled down from 5,000 writes to 100 a run: the relay on FerretDB makes 4 to 85 writes a
+// second on 2 cores under these cuts (100 took 1s to 13s in runs of this test, 200 up to 48s,
+// the breaker answering some 503 in the slow ones). A chain of writes starts every chainPeriod
+// at most, so that the writes last 10s at least and each subscriber's connection is cut some
+// five times or more, however fast the relay writes.
 func TestResumingAcrossTwoCaddies(t *testing.T) {
 	ownProcesses(t)
 	const writes, writers, subscribers = 100, 8, 20
+	const chainPeriod = 400 * time.Millisecond
 	t.Run("every subscriber gets every write once and in order, though cut every 0.5 to 3s and resumed on the other instance half of the time", func(t *testing.T) {
 		pair := startRelayPair(t, "")
 		proxies := [2]*cutProxy{startCutProxy(t, pair.a.url, 500*time.Millisecond, 3*time.Second), startCutProxy(t, pair.b.url, 500*time.Millisecond, 3*time.Second)}
@@ -85,7 +86,7 @@ func TestResumingAcrossTwoCaddies(t *testing.T) {
 		proxies[0].startCutting()
 		proxies[1].startCutting()
 		start := time.Now()
-		w.writeChains(writers, bothInstances(pair, nil), chainsUpTo(0, writes/4))
+		w.writeChains(writers, bothInstances(pair, nil), chainsEvery(writes/4, chainPeriod, nil))
 		took := time.Since(start)
 		proxies[0].stopCutting()
 		proxies[1].stopCutting()
@@ -110,18 +111,15 @@ func TestResumingAcrossTwoCaddies(t *testing.T) {
 		var onA int
 		var kill sync.WaitGroup
 		start := time.Now()
-		w.writeChains(writers, bothInstances(pair, &killed), func(chains chan<- int) {
-			for n := range writes / 4 {
-				if n == writes/4/3 { // a third in: A dies under the load
-					kill.Go(func() {
-						onA = connectedTo(clients, proxies[0])
-						killed.Store(true) // no more writes nor connections to A from now on
-						pair.a.kill()
-					})
-				}
-				chains <- n
+		w.writeChains(writers, bothInstances(pair, &killed), chainsEvery(writes/4, chainPeriod, func(n int) {
+			if n == writes/4/3 { // a third in: A dies under the load
+				kill.Go(func() {
+					onA = connectedTo(clients, proxies[0])
+					killed.Store(true) // no more writes nor connections to A from now on
+					pair.a.kill()
+				})
 			}
-		})
+		}))
 		took := time.Since(start)
 		kill.Wait()
 		proxies[0].stopCutting()
@@ -764,6 +762,22 @@ func chainsUpTo(first, n int) func(chan<- int) {
 	return func(chains chan<- int) {
 		for i := range n {
 			chains <- first + i
+		}
+	}
+}
+
+// chainsEvery feeds the chains 0 to n-1, one every period at most, calling before (if not nil)
+// with each chain's number before it.
+func chainsEvery(n int, period time.Duration, before func(n int)) func(chan<- int) {
+	return func(chains chan<- int) {
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for i := range n {
+			if before != nil {
+				before(i)
+			}
+			chains <- i
+			<-tick.C
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package mongo
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -38,4 +39,15 @@ func SetExpiry(t *testing.T, settle time.Duration, batch int64) {
 // instance's, skewed.
 func (s *Store) SetClock(offset time.Duration) {
 	s.now = func() time.Time { return time.Now().Add(offset) }
+}
+
+// IndexOptions is how many options each of the package's index models with options has.
+func IndexOptions() []int {
+	var n []int
+	for _, model := range append(append(slices.Clone(indexes), eventIndexes...), expiryIndex) {
+		if model.Options != nil {
+			n = append(n, len(model.Options.Opts))
+		}
+	}
+	return n
 }

@@ -75,6 +75,30 @@ func TestConformanceOnMongoDB(t *testing.T) {
 	storetest.RunWith(t, opener(uri), storetest.Options{Reopen: reopener(uri)})
 }
 
+// Stores of one process (two sites, or a reload beside the config it replaces) ensure their
+// indexes from the package's index models, perhaps at once: the driver adds each index's name to
+// the options it is handed, so it must be handed a copy of the models' (createIndex), or they
+// are written by every first use (a data race between stores).
+func TestAFirstUseLeavesThePackagesIndexModelsAsWritten(t *testing.T) {
+	t.Parallel() // on a server of its own, and sets none of the package's waits (SetWaits)
+	uri := mongotest.FerretDB(t).URI
+	before := mongo.IndexOptions()
+	for range 2 {
+		s, err := mongo.Open(uri, fmt.Sprintf("models_%d_%d", time.Now().UnixNano()%1e9, databases.Add(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		firstUse(t, s)
+		if err := s.ReleaseKey(t.Context(), "alice", "k", 1); err != nil { // the keys' collection
+			t.Fatal(err)
+		}
+	}
+	if after := mongo.IndexOptions(); !slices.Equal(after, before) {
+		t.Errorf("the options of the package's index models number %v after two first uses; want %v, as written", after, before)
+	}
+}
+
 func TestIndexesExistAfterFirstUse(t *testing.T) {
 	uri := mongotest.FerretDB(t).URI
 	s, err := mongo.Open(uri, "indexes")
