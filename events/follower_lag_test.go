@@ -6,13 +6,13 @@
 package events_test
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/events/eventstest"
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
@@ -49,13 +49,7 @@ func TestTheRelayLagStaysWithinThreeIntervalsAtTenThousandEvents(t *testing.T) {
 		handed[e.Position] = time.Now()
 		mu.Unlock()
 	}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f.Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	eventstest.Follow(t, f)
 	<-f.Started()
 
 	// Written as another instance's writes are: never offered, read from the log alone.

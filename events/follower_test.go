@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/events/eventstest"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -191,13 +192,7 @@ func follow(t *testing.T, log *memLog, relay bool) (*events.Follower, *handed) {
 	t.Helper()
 	h := &handed{}
 	f := events.NewFollower(events.FollowerConfig{Log: log, Hand: h.hand, Relay: relay, Interval: 10 * time.Millisecond, Timeout: time.Second})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f.Run(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	eventstest.Follow(t, f)
 	<-f.Started()
 	return f, h
 }
@@ -298,13 +293,7 @@ func TestOffersBeforeTheStartAreHandedFromTheirPosition(t *testing.T) {
 	f := events.NewFollower(events.FollowerConfig{Log: log, Hand: h.hand, Interval: 10 * time.Millisecond})
 	e := log.add(mine) // written before the follower could read where the log ends
 	f.Offer(e)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f.Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	eventstest.Follow(t, f)
 	time.Sleep(30 * time.Millisecond)
 	log.set(func(l *memLog) { l.fail = nil })
 	<-f.Started()

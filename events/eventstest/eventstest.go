@@ -1,9 +1,10 @@
 // Package eventstest reads subscription events as a client receives them, for the tests that
 // subscribe (schema's, handlers', caddymodule's end-to-end tests, integration's): an event's
-// payload is its data and its cursor, and nothing else. No production code imports it.
+// payload is its data and its cursor, and nothing else. Follow runs a Follower for a test. No production code imports it.
 package eventstest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -11,6 +12,17 @@ import (
 
 	"github.com/postsedge/caddy-posts/events"
 )
+
+// Follow runs f until the test ends, and waits then for its Run to return.
+func Follow(t testing.TB, f *events.Follower) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
 
 // cursorPattern is a cursor as a client sees it: events.CursorLength base64url characters.
 var cursorPattern = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_-]{%d}$`, events.CursorLength))

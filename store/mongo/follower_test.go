@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/events/eventstest"
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/mongo"
 	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
@@ -36,13 +37,7 @@ func TestAFollowerStartingDuringAWriteHandsItsEvent(t *testing.T) {
 	untilHit(t, k.proxy, held, 0) // its position is taken, its event on its way
 	handed := make(chan store.Event, 10)
 	f := events.NewFollower(events.FollowerConfig{Log: k.ahead, Relay: true, Hand: func(e store.Event) { handed <- e }})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f.Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	eventstest.Follow(t, f)
 	select {
 	case <-f.Started():
 	case <-time.After(10 * time.Second):

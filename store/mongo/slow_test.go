@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/postsedge/caddy-posts/events"
+	"github.com/postsedge/caddy-posts/events/eventstest"
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/mongo"
 	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
@@ -251,13 +252,7 @@ func TestAFollowerStartingOnASlowDatabaseHandsNothingWrittenBefore(t *testing.T)
 	handed := make(chan store.Event, 10)
 	follower := events.NewFollower(events.FollowerConfig{Log: f.through, Relay: true, Interval: 20 * time.Millisecond, Timeout: timeout,
 		Hand: func(e store.Event) { handed <- e }})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		follower.Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	eventstest.Follow(t, follower)
 	untilHit(t, f.proxy, read, 0)
 	if _, err := f.direct.ExpireEvents(t.Context(), time.Time{}, 5); err != nil {
 		t.Fatal(err)
