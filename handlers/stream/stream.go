@@ -242,7 +242,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, f Framing, plain
 	h.Hub.CloseOnExit(r, h.Config.Exiting)
 	seq := schema.NewSequence(cfg.SendQueue, s.roomForEvents, s.hold)
 	l, err := h.Config.GraphQL.ListenIn(seq, client, op, caller,
-		func(payload json.RawMessage) { s.push(payload, h.Hub.Current().Subscriptions.SendQueue) },
+		func(payload json.RawMessage) { s.push(payload, s.sendQueue()) },
 		s.feedEnded)
 	if err != nil { // ErrTooManyFeeds (503), or ErrTooManyFeedsPerClient (429)
 		s.close()
