@@ -80,3 +80,30 @@ func marshalled(t *testing.T, v any) json.RawMessage {
 	}
 	return b
 }
+
+// TestAnEventIsEncodedAsEncodingJSONWrites checks Schema.encode, which writes the data of a
+// response without errors itself: byte for byte what json.Marshal writes, with the cursor of the
+// event last, escaped as encoding/json escapes it, or without one.
+func TestAnEventIsEncodedAsEncodingJSONWrites(t *testing.T) {
+	s, svc, _ := subscribed(t, 16)
+	data := map[string]any{"postCreated": map[string]any{"title": "<b>&</b> \"é\" \u2028 \x01", "body": nil, "n": 1}}
+	for _, position := range []int64{0, 1, 12345} {
+		cursor := svc.Cursor(position)
+		if position > 0 && cursor == "" {
+			t.Fatalf("no cursor for position %d", position)
+		}
+		for _, res := range []*graphql.Response{
+			{Data: marshalled(t, data)},
+			{Data: marshalled(t, data), Errors: []*gqlerrors.QueryError{{Message: "<no>"}}},
+			{Errors: []*gqlerrors.QueryError{{Message: "no"}}},
+		} {
+			want := marshalled(t, &graphql.Response{Data: res.Data, Errors: res.Errors, Extensions: map[string]any{"cursor": cursor}})
+			if cursor == "" {
+				want = marshalled(t, res)
+			}
+			if got := s.Encode(res, position); string(got) != string(want) {
+				t.Errorf("at position %d: %s; want %s", position, got, want)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -102,3 +103,8 @@ func (q *Sequence) State() string {
 
 // ReplayTurnsTaken is how many of turnsToReplay are taken.
 func ReplayTurnsTaken() int { return len(turnsToReplay) }
+
+// Encode is encode: the payload a feed delivers of res, the response to the event at position.
+func (s *Schema) Encode(res *graphql.Response, position int64) json.RawMessage {
+	return s.encode(res, position)
+}

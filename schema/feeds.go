@@ -229,7 +229,19 @@ func (s *Schema) run(ctx context.Context, f *feed, op *Operation) {
 // encode is the JSON of res, the response to the event at position (0: none), with the
 // event's cursor in its extensions.
 func (s *Schema) encode(res *graphql.Response, position int64) json.RawMessage {
-	if cursor := s.svc.Cursor(position); cursor != "" {
+	cursor := s.svc.Cursor(position)
+	if len(res.Errors) == 0 && res.Extensions == nil && res.Data != nil {
+		// What json.Marshal writes of res, without its check and copy of data, which
+		// graphql-go wrote as compact JSON: that pass took a third of a fan-out's CPU.
+		payload := make([]byte, 0, len(`{"data":,"extensions":{"cursor":""}}`)+len(res.Data)+len(cursor))
+		payload = append(append(payload, `{"data":`...), res.Data...)
+		if cursor != "" {
+			payload = AppendJSONString(append(payload, `,"extensions":{"cursor":`...), cursor, true)
+			payload = append(payload, '}')
+		}
+		return append(payload, '}')
+	}
+	if cursor != "" {
 		res.Extensions = map[string]any{"cursor": cursor}
 	}
 	payload, err := json.Marshal(res)

@@ -16,34 +16,49 @@ import (
 // \u2028, and with escapeHTML (as graphql-go writes every string) <, > and & as \u003c, 6
 // bytes for 1. The REST handlers, which do not escape HTML, size their pages with it too.
 func JSONStringSize(s string, escapeHTML bool) int {
-	n := len(`""`)
+	extra := &jsonExtra[0]
+	if escapeHTML {
+		extra = &jsonExtra[1]
+	}
+	n := len(`""`) + len(s)
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
-				n += 2
-			case c < 0x20 || escapeHTML && (c == '<' || c == '>' || c == '&'):
-				n += len(`\u0000`)
-			default:
-				n++
-			}
+		if c := s[i]; c < utf8.RuneSelf {
+			n += int(extra[c])
 			i++
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
-			n += len(`\ufffd`)
+			n += len(`\ufffd`) - 1
 		case r == '\u2028' || r == '\u2029':
-			n += len(`\u2028`)
-		default:
-			n += size
+			n += len(`\u2028`) - size
 		}
 		i += size
 	}
 	return n
 }
+
+// jsonExtra is, for each ASCII byte, how many bytes more than one encoding/json writes for it
+// in a string: [0] without escapeHTML, [1] with. A table read per byte is what keeps
+// JSONStringSize quick on the long bodies that every subscription's budget measures.
+var jsonExtra = func() (t [2][utf8.RuneSelf]uint8) {
+	for c := range utf8.RuneSelf {
+		n := 0
+		switch {
+		case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+			n = len(`\n`) - 1
+		case c < 0x20:
+			n = len(`\u0000`) - 1
+		}
+		html := n
+		if c == '<' || c == '>' || c == '&' {
+			html = len(`\u003c`) - 1
+		}
+		t[0][c], t[1][c] = uint8(n), uint8(html)
+	}
+	return t
+}()
 
 // AppendJSONString appends s to dst as a JSON string, as encoding/json writes it: the rules
 // JSONStringSize counts.
