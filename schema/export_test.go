@@ -101,6 +101,10 @@ func (q *Sequence) State() string {
 	return b.String()
 }
 
+// ResolveTurns is how many turns turnsToResolve has, and ResolveTurnsTaken how many are taken.
+func ResolveTurns() int      { return cap(turnsToResolve) }
+func ResolveTurnsTaken() int { return len(turnsToResolve) }
+
 // ReplayTurnsTaken is how many of turnsToReplay are taken.
 func ReplayTurnsTaken() int { return len(turnsToReplay) }
 

@@ -256,9 +256,10 @@ var errNoProgress = errors.New("the event log did not read past a position in ti
 // and for its turn (pace): a replay that waited while the others' events went first would
 // otherwise rest as long again, and hold them back in turn, each rest longer than the last.
 // Every replay of the process also takes one of turnsToReplay for each event it resolves: half
-// the cores, between them all.
+// the cores, between them all; and, as a live feed does, a turn to resolve it (feedTurn).
 func replayStream[T any](ctx context.Context, src *replaySource, match func(posts.Event) bool, item func(posts.Event) T) <-chan T {
 	out := make(chan T)
+	turn := feedTurnOf(ctx)
 	go func() {
 		defer close(out)
 		after, stuck, last, sent, busy := src.from, time.Time{}, false, 0, time.Duration(0)
@@ -307,6 +308,10 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 					return
 				}
 				began := time.Now()
+				if !turn.take(ctx, nil) { // once the event before is resolved, a turn to resolve this one
+					<-turnsToReplay
+					return
+				}
 				select {
 				case out <- v:
 					// The turn is kept as long again: all the replays together take half of

@@ -35,6 +35,7 @@ func (r *Resolver) post(ctx context.Context, b *budget, id graphql.ID) (*Post, e
 	if err := b.err(); err != nil {
 		return nil, err
 	}
+	feedTurnOf(ctx).leave()
 	p, err := r.svc.Get(ctx, string(id))
 	if errors.Is(err, posts.ErrNotFound) {
 		b.objectMember("post", "Post", false)
@@ -109,6 +110,7 @@ func (r *Resolver) withAuthors(ctx context.Context, b *budget, ps []posts.Post, 
 	if err := b.err(); err != nil {
 		return nil, err
 	}
+	feedTurnOf(ctx).leave()
 	authors, err := r.svc.Authors(ctx, posts.CallerFrom(ctx), ps)
 	if err != nil {
 		return nil, r.fail(ctx, err)
@@ -141,6 +143,7 @@ func (r *Resolver) list(ctx context.Context, b *budget, userID *graphql.ID, limi
 	if err := b.err(); err != nil {
 		return posts.Page{}, err
 	}
+	feedTurnOf(ctx).leave()
 	page, err := r.svc.List(ctx, q)
 	if invalid, ok := errors.AsType[*posts.InvalidError](err); ok && invalid.Field == "limit" {
 		err = &posts.InvalidError{Field: limitName, Message: limitName + strings.TrimPrefix(invalid.Message, "limit")}
@@ -161,6 +164,7 @@ func (r *Resolver) user(ctx context.Context, b *budget, name, id string) (*User,
 	if err := b.err(); err != nil {
 		return nil, err
 	}
+	feedTurnOf(ctx).leave()
 	u, found, err := r.svc.User(ctx, posts.CallerFrom(ctx), id)
 	if err != nil {
 		return nil, r.fail(ctx, err)

@@ -59,8 +59,15 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 		budgets = budgets[1:]
 		return b
 	}
-	in, err := s.exec.Subscribe(ctx, op.document, req.OperationName, req.Variables)
+	turn := newFeedTurn()
+	ctx = withFeedTurn(ctx, turn)
 	out := make(chan *graphql.Response, 1)
+	var in <-chan any
+	var err error
+	if !inTurn(ctx, func() { in, err = s.exec.Subscribe(ctx, op.document, req.OperationName, req.Variables) }) {
+		close(out)
+		return out
+	}
 	if err != nil { // the schema has no subscriptions: a fault of ours
 		out <- &graphql.Response{Errors: []*gqlerrors.QueryError{{Message: errcode.InternalMessage, Extensions: map[string]any{"code": errcode.Internal.GraphQL}}}}
 		close(out)
@@ -69,6 +76,7 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 	go func() {
 		defer close(out)
 		defer func() {
+			turn.done(true)
 			mu.Lock()
 			defer mu.Unlock()
 			closed = true
@@ -77,6 +85,7 @@ func (s *Schema) subscribe(ctx context.Context, op *Operation) <-chan *graphql.R
 			}
 		}()
 		for v := range in {
+			turn.done(false)
 			b := budgetOfNext()
 			b.release()
 			res, _ := v.(*graphql.Response)
@@ -178,8 +187,8 @@ func ofUser(e posts.Event, userID *graphql.ID) bool {
 	return userID == nil || string(*userID) == e.Post.UserID
 }
 
-// stream subscribes to the events that match and sends each, as item makes it, until ctx ends
-// or the subscription does.
+// stream subscribes to the events that match and sends each, as item makes it in the turn of
+// its feed (feedTurn), until ctx ends or the subscription does.
 func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) bool, item func(posts.Event) T) (<-chan T, error) {
 	if src, _ := ctx.Value(replayKey{}).(*replaySource); src != nil {
 		return replayStream(ctx, src, match, item), nil
@@ -204,6 +213,7 @@ func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) boo
 		subscribed()
 	}
 	out := make(chan T)
+	turn := feedTurnOf(ctx)
 	go func() {
 		defer close(out)
 		defer sub.Close()
@@ -212,7 +222,7 @@ func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) boo
 			case <-ctx.Done():
 				return
 			case e, ok := <-sub.C():
-				if !ok {
+				if !ok || !turn.take(ctx, sub.Done()) {
 					overflowed(ctx, sub)
 					return
 				}
