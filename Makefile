@@ -46,15 +46,15 @@ TIMED := TestHostile|TestResumingAcrossTwoCaddies|TestAResponseThatWouldBeHugeSt
 # pointer arithmetic of SQLite as transpiled from C (modernc.org/...), none of it ours, which took
 # a quarter of the CPU of the tests that write. `make race`: 73 s once compiled on 2 cores, where
 # `go test -race ./...` takes 107 s.
-RACE = GORACE="atexit_sleep_ms=0 $$GORACE" $(GO) test -race -gcflags='modernc.org/...=-d=checkptr=0'
+RACE = env GORACE="atexit_sleep_ms=0 $$GORACE" $(GO) test -race -gcflags='modernc.org/...=-d=checkptr=0'
 
-# ALONE runs the timed tests while no other make test on the machine runs its timed or interop
-# tests, which BESIDE runs them under (flock(1)'s exclusive and shared locks on TIMED_LOCK; neither
-# waits where flock is missing; a lock file another user made fails the step with flock's
-# message: set TIMED_LOCK). A timed test compares a normal client's p99 under attack with
-# its own quiet p99: two make test side by side put both attacks on the cores at once, and
-# failed three bounds of hostile_*_test.go (p99 42-116 ms against 36-44 ms). The other steps of
-# a second make test may still run beside them.
+# ALONE runs the timed tests while no other make test on the machine runs any step, which each
+# runs under BESIDE (flock(1)'s exclusive and shared locks on TIMED_LOCK; neither waits where
+# flock is missing; a lock file another user made fails the step with flock's message: set
+# TIMED_LOCK). A timed test compares a normal client's p99 under attack with its own quiet p99:
+# two make test side by side put both attacks on the cores at once, and failed three bounds of
+# hostile_*_test.go (p99 42-116 ms against 36-44 ms); with only the attacks apart, the other's
+# race step under one's quiet phase and not under its attack failed them still.
 TIMED_LOCK ?= $(or $(TMPDIR),/tmp)/caddy-posts-timed.lock
 ALONE = $(shell command -v flock >/dev/null && echo flock $(TIMED_LOCK))
 BESIDE = $(shell command -v flock >/dev/null && echo flock --shared $(TIMED_LOCK))
@@ -74,16 +74,16 @@ RELEASED = $(shell sed -n 's/^## \[\([0-9]*\.[0-9]*\.[0-9]*\)\] - .*/\1/p' CHANG
 # Each step prefixed with STEP says how long it took. `go test ./...` alone is the gate to run first.
 test: deps
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
-	$(GO) vet -tags integration,ecosystem,long ./...
-	cd build && $(GO) vet ./...
-	$(STEP) $(RACE) -count=1 ./...
+	$(BESIDE) $(GO) vet -tags integration,ecosystem,long ./...
+	cd build && $(BESIDE) $(GO) vet ./...
+	$(STEP) $(BESIDE) $(RACE) -count=1 ./...
 	# Without the race detector: what the tests check of time (only without it: internal/race), the
 	# suites it would slow tenfold for no concurrency of ours (//go:build !race), and the long tests.
 	# Three packages at a time (-p 3), the three with long tests first: store/mongo's wait out a
 	# slow database, mostly idle, and began last after the others (118 s from 160 s on 2 cores).
-	$(STEP) $(GO) test -count=1 -p 3 -tags long ./store/mongo/ ./schema/ ./store/sqlite/ ./...
-	$(STEP) $(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/
-	$(STEP) $(MAKE) --no-print-directory checks
+	$(STEP) $(BESIDE) $(GO) test -count=1 -p 3 -tags long ./store/mongo/ ./schema/ ./store/sqlite/ ./...
+	$(STEP) $(BESIDE) $(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/
+	$(STEP) $(BESIDE) $(MAKE) --no-print-directory checks
 	@echo "go test -tags integration -run TIMED ./integration/ (one after the other, alone on the machine)"
 	@$(STEP) out=$$($(ALONE) $(GO) test -count=1 -tags integration -parallel 1 -v -run '$(TIMED)' ./integration/ 2>&1); status=$$?; \
 		if [ $$status -eq 0 ]; then echo "$$out" | grep -E '^(--- |ok )|process_relay|process_breaker|process_resume|process_streams|hostile'; else echo "$$out"; fi; exit $$status
