@@ -96,6 +96,7 @@ func TestAnEventIsEncodedAsEncodingJSONWrites(t *testing.T) {
 			{Data: marshalled(t, data)},
 			{Data: marshalled(t, data), Errors: []*gqlerrors.QueryError{{Message: "<no>"}}},
 			{Errors: []*gqlerrors.QueryError{{Message: "no"}}},
+			{Data: json.RawMessage{}}, // empty: left out, as omitempty leaves it
 		} {
 			want := marshalled(t, &graphql.Response{Data: res.Data, Errors: res.Errors, Extensions: map[string]any{"cursor": cursor}})
 			if cursor == "" {

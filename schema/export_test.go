@@ -101,9 +101,23 @@ func (q *Sequence) State() string {
 	return b.String()
 }
 
-// ResolveTurns is how many turns turnsToResolve has, and ResolveTurnsTaken how many are taken.
-func ResolveTurns() int      { return cap(turnsToResolve) }
+// ResolveTurns is how many turns turnsToResolve has.
+func ResolveTurns() int { return cap(turnsToResolve) }
+
+// ResolveTurnsTaken is how many of turnsToResolve are taken.
 func ResolveTurnsTaken() int { return len(turnsToResolve) }
+
+// TakeResolveTurns takes every turn of turnsToResolve, and returns what gives them back.
+func TakeResolveTurns() (giveBack func()) {
+	for range cap(turnsToResolve) {
+		turnsToResolve <- struct{}{}
+	}
+	return func() {
+		for range cap(turnsToResolve) {
+			<-turnsToResolve
+		}
+	}
+}
 
 // ReplayTurnsTaken is how many of turnsToReplay are taken.
 func ReplayTurnsTaken() int { return len(turnsToReplay) }

@@ -256,7 +256,8 @@ var errNoProgress = errors.New("the event log did not read past a position in ti
 // and for its turn (pace): a replay that waited while the others' events went first would
 // otherwise rest as long again, and hold them back in turn, each rest longer than the last.
 // Every replay of the process also takes one of turnsToReplay for each event it resolves: half
-// the cores, between them all; and, as a live feed does, a turn to resolve it (feedTurn).
+// the cores, between them all; and, as a live feed does, one of turnsToResolve (feedTurn), whose
+// wait busy leaves out too.
 func replayStream[T any](ctx context.Context, src *replaySource, match func(posts.Event) bool, item func(posts.Event) T) <-chan T {
 	out := make(chan T)
 	turn := feedTurnOf(ctx)
@@ -303,12 +304,15 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 				if src.pace(ctx) != nil {
 					return
 				}
-				v := item(e) // which may wait for room to build a large response (budget.hold): with no turn
+				v := item(e) // which may wait for room to build a large response (budget.hold): before any turn
 				if !takeTurn(ctx) {
 					return
 				}
+				// Once the event before is resolved, a turn to resolve this one: the wait for the
+				// one before is the replay's, the wait for the turn the live feeds'.
 				began := time.Now()
-				if !turn.take(ctx, nil) { // once the event before is resolved, a turn to resolve this one
+				waited, ok := turn.take(ctx, nil)
+				if !ok {
 					<-turnsToReplay
 					return
 				}
@@ -316,7 +320,7 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 				case out <- v:
 					// The turn is kept as long again: all the replays together take half of
 					// turnsToReplay's cores.
-					if !rest(ctx, time.Since(began)) {
+					if !rest(ctx, time.Since(began)-waited) {
 						<-turnsToReplay
 						return
 					}
@@ -325,7 +329,7 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 					<-turnsToReplay
 					return
 				}
-				busy += time.Since(began)
+				busy += time.Since(began) - waited
 				if sent++; sent%replayBurst == 0 {
 					if !rest(ctx, busy) {
 						return

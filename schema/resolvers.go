@@ -35,8 +35,9 @@ func (r *Resolver) post(ctx context.Context, b *budget, id graphql.ID) (*Post, e
 	if err := b.err(); err != nil {
 		return nil, err
 	}
-	feedTurnOf(ctx).leave()
+	back := feedTurnOf(ctx).leave(ctx)
 	p, err := r.svc.Get(ctx, string(id))
+	back()
 	if errors.Is(err, posts.ErrNotFound) {
 		b.objectMember("post", "Post", false)
 		return nil, nil
@@ -110,8 +111,9 @@ func (r *Resolver) withAuthors(ctx context.Context, b *budget, ps []posts.Post, 
 	if err := b.err(); err != nil {
 		return nil, err
 	}
-	feedTurnOf(ctx).leave()
+	back := feedTurnOf(ctx).leave(ctx)
 	authors, err := r.svc.Authors(ctx, posts.CallerFrom(ctx), ps)
+	back()
 	if err != nil {
 		return nil, r.fail(ctx, err)
 	}
@@ -143,8 +145,9 @@ func (r *Resolver) list(ctx context.Context, b *budget, userID *graphql.ID, limi
 	if err := b.err(); err != nil {
 		return posts.Page{}, err
 	}
-	feedTurnOf(ctx).leave()
+	back := feedTurnOf(ctx).leave(ctx)
 	page, err := r.svc.List(ctx, q)
+	back()
 	if invalid, ok := errors.AsType[*posts.InvalidError](err); ok && invalid.Field == "limit" {
 		err = &posts.InvalidError{Field: limitName, Message: limitName + strings.TrimPrefix(invalid.Message, "limit")}
 	}
@@ -164,8 +167,9 @@ func (r *Resolver) user(ctx context.Context, b *budget, name, id string) (*User,
 	if err := b.err(); err != nil {
 		return nil, err
 	}
-	feedTurnOf(ctx).leave()
+	back := feedTurnOf(ctx).leave(ctx)
 	u, found, err := r.svc.User(ctx, posts.CallerFrom(ctx), id)
+	back()
 	if err != nil {
 		return nil, r.fail(ctx, err)
 	}

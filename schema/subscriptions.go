@@ -222,12 +222,17 @@ func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) boo
 			case <-ctx.Done():
 				return
 			case e, ok := <-sub.C():
-				if !ok || !turn.take(ctx, sub.Done()) {
+				if !ok {
+					overflowed(ctx, sub)
+					return
+				}
+				v := item(*e) // which may wait for room to build a large response (budget.hold): before its turn
+				if _, ok := turn.take(ctx, sub.Done()); !ok {
 					overflowed(ctx, sub)
 					return
 				}
 				select {
-				case out <- item(*e):
+				case out <- v:
 				case <-ctx.Done():
 					return
 				case <-sub.Done(): // dropped while this event waited for its reader

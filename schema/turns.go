@@ -4,20 +4,21 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"time"
 )
 
-// turnsToResolve are the turns the live subscriptions of the process take to resolve their
-// events: half the machine's cores between them all. A write that a thousand subscriptions
-// resolve at once would otherwise make as many goroutines runnable, and every other request
-// would wait in the scheduler's queues behind them: beside such a write, a normal client's
-// request took 150 ms, the whole write's resolution. The feeds that wait for a turn are parked,
-// and a request waits for a few resolutions at most. A replay takes one for each event too,
-// once it has one of turnsToReplay.
+// turnsToResolve are the turns the subscriptions of the process take to resolve their events,
+// live and replayed, and to start: half the machine's cores between them all. A write that a
+// thousand distinct subscriptions resolve at once would otherwise make as many goroutines
+// runnable, and every other request would wait in the scheduler's queues behind them: beside
+// such a write, a normal client's request took 150 ms, the whole write's resolution. The feeds
+// that wait for a turn are parked, and a request waits for a few resolutions at most.
 var turnsToResolve = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 
 // inTurn runs f in one of turnsToResolve, once it has one, and says whether it did: not when
-// ctx ends first. A feed starts in one (Schema.subscribe): graphql-go validates the document
-// again, and a client's hundred subscribes at once would be as many goroutines doing so.
+// ctx ends first. A feed starts in one (Schema.subscribe): graphql-go validates its document
+// again, and a thousand distinct subscriptions started at once would be as many goroutines
+// doing so.
 func inTurn(ctx context.Context, f func()) bool {
 	select {
 	case turnsToResolve <- struct{}{}:
@@ -30,19 +31,24 @@ func inTurn(ctx context.Context, f func()) bool {
 }
 
 // feedTurn is a subscription's part in turnsToResolve. Before graphql-go takes an event of the
-// stream, take waits until the event before has its response, then for a turn: a turn is held
-// for one resolution, never by an event that waits for the one before. The response gives both
-// back (done); the resolution gives the turn back when it calls the store (leave), so that a
-// slow database holds back no other subscription, and goes on without one.
+// stream, and once the event has its room to be built (budget.hold), take waits until the event
+// before has its response, then for a turn: a turn is never held by an event that waits for the
+// one before, nor for room, so its holders wait for nothing and a resolution may wait for one.
+// The response gives both back (done). A resolution gives its turn back while it waits for the
+// store (leave), so that a slow database holds back no other subscription, and takes one again
+// for what it builds after.
 type feedTurn struct {
 	idle chan struct{} // holds a token while none of the stream's events is being resolved
 
 	// Guarded by mu: resolving says an event took the idle token, turn that it holds one of
-	// turnsToResolve, and closed that the stream has ended: nothing is taken then.
+	// turnsToResolve, away how many of its fields wait for the store (leave), and closed that
+	// the stream has ended: nothing is taken then.
 	mu                      sync.Mutex
 	resolving, turn, closed bool
+	away                    int
 }
 
+// newFeedTurn is the feedTurn of a stream none of whose events is being resolved.
 func newFeedTurn() *feedTurn {
 	t := &feedTurn{idle: make(chan struct{}, 1)}
 	t.idle <- struct{}{}
@@ -62,49 +68,74 @@ func feedTurnOf(ctx context.Context) *feedTurn {
 	return t
 }
 
-// take waits until no event of the stream is being resolved, then for a turn, and says whether
-// it has both: not when ctx ends, or dropped is closed, first.
-func (t *feedTurn) take(ctx context.Context, dropped <-chan struct{}) bool {
+// take waits until no event of the stream is being resolved, then for a turn, and says how long
+// it waited for the turn and whether it has both: not when ctx ends, dropped is closed, or the
+// stream has ended, first.
+func (t *feedTurn) take(ctx context.Context, dropped <-chan struct{}) (time.Duration, bool) {
 	if t == nil {
-		return true
+		return 0, true
 	}
 	select {
 	case <-t.idle:
 	case <-ctx.Done():
-		return false
+		return 0, false
 	case <-dropped:
-		return false
+		return 0, false
 	}
+	began := time.Now()
 	select {
 	case turnsToResolve <- struct{}{}:
 	case <-ctx.Done():
 		t.idle <- struct{}{}
-		return false
+		return 0, false
 	case <-dropped:
 		t.idle <- struct{}{}
-		return false
+		return 0, false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		<-turnsToResolve
-		return false
+		return 0, false
 	}
 	t.resolving, t.turn = true, true
-	return true
+	return time.Since(began), true
 }
 
-// leave gives back the turn of the event being resolved, if it holds one, before it calls the
-// store.
-func (t *feedTurn) leave() {
+// leave gives back the turn of the event being resolved, if it holds one, before one of its
+// fields calls the store, and returns what takes one again once the call has returned (or ctx
+// has ended): once no field of it waits for the store, so that none holds a turn meanwhile.
+func (t *feedTurn) leave(ctx context.Context) (back func()) {
 	if t == nil {
-		return
+		return func() {}
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.away++
 	if t.turn {
 		<-turnsToResolve
 		t.turn = false
+	}
+	t.mu.Unlock()
+	return func() {
+		t.mu.Lock()
+		t.away--
+		again := t.away == 0 && t.resolving && !t.turn && !t.closed
+		t.mu.Unlock()
+		if !again {
+			return
+		}
+		select {
+		case turnsToResolve <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.away > 0 || !t.resolving || t.turn || t.closed { // changed while it waited
+			<-turnsToResolve
+			return
+		}
+		t.turn = true
 	}
 }
 

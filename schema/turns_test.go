@@ -87,3 +87,53 @@ func TestAnEventThatWaitsForTheStoreHoldsBackNoOtherSubscription(t *testing.T) {
 		}
 	}
 }
+
+// noResponse checks that c has nothing for d: an event that waits for a turn.
+func noResponse(t *testing.T, c <-chan *graphql.Response, d time.Duration, why string) {
+	t.Helper()
+	select {
+	case res := <-c:
+		t.Fatalf("a response while %s: %s %v", why, res.Data, res.Errors)
+	case <-time.After(d):
+	}
+}
+
+// TestEventsAreResolvedInTurns checks turnsToResolve: while every turn is taken, no event is
+// resolved, one that waited in the store for its author does not go on to build its response,
+// and both go on once the turns are given back.
+func TestEventsAreResolvedInTurns(t *testing.T) {
+	st := newStore(t)
+	gate := gatedUsers{Store: st, waiting: make(chan struct{}, 64), open: make(chan struct{})}
+	s, svc, broker := subscribedOver(t, gate, 16, 10, schema.DefaultLimits)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	titles := subscribe(t, ctx, s, `subscription { postCreated { title } }`)
+	authors := subscribe(t, ctx, s, `subscription { postCreated { author { id } } }`)
+	started(t, broker, 2)
+
+	if _, err := svc.Create(ctx, alice, posts.NewPost{Title: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, titles); got != `{"postCreated":{"title":"first"}}` {
+		t.Fatalf("the first post: %s", got)
+	}
+	select {
+	case <-gate.waiting:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the author of the first post was not read in 5s")
+	}
+	giveBack := schema.TakeResolveTurns() // the author's read left its turn
+	close(gate.open)
+	if _, err := svc.Create(ctx, alice, posts.NewPost{Title: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	noResponse(t, titles, 300*time.Millisecond, "every turn is taken")
+	noResponse(t, authors, 100*time.Millisecond, "every turn is taken, once its author was read")
+	giveBack()
+	if got := receive(t, authors); got != `{"postCreated":{"author":{"id":"alice"}}}` {
+		t.Errorf("the first post's author: %s", got)
+	}
+	if got := receive(t, titles); got != `{"postCreated":{"title":"second"}}` {
+		t.Errorf("the second post: %s", got)
+	}
+}
