@@ -41,11 +41,13 @@ type feedTurn struct {
 	idle chan struct{} // holds a token while none of the stream's events is being resolved
 
 	// Guarded by mu: resolving says an event took the idle token, turn that it holds one of
-	// turnsToResolve, away how many of its fields wait for the store (leave), and closed that
-	// the stream has ended: nothing is taken then.
-	mu                      sync.Mutex
-	resolving, turn, closed bool
-	away                    int
+	// turnsToResolve, away how many of its fields wait for the store (leave), retaking that one
+	// of them waits for a turn again (one at most: a second would wait for the one the first
+	// took, held until the event's response), and closed that the stream has ended: nothing
+	// is taken then.
+	mu                                sync.Mutex
+	resolving, turn, retaking, closed bool
+	away                              int
 }
 
 // newFeedTurn is the feedTurn of a stream none of whose events is being resolved.
@@ -119,23 +121,28 @@ func (t *feedTurn) leave(ctx context.Context) (back func()) {
 	return func() {
 		t.mu.Lock()
 		t.away--
-		again := t.away == 0 && t.resolving && !t.turn && !t.closed
+		again := t.away == 0 && t.resolving && !t.turn && !t.retaking && !t.closed
+		t.retaking = t.retaking || again
 		t.mu.Unlock()
 		if !again {
 			return
 		}
+		took := false
 		select {
 		case turnsToResolve <- struct{}{}:
+			took = true
 		case <-ctx.Done():
-			return
 		}
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		if t.away > 0 || !t.resolving || t.turn || t.closed { // changed while it waited
+		t.retaking = false
+		switch {
+		case !took:
+		case t.away > 0 || !t.resolving || t.turn || t.closed: // changed while it waited
 			<-turnsToResolve
-			return
+		default:
+			t.turn = true
 		}
-		t.turn = true
 	}
 }
 
