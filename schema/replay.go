@@ -305,7 +305,9 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 				if src.pace(ctx) != nil {
 					return
 				}
+				made := time.Now()
 				v := item(e) // which may wait for room to build a large response (budget.hold): before any turn
+				making := time.Since(made)
 				if !takeTurn(ctx) {
 					return
 				}
@@ -317,11 +319,13 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 					<-turnsToReplay
 					return
 				}
+				var work time.Duration
 				select {
 				case out <- v:
 					// The turn is kept as long again: all the replays together take half of
 					// turnsToReplay's cores.
-					if !turnRest.pay(ctx, time.Since(began)-waited) {
+					work = making + time.Since(began) - waited
+					if !turnRest.pay(ctx, work) {
 						<-turnsToReplay
 						return
 					}
@@ -330,7 +334,7 @@ func replayStream[T any](ctx context.Context, src *replaySource, match func(post
 					<-turnsToReplay
 					return
 				}
-				busy += time.Since(began) - waited
+				busy += work
 				if sent++; sent%replayBurst == 0 {
 					if !burstRest.pay(ctx, busy) {
 						return
@@ -399,15 +403,20 @@ type restDebt time.Duration
 // minRest is the shortest rest a restDebt takes.
 const minRest = 2 * time.Millisecond
 
-// pay adds d to what o owes and, once that comes to minRest, rests as long, what the timer slept
-// past it counted as paid ahead; false when ctx ends first.
+// maxOwed is the most a restDebt owes for one piece of work: a wait for the store counted in it
+// (the event before resolved) is no core's, and a replay that rested a slow database's seconds
+// with its turn to replay would hold every other replay back as long.
+const maxOwed = 10 * minRest
+
+// pay adds d, up to maxOwed, to what o owes and, once that comes to minRest, rests as long;
+// what the timer slept past it counts as paid ahead, up to minRest. False when ctx ends first.
 func (o *restDebt) pay(ctx context.Context, d time.Duration) bool {
-	if *o += restDebt(d); *o < restDebt(minRest) {
+	if *o += restDebt(min(d, maxOwed)); *o < restDebt(minRest) {
 		return true
 	}
 	began := time.Now()
 	ok := rest(ctx, time.Duration(*o))
-	*o -= restDebt(time.Since(began))
+	*o = max(*o-restDebt(time.Since(began)), -restDebt(minRest))
 	return ok
 }
 

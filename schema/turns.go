@@ -162,5 +162,6 @@ func (t *feedTurn) done(closed bool) {
 		t.resolving = false
 		t.idle <- struct{}{}
 	}
+	t.away = 0 // every field has returned: one whose store call panicked did not say so
 	t.closed = t.closed || closed
 }
