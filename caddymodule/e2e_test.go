@@ -247,15 +247,31 @@ func globalOptions() string {
 	return fmt.Sprintf("{\n\tadmin localhost:%d\n\thttp_port %s\n\tgrace_period 1ns", caddytest.Default.AdminPort, sitePort(site))
 }
 
-// freePort is a TCP port that was free on the loopback a moment ago.
+// freePort is a TCP port that was free on the loopback a moment ago, and that it has not
+// returned before: the kernel may hand a port just closed out again, and two sites of one config
+// on it made the config "ambiguous" (it did beside a second make test).
 func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !portsGiven[port] {
+			portsGiven[port] = true
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// portsGiven are the ports freePort returned, under portsMu.
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 func freeSite() string { return fmt.Sprintf("http://localhost:%d", freePort()) }
 
