@@ -187,8 +187,8 @@ func ofUser(e posts.Event, userID *graphql.ID) bool {
 	return userID == nil || string(*userID) == e.Post.UserID
 }
 
-// stream subscribes to the events that match and sends each, as item makes it in the turn of
-// its feed (feedTurn), until ctx ends or the subscription does.
+// stream subscribes to the events that match and sends each, as item makes it, once it has its
+// feed's turn (feedTurn), until ctx ends or the subscription does.
 func stream[T any](ctx context.Context, r *Resolver, match func(posts.Event) bool, item func(posts.Event) T) (<-chan T, error) {
 	if src, _ := ctx.Value(replayKey{}).(*replaySource); src != nil {
 		return replayStream(ctx, src, match, item), nil

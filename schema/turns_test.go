@@ -21,6 +21,11 @@ type gatedUsers struct {
 	open    chan struct{}
 }
 
+// newGatedUsers is st with its reads of a user shut until gate.open is closed.
+func newGatedUsers(st store.Store) gatedUsers {
+	return gatedUsers{Store: st, waiting: make(chan struct{}, 64), open: make(chan struct{})}
+}
+
 func (g gatedUsers) Unwrap() store.Store { return g.Store }
 
 func (g gatedUsers) GetUser(ctx context.Context, id string) (store.User, error) {
@@ -38,8 +43,7 @@ func (g gatedUsers) GetUser(ctx context.Context, id string) (store.User, error) 
 // event, leave their turns to the others, and every turn is given back once the streams end,
 // those stopped in the store among them.
 func TestAnEventThatWaitsForTheStoreHoldsBackNoOtherSubscription(t *testing.T) {
-	st := newStore(t)
-	gate := gatedUsers{Store: st, waiting: make(chan struct{}, 64), open: make(chan struct{})}
+	gate := newGatedUsers(newStore(t))
 	s, svc, broker := subscribedOver(t, gate, 16, 10, schema.DefaultLimits)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -103,8 +107,7 @@ func noResponse(t *testing.T, c <-chan *graphql.Response, d time.Duration, why s
 // resolved, one that waited in the store for its author does not go on to build its response,
 // and both go on once the turns are given back.
 func TestEventsAreResolvedInTurns(t *testing.T) {
-	st := newStore(t)
-	gate := gatedUsers{Store: st, waiting: make(chan struct{}, 64), open: make(chan struct{})}
+	gate := newGatedUsers(newStore(t))
 	s, svc, broker := subscribedOver(t, gate, 16, 10, schema.DefaultLimits)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
