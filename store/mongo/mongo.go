@@ -48,10 +48,11 @@ type Store struct {
 	client   *driver.Client
 	database string
 
-	posts   atomic.Pointer[driver.Collection] // set once the indexes are ensured
-	users   *driver.Collection
-	readyMu sync.Mutex
-	closed  atomic.Bool
+	posts atomic.Pointer[driver.Collection] // set once the indexes are ensured
+	users *driver.Collection
+	// preparing holds a token while a collection is prepared (ensured): one at a time.
+	preparing chan struct{}
+	closed    atomic.Bool
 
 	// keyRecords is the collection of idempotency keys (idempotency.go), set once its index is
 	// ensured.
@@ -80,7 +81,7 @@ type Store struct {
 // opts are applied after the URI and the store's own monitors (waits.go); a test that sets a
 // command monitor with them replaces the store's.
 func Open(uri, database string, opts ...*options.ClientOptions) (*Store, error) {
-	s := &Store{database: database, now: time.Now}
+	s := &Store{database: database, now: time.Now, preparing: make(chan struct{}, 1)}
 	client, err := Connect(uri, append([]*options.ClientOptions{s.health.options()}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("mongodb_uri: %w", err)
@@ -141,13 +142,19 @@ func (s *Store) collection(ctx context.Context) (*driver.Collection, error) {
 // ensured returns the collection name, kept in ready once prepare (its indexes, a migration)
 // has succeeded on it: on first use, and again on later calls until it succeeds. It keeps the
 // collection: the driver allocates a Database and a Collection on every lookup, which no
-// request should pay for.
+// request should pay for. A call waits for another's prepare (preparing) only until its ctx
+// ends: a background task's first use on an unreachable database holds it for its own
+// timeout, 30 s, which a request with a timeout of 300 ms waited out whole.
 func (s *Store) ensured(ctx context.Context, ready *atomic.Pointer[driver.Collection], name string, prepare func(context.Context, *driver.Collection) error) (*driver.Collection, error) {
 	if coll := ready.Load(); coll != nil {
 		return coll, nil
 	}
-	s.readyMu.Lock()
-	defer s.readyMu.Unlock()
+	select {
+	case s.preparing <- struct{}{}:
+	case <-ctx.Done():
+		return nil, s.classify(fmt.Errorf("waiting for the collection %s to be prepared: %w", name, ctx.Err()))
+	}
+	defer func() { <-s.preparing }()
 	if coll := ready.Load(); coll != nil {
 		return coll, nil
 	}

@@ -245,6 +245,39 @@ func TestAnUnreachableDeploymentIsUnavailable(t *testing.T) {
 	}
 }
 
+// A call on an unreachable deployment fails within its own deadline even while another call,
+// with a longer one, prepares the collection on first use: a read with a timeout of 300 ms
+// waited 30 s for the event log's first use (integration's TestHealthThroughCaddy).
+func TestAFirstUseHoldsNoCallPastItsOwnDeadline(t *testing.T) {
+	s, err := mongo.Open("mongodb://127.0.0.1:1/", "posts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	long, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.ListPosts(long, store.Filter{Limit: 1})
+		first <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the first call is preparing the posts collection
+	short, cancelShort := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancelShort()
+	if _, err := s.GetPost(short, store.NewID(time.Now())); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("GetPost: error = %v; want ErrUnavailable", err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the first call, with a minute, ended (%v) before the one with 300 ms", err)
+	default:
+	}
+	cancel()
+	if err := <-first; !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("ListPosts, cancelled: error = %v; want ErrUnavailable", err)
+	}
+}
+
 // Down is a server gone, not one that is slow: a command that outlasts its caller's deadline
 // on a server that answers, late, leaves it up (the breaker's stall would open on a database
 // that stalls for less than the operations' timeout: 3 of 330 writes answered 503 through a
