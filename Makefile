@@ -37,8 +37,7 @@ run: caddy
 # process_relay_outage_test.go and process_relay_slow_test.go, the store down under load of
 # process_breaker_test.go, the streams' ends timed in process_streams_*_test.go), and the resumes
 # across two caddies, whose FerretDB answers UNAVAILABLE beside other load. The others run a few
-# at a time (ownProcesses). make test skips them by name in every package of its step without
-# the race detector: no other package has a test of these names.
+# at a time (ownProcesses).
 TIMED := TestHostile|TestResumingAcrossTwoCaddies|TestAResponseThatWouldBeHugeStops|TestOneClientCannotTake|TestStrictCredentialsAndInput|TestThirtyTwoWritersAtFortyThousandPosts|TestTwoCaddiesWhileTheDatabaseIsDown|TestTwoCaddiesRefuseNoWriteWhileTheDatabaseAnswers|TestTheStoreDownUnderLoad|TestALongReplayBesideLiveSubscribers|TestAReloadThatRemovesTheSiteOrChangesItsKeysEndsTheStreams|TestStoppingCaddyEndsTheStreamsAtOnce|TestAStreamClientThatStopsReadingIsEnded|TestAClientThatStopsReadingIsCutOffOnEveryTransport|TestAnExpiringTokenEndsTheStreams
 
 # RACE is go test with the race detector, without two of its costs: the second each test binary
@@ -69,8 +68,8 @@ STEP = start=$$(date +%s); trap 'echo "[the step above took $$(( $$(date +%s) - 
 RELEASED = $(shell sed -n 's/^## \[\([0-9]*\.[0-9]*\.[0-9]*\)\] - .*/\1/p' CHANGELOG.md | head -n 1)
 
 # make test, in order: formatting and vet (every build tag); the packages' tests with the race
-# detector; then without it, with the long tests (//go:build long) and the whole binary as
-# processes but for the timed tests, a few at a time; ./caddy built and checked with the ecosystem recipes
+# detector; then without it with the long tests (//go:build long); the whole binary as processes
+# but for the timed tests, a few at a time; ./caddy built and checked with the ecosystem recipes
 # and the Go benchmarks; then the timed tests one after the other, alone; then the interop tests.
 # Each step prefixed with STEP says how long it took. `go test ./...` alone is the gate to run first.
 test: deps
@@ -78,12 +77,12 @@ test: deps
 	$(BESIDE) $(GO) vet -tags integration,ecosystem,long ./...
 	cd build && $(BESIDE) $(GO) vet ./...
 	$(STEP) $(BESIDE) $(RACE) -count=1 ./...
-	# Without the race detector, in one go test: what the tests check of time (only without it:
-	# internal/race), the suites it would slow tenfold for no concurrency of ours (//go:build
-	# !race), the long tests, and the whole binary as processes but for the timed tests. Three
-	# packages at a time (-p 3), the longest first: integration's processes, then store/mongo's
-	# long tests, which wait out a slow database, mostly idle (225 s from 118 + 141 s apart).
-	$(STEP) $(BESIDE) $(GO) test -count=1 -p 3 -tags long,integration -skip '$(TIMED)' ./integration/ ./store/mongo/ ./schema/ ./store/sqlite/ ./...
+	# Without the race detector: what the tests check of time (only without it: internal/race), the
+	# suites it would slow tenfold for no concurrency of ours (//go:build !race), and the long tests.
+	# Three packages at a time (-p 3), the three with long tests first: store/mongo's wait out a
+	# slow database, mostly idle, and began last after the others (118 s from 160 s on 2 cores).
+	$(STEP) $(BESIDE) $(GO) test -count=1 -p 3 -tags long ./store/mongo/ ./schema/ ./store/sqlite/ ./...
+	$(STEP) $(BESIDE) $(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/
 	$(STEP) $(BESIDE) $(MAKE) --no-print-directory checks
 	@echo "go test -tags integration -run TIMED ./integration/ (one after the other, alone on the machine)"
 	@$(STEP) out=$$($(ALONE) $(GO) test -count=1 -tags integration -parallel 1 -v -run '$(TIMED)' ./integration/ 2>&1); status=$$?; \

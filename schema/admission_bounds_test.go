@@ -6,7 +6,7 @@ package schema
 
 import "testing"
 
-func TestAbusiveDocumentsAreAnsweredInBoundedTimeAndMemory(t *testing.T) {
+func TestHostileDocumentsAreAnsweredInBoundedTimeAndMemory(t *testing.T) {
 	s := admissionSchema(t)
 	admitted(s, hostile{query: "{ __typename }"}) // reads the type system once
 	for _, h := range hostileDocuments() {

@@ -8,7 +8,7 @@ import (
 )
 
 // FuzzAdmission checks Prepare on any document, with the hostile documents of
-// TestAbusiveDocumentsAreAnsweredInBoundedTimeAndMemory, literals of every kind and the valid
+// TestHostileDocumentsAreAnsweredInBoundedTimeAndMemory, literals of every kind and the valid
 // queries of the tests as seeds: Prepare never panics and answers exactly one of an operation
 // and a refusal; a refusal has a code; graphql-go's validation of an admitted document does not
 // panic and refuses none for its length; and the two together allocate at most 16 MB.
