@@ -25,6 +25,9 @@ func (s *Store) TakePosition(t *testing.T) int64 {
 	return p
 }
 
+// Preparing says whether a call holds preparing: it prepares a collection on first use.
+func (s *Store) Preparing() bool { return len(s.preparing) == 1 }
+
 // Database is the name of the store's database.
 func (s *Store) Database() string { return s.database }
 

@@ -50,7 +50,8 @@ type Store struct {
 
 	posts atomic.Pointer[driver.Collection] // set once the indexes are ensured
 	users *driver.Collection
-	// preparing holds a token while a collection is prepared (ensured): one at a time.
+	// preparing holds a token while ensured prepares one of posts, keyRecords and
+	// eventRecords: one prepare at a time.
 	preparing chan struct{}
 	closed    atomic.Bool
 
@@ -143,8 +144,9 @@ func (s *Store) collection(ctx context.Context) (*driver.Collection, error) {
 // has succeeded on it: on first use, and again on later calls until it succeeds. It keeps the
 // collection: the driver allocates a Database and a Collection on every lookup, which no
 // request should pay for. A call waits for another's prepare (preparing) only until its ctx
-// ends: a background task's first use on an unreachable database holds it for its own
-// timeout, 30 s, which a request with a timeout of 300 ms waited out whole.
+// ends, and then fails with ctx's error, which the caller classifies as store.ErrUnavailable:
+// on an unreachable database, the first use of posts by events.Follower's RecoverEvents holds
+// preparing for that call's timeout, 30 s, which requests with a timeout of 300 ms waited out.
 func (s *Store) ensured(ctx context.Context, ready *atomic.Pointer[driver.Collection], name string, prepare func(context.Context, *driver.Collection) error) (*driver.Collection, error) {
 	if coll := ready.Load(); coll != nil {
 		return coll, nil
@@ -152,7 +154,7 @@ func (s *Store) ensured(ctx context.Context, ready *atomic.Pointer[driver.Collec
 	select {
 	case s.preparing <- struct{}{}:
 	case <-ctx.Done():
-		return nil, s.classify(fmt.Errorf("waiting for the collection %s to be prepared: %w", name, ctx.Err()))
+		return nil, fmt.Errorf("waiting for the collection %s to be prepared: %w", name, ctx.Err())
 	}
 	defer func() { <-s.preparing }()
 	if coll := ready.Load(); coll != nil {

@@ -246,8 +246,9 @@ func TestAnUnreachableDeploymentIsUnavailable(t *testing.T) {
 }
 
 // A call on an unreachable deployment fails within its own deadline even while another call,
-// with a longer one, prepares the collection on first use: a read with a timeout of 300 ms
-// waited 30 s for the event log's first use (integration's TestHealthThroughCaddy).
+// with a longer one, prepares a collection on first use: requests with a timeout of 300 ms
+// waited 30 s for events.Follower's RecoverEvents to prepare posts (integration's
+// TestHealthThroughCaddy).
 func TestAFirstUseHoldsNoCallPastItsOwnDeadline(t *testing.T) {
 	s, err := mongo.Open("mongodb://127.0.0.1:1/", "posts")
 	if err != nil {
@@ -261,11 +262,20 @@ func TestAFirstUseHoldsNoCallPastItsOwnDeadline(t *testing.T) {
 		_, err := s.ListPosts(long, store.Filter{Limit: 1})
 		first <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // the first call is preparing the posts collection
+	for deadline := time.Now().Add(10 * time.Second); !s.Preparing(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first call did not start preparing the posts collection within 10s")
+		}
+	}
 	short, cancelShort := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancelShort()
+	start := time.Now()
 	if _, err := s.GetPost(short, store.NewID(time.Now())); !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("GetPost: error = %v; want ErrUnavailable", err)
+	}
+	// The driver's server selection gives up after 30 s: the first call is still preparing.
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("GetPost with 300 ms answered after %v, behind the first call's prepare", took)
 	}
 	select {
 	case err := <-first:
