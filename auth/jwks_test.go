@@ -110,17 +110,16 @@ func TestJWKSClose(t *testing.T) {
 	t.Run("Close stops the periodic refresh", func(t *testing.T) {
 		t.Parallel()
 		srv := newKeyServer(t, newECKey(t, "ec-1"))
-		jwks, _ := startJWKS(t, srv, 10*time.Millisecond)
+		jwks, fetches := startJWKS(t, srv, 10*time.Millisecond)
 		waitFor(t, "the key set is refreshed a few times", func() bool { return srv.hits.Load() >= 3 })
 		jwks.Close()
-		// A fetch that Close cancelled may still reach the server's handler just after: it is
-		// counted once that settles (it failed once under go test -race -p 4 on a loaded
-		// machine). A refresh every 10ms that went on would be counted some ten times over.
-		time.Sleep(50 * time.Millisecond)
-		hits := srv.hits.Load()
+		// Counted by the client as each fetch starts, in the goroutines Close waits for: a
+		// fetch that Close cancelled could still reach the server's handler after it returned
+		// (srv.hits, counted there, failed once under go test -race -p 4 on a loaded machine).
+		started := fetches.started.Load()
 		time.Sleep(100 * time.Millisecond)
-		if got := srv.hits.Load(); got != hits {
-			t.Errorf("the JWKS was fetched %d times after Close, want none", got-hits)
+		if got := fetches.started.Load(); got != started {
+			t.Errorf("the JWKS was fetched %d times after Close, want none", got-started)
 		}
 		if !jwks.Fetched() {
 			t.Error("Fetched() = false after Close, want the state kept")

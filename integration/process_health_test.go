@@ -73,8 +73,10 @@ func TestHealthThroughCaddy(t *testing.T) {
 				t.Fatal(err)
 			}
 			res.Body.Close()
-			// Within the timeout, though RecoverEvents' first use of posts waits out the driver's 30 s.
-			if took := time.Since(start); took > 2*time.Second {
+			// Within about the timeout (0.3 s, measured), not after RecoverEvents' first use of
+			// posts, which waits out the driver's 30 s (28-60 s before): 10 s leaves a margin for
+			// a loaded machine either way.
+			if took := time.Since(start); took > 10*time.Second {
 				t.Errorf("%s %s: answered after %v with a timeout of 300ms", req.method, req.path, took)
 			}
 			var logged, accessed string
