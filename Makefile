@@ -68,7 +68,8 @@ STEP = start=$$(date +%s); trap 'echo "[the step above took $$(( $$(date +%s) - 
 RELEASED = $(shell sed -n 's/^## \[\([0-9]*\.[0-9]*\.[0-9]*\)\] - .*/\1/p' CHANGELOG.md | head -n 1)
 
 # make test, in order: formatting and vet (every build tag); the packages' tests with the race
-# detector; then without it with the long tests (//go:build long); the whole binary as processes
+# detector; then, without it, only the tests that step could not check (internal/norace), the long
+# tests (//go:build long) among them; the whole binary as processes
 # but for the timed tests, a few at a time; ./caddy built and checked with the ecosystem recipes
 # and the Go benchmarks; then the timed tests one after the other, alone; then the interop tests.
 # Each step prefixed with STEP says how long it took. `go test ./...` alone is the gate to run first.
@@ -77,13 +78,14 @@ test: deps
 	$(BESIDE) $(GO) vet -tags integration,ecosystem,long ./...
 	cd build && $(BESIDE) $(GO) vet ./...
 	$(STEP) $(BESIDE) $(RACE) -count=1 ./...
-	# Without the race detector: what the tests check of time (only without it: internal/race), the
-	# suites it would slow tenfold for no concurrency of ours (//go:build !race), and the long tests.
-	# Three packages at a time (-p 3), the three with long tests first: store/mongo's wait out a
-	# slow database, mostly idle, and began last after the others (118 s from 160 s on 2 cores).
-	# Not in one go test with the integration tests: beside these, integration's processes took
-	# 244 s from 116 s alone, and the two steps 327 s from 278 s (clean clones, 2 cores).
-	$(STEP) $(BESIDE) $(GO) test -count=1 -p 3 -tags long ./store/mongo/ ./schema/ ./store/sqlite/ ./...
+	# Without the race detector, only the tests the race step could not check (internal/norace
+	# lists them): the long tests (//go:build long), the suites built only without it (!race), and
+	# those that check a bound on time only without it (internal/race). Three packages at a time
+	# (-p 3), the three with long tests first, and four tests at a time in each (-parallel 4):
+	# store/mongo's wait out a slow database, mostly idle. Every test again took 124 s and 214 s of
+	# CPU; these, 60-65 s and 114 s (2 cores). Not in one go test with the integration tests:
+	# beside these, integration's processes took 244 s from 116 s alone.
+	$(STEP) args=$$($(GO) run ./internal/norace ./store/mongo/ ./schema/ ./store/sqlite/ ./...) && $(BESIDE) $(GO) test -count=1 -p 3 -parallel 4 -tags long $$args
 	$(STEP) $(BESIDE) $(GO) test -count=1 -tags integration -skip '$(TIMED)' ./integration/
 	$(STEP) $(BESIDE) $(MAKE) --no-print-directory checks
 	@echo "go test -tags integration -run TIMED ./integration/ (one after the other, alone on the machine)"
