@@ -23,6 +23,7 @@ import (
 // A write after the database comes back, through the store's breaker, succeeds within a second
 // of its restart, on a loaded machine.
 func TestWritesSucceedWithinASecondOfADatabaseRestart(t *testing.T) {
+	t.Parallel() // on a server of its own, and sets none of the package's waits (SetWaits)
 	dir, _, socket, server := restartableFerretDB(t, "ferretdb-restart-")
 	s, err := mongo.Open(server.URI, fmt.Sprintf("restart_%d", databases.Add(1)))
 	if err != nil {
