@@ -17,6 +17,7 @@ import (
 	"go/token"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -58,7 +59,13 @@ func main() {
 }
 
 // qualifying returns the names of the tests of the package in dir that only the step without
-// the race detector checks.
+// the race detector checks: those of the files only it builds, and those of the files both steps
+// build that depend on what differs between the two. What differs is race.Enabled, what the
+// files built for one step only assign in an init (a backend added to a list), and what they
+// declare once for each step (a bound's factor). A test depends on a name when it refers to it, or
+// to a function, variable or constant of the package that does, at any depth: by name, so that a
+// method or a declaration of either test package (pkg, pkg_test) of that name counts, which can
+// only add.
 func qualifying(dir string) ([]string, error) {
 	withRace, withLong := build.Default, build.Default
 	withRace.BuildTags, withLong.BuildTags = []string{"race"}, []string{"long"}
@@ -67,73 +74,150 @@ func qualifying(dir string) ([]string, error) {
 		return nil, err
 	}
 	fset := token.NewFileSet()
-	var tests []string
-	calls := map[string][]string{} // each function's name, to the names its body refers to
-	reads := map[string]bool{}     // the functions that read race.Enabled
-	var both []string              // the tests of the files built for both steps
+	var tests, both []string        // the tests of the files only the second step builds, of those both build
+	refers := map[string][]string{} // each declaration of the files both build, to the names it refers to
+	differs := map[string]bool{}    // the names whose meaning differs between the two steps
+	declared := map[bool][]string{} // the names declared in the files one step builds alone, by the step (first)
 	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, "_test.go") {
+		file := e.Name()
+		if !strings.HasSuffix(file, "_test.go") {
 			continue
 		}
-		second, err := withLong.MatchFile(dir, name)
-		if err != nil || !second {
-			continue
-		}
-		first, err := withRace.MatchFile(dir, name)
+		first, err := withRace.MatchFile(dir, file)
 		if err != nil {
 			return nil, err
 		}
-		f, err := parser.ParseFile(fset, dir+"/"+name, nil, parser.SkipObjectResolution)
+		second, err := withLong.MatchFile(dir, file)
+		if err != nil {
+			return nil, err
+		}
+		if !first && !second {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, file), nil, parser.SkipObjectResolution)
 		if err != nil {
 			return nil, err
 		}
 		raceName := importName(f)
-		for _, decl := range f.Decls {
-			fn, ok := decl.(*ast.FuncDecl)
-			if !ok || fn.Body == nil {
-				continue
-			}
-			name := fn.Name.Name
-			switch {
-			case !first && isTest(fn):
-				tests = append(tests, name)
-			case first && isTest(fn):
-				both = append(both, name)
-			}
-			if !first {
-				continue
-			}
-			ast.Inspect(fn.Body, func(n ast.Node) bool {
+		record := func(name string, n ast.Node) {
+			ast.Inspect(n, func(n ast.Node) bool {
 				switch n := n.(type) {
 				case *ast.SelectorExpr:
 					if x, ok := n.X.(*ast.Ident); ok && raceName != "" && x.Name == raceName && n.Sel.Name == "Enabled" {
-						reads[name] = true
+						differs[name] = true
 					}
-					calls[name] = append(calls[name], n.Sel.Name)
+					refers[name] = append(refers[name], n.Sel.Name)
 				case *ast.Ident:
-					calls[name] = append(calls[name], n.Name)
+					refers[name] = append(refers[name], n.Name)
 				}
 				return true
 			})
 		}
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				name := d.Name.Name
+				switch {
+				case first && second && isTest(d):
+					both = append(both, name)
+					record(name, d.Body)
+				case first && second:
+					record(name, d)
+				case second && isTest(d):
+					tests = append(tests, name)
+				case d.Recv == nil && name == "init":
+					for _, assigned := range assignedIn(d.Body) {
+						differs[assigned] = true
+					}
+				case d.Recv == nil:
+					declared[first] = append(declared[first], name)
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					var names []*ast.Ident
+					switch spec := spec.(type) {
+					case *ast.ValueSpec:
+						names = spec.Names
+					case *ast.TypeSpec:
+						names = []*ast.Ident{spec.Name}
+					}
+					for _, n := range names {
+						if first && second {
+							record(n.Name, spec)
+						} else {
+							declared[first] = append(declared[first], n.Name)
+						}
+					}
+				}
+			}
+		}
 	}
-	// A function that calls one that reads race.Enabled reads it too: by name, so a method or a
-	// function of either test package (pkg, pkg_test) of that name counts, which can only add.
+	// A name the files of both steps refer to, declared in those of one step alone, is declared
+	// in those of the other too, once for each step (or the other step's build fails).
+	for _, name := range declared[true] {
+		if slices.Contains(declared[false], name) {
+			differs[name] = true
+		}
+	}
 	for changed := true; changed; {
 		changed = false
-		for name, refs := range calls {
-			if !reads[name] && slices.ContainsFunc(refs, func(r string) bool { return reads[r] }) {
-				reads[name], changed = true, true
+		for name, refs := range refers {
+			if !differs[name] && slices.ContainsFunc(refs, func(r string) bool { return differs[r] }) {
+				differs[name], changed = true, true
 			}
 		}
 	}
 	for _, name := range both {
-		if reads[name] {
+		if differs[name] {
 			tests = append(tests, name)
 		}
 	}
 	return tests, nil
+}
+
+// assignedIn returns the names of the variables that body assigns to, or to an element or a
+// field of, outside the functions it declares: an init's changes to the package's variables.
+func assignedIn(body *ast.BlockStmt) []string {
+	var names []string
+	ast.Inspect(body, func(n ast.Node) bool {
+		var targets []ast.Expr
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			return false // its own variables, and what it does when called later
+		case *ast.AssignStmt:
+			if n.Tok == token.DEFINE {
+				return true
+			}
+			targets = n.Lhs
+		case *ast.IncDecStmt:
+			targets = []ast.Expr{n.X}
+		}
+		for _, x := range targets {
+			for {
+				switch e := x.(type) {
+				case *ast.IndexExpr:
+					x = e.X
+					continue
+				case *ast.SelectorExpr:
+					x = e.X
+					continue
+				case *ast.StarExpr:
+					x = e.X
+					continue
+				case *ast.ParenExpr:
+					x = e.X
+					continue
+				case *ast.Ident:
+					if e.Name != "_" {
+						names = append(names, e.Name)
+					}
+				}
+				break
+			}
+		}
+		return true
+	})
+	return names
 }
 
 // isTest says whether fn is a test or a fuzz test, which go test runs.

@@ -8,8 +8,11 @@ import (
 )
 
 // qualifying names a package's tests built only without the race detector or with the tag long,
-// and those that read race.Enabled themselves or through the functions they call; not the
-// others, nor a test of a file built for neither pass.
+// and those that depend on what differs between the two steps: race.Enabled, read directly or
+// through the functions they call, a list that a file of one step adds to in its init, a constant
+// each step declares for itself. Not the others, nor a test of a file built for neither step,
+// nor one whose local variables share a name with what one step alone declares or its init
+// declares.
 func TestQualifyingNamesWhatOnlyTheStepWithoutTheRaceDetectorChecks(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
@@ -53,6 +56,43 @@ func TestReadsAnotherEnabled(t *testing.T) { _ = race.Enabled }
 		"race_test.go":      "//go:build race\n\npackage p\n\nimport \"testing\"\n\nfunc TestOnlyWithRace(t *testing.T) {}\n",
 		"other_tag_test.go": "//go:build integration\n\npackage p\n\nimport \"testing\"\n\nfunc TestIntegration(t *testing.T) {}\n",
 		"code.go":           "package p\n\nfunc TestLookalike() {}\n",
+		// A list a file built without the race detector adds to in its init, and a factor each
+		// step declares for itself.
+		"backends_test.go": `package p
+
+import "testing"
+
+var backends []string
+
+var Factor = factor
+
+func TestEachBackend(t *testing.T) {
+	for range backends {
+	}
+}
+
+func TestBound(t *testing.T) { _ = Factor }
+
+func TestLocalNames(t *testing.T) {
+	err, helperWithoutRace := error(nil), 0
+	_, _ = err, helperWithoutRace
+}
+`,
+		"mongo_test.go": `//go:build !race
+
+package p
+
+func init() {
+	backends = append(backends, "mongo")
+	err := error(nil)
+	_ = func() { helperWithoutRace = 1 }
+	_ = err
+}
+
+var helperWithoutRace int
+`,
+		"factor_race_test.go":   "//go:build race\n\npackage p\n\nconst factor = 3\n",
+		"factor_norace_test.go": "//go:build !race\n\npackage p\n\nconst factor = 1\n",
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
@@ -64,7 +104,7 @@ func TestReadsAnotherEnabled(t *testing.T) { _ = race.Enabled }
 		t.Fatal(err)
 	}
 	slices.Sort(got)
-	want := []string{"FuzzReads", "TestLong", "TestReads", "TestThroughHelpers", "TestWithoutRace"}
+	want := []string{"FuzzReads", "TestBound", "TestEachBackend", "TestLong", "TestReads", "TestThroughHelpers", "TestWithoutRace"}
 	if !slices.Equal(got, want) {
 		t.Errorf("qualifying = %v; want %v", got, want)
 	}
