@@ -114,6 +114,7 @@ http://127.0.0.1:%d {
 		data_dir %s
 		jwks_url %s
 		api_key %s %s
+		health_path /healthz
 		# The benchmarks' thousand connections are one client's.
 		max_connections_per_user 10000
 		max_distinct_subscriptions_per_client 1000
@@ -155,7 +156,41 @@ http://127.0.0.1:%d {
 	}
 	b.Cleanup(s.client.CloseIdleConnections) // runs before caddy.Stop
 	s.postID = s.seed(b)
+	s.handedTheSeed(b)
 	return s
+}
+
+// handedTheSeed waits until the event log's follower has handed the seed's event, the first of
+// the fresh store (/healthz's event_log.handed_position): the follower starts reading the log
+// after the server answers, and hands, once it starts, the writes made before to whichever
+// subscriptions were accepted meanwhile, which a benchmark's subscribers would read as messages
+// it did not publish.
+func (s *server) handedTheSeed(b *testing.B) {
+	b.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var health struct {
+			EventLog *struct {
+				Handed int64 `json:"handed_position"`
+			} `json:"event_log"`
+		}
+		var body []byte
+		res, err := s.client.Get(s.base + "/healthz")
+		if err == nil {
+			body, err = io.ReadAll(res.Body)
+			res.Body.Close()
+		}
+		if err == nil {
+			err = json.Unmarshal(body, &health)
+		}
+		if err == nil && health.EventLog != nil && health.EventLog.Handed >= 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("/healthz: the event log's follower had not handed the seed's event 30 s after it was written: %s %v", body, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func freePort(b *testing.B) int {
