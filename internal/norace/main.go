@@ -28,14 +28,14 @@ import (
 const racePath = "github.com/postsedge/caddy-posts/internal/race"
 
 func main() {
-	listed, err := exec.Command("go", append([]string{"list", "-tags", "long", "-f", "{{.Dir}} {{.ImportPath}}"}, os.Args[1:]...)...).Output()
+	listed, err := exec.Command("go", append([]string{"list", "-tags", "long", "-f", "{{.Dir}}\t{{.ImportPath}}"}, os.Args[1:]...)...).Output()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "norace: go list:", err)
 		os.Exit(1)
 	}
 	var packages, tests []string
 	for line := range strings.Lines(string(listed)) {
-		dir, path, _ := strings.Cut(strings.TrimSpace(line), " ")
+		dir, path, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "\t")
 		found, err := qualifying(dir)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "norace:", err)
@@ -129,7 +129,7 @@ func qualifying(dir string) ([]string, error) {
 					for _, assigned := range assignedIn(d.Body) {
 						differs[assigned] = true
 					}
-				case d.Recv == nil:
+				default:
 					declared[first] = append(declared[first], name)
 				}
 			case *ast.GenDecl:

@@ -9,10 +9,10 @@ import (
 
 // qualifying names a package's tests built only without the race detector or with the tag long,
 // and those that depend on what differs between the two steps: race.Enabled, read directly or
-// through the functions they call, a list that a file of one step adds to in its init, a constant
-// each step declares for itself. Not the others, nor a test of a file built for neither step,
-// nor one whose local variables share a name with what one step alone declares or its init
-// declares.
+// through the functions they call, a list that a file of one step adds to in its init, a
+// constant or a method each step declares for itself. Not the others, nor a test of a file built
+// for neither step, nor one whose local variables share a name with what one step alone
+// declares or its init declares.
 func TestQualifyingNamesWhatOnlyTheStepWithoutTheRaceDetectorChecks(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
@@ -73,6 +73,10 @@ func TestEachBackend(t *testing.T) {
 
 func TestBound(t *testing.T) { _ = Factor }
 
+type recorder struct{}
+
+func TestMethod(t *testing.T) { _ = recorder{}.limit() }
+
 func TestLocalNames(t *testing.T) {
 	err, helperWithoutRace := error(nil), 0
 	_, _ = err, helperWithoutRace
@@ -91,8 +95,8 @@ func init() {
 
 var helperWithoutRace int
 `,
-		"factor_race_test.go":   "//go:build race\n\npackage p\n\nconst factor = 3\n",
-		"factor_norace_test.go": "//go:build !race\n\npackage p\n\nconst factor = 1\n",
+		"factor_race_test.go":   "//go:build race\n\npackage p\n\nconst factor = 3\n\nfunc (recorder) limit() int { return 3 }\n",
+		"factor_norace_test.go": "//go:build !race\n\npackage p\n\nconst factor = 1\n\nfunc (recorder) limit() int { return 1 }\n",
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
@@ -104,7 +108,7 @@ var helperWithoutRace int
 		t.Fatal(err)
 	}
 	slices.Sort(got)
-	want := []string{"FuzzReads", "TestBound", "TestEachBackend", "TestLong", "TestReads", "TestThroughHelpers", "TestWithoutRace"}
+	want := []string{"FuzzReads", "TestBound", "TestEachBackend", "TestLong", "TestMethod", "TestReads", "TestThroughHelpers", "TestWithoutRace"}
 	if !slices.Equal(got, want) {
 		t.Errorf("qualifying = %v; want %v", got, want)
 	}
