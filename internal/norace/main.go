@@ -1,10 +1,7 @@
 // Command norace prints the arguments of make test's step without the race detector: the
 // packages, in the order of the patterns it is given, that have a test the race step cannot
-// check, and a -run pattern naming those tests. A test qualifies when its file is built with
-// the tag long or without the race detector but not with it (//go:build long, !race), or when
-// it reads race.Enabled (internal/race), directly or through a function of its package it
-// calls: it checks a bound on time, or more steps, only without the detector. Every other test
-// ran already under the race step, and runs again only in the gate, go test ./....
+// check, and a -run pattern naming those tests (qualifying says which). Every other test ran
+// already under the race step, and runs again only in the gate, go test ./....
 //
 //	go test -tags long $(go run ./internal/norace ./store/mongo ./...)
 package main
@@ -193,31 +190,31 @@ func assignedIn(body *ast.BlockStmt) []string {
 			targets = []ast.Expr{n.X}
 		}
 		for _, x := range targets {
-			for {
-				switch e := x.(type) {
-				case *ast.IndexExpr:
-					x = e.X
-					continue
-				case *ast.SelectorExpr:
-					x = e.X
-					continue
-				case *ast.StarExpr:
-					x = e.X
-					continue
-				case *ast.ParenExpr:
-					x = e.X
-					continue
-				case *ast.Ident:
-					if e.Name != "_" {
-						names = append(names, e.Name)
-					}
-				}
-				break
+			if id := root(x); id != nil && id.Name != "_" {
+				names = append(names, id.Name)
 			}
 		}
 		return true
 	})
 	return names
+}
+
+// root is the variable that x, an assignment's target, is or is an element or a field of; nil
+// for another expression.
+func root(x ast.Expr) *ast.Ident {
+	switch e := x.(type) {
+	case *ast.Ident:
+		return e
+	case *ast.IndexExpr:
+		return root(e.X)
+	case *ast.SelectorExpr:
+		return root(e.X)
+	case *ast.StarExpr:
+		return root(e.X)
+	case *ast.ParenExpr:
+		return root(e.X)
+	}
+	return nil
 }
 
 // isTest says whether fn is a test or a fuzz test, which go test runs.
