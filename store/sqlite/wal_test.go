@@ -84,33 +84,3 @@ func walStaysBounded(t *testing.T, posts int, limit int64, measureEvery int) {
 		t.Errorf("the -wal file reached %d bytes; want at most %d", largest, limit)
 	}
 }
-
-// The checkpointer copies the log into the database while writes come, with the writer running
-// none itself (checkpoint.go), so that the log starts over and stays small: here 20 MB of posts
-// in ten bursts, each followed by a pause longer than checkpointGap. Without a checkpoint
-// between two truncations, the log grows to its 32 MiB walLimit; with one after every burst it
-// holds about one burst (2 MB of posts, logged twice with their events).
-func TestTheCheckpointerKeepsTheWriteAheadLogSmall(t *testing.T) {
-	dir := t.TempDir()
-	s := open(t, dir, sqlite.Options{})
-	wal := filepath.Join(dir, sqlite.DatabaseFile+"-wal")
-	var largest int64
-	base := time.Now()
-	body := strings.Repeat("x", 20_000)
-	for range 10 {
-		for range 100 {
-			p := store.Post{ID: store.NewID(base), UserID: "alice", Title: "t", Body: &body, CreatedAt: base, UpdatedAt: base}
-			if _, err := s.InsertPost(t.Context(), p); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if fi, err := os.Stat(wal); err == nil {
-			largest = max(largest, fi.Size())
-		}
-		time.Sleep(400 * time.Millisecond)
-	}
-	t.Logf("the largest -wal file seen was %.1f MB", float64(largest)/(1<<20))
-	if limit := int64(16 << 20); largest > limit {
-		t.Errorf("the -wal file reached %.1f MB; want at most %.0f MB", float64(largest)/(1<<20), float64(limit)/(1<<20))
-	}
-}
