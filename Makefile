@@ -99,7 +99,7 @@ test: deps
 	# store/mongo's wait out a slow database, mostly idle. Every test again took 124 s and 214 s of
 	# CPU; these, 60-65 s and 114 s (2 cores). Not in one go test with the integration tests:
 	# beside these, integration's processes took 244 s from 116 s alone.
-	$(STEP) args=$$($(GO) run ./internal/norace ./store/mongo/ ./schema/ ./store/sqlite/ ./...) && $(BESIDE) $(GO) test -count=1 -p 3 -parallel 4 -tags long -o $(TEST_BINARIES)/long/ $$args
+	$(STEP) args=$$(GO=$(GO) $(GO) run ./internal/norace ./store/mongo/ ./schema/ ./store/sqlite/ ./...) && $(BESIDE) $(GO) test -count=1 -p 3 -parallel 4 -tags long -o $(TEST_BINARIES)/long/ $$args
 	$(STEP) $(BESIDE) $(GO) test -count=1 -tags integration -o $(TEST_BINARIES)/integration/ -skip '$(TIMED)' ./integration/
 	$(STEP) $(BESIDE) $(MAKE) --no-print-directory checks
 	@echo "go test -tags integration -run TIMED ./integration/ (one after the other, alone on the machine)"

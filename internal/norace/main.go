@@ -4,9 +4,12 @@
 // already under the race step, and runs again only in the gate, go test ./....
 //
 //	go test -tags long $(go run ./internal/norace ./store/mongo ./...)
+//
+// It lists the packages with the go command that $GO names, go by default, as make's $(GO).
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"go/ast"
 	"go/build"
@@ -25,7 +28,7 @@ import (
 const racePath = "github.com/postsedge/caddy-posts/internal/race"
 
 func main() {
-	listed, err := exec.Command("go", append([]string{"list", "-tags", "long", "-f", "{{.Dir}}\t{{.ImportPath}}"}, os.Args[1:]...)...).Output()
+	listed, err := exec.Command(cmp.Or(os.Getenv("GO"), "go"), append([]string{"list", "-tags", "long", "-f", "{{.Dir}}\t{{.ImportPath}}"}, os.Args[1:]...)...).Output()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "norace: go list:", err)
 		os.Exit(1)
