@@ -12,8 +12,7 @@ import (
 // writers that Caddy's middleware wraps around it count the bytes of a hijacked connection into
 // the request's access log and metrics, which are written when the handler returns, before the
 // connection ends; counted by the connection's goroutines after that, they would be read and
-// written at once. The 101 goes through w, so the access log and metrics record it. The
-// connection it takes has a send buffer of sendBuffer.
+// written at once. The 101 goes through w, so the access log and metrics record it.
 func HijackBelow(w http.ResponseWriter) http.ResponseWriter {
 	hj, ok := Innermost(w).(http.Hijacker)
 	if !ok {
