@@ -26,38 +26,7 @@ type hijacker struct {
 	inner http.Hijacker
 }
 
-// Hijack is that of the innermost writer, whose connection's send buffer it bounds
-// (boundSendBuffer).
-func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, rw, err := h.inner.Hijack()
-	if err == nil {
-		boundSendBuffer(conn)
-	}
-	return conn, rw, err
-}
-
-// sendBuffer is the kernel's send buffer of a connection a transport takes over (a WebSocket, a
-// stream over HTTP/1.1). Linux grows a socket's buffer up to 4 MiB (net.ipv4.tcp_wmem) however
-// little its client reads: a hundred resumed streams that stopped reading held 380 MB of the
-// kernel's memory, which max_memory_per_client does not see, and had the server resolve and
-// write 7,830 events of 40,000 characters in place of about 1,100 to fill it. The kernel doubles
-// it for its bookkeeping: this still carries some 2.5 MB/s to a client 100 ms away.
-const sendBuffer = 128 << 10
-
-// boundSendBuffer sets the send buffer of conn, or of the connection under its TLS, to
-// sendBuffer, where it can.
-func boundSendBuffer(conn net.Conn) {
-	for {
-		u, ok := conn.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		conn = u.NetConn()
-	}
-	if c, ok := conn.(interface{ SetWriteBuffer(int) error }); ok {
-		_ = c.SetWriteBuffer(sendBuffer)
-	}
-}
+func (h hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return h.inner.Hijack() }
 
 // Innermost is the ResponseWriter of net/http (or of HTTP/3) below the wrappers of w.
 func Innermost(w http.ResponseWriter) http.ResponseWriter {
