@@ -23,11 +23,13 @@ SOURCES := $(shell find . -name '*.go' -not -path './build/*' -not -path './benc
 # module, and the modules docs/recipes.md combines it with (caddy-ratelimit, cache-handler), which
 # keep out of go.mod. It is built without the module proxy first (GOPROXY=off): xcaddy's five
 # `go get`s of pinned versions otherwise ask it, 36 s of a 38 s build here; where a module is
-# missing from the module cache, it is built again through the proxy, and any other failure is
-# shown as it is.
+# missing from the module cache ("GOPROXY=off"), or its checksum is not in the checksum
+# database's local cache ("verifying", as on a fresh machine whose sum.golang.org is reached
+# only through the proxy), it is built again through the proxy, and any other failure is shown
+# as it is.
 caddy: $(SOURCES) xcaddy.json build/main.go build/go.mod
 	cd build && out=$$(GOPROXY=off $(GO) run . -recipe ../xcaddy.json -o ../caddy 2>&1) || case "$$out" in \
-		*'GOPROXY=off'*) $(GO) run . -recipe ../xcaddy.json -o ../caddy ;; \
+		*'GOPROXY=off'*|*'verifying '*) $(GO) run . -recipe ../xcaddy.json -o ../caddy ;; \
 		*) echo "$$out"; exit 1 ;; \
 	esac
 
