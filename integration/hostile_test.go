@@ -5,6 +5,7 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -216,6 +217,9 @@ type normalClient struct {
 	mu          sync.Mutex
 	failures    []string
 	latencies   []time.Duration // of each request since the last phase, in the order they ended
+	slowest     []slowRequest   // the slowest of the last phase ended, slowest first (phase)
+	requested   []slowRequest   // each request since the last phase, as latencies
+	began       time.Time       // when the phase under way began
 	created     []string        // the titles of its posts answered 201, in order
 	subscribers []*normalSubscriber
 }
@@ -225,7 +229,7 @@ const normalAddress = "192.0.2.200"
 
 func (h *hostile) startNormalClient() {
 	n := &h.normal
-	n.stop = make(chan struct{})
+	n.stop, n.began = make(chan struct{}), time.Now()
 	if n.authorization == "" {
 		n.authorization = "ApiKey process-key"
 	}
@@ -259,8 +263,9 @@ func (h *hostile) startNormalClient() {
 			start := time.Now()
 			res, err := client.Do(req)
 			n.requests.Add(1)
+			what := req.Method + " " + req.URL.Path
 			if err != nil {
-				n.record(time.Since(start), "", fmt.Sprintf("%s %s: %v", req.Method, req.URL.Path, err))
+				n.record(what, time.Since(start), "", fmt.Sprintf("%s: %v", what, err))
 				continue
 			}
 			body, _ := io.ReadAll(res.Body)
@@ -268,22 +273,34 @@ func (h *hostile) startNormalClient() {
 			took := time.Since(start)
 			switch {
 			case res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated || bytes.Contains(body, []byte(`"errors"`)):
-				n.record(took, "", fmt.Sprintf("%s %s: %d %.200s", req.Method, req.URL.Path, res.StatusCode, body))
+				n.record(what, took, "", fmt.Sprintf("%s: %d %.200s", what, res.StatusCode, body))
 			case res.StatusCode == http.StatusCreated:
-				n.record(took, title, "")
+				n.record(what, took, title, "")
 			default:
-				n.record(took, "", "")
+				n.record(what, took, "", "")
 			}
 		}
 	})
 }
 
-// record notes a request of the normal client: its latency, the title of the post it created,
-// if it did, and its failure, if it failed.
-func (n *normalClient) record(took time.Duration, created, failure string) {
+// slowRequest is one of the normal client's requests: what it asked, how long it took, and
+// when it ended, from the start of its phase.
+type slowRequest struct {
+	what      string
+	took, end time.Duration
+}
+
+func (r slowRequest) String() string {
+	return fmt.Sprintf("%s %v at %v", r.what, r.took.Round(100*time.Microsecond), r.end.Round(time.Millisecond))
+}
+
+// record notes a request of the normal client: what it asked, its latency, the title of the post
+// it created, if it did, and its failure, if it failed.
+func (n *normalClient) record(what string, took time.Duration, created, failure string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.latencies = append(n.latencies, took)
+	n.requested = append(n.requested, slowRequest{what, took, time.Since(n.began)})
 	if created != "" {
 		n.created = append(n.created, created)
 	}
@@ -293,13 +310,16 @@ func (n *normalClient) record(took time.Duration, created, failure string) {
 }
 
 // phase ends a phase of the normal client: it returns the latencies of its requests since the
-// last phase ended (or it started), sorted, and starts the next.
+// last phase ended (or it started), sorted, keeps its slowest requests in slowest, and starts
+// the next.
 func (n *normalClient) phase() []time.Duration {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	latencies := n.latencies
-	n.latencies = nil
+	latencies, requested := n.latencies, n.requested
+	n.latencies, n.requested, n.began = nil, nil, time.Now()
 	slices.Sort(latencies)
+	slices.SortFunc(requested, func(a, b slowRequest) int { return cmp.Compare(b.took, a.took) })
+	n.slowest = requested[:min(len(requested), 6)]
 	return latencies
 }
 
@@ -436,7 +456,7 @@ func (h *hostile) startMeasuredNormalClient(user string) time.Duration {
 	n.phase() // its first requests warm the server up
 	time.Sleep(quietPhase)
 	quiet := n.phase()
-	h.t.Logf("the normal client, quiet: %s", percentiles(quiet))
+	h.t.Logf("the normal client, quiet: %s; the slowest: %v", percentiles(quiet), n.slowest)
 	return p99(quiet)
 }
 
@@ -450,7 +470,7 @@ func (h *hostile) checkMeasuredNormalClient(quiet time.Duration) {
 	attacked := n.phase()
 	h.checkNormalClient()
 	h.t.Run("the normal client's p99 under attack is within 3× its quiet p99 and 20ms", func(t *testing.T) {
-		t.Logf("under attack: %s; quiet p99 %v", percentiles(attacked), quiet)
+		t.Logf("under attack: %s; quiet p99 %v; the slowest: %v", percentiles(attacked), quiet, n.slowest)
 		if !race.Enabled && p99(attacked) > 3*quiet+20*time.Millisecond {
 			t.Errorf("p99 %v under attack (max %v); want at most 3×%v+20ms = %v", p99(attacked), attacked[len(attacked)-1], quiet, 3*quiet+20*time.Millisecond)
 		}
