@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -148,57 +146,6 @@ func expand(expr string, d dashboard) (string, error) {
 		return "", fmt.Errorf("%q uses %v, which the dashboard does not define", expr, unknown)
 	}
 	return expanded, nil
-}
-
-// Every query is PromQL that Prometheus accepts, once Grafana has put in its variables: each is
-// a recording rule of a file that promtool checks.
-func TestEveryQueryIsValidPromQL(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatal("promtool is not installed: apt-get install prometheus (Debian's package; .ci/run installs it)")
-	}
-	type rule struct {
-		Record string `json:"record"`
-		Expr   string `json:"expr"`
-	}
-	type group struct {
-		Name  string `json:"name"`
-		Rules []rule `json:"rules"`
-	}
-	var groups []group
-	all := dashboards(t)
-	for _, q := range queries(t) {
-		expr, err := expand(q.expr, all[q.file])
-		if err != nil {
-			t.Errorf("%s: %v", q.group, err)
-			continue
-		}
-		if len(groups) == 0 || groups[len(groups)-1].Name != q.group {
-			groups = append(groups, group{Name: q.group})
-		}
-		g := &groups[len(groups)-1]
-		g.Rules = append(g.Rules, rule{q.record, expr})
-	}
-	// JSON is YAML, which promtool reads.
-	rules, err := json.MarshalIndent(map[string][]group{"groups": groups}, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "dashboards.rules.json")
-	if err := os.WriteFile(file, rules, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput()
-	if err != nil {
-		t.Fatalf("promtool check rules: %v\n%s", err, out)
-	}
-	rulesChecked := 0
-	for _, g := range groups {
-		rulesChecked += len(g.Rules)
-	}
-	if want := fmt.Sprintf("SUCCESS: %d rules found", rulesChecked); !strings.Contains(string(out), want) {
-		t.Errorf("promtool check rules did not say %q:\n%s", want, out)
-	}
 }
 
 // Every panel and every query asks the data source that the dashboard's datasource variable
