@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -252,24 +254,39 @@ func globalOptions() string {
 	return fmt.Sprintf("{\n\tadmin localhost:%d\n\thttp_port %s\n\tgrace_period 1ns", caddytest.Default.AdminPort, sitePort(site))
 }
 
-// freePort is a TCP port that was free on the loopback a moment ago, and that it has not
-// returned before: the kernel may hand a port just closed out again, and two sites of one config
-// on it made the config "ambiguous" (it did beside a second make test).
+// freePort is a TCP port that was free a moment ago, and that it has not returned before: the
+// kernel may hand a port just closed out again, and two sites of one config on it made the config
+// "ambiguous" (it did beside a second make test). It is below the range the kernel gives
+// connections their local ports from (ip_local_port_range): the sites are chosen when the tests
+// start and served minutes later, and a port of that range was taken meanwhile by a connection
+// of a second make test ("address already in use").
 func freePort() int {
 	portsMu.Lock()
 	defer portsMu.Unlock()
+	below := ephemeralPorts()
 	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		port := 10000 + rand.IntN(below-10000)
+		ln, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 		if err != nil {
-			panic(err)
+			continue // taken
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
 		ln.Close()
 		if !portsGiven[port] {
 			portsGiven[port] = true
 			return port
 		}
 	}
+}
+
+// ephemeralPorts is the first port of the range the kernel gives connections their local ports
+// from: Linux's ip_local_port_range, 32768 where it cannot be read.
+func ephemeralPorts() int {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if first, err := strconv.Atoi(strings.Fields(string(b))[0]); err == nil && first > 11000 {
+			return first
+		}
+	}
+	return 32768
 }
 
 // portsGiven are the ports freePort returned, under portsMu.
