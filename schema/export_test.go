@@ -126,3 +126,16 @@ func ReplayTurnsTaken() int { return len(turnsToReplay) }
 func (s *Schema) Encode(res *graphql.Response, position int64) json.RawMessage {
 	return s.encode(res, position)
 }
+
+// HoldTurns takes every turn to resolve (turnsToResolve), as subscriptions busy on every core
+// would, once each is free, and returns what gives them back.
+func HoldTurns() (release func()) {
+	for range cap(turnsToResolve) {
+		turnsToResolve <- struct{}{}
+	}
+	return func() {
+		for range cap(turnsToResolve) {
+			<-turnsToResolve
+		}
+	}
+}

@@ -19,8 +19,9 @@ import (
 
 // Why a Listener ended or could not start.
 var (
-	// ErrFeedFellBehind: the feed could not resolve events as fast as they came, and the
-	// events.Broker dropped it (events.ErrTooSlow); every listener of it ends.
+	// ErrFeedFellBehind: the listener's feed could not resolve events as fast as they came,
+	// and the listener cannot read what it missed from the event log (Schema.fellBehind): it
+	// is of no Sequence, or the log no longer keeps where its reread starts (Sequence.reread).
 	ErrFeedFellBehind = errors.New("the server fell behind the events of this subscription")
 	// ErrTooManyFeeds: as many distinct subscriptions run as Limits.MaxFeeds allows.
 	ErrTooManyFeeds = &errcode.Error{Code: errcode.ServerFull, Message: "the server runs as many distinct subscriptions as it may; try again later"}
@@ -50,6 +51,8 @@ type feeds struct {
 // resolved and encoded once, whatever the number of subscribers.
 type feed struct {
 	key       string
+	op        *Operation
+	base      context.Context // what it resolves in: anonymous, or its caller's (Schema.listen)
 	cancel    context.CancelFunc
 	listeners map[*Listener]struct{}
 	pending   pending       // the events matched and not answered yet (order.go)
@@ -77,6 +80,9 @@ type Listener struct {
 	// delivered is the position of the last event the listener was handed, or that its replay
 	// started after (Sequence.start); 0 when neither: what a reread starts after (order.go).
 	delivered int64
+	// joined is the last position handed when the listener joined its feed: what a reread of
+	// a listener that was handed nothing and holds nothing starts after (Schema.fellBehind).
+	joined int64
 	// resuming says that the listener resumed from a cursor and its replays have not reached a
 	// seam yet: the resume is counted ok once one does (Sequence.replayed).
 	resuming bool
@@ -89,7 +95,11 @@ type Listener struct {
 // Subscribed is closed once the listener's feed is subscribed to the events: an event handed
 // to the events.Broker from then on reaches the listener. It stays open for a feed whose operation
 // could not run, whose end the listener is told of.
-func (l *Listener) Subscribed() <-chan struct{} { return l.f.ready }
+func (l *Listener) Subscribed() <-chan struct{} {
+	l.s.feeds.mu.Lock()
+	defer l.s.feeds.mu.Unlock()
+	return l.f.ready // a feed that fell behind gives its listeners another (fellBehind)
+}
 
 // Close leaves the feed; the last listener to leave stops it. ended is not called.
 func (l *Listener) Close() {
@@ -149,17 +159,7 @@ func (s *Schema) listen(client string, op *Operation, caller posts.Caller, deliv
 		return nil, ErrTooManyFeedsPerClient
 	}
 	if f == nil {
-		ctx, cancel := context.WithCancel(base)
-		f = &feed{key: key, cancel: cancel, listeners: map[*Listener]struct{}{}, ready: make(chan struct{})}
-		if s.feeds.all == nil {
-			s.feeds.all = map[string]*feed{}
-		}
-		s.feeds.all[key] = f
-		metrics.FeedStarted()
-		ctx = withOverflow(ctx, func() { s.endFeed(f, ErrFeedFellBehind) })
-		ctx = withPending(ctx, &f.pending)
-		ctx = withSubscribed(ctx, sync.OnceFunc(func() { close(f.ready) }))
-		go s.run(ctx, f, op)
+		f = s.startFeed(key, base, op)
 	}
 	if mine == nil {
 		if s.feeds.clients == nil {
@@ -170,12 +170,71 @@ func (s *Schema) listen(client string, op *Operation, caller posts.Caller, deliv
 	}
 	mine[f]++
 	l.f = f
+	l.joined, _ = s.svc.Handed()
 	f.listeners[l] = struct{}{}
 	if seq != nil {
 		seq.join(l, op.resumeFrom != "")
 	}
 	metrics.SubscriberJoined()
 	return l, nil
+}
+
+// startFeed starts the feed of op under key, which resolves in base; feeds.mu is held.
+func (s *Schema) startFeed(key string, base context.Context, op *Operation) *feed {
+	ctx, cancel := context.WithCancel(base)
+	f := &feed{key: key, op: op, base: base, cancel: cancel, listeners: map[*Listener]struct{}{}, ready: make(chan struct{})}
+	if s.feeds.all == nil {
+		s.feeds.all = map[string]*feed{}
+	}
+	s.feeds.all[key] = f
+	metrics.FeedStarted()
+	ctx = withOverflow(ctx, func() { s.fellBehind(f) })
+	ctx = withPending(ctx, &f.pending)
+	ctx = withSubscribed(ctx, sync.OnceFunc(func() { close(f.ready) }))
+	go s.run(ctx, f, op)
+	return f
+}
+
+// fellBehind takes the listeners of f, which the events.Broker dropped for falling behind the
+// events (events.ErrTooSlow: a feed resolves at most its turns' share of the cores, and a burst
+// of writes on a loaded machine outruns it), to a feed of the same operation started again,
+// and replays each from the log after the last event it was handed, as a Sequence rereads a
+// listener it held back past its limit (Sequence.reread): the log keeps every event, so that
+// no subscriber ends for the server's being slow. A listener of no Sequence, which nothing
+// replays, and every listener of a service with no event log, end with ErrFeedFellBehind.
+func (s *Schema) fellBehind(f *feed) {
+	s.feeds.mu.Lock()
+	var ended []*Listener
+	if _, logged := s.svc.Handed(); s.feeds.all[f.key] == f && logged {
+		s.stop(f)
+		next := s.startFeed(f.key, f.base, f.op)
+		for l := range f.listeners {
+			if l.seq == nil {
+				continue
+			}
+			delete(f.listeners, l)
+			next.listeners[l] = struct{}{}
+			mine := s.feeds.clients[l.client]
+			if mine[f]--; mine[f] == 0 {
+				delete(mine, f)
+			}
+			mine[next]++
+			l.seq.rejoin(l, next)
+		}
+		if len(next.listeners) == 0 {
+			s.stop(next)
+		}
+	}
+	for l := range f.listeners {
+		if s.leave(l) {
+			ended = append(ended, l)
+		}
+	}
+	s.stop(f)
+	s.feeds.mu.Unlock()
+	for _, l := range ended {
+		l.ended(ErrFeedFellBehind)
+	}
 }
 
 // ClientFeeds is how many feeds client takes part in, against Limits.MaxFeedsPerClient; the

@@ -325,10 +325,32 @@ func (q *Sequence) reread(l *Listener) {
 	})
 	q.shrank()
 	from := l.delivered
-	if from == 0 && oldest != 0 {
+	switch {
+	case from != 0:
+	case oldest != 0:
 		from = oldest - 1
+	default:
+		from = l.joined // handed nothing and holding nothing (rejoin)
 	}
 	q.replayFrom(l, from, false)
+}
+
+// rejoin takes l, whose feed fell behind, to f, its feed started again (Schema.fellBehind), and
+// replays it from the log: from where it was, as reread does; or, a resume whose replay has not
+// started to read yet, from its cursor again. feeds.mu is held.
+func (q *Sequence) rejoin(l *Listener, f *feed) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l.f = f
+	if _, in := q.listeners[l]; !in {
+		return
+	}
+	if l.resuming && l.delivered == 0 {
+		q.replayFrom(l, 0, true)
+	} else {
+		q.reread(l)
+	}
+	q.release() // what waited for the positions its old feed had noted
 }
 
 // release hands the held responses that no listener's feed has an earlier event for; q.mu is

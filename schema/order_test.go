@@ -669,3 +669,45 @@ func TestReplaysThatEndMidwayGiveBackTheirTurns(t *testing.T) {
 	c.listen(t, s, createdQuery, first)
 	c.readAll(t, 300, 30*time.Second)
 }
+
+// A feed that falls behind the events (the broker's queue of one fills while every turn to
+// resolve is held, as on a machine whose cores are all busy) starts again, and its listener
+// reads what it missed from the log (Schema.fellBehind): it does not end, and its client reads
+// each write once, in the order written, those made while it was behind and those after.
+func TestAFeedThatFallsBehindReadsWhatItMissedFromTheLog(t *testing.T) {
+	s, svc, broker := subscribed(t, 1)
+	w := &writes{t: t, svc: svc}
+	c := newConn(t, 100_000, 0)
+	c.listen(t, s, `subscription { postCreated { title } }`, "")
+	started(t, broker, 1)
+	w.create()
+	c.readAll(t, 1, 10*time.Second)
+
+	release := schema.HoldTurns()
+	for range 50 {
+		w.create()
+	}
+	// Dropped by the broker, the feed starts again, and waits for a turn to subscribe.
+	for deadline := time.Now().Add(10 * time.Second); broker.Subscribers() > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			release()
+			t.Fatal("the feed did not fall behind")
+		}
+	}
+	release()
+	for range 50 {
+		w.create()
+	}
+	read := c.readAll(t, w.n, 20*time.Second)
+	for i, r := range read {
+		if want := fmt.Sprintf("postCreated %d", i+1); r != want {
+			t.Fatalf("response %d is %q, want %q (of %d: %q)", i+1, r, want, len(read), read)
+		}
+	}
+	if len(read) != w.n {
+		t.Fatalf("read %d responses, want %d", len(read), w.n)
+	}
+	if s.Feeds() != 1 {
+		t.Errorf("%d feeds run, want the one started again", s.Feeds())
+	}
+}

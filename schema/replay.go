@@ -93,13 +93,13 @@ func (q *Sequence) replayFrom(l *Listener, from int64, resumes bool) {
 	if !resumes {
 		l.delivered = from
 	}
-	go l.s.replay(ctx, l, r, from, resumes)
+	go l.s.replay(ctx, l, l.f.ready, r, from, resumes)
 }
 
 // replay is r, the replay of l from the event after from, or from its operation's cursor when
 // resumes: steps 2 to 4 above. Each of its acts on l's Sequence checks that r is still l's
 // replay.
-func (s *Schema) replay(ctx context.Context, l *Listener, r *pending, from int64, resumes bool) {
+func (s *Schema) replay(ctx context.Context, l *Listener, subscribed <-chan struct{}, r *pending, from int64, resumes bool) {
 	if resumes {
 		var err error
 		if from, err = s.svc.ResumeAfter(ctx, l.op.resumeFrom); err != nil {
@@ -108,7 +108,7 @@ func (s *Schema) replay(ctx context.Context, l *Listener, r *pending, from int64
 		}
 	}
 	select {
-	case <-l.f.ready:
+	case <-subscribed: // l's feed's, read under its Sequence's mu when the replay began
 	case <-ctx.Done():
 		return
 	}
