@@ -92,7 +92,7 @@ var (
 	})
 	eventsDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "events_dropped_total",
-		Help: "Events lost to a consumer that fell behind, which was then closed (TOO_SLOW, 1013), by stage: feed (a subscription execution that resolved events too slowly) or connection (a client that read too slowly).",
+		Help: "Events a consumer that fell behind did not take, by stage: feed (a subscription execution that resolved events too slowly, which starts again, its subscribers reading those events from the event log) or connection (a client that read too slowly, then closed with TOO_SLOW, 1013).",
 	}, []string{"stage"})
 	documentCache = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "document_cache_total",
