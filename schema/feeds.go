@@ -170,7 +170,9 @@ func (s *Schema) listen(client string, op *Operation, caller posts.Caller, deliv
 	}
 	mine[f]++
 	l.f = f
-	l.joined, _ = s.svc.Handed()
+	if handed, ok := s.svc.Handed(); ok {
+		l.joined = handed
+	}
 	f.listeners[l] = struct{}{}
 	if seq != nil {
 		seq.join(l, op.resumeFrom != "")

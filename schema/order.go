@@ -342,9 +342,6 @@ func (q *Sequence) rejoin(l *Listener, f *feed) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	l.f = f
-	if _, in := q.listeners[l]; !in {
-		return
-	}
 	if l.resuming && l.delivered == 0 {
 		q.replayFrom(l, 0, true)
 	} else {
