@@ -56,7 +56,8 @@ func (s *Service) StillKept(ctx context.Context, position int64) error {
 	}
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	kept, err := s.follower.Log().Kept(ctx, position)
+	// Position 0 is before the log's first event, which nothing expired while the log keeps it.
+	kept, err := s.follower.Log().Kept(ctx, max(position, 1))
 	switch {
 	case err != nil:
 		return fromStore(err)

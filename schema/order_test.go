@@ -673,15 +673,27 @@ func TestReplaysThatEndMidwayGiveBackTheirTurns(t *testing.T) {
 // A feed that falls behind the events (the broker's queue of one fills while every turn to
 // resolve is held, as on a machine whose cores are all busy) starts again, and its listener
 // reads what it missed from the log (Schema.fellBehind): it does not end, and its client reads
-// each write once, in the order written, those made while it was behind and those after.
+// each write once, in the order written, those made while it was behind and those after;
+// whether it had read an event before (a reread from the last it was handed) or not, on a log
+// empty when it subscribed (from where it joined: position 0).
 func TestAFeedThatFallsBehindReadsWhatItMissedFromTheLog(t *testing.T) {
+	for _, readFirst := range []bool{true, false} {
+		t.Run(fmt.Sprint("read an event first: ", readFirst), func(t *testing.T) {
+			feedFallsBehind(t, readFirst)
+		})
+	}
+}
+
+func feedFallsBehind(t *testing.T, readFirst bool) {
 	s, svc, broker := subscribed(t, 1)
 	w := &writes{t: t, svc: svc}
 	c := newConn(t, 100_000, 0)
 	c.listen(t, s, `subscription { postCreated { title } }`, "")
 	started(t, broker, 1)
-	w.create()
-	c.readAll(t, 1, 10*time.Second)
+	if readFirst {
+		w.create()
+		c.readAll(t, 1, 10*time.Second)
+	}
 
 	release := schema.HoldTurns()
 	for range 50 {
