@@ -127,10 +127,10 @@ func (s *Store) commit(c *conns, batch []*write) {
 				w.err = err
 			}
 		}
+		close(w.done) // before wrote, whose truncation of the log its caller need not wait for
 		if w.err == nil {
 			s.wrote(c)
 		}
-		close(w.done)
 	}
 }
 
