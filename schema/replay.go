@@ -38,8 +38,9 @@ import (
 //     seam: the listener takes the feed's responses after it from then on (held, in order, until
 //     the replay has answered the rest), and the replay reads up to it and ends.
 //
-// A listener that its Sequence held back past its limit is replayed the same way, from the
-// position after the last response it got, with no cursor to read (Sequence.reread). A reread
+// A listener that its Sequence held back past its limit, or whose feed fell behind the events
+// (Schema.fellBehind), is replayed the same way, from the position after the last response it
+// got, with no cursor to read (Sequence.reread, Sequence.rejoin). A reread
 // that cannot go on (the log no longer keeps where it reads from) ends its listener as a feed
 // that fell behind (ErrFeedFellBehind, which the transports end as TOO_SLOW), never as a
 // refused resume: the listener may never have sent a cursor, and one that did resumes again
