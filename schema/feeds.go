@@ -199,43 +199,43 @@ func (s *Schema) startFeed(key string, base context.Context, op *Operation) *fee
 
 // fellBehind takes the listeners of f, which the events.Broker dropped for falling behind the
 // events (events.ErrTooSlow: a feed resolves at most its turns' share of the cores, and a burst
-// of writes on a loaded machine outruns it), to a feed of the same operation started again,
-// and replays each from the log after the last event it was handed, as a Sequence rereads a
-// listener it held back past its limit (Sequence.reread): the log keeps every event, so that
-// no subscriber ends for the server's being slow. A listener of no Sequence, which nothing
-// replays, and every listener of a service with no event log, end with ErrFeedFellBehind.
+// of writes on a loaded machine outruns it), to a feed of the same operation started again
+// (restart), and ends the others with ErrFeedFellBehind: a listener of no Sequence, which
+// nothing replays, and every listener of a service with no event log.
 func (s *Schema) fellBehind(f *feed) {
-	s.feeds.mu.Lock()
-	var ended []*Listener
-	if _, logged := s.svc.Handed(); s.feeds.all[f.key] == f && logged {
-		s.stop(f)
-		next := s.startFeed(f.key, f.base, f.op)
-		for l := range f.listeners {
-			if l.seq == nil {
-				continue
-			}
-			delete(f.listeners, l)
-			next.listeners[l] = struct{}{}
-			mine := s.feeds.clients[l.client]
-			if mine[f]--; mine[f] == 0 {
-				delete(mine, f)
-			}
-			mine[next]++
-			l.seq.rejoin(l, next)
-		}
-		if len(next.listeners) == 0 {
-			s.stop(next)
-		}
+	if _, logged := s.svc.Handed(); logged {
+		s.restart(f)
 	}
-	for l := range f.listeners {
-		if s.leave(l) {
-			ended = append(ended, l)
-		}
+	s.endFeed(f, ErrFeedFellBehind)
+}
+
+// restart moves the listeners of f that have a Sequence to a feed of its operation started
+// again, and has each replayed from the log after the last event it was handed, as a Sequence
+// rereads a listener it held back past its limit (Sequence.rejoin): the log keeps the events, so
+// that no subscriber ends for the server's being slow. Nothing, if f has stopped.
+func (s *Schema) restart(f *feed) {
+	s.feeds.mu.Lock()
+	defer s.feeds.mu.Unlock()
+	if s.feeds.all[f.key] != f {
+		return
 	}
 	s.stop(f)
-	s.feeds.mu.Unlock()
-	for _, l := range ended {
-		l.ended(ErrFeedFellBehind)
+	next := s.startFeed(f.key, f.base, f.op)
+	for l := range f.listeners {
+		if l.seq == nil {
+			continue
+		}
+		delete(f.listeners, l)
+		next.listeners[l] = struct{}{}
+		mine := s.feeds.clients[l.client]
+		if mine[f]--; mine[f] == 0 {
+			delete(mine, f)
+		}
+		mine[next]++
+		l.seq.rejoin(l, next)
+	}
+	if len(next.listeners) == 0 {
+		s.stop(next)
 	}
 }
 
