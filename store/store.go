@@ -13,7 +13,10 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"strings"
 	"time"
+
+	"github.com/postsedge/caddy-posts/store/words"
 )
 
 // Post is a post as stored.
@@ -45,15 +48,37 @@ type Key struct {
 // KeyOf returns the place of p in the order of lists.
 func KeyOf(p Post) Key { return Key{CreatedAt: p.CreatedAt, ID: p.ID} }
 
-// Filter selects a page of posts, newest first.
+// Filter selects a page of posts, newest first or, with Oldest, oldest first.
 type Filter struct {
 	// UserID, when not empty, keeps only that user's posts.
 	UserID string
+	// Search, when not empty, keeps only the posts it matches (words.Query.Match) by the words
+	// of their title and body (words.Of), read from an index: a store that is still building
+	// it answers ErrIndexing.
+	Search words.Query
+	// Since and Until, when not zero, keep only the posts created at Since or later, and
+	// before Until.
+	Since, Until time.Time
+	// Oldest orders the posts oldest first: CreatedAt, then ID, both ascending, the reverse of
+	// the order that Key names.
+	Oldest bool
 	// After, when set, keeps only the posts that come after it in the order (keyset paging:
 	// posts inserted meanwhile are newer than the key and never shift the pages after it).
 	After *Key
 	// Limit is the largest number of posts returned, at least 1.
 	Limit int
+}
+
+// Follows says whether p comes after the key k in f's order.
+func (f Filter) Follows(p Post, k Key) bool {
+	c := p.CreatedAt.Compare(k.CreatedAt)
+	if c == 0 {
+		c = strings.Compare(p.ID, k.ID)
+	}
+	if f.Oldest {
+		return c > 0
+	}
+	return c < 0
 }
 
 // Update is a change to a post. Nil fields are left as they are.
@@ -80,7 +105,7 @@ type User struct {
 type Store interface {
 	// GetPost returns the post with the id, or ErrNotFound (a malformed id included).
 	GetPost(ctx context.Context, id string) (Post, error)
-	// ListPosts returns the posts that f selects, newest first.
+	// ListPosts returns the posts that f selects, in its order.
 	ListPosts(ctx context.Context, f Filter) ([]Post, error)
 	// InsertPost stores a new post and logs its event, which it returns; an id in use already
 	// is an error and changes nothing, and so is ErrDeleted, the id of a post deleted while an
@@ -150,4 +175,7 @@ var (
 	// ErrDeleted means an insert named the id of a post deleted while an idempotency record
 	// named it (see Store.DeletePost); nothing was written.
 	ErrDeleted = errors.New("the post of this id was deleted, and is not created again")
+	// ErrIndexing means a search asked a store that is still building its search index from
+	// the posts it held before it had one: its answer would miss some of them.
+	ErrIndexing = errors.New("the search index is being built")
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/postsedge/caddy-posts/posts/words"
+	"github.com/postsedge/caddy-posts/store/words"
 )
 
 func TestOf(t *testing.T) {
