@@ -4,13 +4,17 @@ import "testing"
 
 // The queries, for the test of their plans.
 const (
-	GetPostSQL    = getPostSQL
-	UpdatePostSQL = updatePostSQL
-	DeletePostSQL = deletePostSQL
-	ListSQL       = listSQL
-	ListByUserSQL = listByUserSQL
-	GetUserSQL    = getUserSQL
-	GetUsersSQL   = getUsersSQL
+	GetPostSQL          = getPostSQL
+	UpdatePostSQL       = updatePostSQL
+	DeletePostSQL       = deletePostSQL
+	ListSQL             = listSQL
+	ListByUserSQL       = listByUserSQL
+	ListOldestSQL       = listOldestSQL
+	ListByUserOldestSQL = listByUserOldestSQL
+	SearchSQL           = searchSQL
+	SearchOldestSQL     = searchOldestSQL
+	GetUserSQL          = getUserSQL
+	GetUsersSQL         = getUsersSQL
 )
 
 // The queries of a copy, for the test of their plans.

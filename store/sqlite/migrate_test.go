@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/sqlite"
+	"github.com/postsedge/caddy-posts/store/words"
 )
 
 // A file written by the release before versions (schema version 1) opens with its posts at
@@ -135,5 +139,86 @@ func TestALogOfSchemaVersion5GoesOnAfterItsLastPosition(t *testing.T) {
 				t.Errorf("the write after every event expired is at %d, %v; want 7", e.Position, err)
 			}
 		})
+	}
+}
+
+// A file of schema version 7, the release before search, opens with every post it holds in the
+// search's index, ranked within each millisecond by id, and its progress logged a batch at a
+// time; the writes after it are found too.
+func TestAFileOfSchemaVersion7IsSearchedWhole(t *testing.T) {
+	dir := t.TempDir()
+	old, err := sql.Open("sqlite", "file:"+filepath.Join(dir, sqlite.DatabaseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := old.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range append(append([]string{}, sqlite.Migrations[:7]...), "PRAGMA user_version = 7") {
+		if _, err := tx.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+	const stored = 25_000 // two and a half batches of the backfill
+	for n := range stored {
+		// Three posts a millisecond, inserted in descending id order; one in 100 says "needle".
+		title := fmt.Sprint("post number ", n)
+		if n%100 == 0 {
+			title = "Needle " + title
+		}
+		created := base.Add(time.Duration(n/3) * time.Millisecond).UnixMilli()
+		if _, err := tx.Exec(`INSERT INTO posts (id, user_id, title, body, created_at, updated_at) VALUES (?, 'alice', ?, 'Ünïcödé body', ?, ?)`,
+			fmt.Sprintf("67d44600%016x", stored-n), title, created, created); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	logs, logged := observer.New(zap.InfoLevel)
+	s := open(t, dir, sqlite.Options{Logger: zap.New(logs)})
+	var progress []int64
+	for _, e := range logged.FilterMessage("building the search index").All() {
+		progress = append(progress, e.ContextMap()["indexed"].(int64))
+	}
+	if fmt.Sprint(progress) != "[10000 20000 25000]" {
+		t.Errorf("the progress logged: %v; want [10000 20000 25000]", progress)
+	}
+	needle := func(f store.Filter) []store.Post {
+		t.Helper()
+		f.Search, f.Limit = words.Parse("needle"), 1000
+		found, err := s.ListPosts(t.Context(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	found := needle(store.Filter{})
+	if len(found) != stored/100 {
+		t.Fatalf("a search found %d posts; want %d", len(found), stored/100)
+	}
+	if len(needle(store.Filter{UserID: "alice"})) != stored/100 || len(needle(store.Filter{UserID: "bob"})) != 0 {
+		t.Error("a search of a user's posts finds other users' or not theirs")
+	}
+	if all, err := s.ListPosts(t.Context(), store.Filter{Search: words.Parse("unicode"), Limit: 10}); err != nil || len(all) != 10 {
+		t.Errorf("a search of every post's body found %d, %v; want 10", len(all), err)
+	}
+	// A post created in a millisecond of the stored posts takes a row of its own.
+	at := base.Add(time.Millisecond)
+	p := store.Post{ID: store.NewID(at), UserID: "bob", Title: "needle after", CreatedAt: at, UpdatedAt: at}
+	if _, err := s.InsertPost(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	if got := needle(store.Filter{UserID: "bob"}); len(got) != 1 || got[0].ID != p.ID {
+		t.Errorf("the search of the post written after found %d posts; want it alone", len(got))
+	}
+	if len(needle(store.Filter{})) != stored/100+1 {
+		t.Error("the post written after hid a stored one")
 	}
 }

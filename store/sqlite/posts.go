@@ -15,14 +15,18 @@ import (
 const postColumns = `id, user_id, title, body, created_at, updated_at, version`
 
 // The queries. A list reads one of the two indexes in order from its keyset position and stops
-// after LIMIT rows; the first page starts from a key past every post (firstPage), so it is the
-// same range search: EXPLAIN QUERY PLAN shows a SEARCH of an index, never a SCAN or a sort (a
-// test checks). Row values, (created_at, id) < (?, ?), let the index serve the keyset.
+// after LIMIT rows or at its other bound (Since newest first, Until oldest first); the first page
+// starts from a key past every post of its range (start), so it is the same range search:
+// EXPLAIN QUERY PLAN shows a SEARCH of an index, never a SCAN or a sort (a test checks). Row
+// values, (created_at, id) < (?, ?), let the index serve the keyset. A search reads the index of
+// words instead (search.go).
 const (
-	getPostSQL    = `SELECT ` + postColumns + ` FROM posts WHERE id = ?`
-	listSQL       = `SELECT ` + postColumns + ` FROM posts WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
-	listByUserSQL = `SELECT ` + postColumns + ` FROM posts WHERE user_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
-	insertPostSQL = `INSERT INTO posts (` + postColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	getPostSQL          = `SELECT ` + postColumns + ` FROM posts WHERE id = ?`
+	listSQL             = `SELECT ` + postColumns + ` FROM posts WHERE (created_at, id) < (?1, ?2) AND created_at >= ?3 ORDER BY created_at DESC, id DESC LIMIT ?4`
+	listOldestSQL       = `SELECT ` + postColumns + ` FROM posts WHERE (created_at, id) > (?1, ?2) AND created_at < ?3 ORDER BY created_at, id LIMIT ?4`
+	listByUserSQL       = `SELECT ` + postColumns + ` FROM posts WHERE user_id = ?5 AND (created_at, id) < (?1, ?2) AND created_at >= ?3 ORDER BY created_at DESC, id DESC LIMIT ?4`
+	listByUserOldestSQL = `SELECT ` + postColumns + ` FROM posts WHERE user_id = ?5 AND (created_at, id) > (?1, ?2) AND created_at < ?3 ORDER BY created_at, id LIMIT ?4`
+	insertPostSQL       = `INSERT INTO posts (` + postColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	// insertLivePostSQL is InsertPost's insert: insertPostSQL's unless the id is of a deleted post
 	// kept in deleted_posts: then it inserts nothing (store.ErrDeleted).
 	insertLivePostSQL = `INSERT INTO posts (` + postColumns + `) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7
@@ -51,13 +55,12 @@ const (
 	getUsersSQL   = `SELECT id, name, email, updated_at FROM users WHERE id IN (SELECT value FROM json_each(?))`
 )
 
-// firstPage is a key that every post comes after: no post is created at the largest time.
-var firstPage = store.Key{CreatedAt: time.UnixMilli(math.MaxInt64)}
-
 // statements are the queries, prepared once per store.
 type statements struct {
-	getPost, list, listByUser, getUser, getUsers *sql.Stmt // on the readers
-	insertPost, updatePost, deletePost, saveUser *sql.Stmt // on the writer
+	getPost, getUser, getUsers                   *sql.Stmt       // on the readers
+	list                                         [2][2]*sql.Stmt // [by user][oldest first]
+	search                                       [2]*sql.Stmt    // [oldest first] (search.go)
+	insertPost, updatePost, deletePost, saveUser *sql.Stmt       // on the writer
 	keepDeleted                                  *sql.Stmt
 	savepoint, rollbackTo, release               *sql.Stmt // of the writes of a shared transaction (commit.go)
 	logEvent, lastPosition, readEvents           *sql.Stmt // of the event log (events.go)
@@ -73,8 +76,12 @@ func (st *statements) prepare(read, write *sql.DB) error {
 		query string
 	}{
 		{read, &st.getPost, getPostSQL},
-		{read, &st.list, listSQL},
-		{read, &st.listByUser, listByUserSQL},
+		{read, &st.list[0][0], listSQL},
+		{read, &st.list[0][1], listOldestSQL},
+		{read, &st.list[1][0], listByUserSQL},
+		{read, &st.list[1][1], listByUserOldestSQL},
+		{read, &st.search[0], searchSQL},
+		{read, &st.search[1], searchOldestSQL},
 		{read, &st.getUser, getUserSQL},
 		{read, &st.getUsers, getUsersSQL},
 		{write, &st.insertPost, insertLivePostSQL},
@@ -142,25 +149,61 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 	return p, s.classify(err)
 }
 
-// ListPosts returns the posts that f selects, newest first.
+// ListPosts returns the posts that f selects, in its order.
 func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, error) {
 	c, done, err := s.reading()
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	after := firstPage
-	if f.After != nil {
-		after = *f.After
-	}
-	var rows *sql.Rows
-	if f.UserID == "" {
-		rows, err = c.stmt.list.QueryContext(ctx, millis(after.CreatedAt), after.ID, f.Limit)
+	var posts []store.Post
+	if f.Search.Empty() {
+		posts, err = list(ctx, c, f)
 	} else {
-		rows, err = c.stmt.listByUser.QueryContext(ctx, f.UserID, millis(after.CreatedAt), after.ID, f.Limit)
+		posts, err = search(ctx, c, f)
 	}
-	posts, err := collect(rows, err, make([]store.Post, 0, f.Limit), scanPost)
 	return posts, s.classify(err)
+}
+
+// list reads a page of f, which has no search, from the index of its order.
+func list(ctx context.Context, c *conns, f store.Filter) ([]store.Post, error) {
+	ms, id := start(f)
+	byUser, oldest, stop := 0, 0, bound(f.Since, math.MinInt64)
+	if f.UserID != "" {
+		byUser = 1
+	}
+	if f.Oldest {
+		oldest, stop = 1, bound(f.Until, math.MaxInt64)
+	}
+	rows, err := c.stmt.list[byUser][oldest].QueryContext(ctx, ms, id, stop, f.Limit, f.UserID)
+	return collect(rows, err, make([]store.Post, 0, f.Limit), scanPost)
+}
+
+// bound is t in Unix milliseconds, or unbounded for a zero t.
+func bound(t time.Time, unbounded int64) int64 {
+	if t.IsZero() {
+		return unbounded
+	}
+	return millis(t)
+}
+
+// start is the keyset position, in Unix milliseconds and an id, that a page of f starts after:
+// After, or, on the first page, a place before every post of f's range in its order. An empty
+// id comes before every id, so (Since, "") is before the posts created at Since, oldest first,
+// and (Until, "") after those created at Until, newest first.
+func start(f store.Filter) (ms int64, id string) {
+	if f.Oldest {
+		ms = bound(f.Since, math.MinInt64)
+	} else {
+		ms = bound(f.Until, math.MaxInt64)
+	}
+	if f.After == nil {
+		return ms, ""
+	}
+	if after := millis(f.After.CreatedAt); f.Oldest && after >= ms || !f.Oldest && after < ms {
+		return after, f.After.ID
+	}
+	return ms, ""
 }
 
 // collect appends every row of rows to into, read with scan, and closes rows; err is that of the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"go.uber.org/zap"
 )
 
 // migrations take the database from one schema version to the next: migrations[i] from version
@@ -107,14 +109,48 @@ var migrations = []string{
 	) STRICT, WITHOUT ROWID;
 	CREATE INDEX deleted_posts_until ON deleted_posts (until);
 	CREATE INDEX idempotency_keys_post ON idempotency_keys (post_id);`,
+	// 8: the search's index (search.go): post_rows gives each post its row id, in the order of
+	// lists, and post_words holds the words of each row. The triggers write both in the
+	// statement that writes the post: an insert takes the next row id of its millisecond, an
+	// update of the title or body indexes the words again, a delete removes both. The posts
+	// stored before get their row ids here, ranked by id within each millisecond, and their
+	// words from fillWords, which logs its progress.
+	`CREATE TABLE post_rows (
+		row INTEGER NOT NULL PRIMARY KEY,
+		id  TEXT    NOT NULL
+	) STRICT;
+	CREATE VIRTUAL TABLE post_words USING fts5(words, tokenize = 'ascii', prefix = '1 2 3', detail = 'none',
+		content = '', contentless_delete = 1);
+	INSERT INTO post_rows (row, id)
+		SELECT created_at * 1048576 + row_number() OVER (PARTITION BY created_at ORDER BY id) - 1, id FROM posts;
+	CREATE TRIGGER posts_insert_words AFTER INSERT ON posts BEGIN
+		INSERT INTO post_rows (row, id)
+			SELECT coalesce(max(row) + 1, new.created_at * 1048576), new.id FROM post_rows
+			WHERE row >= new.created_at * 1048576 AND row < (new.created_at + 1) * 1048576;
+		INSERT INTO post_words (rowid, words) VALUES (last_insert_rowid(), ` + wordsFunction + `(new.user_id, new.title, new.body));
+	END;
+	CREATE TRIGGER posts_update_words AFTER UPDATE OF title, body ON posts
+		WHEN new.title IS NOT old.title OR new.body IS NOT old.body BEGIN
+		UPDATE post_words SET words = ` + wordsFunction + `(new.user_id, new.title, new.body) WHERE rowid = (SELECT row FROM post_rows
+			WHERE row >= new.created_at * 1048576 AND row < (new.created_at + 1) * 1048576 AND id = new.id);
+	END;
+	CREATE TRIGGER posts_delete_words AFTER DELETE ON posts BEGIN
+		DELETE FROM post_words WHERE rowid = (SELECT row FROM post_rows
+			WHERE row >= old.created_at * 1048576 AND row < (old.created_at + 1) * 1048576 AND id = old.id);
+		DELETE FROM post_rows WHERE row >= old.created_at * 1048576 AND row < (old.created_at + 1) * 1048576 AND id = old.id;
+	END;`,
 }
+
+// fills are the steps of migrations that SQL alone cannot take: fills[v], when set, runs after
+// migrations[v-1], in its transaction.
+var fills = map[int]func(context.Context, *sql.Tx, *zap.Logger) error{8: fillWords}
 
 // SchemaVersion is the schema version this build writes.
 var SchemaVersion = len(migrations)
 
 // migrate brings the schema of the database that db writes to SchemaVersion, in one transaction,
 // and refuses a database from a newer build, which it could not read correctly.
-func migrate(ctx context.Context, db *sql.DB) error {
+func migrate(ctx context.Context, db *sql.DB, log *zap.Logger) error {
 	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: no other writer can start in between
 	if err != nil {
 		return err
@@ -134,6 +170,11 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	for v := version; v < SchemaVersion; v++ {
 		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
 			return fmt.Errorf("migrating the schema from version %d to %d: %w", v, v+1, err)
+		}
+		if fill := fills[v+1]; fill != nil {
+			if err := fill(ctx, tx, log); err != nil {
+				return fmt.Errorf("migrating the schema from version %d to %d: %w", v, v+1, err)
+			}
 		}
 	}
 	// PRAGMA takes no parameters; the version is a number of ours.

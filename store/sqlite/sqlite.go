@@ -148,7 +148,7 @@ func openConns(dir string, opts Options) (_ *conns, err error) {
 	}
 	c.write.SetMaxOpenConns(1)
 	c.write.SetMaxIdleConns(1)
-	if err := migrate(context.Background(), c.write); err != nil {
+	if err := migrate(context.Background(), c.write, opts.Logger); err != nil {
 		return nil, err
 	}
 	if err := c.write.QueryRow(logKeySQL).Scan(&c.logKey); err != nil {

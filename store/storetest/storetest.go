@@ -57,6 +57,8 @@ func RunWith(t *testing.T, open Open, opts Options) {
 		{"an id in use is refused", testDuplicateID},
 		{"lists come newest first", testList},
 		{"keyset pages have no gap or duplicate while others insert", testPagingWhileInserting},
+		{"time ranges and both orders page as the model does", testTimeRangesAndOrders},
+		{"200 searches of a mixed-script corpus find what the model finds", testSearchMatchesTheModel},
 		{"updates are owner-checked", testUpdate},
 		{"concurrent updates of one post lose none", func(t *testing.T, open Open) {
 			testConcurrentUpdates(t, open, cmp.Or(opts.Updaters, 16), cmp.Or(opts.UpdateRounds, 20))
