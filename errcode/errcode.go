@@ -80,6 +80,7 @@ var (
 	TooManySubscriptions = Code{"TOO_MANY_SUBSCRIPTIONS", 429, 0, "a client past `max_distinct_subscriptions_per_client` (over HTTP, a stream refused before it starts)"}
 	ServerFull           = Code{"UNAVAILABLE", 503, 0, "a server at `max_connections` or `max_distinct_subscriptions`, or closing; `Retry-After` says when to retry"}
 	Unavailable          = Code{"UNAVAILABLE", 503, 1013, "a store that does not answer within `timeout` (at once while it is known down), or a token before the key sets are first fetched (over a WebSocket, in `connection_init`); nothing is reported as done; `Retry-After` says when to retry"}
+	SearchIndexing       = Code{"SEARCH_INDEX_BUILDING", 503, 0, "a search (`q`, `search`) of a MongoDB store still building the search index of the posts stored before it had one, at its first use by this release: nothing is read, as the answer would miss some posts; lists without a search are served; `Retry-After` says when to retry"}
 	CursorExpired        = Code{"CURSOR_EXPIRED", 0, 0, "a subscription's `resumeFrom` whose next events the log no longer keeps (`events_ttl`, `events_max`): nothing is replayed; fetch again, then subscribe without it"}
 	ResumeTooLong        = Code{"RESUME_TOO_LONG", 0, 0, "a subscription's `resumeFrom` more than `max_resume_events` events of the log behind: nothing is replayed; fetch again, then subscribe without it"}
 	TooSlow              = Code{"TOO_SLOW", 0, 1013, "a client that reads its WebSocket or HTTP stream too slowly (other clients are not held back): cut off at once, its connection or HTTP/2 stream closed with no last word, which it would not read (the server logs the code); or a subscription that fell behind the events further back than the event log keeps (one that falls behind a burst of writes reads what it missed from the log, and goes on): the stream ends, over SSE with no word so that `EventSource` resumes with `Last-Event-ID`, over multipart with a part whose `payload` is null, over a WebSocket with the close code"}
@@ -112,7 +113,7 @@ var Table = []Code{
 	ParseFailed, ValidationFailed, MaxAliases, MaxRootFields, MaxFields,
 	PersistedQueryNotFound, PersistedQueryHashMismatch, PersistedQueryNotInList, QueryNotInSafelist,
 	BadUserInput, Unauthenticated, InvalidCredentials, MalformedCredentials, Forbidden, NotFound, VersionConflict, TooManyConnections, TooManyInitialisations,
-	ResponseTooLarge, TooManyErrors, TooManyOperations, TooManySubscriptions, ServerFull, Unavailable, CursorExpired, ResumeTooLong, TooSlow,
+	ResponseTooLarge, TooManyErrors, TooManyOperations, TooManySubscriptions, ServerFull, Unavailable, SearchIndexing, CursorExpired, ResumeTooLong, TooSlow,
 	NotAcknowledged, InitTimeout, SubscriberExists, GoingAway, Terminated, Internal, ServiceRestart,
 	BadIdempotencyKey, IdempotencyKeyInUse, IdempotencyKeyReused, IdempotencyKeyPostDeleted,
 }
@@ -183,6 +184,8 @@ func Of(err error) *Error {
 		return &Error{Code: Unavailable, Message: posts.ErrUnavailable.Error(), Cause: err}
 	case errors.Is(err, auth.ErrKeysUnavailable):
 		return &Error{Code: Unavailable, Message: auth.ErrKeysUnavailable.Error(), Cause: err}
+	case errors.Is(err, posts.ErrIndexing):
+		return &Error{Code: SearchIndexing, Message: posts.ErrIndexing.Error(), Cause: err}
 	case errors.Is(err, posts.ErrCursorExpired):
 		return &Error{Code: CursorExpired, Message: err.Error()}
 	case errors.Is(err, posts.ErrKeyReused):

@@ -22,6 +22,9 @@ var (
 	// ErrUnavailable: the database could not be reached or did not answer in time; nothing was
 	// reported as done.
 	ErrUnavailable = errors.New("the database is unavailable, try again shortly")
+	// ErrIndexing: a search asked a store that is still building its search index from the
+	// posts it held before it had one; nothing was read, as the answer would miss some.
+	ErrIndexing = errors.New("the search index is being built from the posts stored before it, and a search would miss some of them: try again shortly")
 	// ErrNotTried: the database is known to be down (its breaker is open), so the call was not
 	// sent to it: no post was written, and a write may be sent again as it is. It matches
 	// ErrUnavailable too.

@@ -3,18 +3,27 @@ package posts
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/words"
 )
 
 // DefaultLimit is the number of posts in a page when the request names no limit.
 const DefaultLimit = 20
 
-// ListQuery selects a page of posts, newest first.
+// ListQuery selects a page of posts, newest first unless Oldest.
 type ListQuery struct {
 	UserID string // only this user's posts, when not empty
+	// Search keeps the posts it finds (ParseSearch reads it), all when empty.
+	Search words.Query
+	// Since and Until, when not zero, keep the posts created at Since or later, and before
+	// Until; Since must be before Until.
+	Since, Until time.Time
+	// Oldest lists oldest first.
+	Oldest bool
 	Limit  int    // 0 means DefaultLimit
-	After  string // a cursor from an earlier Page.Next
+	After  string // a cursor from an earlier Page of the same list (Page.Next, ListQuery.Cursor)
 }
 
 // Page is one page of a list.
@@ -47,7 +56,8 @@ func (s *Service) Get(ctx context.Context, id string) (Post, error) {
 	return toPost(post), nil
 }
 
-// List returns a page of posts, newest first.
+// List returns a page of the posts q selects, in its order. A search of a store still building
+// its index fails with ErrIndexing.
 func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 	limit := q.Limit
 	if limit == 0 {
@@ -56,11 +66,19 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 	if limit < 1 || limit > s.maxLimit {
 		return Page{}, invalid("limit", "limit must be from 1 to %d", s.maxLimit)
 	}
-	f := store.Filter{UserID: q.UserID, Limit: limit + 1} // one more tells whether a next page exists
+	since, until := ceilMilli(q.Since), ceilMilli(q.Until)
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		return Page{}, invalid("since", "since must be before until")
+	}
+	// One more post than the page tells whether a next page exists.
+	f := store.Filter{UserID: q.UserID, Search: q.Search, Since: since, Until: until, Oldest: q.Oldest, Limit: limit + 1}
 	if q.After != "" {
-		key, ok := decodeCursor(q.After)
-		if !ok {
+		key, ofAnother, ok := q.cursorOf(q.After)
+		switch {
+		case !ok:
 			return Page{}, invalid("after", "after is not a cursor from this API; follow the next link of the previous page")
+		case ofAnother:
+			return Page{}, invalid("after", "after is a cursor of another list: page with the sort, filters and search of the page that gave it")
 		}
 		f.After = &key
 	}
@@ -75,7 +93,7 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 		page.Posts[i] = toPost(found[i])
 	}
 	if len(found) > limit {
-		page.Next = Cursor(page.Posts[limit-1])
+		page.Next = q.Cursor(page.Posts[limit-1])
 	}
 	return page, nil
 }

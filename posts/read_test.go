@@ -133,7 +133,7 @@ func TestList(t *testing.T) {
 		})
 	}
 
-	validCursor := encodeCursor(store.Key{CreatedAt: all[3].CreatedAt, ID: all[3].ID})
+	validCursor := Cursor(all[3])
 	cursors := []struct {
 		name  string
 		after string

@@ -60,6 +60,9 @@ type Config struct {
 	Timeout time.Duration
 	// MaxLimit is the largest page of a list.
 	MaxLimit int
+	// MaxSearchTerms is how many words a search may have (ParseSearch). Default:
+	// DefaultMaxSearchTerms.
+	MaxSearchTerms int
 	// Logger receives the failures that do not fail the request: a profile that could not be saved.
 	Logger *zap.Logger
 	// Events is the events.Broker that subscriptions subscribe to (Service.Subscribe); nil, the
@@ -82,6 +85,7 @@ type Service struct {
 	store                    store.Store
 	timeout                  time.Duration
 	maxLimit                 int
+	maxSearchTerms           int
 	logger                   *zap.Logger
 	events                   *events.Broker[*Event]
 	follower                 *events.Follower
@@ -100,6 +104,7 @@ func NewService(cfg Config) *Service {
 		store:                    cfg.Store,
 		timeout:                  cfg.Timeout,
 		maxLimit:                 cfg.MaxLimit,
+		maxSearchTerms:           cmp.Or(cfg.MaxSearchTerms, DefaultMaxSearchTerms),
 		logger:                   cfg.Logger,
 		events:                   cfg.Events,
 		follower:                 cfg.Follower,
@@ -143,6 +148,8 @@ func fromStore(err error) error {
 		return fmt.Errorf("%w: %w", ErrNotTried, err)
 	case errors.Is(err, store.ErrUnavailable):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, store.ErrIndexing):
+		return fmt.Errorf("%w: %w", ErrIndexing, err)
 	}
 	return err
 }

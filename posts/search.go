@@ -1,0 +1,61 @@
+package posts
+
+import (
+	"time"
+
+	"github.com/postsedge/caddy-posts/store/words"
+)
+
+// MaxSearchBytes is the longest text a search may be, in bytes.
+const MaxSearchBytes = 256
+
+// DefaultMaxSearchTerms is how many words a search may have when Config.MaxSearchTerms is 0.
+const DefaultMaxSearchTerms = 8
+
+// ParseSearch reads the words of a search from q, the text a client sent as the parameter
+// param, by the rules of package words: plain text, whose quotes, operators and punctuation
+// separate words and mean nothing else. It refuses a q longer than MaxSearchBytes, one with more
+// words than the service's limit (Config.MaxSearchTerms), and one with no letter or digit, each
+// with an error naming param. An empty q is no search: the zero Query.
+func (s *Service) ParseSearch(param, q string) (words.Query, error) {
+	switch {
+	case q == "":
+		return words.Query{}, nil
+	case len(q) > MaxSearchBytes:
+		return words.Query{}, invalid(param, "%s is %d bytes long; a search has at most %d", param, len(q), MaxSearchBytes)
+	}
+	parsed := words.Parse(q)
+	switch {
+	case parsed.Empty():
+		return words.Query{}, invalid(param, "%s has no letter or digit to search for", param)
+	case len(parsed.Words) > s.maxSearchTerms:
+		return words.Query{}, invalid(param, "%s has %d words; a search has at most %d", param, len(parsed.Words), s.maxSearchTerms)
+	}
+	return parsed, nil
+}
+
+// Matches says whether p is found by the search q (every post, for an empty q): the rule of
+// lists, applied to a post one at a time, as a live subscription does.
+func Matches(q words.Query, p Post) bool {
+	if q.Empty() {
+		return true
+	}
+	var body string
+	if p.Body != nil {
+		body = *p.Body
+	}
+	return q.Match(words.Of(p.Title, body))
+}
+
+// ceilMilli is t rounded up to the millisecond, in UTC: times are stored to the millisecond,
+// so a post is created at or after t exactly when it is at or after ceilMilli(t).
+func ceilMilli(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	c := t.UTC().Truncate(time.Millisecond)
+	if c.Before(t) {
+		c = c.Add(time.Millisecond)
+	}
+	return c
+}
