@@ -271,7 +271,7 @@ func TestListPagesStopBeforeMaxResponseSize(t *testing.T) {
 		if len(ids) == 0 || len(ids) >= 10 {
 			t.Fatalf("a page of %d posts; want it cut", len(ids))
 		}
-		wantNext := `</posts?` + url.Values{"after": {posts.Cursor(byID[ids[len(ids)-1]])}, "limit": {"10"}, "userId": {"alice"}}.Encode() + `>; rel="next"`
+		wantNext := `</posts?` + url.Values{"after": {posts.ListQuery{UserID: "alice"}.Cursor(byID[ids[len(ids)-1]])}, "limit": {"10"}, "userId": {"alice"}}.Encode() + `>; rel="next"`
 		if "<"+next+`>; rel="next"` != wantNext {
 			t.Errorf("Link %q; want %q", next, wantNext)
 		}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
@@ -57,11 +58,18 @@ func (h *Handler) NoRoute() http.Handler {
 }
 
 // listParams are the query parameters of GET /posts.
-var listParams = []string{"userId", "limit", "after"}
+var listParams = []string{"userId", "q", "since", "until", "sort", "limit", "after"}
 
-// list serves GET /posts: a page of posts, newest first, with a Link to the next page.
+// The values of sort: newest first (the default) or oldest first.
+const (
+	newestFirst = "-createdAt"
+	oldestFirst = "createdAt"
+)
+
+// list serves GET /posts: a page of posts, newest first unless sort says otherwise, with a Link
+// to the next page.
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
-	q, err := listQuery(r.URL.RawQuery)
+	values, q, err := h.listQuery(r.URL.RawQuery)
 	if err != nil {
 		return err
 	}
@@ -76,51 +84,71 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	// last post sent, so that a client following Links still gets every post once.
 	n, next := pageFits(page.Posts, h.MaxResponseSize), page.Next
 	if n < len(page.Posts) {
-		next = posts.Cursor(page.Posts[n-1])
+		next = q.Cursor(page.Posts[n-1])
 	}
 	if next != "" {
-		w.Header().Set("Link", nextLink(q, next))
+		w.Header().Set("Link", nextLink(values, next))
 	}
 	writePage(w, http.StatusOK, page.Posts[:n])
 	return nil
 }
 
-// nextLink is the Link header to the page of q that starts after the cursor after.
-func nextLink(q posts.ListQuery, after string) string {
+// nextLink is the Link header to the page that starts after the cursor after, of the list that
+// values, the query parameters of a page, name.
+func nextLink(values url.Values, after string) string {
 	next := url.Values{"after": {after}}
-	if q.Limit != 0 {
-		next.Set("limit", strconv.Itoa(q.Limit))
-	}
-	if q.UserID != "" {
-		next.Set("userId", q.UserID)
+	for name, vs := range values {
+		if name != "after" {
+			next[name] = vs
+		}
 	}
 	return fmt.Sprintf(`</posts?%s>; rel="next"`, next.Encode())
 }
 
 // listQuery reads the query string of GET /posts, refusing unknown, repeated or malformed
-// parameters rather than ignoring them.
-func listQuery(raw string) (q posts.ListQuery, err error) {
-	values, err := url.ParseQuery(raw)
+// parameters rather than ignoring them, each with a message naming it.
+func (h *Handler) listQuery(raw string) (values url.Values, q posts.ListQuery, err error) {
+	values, err = url.ParseQuery(raw)
 	if err != nil {
-		return q, answer.BadRequest("the query string is malformed")
+		return nil, q, answer.BadRequest("the query string is malformed")
 	}
 	for name, vs := range values {
 		switch {
 		case !slices.Contains(listParams, name):
-			return q, answer.BadRequest("unknown query parameter %q; allowed: %s", name, strings.Join(listParams, ", "))
+			return nil, q, answer.BadRequest("unknown query parameter %q; allowed: %s", name, strings.Join(listParams, ", "))
 		case len(vs) > 1:
-			return q, answer.BadRequest("query parameter %q is given more than once", name)
+			return nil, q, answer.BadRequest("query parameter %q is given more than once", name)
 		case vs[0] == "":
-			return q, answer.BadRequest("query parameter %q is empty", name)
+			return nil, q, answer.BadRequest("query parameter %q is empty", name)
 		}
 	}
 	q.UserID, q.After = values.Get("userId"), values.Get("after")
 	if s := values.Get("limit"); s != "" {
 		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit == 0 {
-			return q, answer.BadRequest("limit must be a whole number of posts, at least 1")
+			return nil, q, answer.BadRequest("limit must be a whole number of posts, at least 1")
 		}
 	}
-	return q, nil
+	if q.Search, err = h.Posts.ParseSearch("q", values.Get("q")); err != nil {
+		return nil, q, answer.BadRequest("%v", err)
+	}
+	for _, t := range []struct {
+		name string
+		into *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if s := values.Get(t.name); s != "" {
+			if *t.into, err = time.Parse(time.RFC3339Nano, s); err != nil {
+				return nil, q, answer.BadRequest("%s must be an RFC 3339 time, such as 2026-11-30T09:30:00Z", t.name)
+			}
+		}
+	}
+	switch values.Get("sort") {
+	case "", newestFirst:
+	case oldestFirst:
+		q.Oldest = true
+	default:
+		return nil, q, answer.BadRequest("sort must be %s (newest first, the default) or %s (oldest first)", newestFirst, oldestFirst)
+	}
+	return values, q, nil
 }
 
 // get serves GET /posts/{id}: the post with its validators, or 304 Not Modified when the

@@ -102,14 +102,35 @@ func TestChangesTellNullFromAbsent(t *testing.T) {
 }
 
 func TestListQuery(t *testing.T) {
-	q, err := listQuery("userId=alice&limit=7&after=abc")
-	if err != nil || q != (posts.ListQuery{UserID: "alice", Limit: 7, After: "abc"}) {
+	h := &Handler{Posts: posts.NewService(posts.Config{})}
+	_, q, err := h.listQuery("userId=alice&limit=7&after=abc&q=Edge+caddy&since=2026-11-30T10:00:00Z&until=2026-11-30T12:00:00.5%2B01:00&sort=createdAt")
+	since, until := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 11, 0, 0, 500_000_000, time.UTC)
+	if err != nil || q.UserID != "alice" || q.Limit != 7 || q.After != "abc" || strings.Join(q.Search.Words, " ") != "edge caddy" ||
+		!q.Since.Equal(since) || !q.Until.Equal(until) || !q.Oldest {
 		t.Errorf("listQuery = %+v, %v", q, err)
 	}
-	for _, raw := range []string{"limit=", "limit=1.5", "limit=0", "x=1", "userId=a&userId=b", "%zz"} {
-		t.Run("400 for "+raw, func(t *testing.T) {
-			if _, err := listQuery(raw); errcode.Of(err).Code.Status != 400 {
-				t.Errorf("err = %v; want a 400", err)
+	for _, tc := range []struct{ raw, names string }{
+		{"limit=", "limit"},
+		{"limit=1.5", "limit"},
+		{"limit=0", "limit"},
+		{"x=1", "x"},
+		{"userId=a&userId=b", "userId"},
+		{"%zz", "malformed"},
+		{"q=" + strings.Repeat("a", posts.MaxSearchBytes+1), "q"},
+		{"q=a+b+c+d+e+f+g+h+i", "q"},
+		{"q=%22*%22+-+:+%5E+()", "q"},
+		{"q=a&q=b", "q"},
+		{"since=yesterday", "since"},
+		{"until=2026-11-30", "until"},
+		{"since=2026-11-30T10:00:00", "since"},
+		{"sort=-created_at", "sort"},
+		{"sort=newest", "sort"},
+		{"sort=createdAt&sort=createdAt", "sort"},
+	} {
+		t.Run("400 naming "+tc.names+" for "+tc.raw, func(t *testing.T) {
+			_, _, err := h.listQuery(tc.raw)
+			if e := errcode.Of(err); e.Code.Status != 400 || !strings.Contains(e.Message, tc.names) {
+				t.Errorf("err = %v; want a 400 that names %s", err, tc.names)
 			}
 		})
 	}
