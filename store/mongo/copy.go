@@ -21,20 +21,24 @@ var byID = bson.D{{Key: "_id", Value: 1}}
 // is, without ensuring its indexes: a copy does not write its source. A deleted post whose
 // event is not logged yet (a tombstone) is not one.
 func (s *Store) AllPosts(ctx context.Context, batch int) iter.Seq2[store.Post, error] {
-	return all(ctx, s, s.client.Database(s.database).Collection(PostsCollection), bson.D{live}, batch, post.toStore)
+	return all(ctx, s, s.client.Database(s.database).Collection(PostsCollection), bson.D{live}, withoutTerms, batch, post.toStore)
 }
 
 // AllUsers yields every profile in ascending id order, as AllPosts does.
 func (s *Store) AllUsers(ctx context.Context, batch int) iter.Seq2[store.User, error] {
-	return all(ctx, s, s.users, bson.D{}, batch, user.toStore)
+	return all(ctx, s, s.users, bson.D{}, nil, batch, user.toStore)
 }
 
-// all yields every document of coll that filter selects in ascending _id order, decoded as D
-// and converted.
-func all[D, T any](ctx context.Context, s *Store, coll *driver.Collection, filter bson.D, batch int, convert func(D) T) iter.Seq2[T, error] {
+// all yields every document of coll that filter selects in ascending _id order, of projection
+// (nil for the whole document), decoded as D and converted.
+func all[D, T any](ctx context.Context, s *Store, coll *driver.Collection, filter, projection bson.D, batch int, convert func(D) T) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
-		cursor, err := coll.Find(ctx, filter, options.Find().SetSort(byID).SetBatchSize(int32(min(batch, 1<<30))))
+		opts := options.Find().SetSort(byID).SetBatchSize(int32(min(batch, 1<<30)))
+		if projection != nil {
+			opts.SetProjection(projection)
+		}
+		cursor, err := coll.Find(ctx, filter, opts)
 		if err != nil {
 			yield(zero, s.classify(err))
 			return
@@ -66,8 +70,9 @@ func (s *Store) HoldsPosts(ctx context.Context) (bool, error) {
 	return slices.Contains(names, PostsCollection), nil
 }
 
-// InsertPosts stores the posts whose ids are not stored yet, in one unordered bulk insert: the
-// server stores every post of the batch it can and refuses those whose _id it holds. It is
+// InsertPosts stores the posts whose ids are not stored yet, with their terms (search.go), in
+// one unordered bulk insert: the server stores every post of the batch it can and refuses those
+// whose _id it holds. It is
 // not one transaction: a batch that fails half-way may have stored some of its posts, which
 // the next copy skips.
 func (s *Store) InsertPosts(ctx context.Context, posts []store.Post) (int, error) {

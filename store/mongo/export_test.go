@@ -1,6 +1,7 @@
 package mongo
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -53,4 +54,24 @@ func IndexOptions() []int {
 		}
 	}
 	return n
+}
+
+// SetBackfill sets the backfill's batch and its first wait after a batch that stored nothing
+// until the test ends.
+func SetBackfill(t *testing.T, batch int, retry time.Duration) {
+	savedBatch, savedRetry := backfillBatch, backfillRetry
+	backfillBatch, backfillRetry = batch, retry
+	t.Cleanup(func() { backfillBatch, backfillRetry = savedBatch, savedRetry })
+}
+
+// OnBackfillRead has the store's backfill call read with the ids of each batch it read, before
+// it writes them, and under the batch's context; before the store's first use.
+func (s *Store) OnBackfillRead(read func(ctx context.Context, ids []string)) {
+	s.backfillRead = func(ctx context.Context, docs []post) {
+		ids := make([]string, len(docs))
+		for i, d := range docs {
+			ids[i] = d.ID.Hex()
+		}
+		read(ctx, ids)
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	xdriver "go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/store"
 )
@@ -31,7 +32,8 @@ const (
 	UsersCollection = "users"
 )
 
-// indexes serve the list queries: newest first, and newest first for one user.
+// indexes serve the list queries: newest first (or, read backwards, oldest first), for one user,
+// and for a search.
 var indexes = []driver.IndexModel{
 	{Keys: bson.D{{Key: "userId", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Keys: bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
@@ -41,6 +43,7 @@ var indexes = []driver.IndexModel{
 	// The ids of deleted posts kept until their idempotency keys expire (deleted.go), which the
 	// sweep of expired keys finds: sparse, as the one above.
 	{Keys: bson.D{{Key: "until", Value: 1}}, Options: options.Index().SetSparse(true)},
+	termsIndex, // a search (search.go)
 }
 
 // Store is one database of a MongoDB deployment, through a pooled client of its own.
@@ -75,6 +78,22 @@ type Store struct {
 	health health
 	// waits are the times of the event log the deployment set (waits.go).
 	waits Waits
+
+	// searchable says that every post has its terms, so that a search finds them all
+	// (search.go): set by the first use that finds none without, or by the backfill once done.
+	searchable atomic.Bool
+	// logger logs the backfill's progress (search.go, SetLogger); nil logs nothing.
+	logger *zap.Logger
+	// life ends when the store closes: the backfill runs under it. background holds what runs
+	// under it, which Close waits for.
+	life       context.Context
+	stop       context.CancelFunc
+	background struct {
+		sync.Mutex // held while starting one, and by Close, so that none starts after it
+		running    sync.WaitGroup
+	}
+	// backfillRead, in tests, is called with each batch the backfill read, before it writes.
+	backfillRead func(context.Context, []post)
 }
 
 // Open returns the store of database in the deployment that uri names. It does no I/O: the
@@ -87,6 +106,7 @@ func Open(uri, database string, opts ...*options.ClientOptions) (*Store, error) 
 	if err != nil {
 		return nil, fmt.Errorf("mongodb_uri: %w", err)
 	}
+	s.life, s.stop = context.WithCancel(context.Background())
 	var origin [8]byte
 	_, _ = rand.Read(origin[:]) // crypto/rand.Read never fails
 	s.client, s.users, s.origin = client, client.Database(database).Collection(UsersCollection), hex.EncodeToString(origin[:])
@@ -123,7 +143,8 @@ var (
 )
 
 // collection returns the posts collection, ensuring the indexes and the posts' versions
-// (versionMissing) on first use.
+// (versionMissing) on first use, and starting the backfill of their terms if one has none
+// (startIndexing).
 func (s *Store) collection(ctx context.Context) (*driver.Collection, error) {
 	return s.ensured(ctx, &s.posts, PostsCollection, func(ctx context.Context, coll *driver.Collection) error {
 		// One index per command: FerretDB 1.24 drops the connection when one createIndexes
@@ -136,7 +157,7 @@ func (s *Store) collection(ctx context.Context) (*driver.Collection, error) {
 		if _, err := coll.UpdateMany(ctx, versionMissing, firstVersion); err != nil {
 			return fmt.Errorf("giving the posts of earlier releases a version: %w", err)
 		}
-		return nil
+		return s.startIndexing(ctx, coll)
 	})
 }
 
@@ -198,11 +219,17 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.classify(s.client.Ping(ctx, readpref.Primary()))
 }
 
-// Close disconnects the client. Calls in flight and after it fail with store.ErrUnavailable.
+// Close stops the backfill (search.go) and disconnects the client. Calls in flight and after it
+// fail with store.ErrUnavailable.
 func (s *Store) Close() error {
+	s.background.Lock()
 	if s.closed.Swap(true) {
+		s.background.Unlock()
 		return nil
 	}
+	s.background.Unlock()
+	s.stop()
+	s.background.running.Wait()
 	err := Disconnect(s.client)
 	if errors.Is(err, driver.ErrClientDisconnected) {
 		return nil

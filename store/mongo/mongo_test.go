@@ -130,7 +130,7 @@ func TestIndexesExistAfterFirstUse(t *testing.T) {
 		}
 		got = append(got, "{"+strings.Join(parts, ", ")+"}")
 	}
-	for _, want := range []string{"{userId:1, createdAt:-1, _id:-1}", "{createdAt:-1, _id:-1}"} {
+	for _, want := range []string{"{userId:1, createdAt:-1, _id:-1}", "{createdAt:-1, _id:-1}", "{terms:1, createdAt:-1, _id:-1}"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("indexes are %v; want one on %s", got, want)
 		}

@@ -28,6 +28,9 @@ type post struct {
 	Pending *pendingEvent `bson:"ev,omitempty"`
 	// Gone marks a deleted post whose event is not logged yet: reads skip it.
 	Gone bool `bson:"gone,omitempty"`
+	// Terms are the post's words, which a search finds it by (search.go): never nil in a
+	// document written (termsOf), and left out of the reads that do not need them (withoutTerms).
+	Terms []string `bson:"terms"`
 }
 
 // pendingEvent is the change of a write whose event is not logged yet.
@@ -100,8 +103,16 @@ var live = bson.E{Key: "gone", Value: absent}
 // nextVersion is the part of every update that adds one to the version.
 var nextVersion = bson.E{Key: "$inc", Value: bson.D{{Key: "version", Value: int64(1)}}}
 
-// newestFirst is the order of every list.
-var newestFirst = bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}
+// newestFirst is the order of lists, and earliestFirst that of store.Filter.Oldest: one index
+// serves both, read forwards or backwards.
+var (
+	newestFirst   = bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}
+	earliestFirst = bson.D{{Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}
+)
+
+// withoutTerms is the projection of the reads that return posts: a post's terms, as many as its
+// distinct words, are read by the server's search alone.
+var withoutTerms = bson.D{{Key: "terms", Value: 0}}
 
 // GetPost returns the post with the id, or store.ErrNotFound.
 func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
@@ -114,35 +125,40 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 		return store.Post{}, s.classify(err)
 	}
 	var p post
-	if err := c.FindOne(ctx, idFilter{oid, absent}).Decode(&p); err != nil {
+	if err := c.FindOne(ctx, idFilter{oid, absent}, options.FindOne().SetProjection(withoutTerms)).Decode(&p); err != nil {
 		return store.Post{}, s.classify(err)
 	}
 	return p.toStore(), nil
 }
 
-// ListPosts returns the posts that f selects, newest first.
+// ListPosts returns the posts that f selects, in its order. A search (f.Search) answers
+// store.ErrIndexing until every post has its terms (search.go).
 func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, error) {
-	query := bson.D{live}
-	if f.UserID != "" {
-		query = append(query, bson.E{Key: "userId", Value: f.UserID})
-	}
-	if f.After != nil {
-		// Keyset paging: strictly older, or as old with a smaller _id. An after id that is not
-		// an ObjectID still has its place: every ObjectID sorts below the largest one.
-		after, ok := objectID(f.After.ID)
-		if !ok {
-			after = bson.ObjectID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-		}
-		query = append(query, bson.E{Key: "$or", Value: bson.A{
-			bson.D{{Key: "createdAt", Value: bson.D{{Key: "$lt", Value: f.After.CreatedAt}}}},
-			bson.D{{Key: "createdAt", Value: f.After.CreatedAt}, {Key: "_id", Value: bson.D{{Key: "$lt", Value: after}}}},
-		}})
-	}
 	c, err := s.collection(ctx)
 	if err != nil {
 		return nil, s.classify(err)
 	}
-	cursor, err := c.Find(ctx, query, options.Find().SetSort(newestFirst).SetLimit(int64(f.Limit)))
+	query := bson.D{live}
+	if f.UserID != "" {
+		query = append(query, bson.E{Key: "userId", Value: f.UserID})
+	}
+	if !f.Search.Empty() {
+		if !s.searchable.Load() {
+			return nil, errIndexing
+		}
+		query = append(query, searchTerms(f.Search))
+	}
+	if created := createdRange(f.Since, f.Until); created != nil {
+		query = append(query, bson.E{Key: "createdAt", Value: created})
+	}
+	order := newestFirst
+	if f.Oldest {
+		order = earliestFirst
+	}
+	if f.After != nil {
+		query = append(query, keysetAfter(*f.After, f.Oldest))
+	}
+	cursor, err := c.Find(ctx, query, options.Find().SetSort(order).SetLimit(int64(f.Limit)).SetProjection(withoutTerms))
 	if err != nil {
 		return nil, s.classify(err)
 	}
@@ -155,6 +171,47 @@ func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, er
 		posts[i] = d.toStore()
 	}
 	return posts, nil
+}
+
+// keysetAfter selects the posts that come after k in the order of lists (keyset paging):
+// strictly older, or as old with a smaller _id; with oldest, strictly newer, or as old with a
+// larger _id. An id that is not an ObjectID still has its place: above every ObjectID, as the
+// largest one is.
+func keysetAfter(k store.Key, oldest bool) bson.E {
+	after, ok := objectID(k.ID)
+	if !ok {
+		after = bson.ObjectID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	}
+	beyond := "$lt"
+	if oldest {
+		beyond = "$gt"
+	}
+	return bson.E{Key: "$or", Value: bson.A{
+		bson.D{{Key: "createdAt", Value: bson.D{{Key: beyond, Value: k.CreatedAt}}}},
+		bson.D{{Key: "createdAt", Value: k.CreatedAt}, {Key: "_id", Value: bson.D{{Key: beyond, Value: after}}}},
+	}}
+}
+
+// createdRange is the condition on createdAt of since and until (nil for neither). A bound is
+// rounded up to the millisecond, as createdAt is stored: a post at 10 ms is not before 10.5 ms,
+// which a bound sent as is, cut to 10 ms by BSON, would let in.
+func createdRange(since, until time.Time) bson.D {
+	var r bson.D
+	if !since.IsZero() {
+		r = append(r, bson.E{Key: "$gte", Value: ceilMillisecond(since)})
+	}
+	if !until.IsZero() {
+		r = append(r, bson.E{Key: "$lt", Value: ceilMillisecond(until)})
+	}
+	return r
+}
+
+// ceilMillisecond is t rounded up to the millisecond.
+func ceilMillisecond(t time.Time) time.Time {
+	if c := t.Truncate(time.Millisecond); !c.Equal(t) {
+		return c.Add(time.Millisecond)
+	}
+	return t
 }
 
 // InsertPost stores a new post with its pending event, then logs it (events.go).
@@ -187,7 +244,7 @@ func (s *Store) InsertPost(ctx context.Context, p store.Post) (store.Event, erro
 // document is p as a document of the posts collection, with the id oid.
 func document(oid bson.ObjectID, p store.Post) post {
 	return post{ID: oid, UserID: p.UserID, Title: p.Title, Body: p.Body, CreatedAt: p.CreatedAt.UTC().Truncate(time.Millisecond),
-		UpdatedAt: p.UpdatedAt.UTC().Truncate(time.Millisecond), Version: max(p.Version, 1)}
+		UpdatedAt: p.UpdatedAt.UTC().Truncate(time.Millisecond), Version: max(p.Version, 1), Terms: termsOf(p.Title, p.Body)}
 }
 
 // invalidIDError is an insert of an id that store.NewID did not make.
@@ -201,7 +258,10 @@ func (e *invalidIDError) Error() string { return "not a post id: " + e.id }
 var helpAfter = time.Second
 
 // UpdatePost applies u to the post with the id if it belongs to owner and is at version (any,
-// for store.AnyVersion), in one atomic call that also records its pending event, then logs it.
+// for store.AnyVersion), in one atomic call that also sets its terms (search.go) and records its
+// pending event, then logs it. The terms of a change of the title alone, or of the body alone,
+// are those of the other as stored too: write reads the post first, and conditions its call on
+// the version it read.
 func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64, u store.Update) (store.Event, error) {
 	oid, ok := objectID(id)
 	if !ok {
@@ -218,7 +278,23 @@ func (s *Store) UpdatePost(ctx context.Context, id, owner string, version int64,
 	if u.UnsetBody {
 		also = bson.D{{Key: "$unset", Value: bson.D{{Key: "body", Value: ""}}}}
 	}
-	return s.write(ctx, oid, owner, version, store.EventUpdated, set, append(also, nextVersion))
+	title, body := u.Title != nil, u.Body != nil || u.UnsetBody
+	var terms func(stored post) []string
+	switch {
+	case title && body:
+		set = append(set, bson.E{Key: "terms", Value: termsOf(*u.Title, u.Body)})
+	case title || body:
+		terms = func(p post) []string {
+			if title {
+				p.Title = *u.Title
+			}
+			if body {
+				p.Body = u.Body
+			}
+			return termsOf(p.Title, p.Body)
+		}
+	}
+	return s.write(ctx, oid, owner, version, store.EventUpdated, set, append(also, nextVersion), terms)
 }
 
 // DeletePost deletes the post with the id if it belongs to owner and is at version (any, for
@@ -229,7 +305,7 @@ func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64)
 	if !ok {
 		return store.Event{}, store.ErrNotFound
 	}
-	return s.write(ctx, oid, owner, version, store.EventDeleted, bson.D{{Key: "gone", Value: true}}, nil)
+	return s.write(ctx, oid, owner, version, store.EventDeleted, bson.D{{Key: "gone", Value: true}}, nil, nil)
 }
 
 // write applies the update of $set set and of the operators of also, with the pending event of
@@ -239,26 +315,65 @@ func (s *Store) DeletePost(ctx context.Context, id, owner string, version int64)
 // writers do not hold up the one that logs), logs it itself once it has seen it pending for
 // helpAfter, timed from its own first sight (waits.go; that writer stopped), then tries again,
 // with its own event stamped anew.
-func (s *Store) write(ctx context.Context, oid bson.ObjectID, owner string, version int64, kind string, set, also bson.D) (store.Event, error) {
+//
+// With terms, the update also sets the terms that terms gives of the post as stored: each try
+// reads the post first (writable), and its call asks for the version read as well as for
+// version, so that it writes the terms of the post it changes, in the same one call; a post
+// that another write moved meanwhile does not match, and is read again.
+func (s *Store) write(ctx context.Context, oid bson.ObjectID, owner string, version int64, kind string, set, also bson.D,
+	terms func(stored post) []string) (store.Event, error) {
 	c, err := s.collection(ctx)
 	if err != nil {
 		return store.Event{}, s.classify(err)
 	}
 	for {
-		update := append(bson.D{{Key: "$set", Value: append(set[:len(set):len(set)], bson.E{Key: "ev", Value: s.pending(kind)})}}, also...)
-		var p post
-		err := c.FindOneAndUpdate(ctx, writeFilter(oid, owner, version), update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&p)
-		if err == nil {
-			e, err := s.logged(ctx, c, p, false)
-			return e, s.classify(err)
+		filter, fields := writeFilter(oid, owner, version), set[:len(set):len(set)]
+		if terms != nil {
+			stored, ok, err := s.writable(ctx, c, oid, owner, version)
+			if err != nil {
+				return store.Event{}, s.classify(err)
+			}
+			filter = nil // not writable as read: untilFree says why, or waits
+			if ok {
+				filter, fields = readFilter(oid, owner, stored.Version), append(fields, bson.E{Key: "terms", Value: terms(stored)})
+			}
 		}
-		if !errors.Is(err, driver.ErrNoDocuments) {
-			return store.Event{}, s.classify(err)
+		if filter != nil {
+			update := append(bson.D{{Key: "$set", Value: append(fields, bson.E{Key: "ev", Value: s.pending(kind)})}}, also...)
+			var p post
+			err := c.FindOneAndUpdate(ctx, filter, update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&p)
+			if err == nil {
+				e, err := s.logged(ctx, c, p, false)
+				return e, s.classify(err)
+			}
+			if !errors.Is(err, driver.ErrNoDocuments) {
+				return store.Event{}, s.classify(err)
+			}
 		}
 		if err := s.untilFree(ctx, c, oid, owner, version); err != nil {
 			return store.Event{}, err
 		}
 	}
+}
+
+// writable reads the post oid, and says whether it may take a write of owner at version now:
+// it is owner's, at version (any, for store.AnyVersion), not deleted, and has no pending event.
+// No such post is driver.ErrNoDocuments.
+func (s *Store) writable(ctx context.Context, c *driver.Collection, oid bson.ObjectID, owner string, version int64) (post, bool, error) {
+	var p post
+	if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: oid}}, options.FindOne().SetProjection(withoutTerms)).Decode(&p); err != nil {
+		return p, false, err
+	}
+	return p, p.UserID == owner && !p.Gone && p.Pending == nil && (version == store.AnyVersion || max(p.Version, 1) == version), nil
+}
+
+// readFilter is writeFilter at the version a write read (writable), which is absent on a post of
+// an earlier release that no first use has given one yet (versionMissing).
+func readFilter(oid bson.ObjectID, owner string, read int64) any {
+	if read == 0 {
+		return bson.D{{Key: "_id", Value: oid}, {Key: "userId", Value: owner}, {Key: "version", Value: absent}, {Key: "ev", Value: absent}}
+	}
+	return versionedFilter{oid, owner, read, absent}
 }
 
 // untilFree finds why a write of the post oid did not match: store.ErrNotFound for no such post,
