@@ -38,7 +38,7 @@ var subdirectives = map[string]arity{
 	"user_claim": {1, 1}, "name_claim": {1, 1}, "email_claim": {1, 1},
 	"leeway": {1, 1}, "jwks_refresh": {1, 1}, "trust_caddy_auth": {0, 0},
 	"api_key": {2, 2}, "api_key_header": {1, 1},
-	"max_body_size": {1, 1}, "max_limit": {1, 1}, "timeout": {1, 1},
+	"max_body_size": {1, 1}, "max_limit": {1, 1}, "max_search_terms": {1, 1}, "timeout": {1, 1},
 	"max_query_length": {1, 1}, "max_depth": {1, 1}, "max_cost": {1, 1}, "introspection": {1, 1},
 	"max_aliases": {1, 1}, "max_root_fields": {1, 1}, "max_fields": {1, 1}, "max_response_size": {1, 1}, "max_memory_per_client": {1, 1},
 	"max_distinct_subscriptions": {1, 1}, "max_distinct_subscriptions_per_client": {1, 1},
@@ -89,6 +89,7 @@ func (a arity) String() string {
 //	    api_key_header   <name>
 //	    max_body_size    <size>
 //	    max_limit        <n>
+//	    max_search_terms <n>
 //	    timeout          <duration>
 //	    max_query_length <size>
 //	    max_depth        <n>
@@ -218,7 +219,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_memory_per_client: %q is not a size such as 32MiB", arg)
 			}
 			h.MaxMemoryPerClient = size
-		case "max_limit", "max_depth", "max_cost", "max_aliases", "max_root_fields", "max_fields",
+		case "max_limit", "max_search_terms", "max_depth", "max_cost", "max_aliases", "max_root_fields", "max_fields",
 			"max_subscriptions", "max_connections_per_user", "max_connections",
 			"max_distinct_subscriptions", "max_distinct_subscriptions_per_client", "document_cache_entries",
 			"events_max", "max_resume_events":
@@ -227,7 +228,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("%s: %q is not a whole number", name, arg)
 			}
 			*map[string]*int{
-				"max_limit": &h.MaxLimit, "max_depth": &h.MaxDepth, "max_cost": &h.MaxCost,
+				"max_limit": &h.MaxLimit, "max_search_terms": &h.MaxSearchTerms, "max_depth": &h.MaxDepth, "max_cost": &h.MaxCost,
 				"max_aliases": &h.MaxAliases, "max_root_fields": &h.MaxRootFields, "max_fields": &h.MaxFields,
 				"max_subscriptions": &h.MaxSubscriptions, "max_connections_per_user": &h.MaxConnectionsPerUser,
 				"max_connections": &h.MaxConnections, "max_distinct_subscriptions": &h.MaxDistinctSubscriptions,

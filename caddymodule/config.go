@@ -103,6 +103,11 @@ type Handler struct {
 	// argument of a GraphQL list. Default: 100.
 	MaxLimit int `json:"max_limit,omitempty"`
 
+	// The most words a search may have: REST's ?q and the search argument of GraphQL's lists
+	// and subscriptions; a search of more is refused with 400 (BAD_USER_INPUT). Each word is
+	// one more list of the index to read. Default: 8.
+	MaxSearchTerms int `json:"max_search_terms,omitempty"`
+
 	// The deadline of each storage operation; past it the client gets 503. Default: 5s.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
@@ -340,6 +345,8 @@ var configFields = []configField{
 		func(h *Handler) error { return sizeUpTo("max_body_size", h.MaxBodySize, maxBodySize) }},
 	{"max_limit", func(h *Handler) { orDefault(&h.MaxLimit, 100) },
 		func(h *Handler) error { return atLeastOne("max_limit", h.MaxLimit) }},
+	{"max_search_terms", func(h *Handler) { orDefault(&h.MaxSearchTerms, 8) },
+		func(h *Handler) error { return atLeastOne("max_search_terms", h.MaxSearchTerms) }},
 	{"timeout", func(h *Handler) { orDefault(&h.Timeout, caddy.Duration(5*time.Second)) },
 		func(h *Handler) error { return positive("timeout", h.Timeout) }},
 	{"max_query_length", func(h *Handler) { orDefault(&h.MaxQueryLength, 16<<10) },

@@ -113,7 +113,7 @@ func TestListingPosts(t *testing.T) {
 	})
 
 	bad := []struct{ name, query, want string }{
-		{"an unknown parameter, naming the allowed ones", "?sort=title", `unknown query parameter "sort"; allowed: userId, limit, after`},
+		{"an unknown parameter, naming the allowed ones", "?order=title", `unknown query parameter "order"; allowed: userId, q, since, until, sort, limit, after`},
 		{"an operator smuggled into a parameter name", "?userId[$ne]=x", `unknown query parameter "userId[$ne]"`},
 		{"a limit that is not a number", "?limit=ten", "limit must be a whole number"},
 		{"a limit of zero", "?limit=0", "limit must be a whole number of posts, at least 1"},

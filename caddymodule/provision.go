@@ -82,6 +82,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Store:                    st,
 		Timeout:                  time.Duration(h.Timeout),
 		MaxLimit:                 h.MaxLimit,
+		MaxSearchTerms:           h.MaxSearchTerms,
 		Logger:                   h.logger,
 		Events:                   broker.(pooledBroker).Broker,
 		Follower:                 follower,
