@@ -111,8 +111,12 @@ var (
 )
 
 // withoutTerms is the projection of the reads that return posts: a post's terms, as many as its
-// distinct words, are read by the server's search alone.
-var withoutTerms = bson.D{{Key: "terms", Value: 0}}
+// distinct words, are read by the server's search alone. findOneWithoutTerms is its options of
+// a FindOne, made once (the driver reads them into options of its own on each call).
+var (
+	withoutTerms        = bson.D{{Key: "terms", Value: 0}}
+	findOneWithoutTerms = options.FindOne().SetProjection(withoutTerms)
+)
 
 // GetPost returns the post with the id, or store.ErrNotFound.
 func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
@@ -125,7 +129,7 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 		return store.Post{}, s.classify(err)
 	}
 	var p post
-	if err := c.FindOne(ctx, idFilter{oid, absent}, options.FindOne().SetProjection(withoutTerms)).Decode(&p); err != nil {
+	if err := c.FindOne(ctx, idFilter{oid, absent}, findOneWithoutTerms).Decode(&p); err != nil {
 		return store.Post{}, s.classify(err)
 	}
 	return p.toStore(), nil
@@ -361,7 +365,7 @@ func (s *Store) write(ctx context.Context, oid bson.ObjectID, owner string, vers
 // No such post is driver.ErrNoDocuments.
 func (s *Store) writable(ctx context.Context, c *driver.Collection, oid bson.ObjectID, owner string, version int64) (post, bool, error) {
 	var p post
-	if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: oid}}, options.FindOne().SetProjection(withoutTerms)).Decode(&p); err != nil {
+	if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: oid}}, findOneWithoutTerms).Decode(&p); err != nil {
 		return p, false, err
 	}
 	return p, p.UserID == owner && !p.Gone && p.Pending == nil && (version == store.AnyVersion || max(p.Version, 1) == version), nil

@@ -20,8 +20,11 @@ import (
 // of its title and body, in terms: set in the same one write as the post on every path
 // (InsertPost, UpdatePost, InsertPosts), so that a search never lags a write. The multikey index
 // termsIndex serves a search as the other indexes serve the lists (searchTerms): each whole word
-// an equality on terms, the last word's prefix an anchored regular expression of it as text,
-// whose bounds MongoDB reads from the index as it does an equality's. FerretDB v1 scans instead.
+// an equality on terms, which MongoDB reads from the index in the order of the list, forwards or
+// backwards, stopping at the limit; the last word's prefix an anchored regular expression of it
+// as text, which it reads as a range of the index, and sorts (or, for a prefix of many posts,
+// its planner reads the index of the order and filters, as it finds faster). FerretDB v1 scans
+// instead.
 //
 // Documents of earlier releases have no terms. A store's first use looks for one (termsAbsent,
 // on termsIndex); if there is one, it runs the backfill (Store.backfill) in the background,
@@ -74,7 +77,7 @@ var termsAbsent = bson.D{live, {Key: "terms", Value: absent}}
 var (
 	backfillBatch   = 500
 	backfillTimeout = 30 * time.Second
-	// backfillRetry is the first wait after a batch that failed or stored nothing, doubled
+	// backfillRetry is the first wait after a batch that failed or could not write, doubled
 	// after each such batch up to backfillRetryMax.
 	backfillRetry    = time.Second
 	backfillRetryMax = 30 * time.Second
@@ -115,28 +118,38 @@ func (s *Store) startIndexing(ctx context.Context, c *driver.Collection) error {
 }
 
 // backfill gives terms to the posts that have none, a batch at a time, until it finds none left
-// (then the store answers searches) or ctx ends: the store closed. A batch that fails, or stores
-// nothing of what it found, is tried again after a wait that grows.
+// (then the store answers searches) or ctx ends: the store closed. A batch that fails is tried
+// again after a wait that grows. A batch that stores nothing found posts that another instance
+// or a write gave terms since it read them, and the next batch reads again at once; unless it
+// finds the same first post again, which it cannot write (a version that is not a number): then
+// it waits as after a failure.
 func (s *Store) backfill(ctx context.Context, c *driver.Collection) {
 	log := s.log()
 	log.Info("indexing the posts of an earlier release for search; until done, searches answer that the index is being built")
 	start, reported, indexed := time.Now(), time.Now(), 0
 	wait := backfillRetry
+	var unwritten bson.ObjectID // the first post of the last batch that stored nothing
 	for {
-		n, found, err := s.indexBatch(ctx, c)
+		n, first, err := s.indexBatch(ctx, c)
 		if ctx.Err() != nil {
 			log.Info("indexing posts for search stopped: the store closed", zap.Int("posts", indexed))
 			return
 		}
 		indexed += n
 		switch {
-		case err == nil && !found:
+		case err == nil && first.IsZero():
 			s.searchable.Store(true)
 			log.Info("indexed the posts of an earlier release for search", zap.Int("posts", indexed), zap.Duration("took", time.Since(start)))
 			return
+		case err == nil && n == 0 && first != unwritten:
+			unwritten = first
+			continue
 		case err != nil || n == 0:
 			if err != nil {
 				log.Warn("indexing posts for search: a batch failed; trying again", zap.Duration("in", wait), zap.Error(err))
+			} else {
+				log.Warn("indexing posts for search: a batch stored none of the posts it read; trying again",
+					zap.String("post_id", first.Hex()), zap.Duration("in", wait))
 			}
 			select {
 			case <-ctx.Done():
@@ -156,22 +169,19 @@ func (s *Store) backfill(ctx context.Context, c *driver.Collection) {
 
 // indexBatch gives terms to at most backfillBatch posts that have none, under backfillTimeout:
 // one query, then one unordered bulk write of an update per post, each conditioned on the
-// post still having no terms at the version read. It returns how many it gave terms to, and
-// whether it found any without.
-func (s *Store) indexBatch(ctx context.Context, c *driver.Collection) (int, bool, error) {
+// post still having no terms at the version read. It returns how many it gave terms to, and the
+// first post it found without (the zero ObjectID for none).
+func (s *Store) indexBatch(ctx context.Context, c *driver.Collection) (int, bson.ObjectID, error) {
 	ctx, cancel := context.WithTimeout(ctx, backfillTimeout)
 	defer cancel()
 	cur, err := c.Find(ctx, termsAbsent, options.Find().SetLimit(int64(backfillBatch)).SetBatchSize(int32(backfillBatch)).
 		SetProjection(bson.D{{Key: "title", Value: 1}, {Key: "body", Value: 1}, {Key: "version", Value: 1}}))
 	if err != nil {
-		return 0, false, err
+		return 0, bson.ObjectID{}, err
 	}
 	var docs []post
-	if err := cur.All(ctx, &docs); err != nil {
-		return 0, false, err
-	}
-	if len(docs) == 0 {
-		return 0, false, nil
+	if err := cur.All(ctx, &docs); err != nil || len(docs) == 0 {
+		return 0, bson.ObjectID{}, err
 	}
 	if s.backfillRead != nil {
 		s.backfillRead(ctx, docs)
@@ -189,7 +199,7 @@ func (s *Store) indexBatch(ctx context.Context, c *driver.Collection) (int, bool
 	}
 	res, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 	if res == nil {
-		return 0, true, err
+		return 0, docs[0].ID, err
 	}
-	return int(res.ModifiedCount), true, err
+	return int(res.ModifiedCount), docs[0].ID, err
 }
