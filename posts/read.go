@@ -31,7 +31,12 @@ type Page struct {
 	Posts []Post
 	// Next is the cursor of the following page, empty on the last page.
 	Next string
+	// list is the query of the list the page is of.
+	list ListQuery
 }
+
+// Cursor is the cursor of p in the page's list: the list with it as After starts after p.
+func (page Page) Cursor(p Post) string { return page.list.Cursor(p) }
 
 // User is a user as a caller may see it.
 type User struct {
@@ -88,7 +93,7 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 	if err != nil {
 		return Page{}, fromStore(err)
 	}
-	page := Page{Posts: make([]Post, min(len(found), limit))}
+	page := Page{Posts: make([]Post, min(len(found), limit)), list: q}
 	for i := range page.Posts {
 		page.Posts[i] = toPost(found[i])
 	}

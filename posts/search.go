@@ -15,12 +15,10 @@ const DefaultMaxSearchTerms = 8
 // ParseSearch reads the words of a search from q, the text a client sent as the parameter
 // param, by the rules of package words: plain text, whose quotes, operators and punctuation
 // separate words and mean nothing else. It refuses a q longer than MaxSearchBytes, one with more
-// words than the service's limit (Config.MaxSearchTerms), and one with no letter or digit, each
-// with an error naming param. An empty q is no search: the zero Query.
+// words than the service's limit (Config.MaxSearchTerms), and one with no letter or digit (an
+// empty one too), each with an error naming param.
 func (s *Service) ParseSearch(param, q string) (words.Query, error) {
 	switch {
-	case q == "":
-		return words.Query{}, nil
 	case len(q) > MaxSearchBytes:
 		return words.Query{}, invalid(param, "%s is %d bytes long; a search has at most %d", param, len(q), MaxSearchBytes)
 	}
@@ -45,6 +43,17 @@ func Matches(q words.Query, p Post) bool {
 		body = *p.Body
 	}
 	return q.Match(words.Of(p.Title, body))
+}
+
+// ParseTime reads s, the time a client sent as the parameter param of a list (since, until):
+// RFC 3339, with any fraction of a second and offset; anything else is refused with an error
+// naming param.
+func ParseTime(param, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, invalid(param, "%s must be an RFC 3339 time, such as 2026-11-30T09:30:00Z", param)
+	}
+	return t, nil
 }
 
 // ceilMilli is t rounded up to the millisecond, in UTC: times are stored to the millisecond,

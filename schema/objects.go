@@ -60,9 +60,9 @@ type User struct {
 	user posts.User
 	b    *budget
 	// ahead is a page of the user's posts read before the user was known to exist (see
-	// Resolver.userByPosts), and aheadLimit the limit it was read with.
-	ahead      *posts.Page
-	aheadLimit int32
+	// Resolver.userByPosts), and aheadArgs the arguments it was read with.
+	ahead     *posts.Page
+	aheadArgs listArgs
 }
 
 // ID resolves User.id.
@@ -75,8 +75,8 @@ func (u *User) Name() *string { return u.b.optStr("name", u.user.Name) }
 func (u *User) Email() *string { return u.b.optStr("email", u.user.Email) }
 
 // Posts resolves User.posts. Their author is this user, so it costs no query.
-func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post, error) {
-	page, err := u.page(ctx, u.r.postsLimit(args.Limit))
+func (u *User) Posts(ctx context.Context, args userPostsArgs) ([]*Post, error) {
+	page, err := u.page(ctx, u.listArgs(args))
 	if err != nil {
 		return nil, err
 	}
@@ -90,21 +90,24 @@ func (u *User) Posts(ctx context.Context, args struct{ Limit *int32 }) ([]*Post,
 	return out, nil
 }
 
-// postsLimit is the limit of User.posts whose argument is limit (nil when not given).
-func (r *Resolver) postsLimit(limit *int32) int32 {
-	if limit != nil {
-		return *limit
+// listArgs are the arguments of the list of the user's posts that args ask for, its limit
+// UserPostsLimit (or max_limit, if smaller) when not given.
+func (u *User) listArgs(args userPostsArgs) listArgs {
+	id := graphql.ID(u.user.ID)
+	limit := int32(min(UserPostsLimit, u.r.svc.MaxLimit()))
+	if args.Limit != nil {
+		limit = *args.Limit
 	}
-	return int32(min(UserPostsLimit, r.svc.MaxLimit()))
+	return listArgs{UserID: &id, Search: args.Search, Since: args.Since, Until: args.Until, Order: args.Order, Limit: &limit}
 }
 
-// page is the page of the user's posts of limit: the one read ahead, if it was read with it.
-func (u *User) page(ctx context.Context, limit int32) (posts.Page, error) {
-	if u.ahead != nil && u.aheadLimit == limit {
+// page is the page of the user's posts that args ask for: the one read ahead, if it was read
+// with them.
+func (u *User) page(ctx context.Context, args listArgs) (posts.Page, error) {
+	if u.ahead != nil && u.aheadArgs.same(args) {
 		return *u.ahead, nil
 	}
-	id := graphql.ID(u.user.ID)
-	return u.r.list(ctx, u.b, &id, &limit, "limit", nil)
+	return u.r.list(ctx, u.b, args, "limit")
 }
 
 // PostConnection resolves a page of posts.
@@ -121,7 +124,7 @@ func (c *PostConnection) Edges() []*PostEdge {
 	}
 	edges := make([]*PostEdge, len(c.posts))
 	for i, p := range c.posts {
-		edges[i] = &PostEdge{node: p}
+		edges[i] = &PostEdge{node: p, page: &c.page}
 	}
 	return edges
 }
@@ -133,17 +136,20 @@ func (c *PostConnection) PageInfo() *PageInfo {
 	}
 	info := &PageInfo{hasNext: c.page.Next != "", b: c.b}
 	if n := len(c.page.Posts); n > 0 {
-		cursor := posts.Cursor(c.page.Posts[n-1])
+		cursor := c.page.Cursor(c.page.Posts[n-1])
 		info.endCursor = &cursor
 	}
 	return info
 }
 
 // PostEdge is a post and its cursor.
-type PostEdge struct{ node *Post }
+type PostEdge struct {
+	node *Post
+	page *posts.Page // the page of the list the post is in
+}
 
 // Cursor resolves PostEdge.cursor.
-func (e *PostEdge) Cursor() string { return e.node.b.str("cursor", posts.Cursor(e.node.post)) }
+func (e *PostEdge) Cursor() string { return e.node.b.str("cursor", e.page.Cursor(e.node.post)) }
 
 // Node resolves PostEdge.node.
 func (e *PostEdge) Node() *Post {

@@ -427,7 +427,7 @@ func bindable(f *field, a arguments) bool {
 	case queryPostsConnection:
 		_, ok = a.listArgs("first")
 	case userPosts:
-		_, ok = a.optInt("limit")
+		_, ok = a.userPostsArgs()
 	}
 	return ok
 }
@@ -496,12 +496,32 @@ func (a arguments) optString(name string) (*string, bool) {
 	return &s, ok
 }
 
+// optTime reads a Time that may be null or absent, as TimeArg.UnmarshalGraphQL does.
+func (a arguments) optTime(name string) (*TimeArg, bool) {
+	s, ok := a.optString(name)
+	if s == nil || !ok {
+		return nil, ok
+	}
+	return &TimeArg{text: *s}, true
+}
+
 // listArgs reads the arguments of a list of posts, its limit under the name limit.
 func (a arguments) listArgs(limit string) (listArgs, bool) {
 	userID, ok1 := a.optID("userId")
-	n, ok2 := a.optInt(limit)
-	after, ok3 := a.optString("after")
-	return listArgs{UserID: userID, Limit: n, After: after}, ok1 && ok2 && ok3
+	of, ok2 := a.userPostsArgs()
+	n, ok3 := a.optInt(limit)
+	after, ok4 := a.optString("after")
+	return listArgs{UserID: userID, Search: of.Search, Since: of.Since, Until: of.Until, Order: of.Order, Limit: n, After: after}, ok1 && ok2 && ok3 && ok4
+}
+
+// userPostsArgs reads the arguments of User.posts: those of every list but userId and after.
+func (a arguments) userPostsArgs() (userPostsArgs, bool) {
+	search, ok1 := a.optString("search")
+	since, ok2 := a.optTime("since")
+	until, ok3 := a.optTime("until")
+	order, ok4 := a.optString("order") // an enum, which validation has checked
+	n, ok5 := a.optInt("limit")
+	return userPostsArgs{Search: search, Since: since, Until: until, Order: order, Limit: n}, ok1 && ok2 && ok3 && ok4 && ok5
 }
 
 // toID is v as an ID argument, as graphql.ID reads it.

@@ -31,6 +31,9 @@ type generated struct {
 // the argument's name alone.
 type argPools map[string]argPool
 
+// enumValue is a value of an enum: a name as a literal, a string as a variable's value.
+type enumValue string
+
 // argPool is the values of an argument (nil is null), and those that make its field fail.
 type argPool struct{ values, failing []any }
 
@@ -458,6 +461,8 @@ func (g *docGen) literal(v any) string {
 			q, _ := json.Marshal(v)
 			return string(q)
 		}
+	case enumValue:
+		return string(v)
 	case int:
 		return strconv.Itoa(v)
 	case bool:

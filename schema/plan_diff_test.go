@@ -252,6 +252,10 @@ func argPoolsOf(data diffData) argPools {
 		"limit":         limits,
 		"first":         limits,
 		"after":         {append(cursors, nil), pool("", "not a cursor")},
+		"search":        {pool("post", "Alice's", "PO", "nothing here", nil), pool("", "!!", strings.Repeat("word ", 9))},
+		"since":         {pool("2020-01-01T00:00:00Z", time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano), nil), pool("yesterday")},
+		"until":         {pool("2999-01-01T00:00:00.5+01:00", nil), pool("2000-01-01T00:00:00Z", "soon")},
+		"order":         {pool(enumValue(schema.NewestFirst), enumValue(schema.OldestFirst), nil), nil},
 	}
 }
 

@@ -144,8 +144,8 @@ func (x *run) field(f *field, on any) (null bool) {
 			u, err := x.r.user(x.ctx, x.b, "user", string(id))
 			return x.user(f, u, err)
 		}
-		limit, _ := arguments{list: f.byPosts.args, vars: x.vars, op: x.op}.optInt("limit")
-		u, err := x.r.userByPosts(x.ctx, x.b, string(id), x.r.postsLimit(limit))
+		args, _ := arguments{list: f.byPosts.args, vars: x.vars, op: x.op}.userPostsArgs()
+		u, err := x.r.userByPosts(x.ctx, x.b, string(id), args)
 		return x.user(f, u, err)
 	case queryPosts:
 		args, _ := a.listArgs("limit")
@@ -334,8 +334,8 @@ func (x *run) userField(f *field, u *User, a arguments) bool {
 	case userEmail:
 		return x.optString(u.Email())
 	case userPosts:
-		limit, _ := a.optInt("limit")
-		ps, err := u.Posts(x.ctx, struct{ Limit *int32 }{limit})
+		args, _ := a.userPostsArgs()
+		ps, err := u.Posts(x.ctx, args)
 		return x.posts(f, ps, err)
 	default:
 		panic(fmt.Sprintf("a plan has field kind %d on a User", f.kind))

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/graph-gophers/graphql-go"
 	"go.uber.org/zap"
@@ -51,11 +52,38 @@ func (r *Resolver) post(ctx context.Context, b *budget, id graphql.ID) (*Post, e
 	return r.postIn(p, b), nil
 }
 
+// listArgs are the arguments of a list of posts: those of Query.posts, and of
+// Query.postsConnection (first as Limit) and User.posts (userPostsArgs) as they are read.
 type listArgs struct {
-	UserID *graphql.ID
-	Limit  *int32
-	After  *string
+	UserID       *graphql.ID
+	Search       *string
+	Since, Until *TimeArg
+	Order        *string
+	Limit        *int32
+	After        *string
 }
+
+// The values of the PostOrder enum.
+const (
+	NewestFirst = "NEWEST_FIRST"
+	OldestFirst = "OLDEST_FIRST"
+)
+
+// userPostsArgs are the arguments of User.posts.
+type userPostsArgs struct {
+	Search       *string
+	Since, Until *TimeArg
+	Order        *string
+	Limit        *int32
+}
+
+// same says whether a and b ask for the same page.
+func (a listArgs) same(b listArgs) bool {
+	return eq(a.UserID, b.UserID) && eq(a.Search, b.Search) && eq(a.Order, b.Order) && eq(a.Limit, b.Limit) &&
+		eq(a.After, b.After) && eq(a.Since, b.Since) && eq(a.Until, b.Until)
+}
+
+func eq[T comparable](a, b *T) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
 
 // Posts resolves Query.posts.
 func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
@@ -65,7 +93,7 @@ func (r *Resolver) Posts(ctx context.Context, args listArgs) ([]*Post, error) {
 // posts resolves Query.posts in the execution whose budget is b; authorSelected says the query
 // asks for the posts' authors.
 func (r *Resolver) posts(ctx context.Context, b *budget, args listArgs, authorSelected bool) ([]*Post, error) {
-	page, err := r.list(ctx, b, args.UserID, args.Limit, "limit", args.After)
+	page, err := r.list(ctx, b, args, "limit")
 	if err != nil {
 		return nil, err
 	}
@@ -77,17 +105,21 @@ func (r *Resolver) posts(ctx context.Context, b *budget, args listArgs, authorSe
 
 // PostsConnection resolves Query.postsConnection.
 func (r *Resolver) PostsConnection(ctx context.Context, args struct {
-	UserID *graphql.ID
-	First  *int32
-	After  *string
+	UserID       *graphql.ID
+	Search       *string
+	Since, Until *TimeArg
+	Order        *string
+	First        *int32
+	After        *string
 }) (*PostConnection, error) {
-	return r.postsConnection(ctx, budgetOf(ctx), listArgs{UserID: args.UserID, Limit: args.First, After: args.After}, graphql.HasSelectedField(ctx, "edges.node.author"))
+	return r.postsConnection(ctx, budgetOf(ctx), listArgs{UserID: args.UserID, Search: args.Search, Since: args.Since, Until: args.Until,
+		Order: args.Order, Limit: args.First, After: args.After}, graphql.HasSelectedField(ctx, "edges.node.author"))
 }
 
 // postsConnection resolves Query.postsConnection in the execution whose budget is b, its first
 // argument as args.Limit; authorSelected says the query asks for the posts' authors.
 func (r *Resolver) postsConnection(ctx context.Context, b *budget, args listArgs, authorSelected bool) (*PostConnection, error) {
-	page, err := r.list(ctx, b, args.UserID, args.Limit, "first", args.After)
+	page, err := r.list(ctx, b, args, "first")
 	if err != nil {
 		return nil, err
 	}
@@ -123,25 +155,44 @@ func (r *Resolver) withAuthors(ctx context.Context, b *budget, ps []posts.Post, 
 	return out, nil
 }
 
-// list reads a page of posts, unless b has run out. limitName is the argument that gave limit
-// (limit, or first for a connection), which the error names.
-func (r *Resolver) list(ctx context.Context, b *budget, userID *graphql.ID, limit *int32, limitName string, after *string) (posts.Page, error) {
+// list reads a page of posts, unless b has run out. limitName is the argument that gave
+// args.Limit (limit, or first for a connection), which the error names.
+func (r *Resolver) list(ctx context.Context, b *budget, args listArgs, limitName string) (posts.Page, error) {
 	var q posts.ListQuery
-	if userID != nil {
-		q.UserID = string(*userID)
+	if args.UserID != nil {
+		q.UserID = string(*args.UserID)
 	}
-	if limit != nil {
-		q.Limit = int(*limit)
+	if args.Limit != nil {
+		q.Limit = int(*args.Limit)
 		if q.Limit == 0 {
 			q.Limit = -1 // to posts.Service 0 means the default; from a client it is out of range
 		}
 	}
-	if after != nil {
-		q.After = *after
+	if args.After != nil {
+		q.After = *args.After
 		if q.After == "" {
 			return posts.Page{}, r.fail(ctx, &posts.InvalidError{Field: "after", Message: "after cannot be empty"})
 		}
 	}
+	if args.Search != nil {
+		var err error
+		if q.Search, err = r.svc.ParseSearch("search", *args.Search); err != nil {
+			return posts.Page{}, r.fail(ctx, err)
+		}
+	}
+	for _, t := range []struct {
+		name string
+		arg  *TimeArg
+		into *time.Time
+	}{{"since", args.Since, &q.Since}, {"until", args.Until, &q.Until}} {
+		if t.arg != nil {
+			var err error
+			if *t.into, err = posts.ParseTime(t.name, t.arg.text); err != nil {
+				return posts.Page{}, r.fail(ctx, err)
+			}
+		}
+	}
+	q.Oldest = args.Order != nil && *args.Order == OldestFirst
 	if err := b.err(); err != nil {
 		return posts.Page{}, err
 	}
@@ -183,15 +234,16 @@ func (r *Resolver) user(ctx context.Context, b *budget, name, id string) (*User,
 }
 
 // userByPosts resolves Query.user for an operation that selects of the user only its id and
-// its posts, limit of them first: a user with posts is a user, so the saved profile, which
+// its posts, those args ask for first: a user with posts is a user, so the saved profile, which
 // none of the fields selected shows, is read only for one without, as user reads it. The
 // charges are user's, and the page is kept for the User's posts.
-func (r *Resolver) userByPosts(ctx context.Context, b *budget, id string, limit int32) (*User, error) {
+func (r *Resolver) userByPosts(ctx context.Context, b *budget, id string, args userPostsArgs) (*User, error) {
 	if err := b.err(); err != nil {
 		return nil, err
 	}
-	u := &User{r: r, user: posts.User{ID: id}, b: b, aheadLimit: limit}
-	page, err := u.page(ctx, limit)
+	u := &User{r: r, user: posts.User{ID: id}, b: b}
+	u.aheadArgs = u.listArgs(args)
+	page, err := u.page(ctx, u.aheadArgs)
 	if err != nil || len(page.Posts) == 0 {
 		return r.user(ctx, b, "user", id) // its posts, or their error, come again through it
 	}

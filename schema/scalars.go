@@ -53,6 +53,24 @@ func (t *Time) UnmarshalGraphQL(input any) error {
 	return nil
 }
 
+// TimeArg is a Time argument as the client wrote it, which the resolver that takes it reads
+// (posts.ParseTime), so that one that is not RFC 3339 is refused as every bad argument of a
+// list is, naming it, whether a plan or graphql-go runs the query.
+type TimeArg struct{ text string }
+
+// ImplementsGraphQLType binds TimeArg to the schema's Time scalar.
+func (TimeArg) ImplementsGraphQLType(name string) bool { return name == "Time" }
+
+// UnmarshalGraphQL keeps a Time argument's text.
+func (t *TimeArg) UnmarshalGraphQL(input any) error {
+	s, ok := input.(string)
+	if !ok {
+		return fmt.Errorf("a Time is an RFC 3339 string, not %T", input)
+	}
+	t.text = s
+	return nil
+}
+
 // MarshalJSON writes a Time as the REST API does.
 func (t Time) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + t.UTC().Format(posts.TimeFormat) + `"`), nil

@@ -84,7 +84,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	// last post sent, so that a client following Links still gets every post once.
 	n, next := pageFits(page.Posts, h.MaxResponseSize), page.Next
 	if n < len(page.Posts) {
-		next = q.Cursor(page.Posts[n-1])
+		next = page.Cursor(page.Posts[n-1])
 	}
 	if next != "" {
 		w.Header().Set("Link", nextLink(values, next))
@@ -128,16 +128,18 @@ func (h *Handler) listQuery(raw string) (values url.Values, q posts.ListQuery, e
 			return nil, q, answer.BadRequest("limit must be a whole number of posts, at least 1")
 		}
 	}
-	if q.Search, err = h.Posts.ParseSearch("q", values.Get("q")); err != nil {
-		return nil, q, answer.BadRequest("%v", err)
+	if s := values.Get("q"); s != "" {
+		if q.Search, err = h.Posts.ParseSearch("q", s); err != nil {
+			return nil, q, answer.BadRequest("%v", err)
+		}
 	}
 	for _, t := range []struct {
 		name string
 		into *time.Time
 	}{{"since", &q.Since}, {"until", &q.Until}} {
 		if s := values.Get(t.name); s != "" {
-			if *t.into, err = time.Parse(time.RFC3339Nano, s); err != nil {
-				return nil, q, answer.BadRequest("%s must be an RFC 3339 time, such as 2026-11-30T09:30:00Z", t.name)
+			if *t.into, err = posts.ParseTime(t.name, s); err != nil {
+				return nil, q, answer.BadRequest("%v", err)
 			}
 		}
 	}
