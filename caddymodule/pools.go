@@ -108,6 +108,7 @@ func (h *Handler) loadStore(ctx caddy.Context, uri string) (pooledStore, error) 
 			return nil, err
 		}
 		s.SetWaits(waits)
+		s.SetLogger(h.logger.Named("store"))
 		return newPooledStore(s, "mongodb", waits.Timeout), nil
 	}
 	if uri == "" {
