@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/store"
+	"github.com/postsedge/caddy-posts/store/words"
 )
 
 // EventKind is what a write did.
@@ -26,6 +28,37 @@ type Event struct {
 	Kind     EventKind
 	Post     Post
 	Position int64
+	// words are the words of Post, read once for every subscription that searches (Found).
+	words *postWords
+}
+
+// postWords are the words of a post, read at the first search that asks.
+type postWords struct {
+	once  sync.Once
+	words []string
+}
+
+// Found says whether the search q finds the post of e (any post, for an empty q): the rule of
+// lists, applied to an event's post as it is after the write. Its words are read once, for
+// every subscription that asks.
+func (e Event) Found(q words.Query) bool {
+	if q.Empty() {
+		return true
+	}
+	if e.words == nil {
+		return q.Match(wordsOf(e.Post))
+	}
+	e.words.once.Do(func() { e.words.words = wordsOf(e.Post) })
+	return q.Match(e.words.words)
+}
+
+// wordsOf are the words of p, by which a search finds it.
+func wordsOf(p Post) []string {
+	var body string
+	if p.Body != nil {
+		body = *p.Body
+	}
+	return words.Of(p.Title, body)
 }
 
 // Subscribe returns a subscription to the writes that match, in the order of the event log. It
@@ -66,7 +99,7 @@ var storeKinds = map[string]EventKind{store.EventCreated: Created, store.EventUp
 
 // EventOf is the event that e, logged by the store, stands for.
 func EventOf(e store.Event) Event {
-	return Event{Kind: storeKinds[e.Kind], Post: toPost(e.Post), Position: e.Position}
+	return Event{Kind: storeKinds[e.Kind], Post: toPost(e.Post), Position: e.Position, words: new(postWords)}
 }
 
 // Publish hands broker the event that e stands for: one, which every subscription that matches

@@ -32,19 +32,6 @@ func (s *Service) ParseSearch(param, q string) (words.Query, error) {
 	return parsed, nil
 }
 
-// Matches says whether p is found by the search q (every post, for an empty q): the rule of
-// lists, applied to a post one at a time, as a live subscription does.
-func Matches(q words.Query, p Post) bool {
-	if q.Empty() {
-		return true
-	}
-	var body string
-	if p.Body != nil {
-		body = *p.Body
-	}
-	return q.Match(words.Of(p.Title, body))
-}
-
 // ParseTime reads s, the time a client sent as the parameter param of a list (since, until):
 // RFC 3339, with any fraction of a second and offset; anything else is refused with an error
 // naming param.

@@ -12,6 +12,7 @@ import (
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/store/words"
 )
 
 // subscribe runs op, a subscription, as a stream of responses, one per event, until ctx ends or
@@ -143,15 +144,43 @@ func withOverflow(ctx context.Context, fellBehind func()) context.Context {
 }
 
 // PostCreated resolves Subscription.postCreated.
-func (r *Resolver) PostCreated(ctx context.Context, args struct{ UserID *graphql.ID }) (<-chan *Post, error) {
-	return stream(ctx, r, func(e posts.Event) bool { return e.Kind == posts.Created && ofUser(e, args.UserID) }, r.eventPost(ctx, "postCreated"))
+func (r *Resolver) PostCreated(ctx context.Context, args struct {
+	UserID *graphql.ID
+	Search *string
+}) (<-chan *Post, error) {
+	q, err := r.search(ctx, args.Search)
+	if err != nil {
+		return nil, err
+	}
+	return stream(ctx, r, func(e posts.Event) bool {
+		return e.Kind == posts.Created && ofUser(e, args.UserID) && e.Found(q)
+	}, r.eventPost(ctx, "postCreated"))
 }
 
 // PostUpdated resolves Subscription.postUpdated.
-func (r *Resolver) PostUpdated(ctx context.Context, args struct{ ID, UserID *graphql.ID }) (<-chan *Post, error) {
+func (r *Resolver) PostUpdated(ctx context.Context, args struct {
+	ID, UserID *graphql.ID
+	Search     *string
+}) (<-chan *Post, error) {
+	q, err := r.search(ctx, args.Search)
+	if err != nil {
+		return nil, err
+	}
 	return stream(ctx, r, func(e posts.Event) bool {
-		return e.Kind == posts.Updated && ofUser(e, args.UserID) && (args.ID == nil || string(*args.ID) == e.Post.ID)
+		return e.Kind == posts.Updated && ofUser(e, args.UserID) && (args.ID == nil || string(*args.ID) == e.Post.ID) && e.Found(q)
 	}, r.eventPost(ctx, "postUpdated"))
+}
+
+// search reads the search argument of a subscription, search: none when it is not given.
+func (r *Resolver) search(ctx context.Context, search *string) (words.Query, error) {
+	if search == nil {
+		return words.Query{}, nil
+	}
+	q, err := r.svc.ParseSearch("search", *search)
+	if err != nil {
+		return words.Query{}, r.fail(ctx, err)
+	}
+	return q, nil
 }
 
 // PostDeleted resolves Subscription.postDeleted. The id is an ID, not a graphql.ID, whose
