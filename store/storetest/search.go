@@ -96,7 +96,8 @@ func searchQueries(posts []store.Post) []string {
 	queries := []string{"edg", "EDGE", "edge caddy", "strasse", "GROSSE", "σισυφος", "ёлка", "елка", "東", "天気", "欢迎",
 		"ひら", "서울", "مرحبا", "don", "l avion", "caddyserver.com", "ops@example", "fi", "full width", "23",
 		"2026-11-30", "quoted", "AND", "NOT near", "\"quoted\" *", "zurich geneve", "sao", "cafe facade", "nothingmatches",
-		"edge nothingmatches", "x", "e", "ed"}
+		"edge nothingmatches", "x", "e", "ed", "caddyserver", "caddyserv", "caddypos", "caddyposts", "caddypostsx",
+		"ΣΊΣΥΦΟΣ", "rewritten", "rewrittenx", "edge rewritte"}
 	for len(queries) < 200 {
 		p := posts[r.IntN(len(posts))]
 		text := p.Title
