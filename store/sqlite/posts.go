@@ -179,10 +179,15 @@ func list(ctx context.Context, c *conns, f store.Filter) ([]store.Post, error) {
 	return collect(rows, err, make([]store.Post, 0, f.Limit), scanPost)
 }
 
-// bound is t in Unix milliseconds, or unbounded for a zero t.
+// bound is t, a bound of Filter.Since or Until, in Unix milliseconds rounded up (a post, stored
+// to the millisecond, is created at or after t exactly when it is at or after that), or
+// unbounded for a zero t.
 func bound(t time.Time, unbounded int64) int64 {
 	if t.IsZero() {
 		return unbounded
+	}
+	if ms := millis(t); fromMillis(ms).Before(t) {
+		return ms + 1
 	}
 	return millis(t)
 }
