@@ -12,6 +12,7 @@ package bare
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/base64"
 	"encoding/binary"
@@ -196,24 +197,39 @@ func (s *Server) getPost(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toJSON(p))
 }
 
-// A cursor is the module's: a post's createdAt in Unix milliseconds (8 bytes) and its id (the 12
-// bytes of its 24 hex characters), base64url without padding.
-const cursorSize = 8 + 12
+// A cursor is the module's (posts/cursor.go): a post's createdAt in Unix milliseconds (8
+// bytes), its id (the 12 bytes of its 24 hex characters) and the digest of its list (8 bytes:
+// the first of the SHA-256 of the list's user id and the four zero bytes that end the
+// module's digest of a list with no search, no time range, newest first), base64url without
+// padding.
+const (
+	keySize    = 8 + 12
+	digestSize = 8
+	cursorSize = keySize + digestSize
+)
 
-func cursor(p Post) string {
+// digest is the digest of the list of user's posts (every post's, for "").
+func digest(user string) []byte {
+	sum := sha256.Sum256(append([]byte(user), 0, 0, 0, 0))
+	return sum[:digestSize]
+}
+
+func cursor(p Post, user string) string {
 	var b [cursorSize]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(p.CreatedAt.UnixMilli()))
-	hex.Decode(b[8:], []byte(p.ID))
+	hex.Decode(b[8:keySize], []byte(p.ID))
+	copy(b[keySize:], digest(user))
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// after returns the place the cursor names: its createdAt in Unix milliseconds and its id.
-func after(c string) (int64, string, bool) {
+// after returns the place the cursor of the list of user's posts names: its createdAt in Unix
+// milliseconds and its id.
+func after(c, user string) (int64, string, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) != cursorSize {
+	if err != nil || len(b) != cursorSize || !bytes.Equal(b[keySize:], digest(user)) {
 		return 0, "", false
 	}
-	return int64(binary.BigEndian.Uint64(b[:8])), hex.EncodeToString(b[8:]), true
+	return int64(binary.BigEndian.Uint64(b[:8])), hex.EncodeToString(b[8:keySize]), true
 }
 
 func (s *Server) listPosts(w http.ResponseWriter, r *http.Request) {
@@ -229,9 +245,10 @@ func (s *Server) listPosts(w http.ResponseWriter, r *http.Request) {
 	}
 	// The first page starts after a key that every post comes after.
 	afterMs, afterID := int64(math.MaxInt64), ""
+	user := q.Get("userId")
 	if c := q.Get("after"); c != "" {
 		var ok bool
-		if afterMs, afterID, ok = after(c); !ok {
+		if afterMs, afterID, ok = after(c, user); !ok {
 			http.Error(w, "after is not a cursor", http.StatusBadRequest)
 			return
 		}
@@ -241,7 +258,6 @@ func (s *Server) listPosts(w http.ResponseWriter, r *http.Request) {
 	// One more post than the page tells whether there is a next page.
 	var rows *sql.Rows
 	var err error
-	user := q.Get("userId")
 	if user == "" {
 		rows, err = s.list.QueryContext(ctx, afterMs, afterID, limit+1)
 	} else {
@@ -267,7 +283,7 @@ func (s *Server) listPosts(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(found) > limit {
 		found = found[:limit]
-		next := url.Values{"after": {cursor(found[limit-1])}}
+		next := url.Values{"after": {cursor(found[limit-1], user)}}
 		if q.Has("limit") {
 			next.Set("limit", strconv.Itoa(limit))
 		}

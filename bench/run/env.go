@@ -47,7 +47,9 @@ const (
 type seedPost struct{ user, title, body string }
 
 // seedPosts are the first n posts of the seeding: post i is by user i mod seedUsers (author
-// for 0, user-01 … user-19 for the others), titled "post i", with a body of 12 to 240 bytes.
+// for 0, user-01 … user-19 for the others), titled "post i", with a body of 12 to 240 bytes,
+// "lorem ipsum " again and again, but for the words of the search rows that it holds
+// (searchWords), in place of its first.
 func seedPosts(n int) []seedPost {
 	ps := make([]seedPost, n)
 	for i := range ps {
@@ -55,7 +57,11 @@ func seedPosts(n int) []seedPost {
 		if i%seedUsers == 0 {
 			user = author
 		}
-		ps[i] = seedPost{user: user, title: fmt.Sprintf("post %d", i), body: strings.Repeat("lorem ipsum ", 1+i%20)}
+		body := strings.Repeat("lorem ipsum ", 1+i%20)
+		if w := searchWords(i); len(w) > 0 {
+			body = withWords(body, w)
+		}
+		ps[i] = seedPost{user: user, title: fmt.Sprintf("post %d", i), body: body}
 	}
 	return ps
 }
@@ -65,7 +71,7 @@ func seedPosts(n int) []seedPost {
 // they stay at version 1), and the run of POSTs.
 type seeded struct {
 	ids, authors, others []string
-	newest               []created // caddy-posts only: the posts, newest first
+	newest               []created // the posts, newest first (caddy-posts and PocketBase)
 	run                  result
 }
 
@@ -90,6 +96,9 @@ type env struct {
 	// Caddy's reverse_proxy sites: to the bench/bare of the large store (bareRead), and to the
 	// gqlgen server.
 	proxyBare, proxyGQLGen string
+	// bench/bare on the copies of the large store of row 39e (startSearchCopies), with the
+	// search index and without; unless it runs, not served.
+	bareIndexed, bareUnindexed baseline
 
 	large, smallStore, pbStore seeded
 	// pages are the URLs of GET /posts?limit=20, first page and page 50, of the small and the
@@ -101,8 +110,8 @@ type env struct {
 	closers []func()
 }
 
-// baseline is bench/bare serving one of Caddy's files in a process of its own.
-type baseline struct{ url, profile string }
+// baseline is bench/bare serving a SQLite file (one of Caddy's, or a copy) in a process of its own.
+type baseline struct{ url, profile, file string }
 
 // start starts everything in dir (a fresh temporary directory), PocketBase only if withPeer,
 // the gqlgen server only if withGQLGen, seeds every store through its API at conc connections,
@@ -151,6 +160,11 @@ func start(ctx context.Context, cfg config, dir string, withPeer, withGQLGen boo
 	e.note("caddy-posts", e.large.run, rss, "./caddy, with all its sites: this store, the small one (seeded next), the one of the writes, and respond")
 	if e.smallStore, err = e.seedCaddy(ctx, e.small, smallPosts); err != nil {
 		return e, err
+	}
+	if cfg.only.MatchString(searchCopiesRow) {
+		if err := e.startSearchCopies(ctx); err != nil {
+			return e, fmt.Errorf("the copies of row %s: %w", searchCopiesRow, err)
+		}
 	}
 	for _, s := range []struct {
 		name, base string
@@ -330,6 +344,11 @@ func (p *caddyProcess) waitForWrite(ctx context.Context, token string) error {
 // data_dir is named as the site in Caddyfile.bench), as mode says (bareArg, bareEventsArg), on
 // addr ("": a free address).
 func (e *env) startBare(ctx context.Context, mode, site, addr string) (baseline, error) {
+	return e.serveBare(ctx, mode, filepath.Join(e.caddy.dir, site, sqlite.DatabaseFile), addr)
+}
+
+// serveBare serves bench/bare on the SQLite file as startBare does.
+func (e *env) serveBare(ctx context.Context, mode, file, addr string) (baseline, error) {
 	addrs, err := freeAddrs(2)
 	if err != nil {
 		return baseline{}, err
@@ -337,19 +356,19 @@ func (e *env) startBare(ctx context.Context, mode, site, addr string) (baseline,
 	if addr != "" {
 		addrs[0] = addr
 	}
-	file := filepath.Join(e.caddy.dir, site, sqlite.DatabaseFile)
 	p, err := serveChild(ctx, addrs[0], []string{"BENCH_API_KEY=" + e.apiKey}, mode, file, addrs[0], addrs[1])
 	if err != nil {
 		return baseline{}, err
 	}
 	e.closers = append(e.closers, p.stop)
-	return baseline{url: "http://" + addrs[0], profile: "http://" + addrs[1] + "/debug/pprof"}, nil
+	return baseline{url: "http://" + addrs[0], profile: "http://" + addrs[1] + "/debug/pprof", file: file}, nil
 }
 
 // created is a post as a server answered its POST.
 type created struct {
 	ID        string    `json:"id"`
 	CreatedAt time.Time `json:"createdAt"` // caddy-posts only
+	Created   string    `json:"created"`   // PocketBase only: "2006-01-02 15:04:05.000Z", whose order is its text's
 }
 
 // postAll POSTs the posts to url at conc connections, closed loop, each with the body and the
@@ -529,6 +548,14 @@ func (e *env) check(ctx context.Context) error {
 	}
 	if e.pb != "" {
 		if err := e.checkPocketBase(ctx); err != nil {
+			return err
+		}
+	}
+	if err := e.checkSearch(ctx); err != nil {
+		return err
+	}
+	if e.bareIndexed.url != "" {
+		if err := e.checkSearchCopies(ctx); err != nil {
 			return err
 		}
 	}

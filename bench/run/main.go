@@ -1,12 +1,13 @@
 // Command run is the benchmark harness of `make bench`: it starts ./caddy with
 // bench/Caddyfile.bench on fresh embedded stores and seeds them through the API, serves the bare
-// baseline (bench/bare) in processes of its own on the same SQLite files, builds and serves the
-// gqlgen server (bench/gqlbare) on the file of the large store, with Caddy's reverse_proxy in
-// front of each (the deployment a user would otherwise run), builds, serves and seeds the
-// PocketBase peer (bench/pocketbase) the same way, and runs each pair of pairs.go with
-// its closed-loop load generator (load.go), the two sides alternating (A B, B A, …; with the
-// further sides a pair runs for others to read, such as row 8's SSE subscribers, A B C D,
-// D C B A) for a number of rounds after a warm-up. It prints one table, each pair's median
+// baseline (bench/bare) in processes of its own on the same SQLite files (and, for row 39e, on
+// two copies of the large store's, one without the triggers that write its search index),
+// builds and serves the gqlgen server (bench/gqlbare) on the file of the large store, with
+// Caddy's reverse_proxy in front of each (the deployment a user would otherwise run), builds,
+// serves and seeds the PocketBase peer (bench/pocketbase) the same way, and runs each pair of
+// pairs.go with its closed-loop load generator (load.go), the two sides alternating (A B, B A,
+// …; with the further sides a pair runs for others to read, such as row 8's SSE subscribers,
+// A B C D, D C B A) for a number of rounds after a warm-up. It prints one table, each pair's median
 // comparison over the rounds with its range and the medians behind it, then the figures that
 // are not pairs (the relay's, relay.go; resuming a subscription, resume.go), and writes them to
 // bench/RESULTS.md with the machine, the Go version, the commit, and notes on the seeding. With

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // A pair is one line of the table: a metric of side a against the same metric of side b,
@@ -71,6 +72,12 @@ var (
 func atLeast(t float64) func(float64) bool { return func(v float64) bool { return v >= t } }
 func atMost(t float64) func(float64) bool  { return func(v float64) bool { return v <= t } }
 
+// bounded is p with a target of at most t.
+func bounded(p *pair, t float64) *pair {
+	p.target, p.met = fmt.Sprintf("≤ %.1f", t), atMost(t)
+	return p
+}
+
 // outcome is what the rounds of a pair measured: the runs of each side (by its name, a pair's
 // also sides too), their metric and the comparisons.
 type outcome struct {
@@ -129,7 +136,7 @@ const patchRequests = 10000
 
 // peerPairs are the ids of the pairs against PocketBase, which is built, served and seeded only
 // when one of them runs.
-var peerPairs = []string{"Pa", "Pb", "Pc"}
+var peerPairs = []string{"Pa", "Pb", "Pc", "39f"}
 
 // gqlgenPairs are the ids of the pairs against the gqlgen server (bench/gqlbare), which is built
 // and served only when one of them runs.
@@ -198,6 +205,14 @@ func pairs(e *env) []*pair {
 			conc: 1, requests: n, metric: p50, target: "≤ 1.3", met: atMost(1.3)}
 	}
 	page := func(name string) request { return request{url: e.pages[name], status: 200} }
+	// A search's first page of 20; each answer holds its first word, or is empty.
+	searched := func(base string, s search) request {
+		want := strings.Fields(s.q)[0]
+		if s.count(smallPosts) == 0 {
+			want = "[]"
+		}
+		return request{url: base + s.path(strconv.Itoa(pageSize)), status: 200, want: want}
+	}
 	patch := func(base string, ids []string) request {
 		return request{method: "PATCH", url: base + "/posts/{id}", body: `{"title": "post patched"}`, headers: []string{apiKey}, ids: random(ids), status: 200}
 	}
@@ -280,6 +295,30 @@ func pairs(e *env) []*pair {
 		scaling("7d", "`PATCH /posts/{id}` of one's own post (random)", writeRequests,
 			patch(e.read, e.large.authors), patch(e.small, e.smallStore.authors)),
 		scaling("7e", "`DELETE /posts/{id}` of one's own post", writeRequests, del(e.read), del(e.small)),
+		// Issue 39's search, on the posts whose words searchWords gives (checked before the rows
+		// by checkSearch); before row Pc, whose creates would put posts without them first.
+		bounded(scaling("39a", fmt.Sprintf("`GET /posts?q=%s&limit=20` (a word in 1%% of the posts), first page", wordRare), readRequests,
+			searched(e.read, searchRare), searched(e.small, searchRare)), 1.5),
+		{id: "39b", what: fmt.Sprintf("`GET /posts?q=%s&limit=20` (a word in no post: an empty page) ÷ `GET /posts/{id}` (random), p50 at %s posts, one client (%s requests a run)",
+			wordNone, thousands(largePosts), thousands(readRequests)),
+			a: caddy("no-match", searched(e.read, searchNone)), b: caddy("get", anonymous),
+			conc: 1, requests: readRequests, metric: p50, target: "≤ 2.0", met: atMost(2.0)},
+		bounded(scaling("39c", fmt.Sprintf("`GET /posts?q=%s+%s&limit=20` (two words in 10%% of the posts each, independent: 1%% hold both), first page", wordTenA, wordTenB),
+			readRequests, searched(e.read, searchTwo), searched(e.small, searchTwo)), 2.0),
+		bounded(scaling("39d", fmt.Sprintf("`GET /posts?q=%s&limit=20` (a prefix of 3 letters, of %s: one of them in 1%% of the posts), first page", wordPrefix, strings.Join(prefixWords, ", ")),
+			readRequests, searched(e.read, searchPrefix), searched(e.small, searchPrefix)), 1.5),
+		// What the search index costs a server that writes it the plain way, as row 4l measures
+		// the event log: the module cannot run without it.
+		{id: searchCopiesRow, what: fmt.Sprintf("`POST /posts` throughput with the search index ÷ without it: bench/bare inserting the post alone into a copy of the %s posts' file, "+
+			"whose triggers of migration 8 write its row of the index (post_rows, post_words) in the insert's statement, ÷ the same into another copy with those three triggers dropped "+
+			"(the module cannot run without its index; the bare sides of rows 4, 4f, 4e and 4l write it too)", thousands(largePosts)),
+			a:      side{name: "bare+index", req: post(e.bareIndexed.url), profile: e.bareIndexed.profile},
+			b:      side{name: "bare", req: post(e.bareUnindexed.url), profile: e.bareUnindexed.profile},
+			metric: throughput, target: "≥ 0.85", met: atLeast(0.85)},
+		{id: "39f", what: fmt.Sprintf("search throughput, caddy-posts `GET /posts?q=%s&limit=20` ÷ PocketBase `filter=(title~'%s'||body~'%s')&perPage=20&sort=-created,-id&skipTotal=1`, "+
+			"a word in 1%% of the posts, %s posts each", wordRare, wordRare, wordRare, thousands(largePosts)),
+			a: caddy("caddy-posts", searched(e.read, searchRare)), b: pocketBase(request{url: e.pb + pbSearch(wordRare, false), status: 200, want: wordRare}),
+			metric: throughput, target: "≥ 10", met: atLeast(10)},
 		p8,
 		{id: "9", what: "one event to 10,000 subscribers, all delivered: p99 time to the last, module ÷ ws-bare",
 			a: p8.a, b: p8.b, of: p8, metric: p99, target: "≤ 1.5", met: atMost(1.5)},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/postsedge/caddy-posts/bench/wsload"
@@ -56,6 +58,10 @@ func (e *env) startPocketBase(ctx context.Context, src string) error {
 		return fmt.Errorf("seeding: %w", err)
 	}
 	e.pbStore = seededFrom(ps, out, run)
+	// Newest first as PocketBase lists them: -created,-id.
+	e.pbStore.newest = slices.SortedFunc(slices.Values(out), func(a, b created) int {
+		return -cmp.Or(strings.Compare(a.Created, b.Created), strings.Compare(a.ID, b.ID))
+	})
 	log.Printf("%d posts seeded through %s in %.1fs (%.0f posts/s)", largePosts, e.pb, run.seconds, run.throughput())
 	rss, err := wsload.ResidentMemory(p.cmd.Process.Pid)
 	if err != nil {
