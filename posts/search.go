@@ -33,12 +33,15 @@ func (s *Service) ParseSearch(param, q string) (words.Query, error) {
 }
 
 // ParseTime reads s, the time a client sent as the parameter param of a list (since, until):
-// RFC 3339, with any fraction of a second and offset; anything else is refused with an error
-// naming param.
+// RFC 3339, with any fraction of a second and offset, after the first millisecond of the year
+// 1 (the zero time.Time means no bound); anything else is refused with an error naming param.
 func ParseTime(param, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	switch {
+	case err != nil:
 		return time.Time{}, invalid(param, "%s must be an RFC 3339 time, such as 2026-11-30T09:30:00Z", param)
+	case !ceilMilli(t).After(time.Time{}):
+		return time.Time{}, invalid(param, "%s must be after 0001-01-01T00:00:00Z", param)
 	}
 	return t, nil
 }

@@ -65,6 +65,23 @@ func TestAnEmptyTimeRangeIsRefused(t *testing.T) {
 	}
 }
 
+// A time that is not RFC 3339, or that is no later than the zero time.Time (no bound), is
+// refused naming its parameter.
+func TestParseTime(t *testing.T) {
+	for _, s := range []string{"yesterday", "2026-11-30", "2026-11-30T10:00:00", "0001-01-01T00:00:00Z", "0000-12-31T23:59:59.9999Z", "0001-01-01T01:00:00+02:00"} {
+		if _, err := ParseTime("until", s); err == nil || !strings.HasPrefix(err.Error(), "until ") {
+			t.Errorf("ParseTime(%q) = %v; want an error naming until", s, err)
+		} else {
+			wantInvalid(t, err, "until")
+		}
+	}
+	for _, s := range []string{"0001-01-01T00:00:00.001Z", "2026-11-30T10:00:00.5+01:00", "9999-12-31T23:59:59Z"} {
+		if _, err := ParseTime("since", s); err != nil {
+			t.Errorf("ParseTime(%q): %v", s, err)
+		}
+	}
+}
+
 func TestCeilMilli(t *testing.T) {
 	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.FixedZone("CET", 3600))
 	for _, tc := range []struct{ in, want time.Time }{

@@ -24,12 +24,11 @@ import (
 // in the statement that writes the post, so a search never lags a write. It indexes the words
 // as they are: tokenize='ascii' splits at the spaces between them and leaves the bytes of every
 // other script as they are; detail='none' keeps no positions, which a search of words needs
-// none of; the prefixes of 1 to indexedPrefix characters have indexes of their own, so that
-// search as you type reads one list however many words begin with them, and stops at LIMIT. It
-// holds no text (contentless), only the lists of rows each word is in. A longer prefix, which
-// FTS5 would read by merging the whole lists of every word it begins before the first row, is
-// read through the index of its first indexedPrefix characters, and each row read is checked
-// for the whole prefix (search).
+// none of; each prefix a query may have (1 to words.MaxPrefix characters, the most FTS5 takes)
+// has an index of its own, so that search as you type reads one list however many words begin
+// with it, and stops at LIMIT (FTS5 reads a prefix it has no index of by merging the whole
+// lists of every word it begins, before its first row: 625 ms for a word of every post of
+// 200,000). It holds no text (contentless), only the lists of rows each word is in.
 //
 // A row of post_words is a post's place in the order of lists: its row id is its createdAt in
 // Unix milliseconds times rowsPerMilli, plus its rank among the posts of that millisecond, kept
@@ -39,9 +38,6 @@ import (
 // millisecond a page ends in and sorts by (createdAt, id), so that its pages follow the order
 // of lists exactly.
 const (
-	// indexedPrefix is the longest prefix, in characters, that post_words indexes (its prefix
-	// option, migration 8).
-	indexedPrefix = 8
 	// rowsPerMilli is how many posts one millisecond of createdAt has row ids for.
 	rowsPerMilli = 1 << 20
 	// earliest and latest are the createdAt times in Unix milliseconds that a row id can hold
@@ -54,7 +50,7 @@ const (
 // to ?3 (exclusive), in row id order, at most ?4 of them (-1: all). FTS5 consumes the MATCH,
 // the range and the order (a test checks the plan).
 const (
-	searchColumns   = `p.id, p.user_id, p.title, p.body, p.created_at, p.updated_at, p.version, w.rowid`
+	searchColumns   = `p.id, p.user_id, p.title, p.body, p.created_at, p.updated_at, p.version`
 	searchFrom      = ` FROM post_words w JOIN post_rows r ON r.row = w.rowid JOIN posts p ON p.id = r.id WHERE post_words MATCH ?1 AND w.rowid >= ?2 AND w.rowid < ?3`
 	searchSQL       = `SELECT ` + searchColumns + searchFrom + ` ORDER BY w.rowid DESC LIMIT ?4`
 	searchOldestSQL = `SELECT ` + searchColumns + searchFrom + ` ORDER BY w.rowid LIMIT ?4`
@@ -91,10 +87,8 @@ func indexed(user, title, body string) string {
 func userToken(user string) string { return "·" + hex.EncodeToString([]byte(user)) }
 
 // match is the FTS5 query of f: each of its words, and its user's token, quoted, so that FTS5
-// reads each as a string, never as its syntax; the last word as a prefix, cut to indexedPrefix
-// characters. exact says whether every post it matches is one f finds: false when the prefix
-// was cut.
-func match(f store.Filter) (q string, exact bool) {
+// reads each as a string, never as its syntax; its prefix, if it has one, followed by *.
+func match(f store.Filter) string {
 	var b strings.Builder
 	term := func(s string) {
 		if b.Len() > 0 {
@@ -110,36 +104,11 @@ func match(f store.Filter) (q string, exact bool) {
 	for _, w := range f.Search.Whole() {
 		term(w)
 	}
-	prefix, exact := f.Search.Prefix(), true
-	if runes := []rune(prefix); len(runes) > indexedPrefix {
-		prefix, exact = string(runes[:indexedPrefix]), false
+	if p := f.Search.Prefix(); p != "" {
+		term(p)
+		b.WriteByte('*')
 	}
-	term(prefix)
-	b.WriteByte('*')
-	return b.String(), exact
-}
-
-// hit is a post that a search read, and its row id.
-type hit struct {
-	store.Post
-	row int64
-}
-
-func scanHit(row scanner) (h hit, err error) {
-	var created, updated int64
-	if err := row.Scan(&h.ID, &h.UserID, &h.Title, &h.Body, &created, &updated, &h.Version, &h.row); err != nil {
-		return hit{}, err
-	}
-	h.CreatedAt, h.UpdatedAt = fromMillis(created), fromMillis(updated)
-	return h, nil
-}
-
-// orEmpty is *s, or "" for nil.
-func orEmpty(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+	return b.String()
 }
 
 // rowOf is the first row id of the millisecond ms, clamped to those a row id can hold.
@@ -147,40 +116,17 @@ func rowOf(ms int64) int64 { return min(max(ms, earliest), latest+1) * rowsPerMi
 
 // search reads a page of f, whose Search is not empty, from post_words.
 func search(ctx context.Context, c *conns, f store.Filter) ([]store.Post, error) {
-	q, exact := match(f)
+	q := match(f)
 	lo, hi := rowOf(bound(f.Since, earliest)), rowOf(bound(f.Until, latest+1))
 	stmt := c.stmt.search[0]
 	if f.Oldest {
 		stmt = c.stmt.search[1]
 	}
-	// read returns the first limit posts f finds in the rows [lo, hi), in row order (all of
-	// them, for a limit of -1): those q matches, checked for the whole prefix unless exact,
-	// reading on past the rows the check refuses.
+	// read returns the first limit posts q matches in the rows [lo, hi), in row order (all of
+	// them, for a limit of -1).
 	read := func(lo, hi int64, limit int) ([]store.Post, error) {
-		var found []store.Post
-		for {
-			rows, err := stmt.QueryContext(ctx, q, lo, hi, limit)
-			hits, err := collect(rows, err, nil, scanHit)
-			if err != nil {
-				return nil, err
-			}
-			for _, h := range hits {
-				if exact || f.Search.Match(words.Of(h.Title, orEmpty(h.Body))) {
-					found = append(found, h.Post)
-				}
-			}
-			switch {
-			case limit < 0 || len(hits) < limit:
-				return found, nil
-			case len(found) >= limit:
-				return found[:limit], nil
-			}
-			if last := hits[len(hits)-1].row; f.Oldest {
-				lo = last + 1
-			} else {
-				hi = last
-			}
-		}
+		rows, err := stmt.QueryContext(ctx, q, lo, hi, limit)
+		return collect(rows, err, nil, scanPost)
 	}
 	// within reads every post of the millisecond ms in [lo, hi).
 	within := func(ms int64) ([]store.Post, error) {

@@ -2,6 +2,8 @@ package sqlite_test
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,4 +65,15 @@ func FuzzSearchIsPlainText(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The index of words keeps every prefix a query may have: 1 to words.MaxPrefix characters.
+func TestTheIndexKeepsEveryPrefixAQueryMayHave(t *testing.T) {
+	var lengths []string
+	for n := 1; n <= words.MaxPrefix; n++ {
+		lengths = append(lengths, strconv.Itoa(n))
+	}
+	if want := "prefix = '" + strings.Join(lengths, " ") + "'"; !strings.Contains(sqlite.Migrations[7], want) {
+		t.Errorf("migration 8 does not create post_words with %s", want)
+	}
 }

@@ -22,6 +22,9 @@
 //
 // A word is at most MaxBytes long: a longer run is cut there (at a character's boundary), in a
 // post and in a query alike, so that a 50,000-character run is indexed as its first MaxBytes.
+// A post is found by its first MaxWords distinct words, which bounds what one write indexes.
+// The last word of a query is a prefix when it has at most MaxPrefix characters, and a whole
+// word when it has more: the index keeps the prefixes up to that length.
 package words
 
 import (
@@ -33,23 +36,31 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// MaxBytes is the longest a word is, in bytes of UTF-8: a longer run is cut.
-const MaxBytes = 64
+const (
+	// MaxBytes is the longest a word is, in bytes of UTF-8: a longer run is cut.
+	MaxBytes = 64
+	// MaxWords is how many distinct words of a post it is found by: those that come first.
+	MaxWords = 4096
+	// MaxPrefix is the longest, in characters, that the last word of a query is a prefix: a
+	// longer one is a whole word.
+	MaxPrefix = 31
+)
 
-// Of returns the distinct words of texts (a post's title and body), in the order they first
-// appear.
+// Of returns the distinct words of texts (a post's title and body), the first MaxWords of them,
+// in ascending byte order, as Query.Match takes them.
 func Of(texts ...string) []string {
 	var words []string
 	seen := make(map[string]struct{})
 	for _, text := range texts {
 		split(text, func(w []byte) {
-			if _, ok := seen[string(w)]; !ok {
+			if _, ok := seen[string(w)]; !ok && len(words) < MaxWords {
 				word := string(w)
 				seen[word] = struct{}{}
 				words = append(words, word)
 			}
 		})
 	}
+	slices.Sort(words)
 	return words
 }
 
@@ -80,28 +91,40 @@ func Parse(q string) Query {
 // Empty says whether q has no word: the text it was parsed from had no letter or digit.
 func (q Query) Empty() bool { return len(q.Words) == 0 }
 
-// Whole returns the words that must each be one of a post's, and Prefix the one that must begin
-// one.
-func (q Query) Whole() []string { return q.Words[:max(0, len(q.Words)-1)] }
+// Whole returns the words that must each be one of a post's: all but the last, and the last
+// too when it is longer than MaxPrefix characters.
+func (q Query) Whole() []string {
+	if q.Prefix() == "" {
+		return q.Words
+	}
+	return q.Words[:len(q.Words)-1]
+}
 
-// Prefix is the last word, which a post's word must begin with; "" for an empty query.
+// Prefix is the last word, which a post's word must begin with; "" for an empty query, and for
+// a last word longer than MaxPrefix characters, which is whole.
 func (q Query) Prefix() string {
 	if q.Empty() {
 		return ""
 	}
-	return q.Words[len(q.Words)-1]
+	last := q.Words[len(q.Words)-1]
+	if utf8.RuneCountInString(last) > MaxPrefix {
+		return ""
+	}
+	return last
 }
 
-// Match says whether a post whose words (Of) are words is found by q: each of q's words is
-// one of them, the last one the beginning of one. An empty query matches every post.
+// Match says whether a post whose words are words, as Of returns them (sorted), is found by q:
+// each of Whole is one of them, and Prefix begins one. An empty query matches every post. It
+// costs a binary search of words for each word of q.
 func (q Query) Match(words []string) bool {
 	for _, w := range q.Whole() {
-		if !slices.Contains(words, w) {
+		if _, found := slices.BinarySearch(words, w); !found {
 			return false
 		}
 	}
 	if p := q.Prefix(); p != "" {
-		return slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(w, p) })
+		i, _ := slices.BinarySearch(words, p)
+		return i < len(words) && strings.HasPrefix(words[i], p)
 	}
 	return true
 }

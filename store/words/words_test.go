@@ -1,6 +1,7 @@
 package words_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -31,6 +32,7 @@ func TestOf(t *testing.T) {
 		{"", nil},
 		{"  \t\n ...", nil},
 	} {
+		slices.Sort(c.want) // Of returns them sorted
 		if got := words.Of(c.text); !slices.Equal(got, c.want) {
 			t.Errorf("Of(%q) = %q; want %q", c.text, got, c.want)
 		}
@@ -45,6 +47,41 @@ func TestOfCutsALongRunAtACharactersBoundary(t *testing.T) {
 		}
 		if !words.Parse(run).Match(got) {
 			t.Errorf("the run %.20q… does not find itself", run)
+		}
+	}
+}
+
+// A post is found by its first MaxWords distinct words, and no more.
+func TestOfKeepsTheFirstMaxWords(t *testing.T) {
+	var text strings.Builder
+	for i := range words.MaxWords + 10 {
+		fmt.Fprintf(&text, "w%d ", i)
+	}
+	got := words.Of(text.String())
+	if len(got) != words.MaxWords {
+		t.Fatalf("Of kept %d words; want %d", len(got), words.MaxWords)
+	}
+	last, over := fmt.Sprint("w", words.MaxWords-1), fmt.Sprint("w", words.MaxWords)
+	if !words.Parse(last+" w0").Match(got) || words.Parse(over+" w0").Match(got) {
+		t.Errorf("the words kept are not the first %d", words.MaxWords)
+	}
+}
+
+// The last word of a query is a prefix up to MaxPrefix characters, and a whole word past them.
+func TestALongLastWordIsWhole(t *testing.T) {
+	long := strings.Repeat("x", words.MaxPrefix)
+	post := words.Of(long + "a " + long + "bc")
+	for _, c := range []struct {
+		q     string
+		match bool
+	}{
+		{long, true},        // MaxPrefix characters: a prefix of both
+		{long + "a", true},  // longer: the whole word
+		{long + "b", false}, // longer, and no word is it
+		{long + "bc", true},
+	} {
+		if got := words.Parse(c.q).Match(post); got != c.match {
+			t.Errorf("Parse(%d characters).Match = %v; want %v", utf8.RuneCountInString(c.q), got, c.match)
 		}
 	}
 }
