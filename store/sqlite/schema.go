@@ -110,7 +110,9 @@ var migrations = []string{
 	CREATE INDEX deleted_posts_until ON deleted_posts (until);
 	CREATE INDEX idempotency_keys_post ON idempotency_keys (post_id);`,
 	// 8: the search's index (search.go): post_rows gives each post its row id, in the order of
-	// lists, and post_words holds the words of each row. The triggers write both in the
+	// lists, and post_words holds the words of each row. A row id's millisecond is created_at
+	// clamped to those a row id can hold (search.go, earliest and latest: 8796093022206 is
+	// latest). The triggers write both in the
 	// statement that writes the post: an insert takes the next row id of its millisecond, an
 	// update of the title or body indexes the words again, a delete removes both. The posts
 	// stored before get their row ids here, ranked by id within each millisecond, and their
@@ -122,22 +124,23 @@ var migrations = []string{
 	CREATE VIRTUAL TABLE post_words USING fts5(words, tokenize = 'ascii', prefix = '1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31', detail = 'none',
 		content = '', contentless_delete = 1);
 	INSERT INTO post_rows (row, id)
-		SELECT created_at * 1048576 + row_number() OVER (PARTITION BY created_at ORDER BY id) - 1, id FROM posts;
+		SELECT ms * 1048576 + row_number() OVER (PARTITION BY ms ORDER BY created_at, id) - 1, id
+		FROM (SELECT max(min(created_at, 8796093022206), -8796093022208) AS ms, created_at, id FROM posts);
 	CREATE TRIGGER posts_insert_words AFTER INSERT ON posts BEGIN
 		INSERT INTO post_rows (row, id)
-			SELECT coalesce(max(row) + 1, new.created_at * 1048576), new.id FROM post_rows
-			WHERE row >= new.created_at * 1048576 AND row < (new.created_at + 1) * 1048576;
+			SELECT coalesce(max(row) + 1, max(min(new.created_at, 8796093022206), -8796093022208) * 1048576), new.id FROM post_rows
+			WHERE row >= max(min(new.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(new.created_at, 8796093022206), -8796093022208) + 1) * 1048576;
 		INSERT INTO post_words (rowid, words) VALUES (last_insert_rowid(), ` + wordsFunction + `(new.user_id, new.title, new.body));
 	END;
 	CREATE TRIGGER posts_update_words AFTER UPDATE OF title, body ON posts
 		WHEN new.title IS NOT old.title OR new.body IS NOT old.body BEGIN
 		UPDATE post_words SET words = ` + wordsFunction + `(new.user_id, new.title, new.body) WHERE rowid = (SELECT row FROM post_rows
-			WHERE row >= new.created_at * 1048576 AND row < (new.created_at + 1) * 1048576 AND id = new.id);
+			WHERE row >= max(min(new.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(new.created_at, 8796093022206), -8796093022208) + 1) * 1048576 AND id = new.id);
 	END;
 	CREATE TRIGGER posts_delete_words AFTER DELETE ON posts BEGIN
 		DELETE FROM post_words WHERE rowid = (SELECT row FROM post_rows
-			WHERE row >= old.created_at * 1048576 AND row < (old.created_at + 1) * 1048576 AND id = old.id);
-		DELETE FROM post_rows WHERE row >= old.created_at * 1048576 AND row < (old.created_at + 1) * 1048576 AND id = old.id;
+			WHERE row >= max(min(old.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(old.created_at, 8796093022206), -8796093022208) + 1) * 1048576 AND id = old.id);
+		DELETE FROM post_rows WHERE row >= max(min(old.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(old.created_at, 8796093022206), -8796093022208) + 1) * 1048576 AND id = old.id;
 	END;`,
 }
 

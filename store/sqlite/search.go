@@ -41,7 +41,8 @@ const (
 	// rowsPerMilli is how many posts one millisecond of createdAt has row ids for.
 	rowsPerMilli = 1 << 20
 	// earliest and latest are the createdAt times in Unix milliseconds that a row id can hold
-	// (from the year -276 to 2248): a search's bounds are clamped to them.
+	// (from the year 1691 to 2248): a post created before or after them takes its row id in
+	// theirs (bucket), and a search's bounds are clamped to them.
 	earliest = math.MinInt64 / rowsPerMilli
 	latest   = math.MaxInt64/rowsPerMilli - 1
 )
@@ -111,13 +112,20 @@ func match(f store.Filter) string {
 	return b.String()
 }
 
+// bucket is the millisecond of the row id of a post created at ms.
+func bucket(ms int64) int64 { return min(max(ms, earliest), latest) }
+
 // rowOf is the first row id of the millisecond ms, clamped to those a row id can hold.
 func rowOf(ms int64) int64 { return min(max(ms, earliest), latest+1) * rowsPerMilli }
 
 // search reads a page of f, whose Search is not empty, from post_words.
 func search(ctx context.Context, c *conns, f store.Filter) ([]store.Post, error) {
 	q := match(f)
-	lo, hi := rowOf(bound(f.Since, earliest)), rowOf(bound(f.Until, latest+1))
+	since, until := bound(f.Since, earliest), bound(f.Until, latest+1)
+	lo, hi := rowOf(bucket(since)), rowOf(until)
+	if until <= earliest || until > latest {
+		hi = rowOf(bucket(until) + 1) // in the first or last millisecond of row ids: read whole
+	}
 	stmt := c.stmt.search[0]
 	if f.Oldest {
 		stmt = c.stmt.search[1]
@@ -128,11 +136,35 @@ func search(ctx context.Context, c *conns, f store.Filter) ([]store.Post, error)
 		rows, err := stmt.QueryContext(ctx, q, lo, hi, limit)
 		return collect(rows, err, nil, scanPost)
 	}
-	// within reads every post of the millisecond ms in [lo, hi).
+	// within reads every post of the row ids of the millisecond ms in [lo, hi).
 	within := func(ms int64) ([]store.Post, error) {
-		return read(max(lo, rowOf(ms)), min(hi, rowOf(ms+1)), -1)
+		return read(max(lo, rowOf(bucket(ms))), min(hi, rowOf(bucket(ms)+1)), -1)
+	}
+	// follows says whether p, read from the row ids of a millisecond that may hold others, is
+	// in f's range and after After.
+	follows := func(p store.Post) bool {
+		return (f.Since.IsZero() || !p.CreatedAt.Before(f.Since)) && (f.Until.IsZero() || p.CreatedAt.Before(f.Until)) &&
+			(f.After == nil || f.Follows(p, *f.After))
 	}
 	var page []store.Post
+	// The first and the last millisecond of row ids hold the posts created before and after
+	// them (bucket): one that a bound falls in is read whole, its posts kept by their times,
+	// and then left out of the range.
+	for _, edge := range []int64{earliest, latest} {
+		if (f.Since.IsZero() || bucket(since) != edge) && (f.Until.IsZero() || bucket(until) != edge) {
+			continue
+		}
+		all, err := within(edge)
+		if err != nil {
+			return nil, err
+		}
+		page = append(page, slices.DeleteFunc(all, func(p store.Post) bool { return !follows(p) })...)
+		if edge == earliest {
+			lo = max(lo, rowOf(earliest+1))
+		} else {
+			hi = min(hi, rowOf(latest))
+		}
+	}
 	if f.After != nil {
 		// The millisecond of After: its posts that follow After, and then the range past it.
 		ms := millis(f.After.CreatedAt)
@@ -140,18 +172,14 @@ func search(ctx context.Context, c *conns, f store.Filter) ([]store.Post, error)
 		if err != nil {
 			return nil, err
 		}
-		for _, p := range same {
-			if f.Follows(p, *f.After) {
-				page = append(page, p)
-			}
-		}
+		page = append(page, slices.DeleteFunc(same, func(p store.Post) bool { return !follows(p) })...)
 		if f.Oldest {
-			lo = max(lo, rowOf(ms+1))
+			lo = max(lo, rowOf(bucket(ms)+1))
 		} else {
-			hi = min(hi, rowOf(ms))
+			hi = min(hi, rowOf(bucket(ms)))
 		}
 	}
-	if len(page) < f.Limit && lo < hi {
+	if lo < hi {
 		rest, err := read(lo, hi, f.Limit)
 		if err != nil {
 			return nil, err
@@ -159,8 +187,8 @@ func search(ctx context.Context, c *conns, f store.Filter) ([]store.Post, error)
 		if len(rest) == f.Limit {
 			// The last millisecond read may have more posts, which come before some of those
 			// read in the order of lists: read all of them.
-			ms := millis(rest[len(rest)-1].CreatedAt)
-			rest = slices.DeleteFunc(rest, func(p store.Post) bool { return millis(p.CreatedAt) == ms })
+			ms := bucket(millis(rest[len(rest)-1].CreatedAt))
+			rest = slices.DeleteFunc(rest, func(p store.Post) bool { return bucket(millis(p.CreatedAt)) == ms })
 			last, err := within(ms)
 			if err != nil {
 				return nil, err

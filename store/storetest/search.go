@@ -269,3 +269,41 @@ func testTimeRangesAndOrders(t *testing.T, open Open) {
 		}
 	}
 }
+
+// testSearchOfAnyTime searches posts created from the year 1000 to 9000, several in one
+// millisecond, in both orders and pages of several sizes, between bounds that fall among them.
+func testSearchOfAnyTime(t *testing.T, open Open) {
+	s := open(t)
+	var all []store.Post
+	for n, year := range []int{1000, 1000, 1600, 1690, 1969, 1970, 2026, 2249, 2300, 2300, 9000} {
+		p := newPost(100-n, "alice", time.Date(year, 6, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(n%3)*time.Millisecond))
+		p.Title = fmt.Sprint("edge of the year ", year)
+		insert(t, s, p)
+		all = append(all, get(t, s, p.ID))
+	}
+	year := func(y int) time.Time { return time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC) }
+	for _, tc := range []store.Filter{{}, {Since: year(1500)}, {Until: year(2250)}, {Since: year(1650), Until: year(2500)}, {Since: year(2300)}} {
+		for _, oldest := range []bool{false, true} {
+			for _, limit := range []int{1, 3, 20} {
+				f := tc
+				f.Search, f.Oldest, f.Limit = words.Parse("edge year"), oldest, limit
+				var got []store.Post
+				for range len(all) + 1 {
+					found := list(t, s, f)
+					if want := searchModel(all, f); !slices.Equal(ids(found), ids(want)) {
+						t.Fatalf("since %s until %s oldest %v limit %d after %v: got %v, want %v", stamp(f.Since), stamp(f.Until), oldest, limit, f.After, titles(found), titles(want))
+					}
+					got = append(got, found...)
+					if len(found) < f.Limit {
+						break
+					}
+					f.After = new(store.KeyOf(found[len(found)-1]))
+				}
+				f.After, f.Limit = nil, len(all)
+				if want := searchModel(all, f); !slices.Equal(ids(got), ids(want)) {
+					t.Fatalf("since %s until %s oldest %v limit %d: the pages hold %v, want %v", stamp(f.Since), stamp(f.Until), oldest, limit, titles(got), titles(want))
+				}
+			}
+		}
+	}
+}

@@ -59,6 +59,7 @@ func RunWith(t *testing.T, open Open, opts Options) {
 		{"keyset pages have no gap or duplicate while others insert", testPagingWhileInserting},
 		{"time ranges and both orders page as the model does", testTimeRangesAndOrders},
 		{"200 searches of a mixed-script corpus find what the model finds", testSearchMatchesTheModel},
+		{"posts of any time are searched in order", testSearchOfAnyTime},
 		{"updates are owner-checked", testUpdate},
 		{"concurrent updates of one post lose none", func(t *testing.T, open Open) {
 			testConcurrentUpdates(t, open, cmp.Or(opts.Updaters, 16), cmp.Or(opts.UpdateRounds, 20))
