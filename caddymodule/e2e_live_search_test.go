@@ -180,7 +180,7 @@ func TestLiveSearch(t *testing.T) {
 			for i := range 8 {
 				words = append(words, strings.Repeat(string(rune('a'+i)), 30)+"1")
 			}
-			words[7] += "2" // 7 words of 31 bytes, one of 32 and 7 spaces
+			words[0] += "2" // 7 words of 31 bytes, one of 32 and 7 spaces; the last, a prefix, of 31 characters (words.MaxPrefix)
 			search := strings.Join(words, " ")
 			if len(search) != 256 {
 				t.Fatalf("the search is %d bytes", len(search))
