@@ -14,6 +14,7 @@
 //     "caddyserver", "com" and "docs";
 //   - emoji and other symbols are nothing: a query of them alone has no word.
 //
+// Korean is found in its syllables, however its letters were written (composed or apart).
 // Chinese and Japanese are written without spaces: each Han ideograph, Hiragana and Katakana
 // character is a word of its own, so a query of several finds the posts that hold each of them,
 // wherever they are. Korean (Hangul), whose words are spaced, and every other script are runs
@@ -133,6 +134,11 @@ func (q Query) Match(words []string) bool {
 // Each character is decomposed as NFKD does, one at a time (a diacritic is a character of its
 // own then, and removed), and folded; text of ASCII only takes none of those steps' tables.
 func split(text string, word func([]byte)) {
+	if strings.ContainsFunc(text, jamo) {
+		// Hangul stays in syllables, which the decomposition of one character at a time leaves
+		// whole: letters written apart (as some systems write them) are composed first.
+		text = norm.NFC.String(text)
+	}
 	var w []byte // the word under way
 	flush := func() {
 		if len(w) > 0 {
@@ -182,6 +188,11 @@ func split(text string, word func([]byte)) {
 		i += size
 	}
 	flush()
+}
+
+// jamo says whether r is a letter of Hangul written apart from its syllable.
+func jamo(r rune) bool {
+	return 0x1100 <= r && r <= 0x11FF || 0xA960 <= r && r <= 0xA97F || 0xD7B0 <= r && r <= 0xD7FF
 }
 
 // alone says whether r is a word of its own: a character of a script written without spaces

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/postsedge/caddy-posts/store/words"
 )
 
@@ -27,6 +29,8 @@ func TestOf(t *testing.T) {
 		{"ＡＢＣ ﬁle x²", []string{"abc", "file", "x2"}},
 		{"東京タワーへ", []string{"東", "京", "タ", "ワ", "ー", "へ"}},
 		{"안녕하세요 세계", []string{"안녕하세요", "세계"}},
+		{norm.NFD.String("서울의 날씨"), []string{"서울의", "날씨"}}, // its letters written apart
+
 		{"Привет МИР", []string{"привет", "мир"}},
 		{"नमस्ते", []string{"नमसत"}},
 		{"", nil},
