@@ -184,32 +184,38 @@ func testSearchMatchesTheModel(t *testing.T, open Open) {
 		if r.IntN(3) == 0 {
 			f.Until = first.Add(time.Duration(r.Int64N(int64(span)))).Add(span / 3)
 		}
-		name := fmt.Sprintf("%d %q user %q since %s until %s oldest %v limit %d", n, q, f.UserID, stamp(f.Since), stamp(f.Until), f.Oldest, f.Limit)
-		want := searchModel(all, store.Filter{UserID: f.UserID, Search: f.Search, Since: f.Since, Until: f.Until, Oldest: f.Oldest, Limit: len(all)})
-		var got []store.Post
-		for page := 0; ; page++ {
-			if page > len(all) {
-				t.Fatalf("%s: paging does not end", name)
-			}
-			found := list(t, s, f)
-			if wantPage := searchModel(all, f); !slices.Equal(ids(found), ids(wantPage)) {
-				t.Fatalf("%s, page %d after %v:\ngot  %v\nwant %v", name, page, f.After, titles(found), titles(wantPage))
-			}
-			got = append(got, found...)
-			if len(found) < f.Limit {
-				break
-			}
-			f.After = new(store.KeyOf(found[len(found)-1]))
-		}
-		if !slices.Equal(ids(got), ids(want)) {
-			t.Fatalf("%s: the pages hold %v, want %v", name, titles(got), titles(want))
-		}
+		got := pageAsTheModel(t, s, all, f)
 		for _, p := range got {
 			if d := diff(p, live[p.ID]); d != "" {
-				t.Fatalf("%s: post %s: %s", name, p.ID, d)
+				t.Fatalf("search %d, %q: post %s: %s", n, q, p.ID, d)
 			}
 		}
 	}
+}
+
+// pageAsTheModel lists f's pages from s until one is short, requires of each the posts the
+// model finds in all, and returns them all.
+func pageAsTheModel(t *testing.T, s store.Store, all []store.Post, f store.Filter) []store.Post {
+	t.Helper()
+	name := fmt.Sprintf("search %q user %q since %s until %s oldest %v limit %d", f.Search.Words, f.UserID, stamp(f.Since), stamp(f.Until), f.Oldest, f.Limit)
+	var got []store.Post
+	for range len(all) + 1 {
+		found := list(t, s, f)
+		if want := searchModel(all, f); !slices.Equal(ids(found), ids(want)) {
+			t.Fatalf("%s, after %v:\ngot  %v\nwant %v", name, f.After, titles(found), titles(want))
+		}
+		got = append(got, found...)
+		if len(found) < f.Limit {
+			f.After, f.Limit = nil, len(all)
+			if want := searchModel(all, f); !slices.Equal(ids(got), ids(want)) {
+				t.Fatalf("%s: the pages hold %v, want %v", name, titles(got), titles(want))
+			}
+			return got
+		}
+		f.After = new(store.KeyOf(found[len(found)-1]))
+	}
+	t.Fatalf("%s: paging does not end", name)
+	return nil
 }
 
 // titles describes posts briefly, for a failure.
@@ -249,23 +255,7 @@ func testTimeRangesAndOrders(t *testing.T, open Open) {
 		for _, limit := range []int{1, 2, 4, 100} {
 			f := tc
 			f.Limit = limit
-			name := fmt.Sprintf("user %q since %s until %s oldest %v limit %d", f.UserID, stamp(f.Since), stamp(f.Until), f.Oldest, f.Limit)
-			var got []store.Post
-			for {
-				found := list(t, s, f)
-				if want := searchModel(all, f); !slices.Equal(ids(found), ids(want)) {
-					t.Fatalf("%s after %v: got %v, want %v", name, f.After, titles(found), titles(want))
-				}
-				got = append(got, found...)
-				if len(found) < f.Limit {
-					break
-				}
-				f.After = new(store.KeyOf(found[len(found)-1]))
-			}
-			f.After, f.Limit = nil, len(all)
-			if want := searchModel(all, f); !slices.Equal(ids(got), ids(want)) {
-				t.Fatalf("%s: the pages hold %v, want %v", name, titles(got), titles(want))
-			}
+			pageAsTheModel(t, s, all, f)
 		}
 	}
 }
@@ -287,22 +277,7 @@ func testSearchOfAnyTime(t *testing.T, open Open) {
 			for _, limit := range []int{1, 3, 20} {
 				f := tc
 				f.Search, f.Oldest, f.Limit = words.Parse("edge year"), oldest, limit
-				var got []store.Post
-				for range len(all) + 1 {
-					found := list(t, s, f)
-					if want := searchModel(all, f); !slices.Equal(ids(found), ids(want)) {
-						t.Fatalf("since %s until %s oldest %v limit %d after %v: got %v, want %v", stamp(f.Since), stamp(f.Until), oldest, limit, f.After, titles(found), titles(want))
-					}
-					got = append(got, found...)
-					if len(found) < f.Limit {
-						break
-					}
-					f.After = new(store.KeyOf(found[len(found)-1]))
-				}
-				f.After, f.Limit = nil, len(all)
-				if want := searchModel(all, f); !slices.Equal(ids(got), ids(want)) {
-					t.Fatalf("since %s until %s oldest %v limit %d: the pages hold %v, want %v", stamp(f.Since), stamp(f.Until), oldest, limit, titles(got), titles(want))
-				}
+				pageAsTheModel(t, s, all, f)
 			}
 		}
 	}
