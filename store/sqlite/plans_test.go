@@ -38,8 +38,8 @@ func TestListsSearchAnIndexAndNeverSort(t *testing.T) {
 		{"a user's pages", sqlite.ListByUserSQL, []any{int64(1 << 62), "", 0, 20, "user1"}, "posts_user_newest"},
 		{"the pages oldest first", sqlite.ListOldestSQL, []any{0, "", int64(1 << 62), 20, ""}, "posts_newest"},
 		{"a user's pages oldest first", sqlite.ListByUserOldestSQL, []any{0, "", int64(1 << 62), 20, "user1"}, "posts_user_newest"},
-		{"a search's pages", sqlite.SearchSQL, []any{`"t"*`, 0, int64(1 << 62), 20}, "M1><"},                    // MATCH ?1, rowid >= ?2 and < ?3
-		{"a search's pages oldest first", sqlite.SearchOldestSQL, []any{`"t"*`, 0, int64(1 << 62), 20}, "M1><"}, // MATCH ?1, rowid >= ?2 and < ?3
+		{"a search's pages", sqlite.SearchSQL, []any{`"t"*`, 0, int64(1 << 62)}, "M1><"},                    // MATCH ?1, rowid >= ?2 and < ?3
+		{"a search's pages oldest first", sqlite.SearchOldestSQL, []any{`"t"*`, 0, int64(1 << 62)}, "M1><"}, // MATCH ?1, rowid >= ?2 and < ?3
 		{"a profile", sqlite.GetUserSQL, []any{"user1"}, "PRIMARY KEY"},
 		{"many profiles", sqlite.GetUsersSQL, []any{`["user1","user2"]`}, "PRIMARY KEY"},
 		{"a copy's pages of posts", sqlite.AllPostsSQL, []any{"", 1000}, "PRIMARY KEY (id>?)"},
