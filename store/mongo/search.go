@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -75,7 +76,12 @@ var termsAbsent = bson.D{live, {Key: "terms", Value: absent}}
 
 // The batches and pace of the backfill; variables for the tests.
 var (
-	backfillBatch   = 500
+	backfillBatch = 500
+	// backfillWrites is how many of a batch's updates one command sends: FerretDB v1 holds a
+	// connection of its pool of 100 for each update of a command that matches a document until
+	// the command ends, so that a command of 100 or more never ends, and its database stops
+	// answering anything.
+	backfillWrites  = 16
 	backfillTimeout = 30 * time.Second
 	// backfillRetry is the first wait after a batch that failed or could not write, doubled
 	// after each such batch up to backfillRetryMax.
@@ -197,9 +203,15 @@ func (s *Store) indexBatch(ctx context.Context, c *driver.Collection) (int, bson
 			SetFilter(bson.D{{Key: "_id", Value: d.ID}, {Key: "version", Value: version}, {Key: "terms", Value: absent}}).
 			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "terms", Value: termsOf(d.Title, d.Body)}}}})
 	}
-	res, err := c.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-	if res == nil {
-		return 0, docs[0].ID, err
+	var modified int
+	for chunk := range slices.Chunk(models, backfillWrites) {
+		res, err := c.BulkWrite(ctx, chunk, options.BulkWrite().SetOrdered(false))
+		if res != nil {
+			modified += int(res.ModifiedCount)
+		}
+		if err != nil {
+			return modified, docs[0].ID, err
+		}
 	}
-	return int(res.ModifiedCount), docs[0].ID, err
+	return modified, docs[0].ID, nil
 }
