@@ -18,8 +18,7 @@ const DefaultMaxSearchTerms = 8
 // words than the service's limit (Config.MaxSearchTerms), and one with no letter or digit (an
 // empty one too), each with an error naming param.
 func (s *Service) ParseSearch(param, q string) (words.Query, error) {
-	switch {
-	case len(q) > MaxSearchBytes:
+	if len(q) > MaxSearchBytes {
 		return words.Query{}, invalid(param, "%s is %d bytes long; a search has at most %d", param, len(q), MaxSearchBytes)
 	}
 	parsed := words.Parse(q)

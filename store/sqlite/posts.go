@@ -186,10 +186,11 @@ func bound(t time.Time, unbounded int64) int64 {
 	if t.IsZero() {
 		return unbounded
 	}
-	if ms := millis(t); fromMillis(ms).Before(t) {
+	ms := millis(t)
+	if fromMillis(ms).Before(t) {
 		return ms + 1
 	}
-	return millis(t)
+	return ms
 }
 
 // start is the keyset position, in Unix milliseconds and an id, that a page of f starts after:
