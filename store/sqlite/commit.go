@@ -161,14 +161,17 @@ func (s *Store) together(c *conns, ws []*write) error {
 		return err
 	}
 	defer tx.Rollback()
+	// The savepoints' statements, and indexWords's, have no context to watch.
+	bg := context.Background()
 	if len(ws) == 1 {
 		if err := ws[0].do(context.WithoutCancel(ws[0].ctx), tx, c); err != nil {
 			return err
 		}
+		if err := indexWords(bg, tx, c); err != nil {
+			return err
+		}
 		return tx.Commit()
 	}
-	// The savepoints' statements have no context to watch.
-	bg := context.Background()
 	savepoint, rollbackTo, release := tx.StmtContext(bg, c.stmt.savepoint), tx.StmtContext(bg, c.stmt.rollbackTo), tx.StmtContext(bg, c.stmt.release)
 	for _, w := range ws {
 		if _, err := savepoint.ExecContext(bg); err != nil {
@@ -185,6 +188,9 @@ func (s *Store) together(c *conns, ws []*write) error {
 		if _, err := release.ExecContext(bg); err != nil {
 			return err
 		}
+	}
+	if err := indexWords(bg, tx, c); err != nil {
+		return err
 	}
 	return tx.Commit()
 }

@@ -144,6 +144,9 @@ func (s *Store) insertNew(ctx context.Context, query string, n int, args func(in
 		}
 		inserted += int(stored)
 	}
+	if err := indexWords(ctx, tx, c); err != nil {
+		return 0, s.classify(err)
+	}
 	if err := tx.Commit(); err != nil {
 		return 0, s.classify(err)
 	}

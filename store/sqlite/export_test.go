@@ -12,6 +12,7 @@ const (
 	ListOldestSQL       = listOldestSQL
 	ListByUserOldestSQL = listByUserOldestSQL
 	SearchSQL           = searchSQL
+	UnindexDueSQL       = unindexDueSQL
 	SearchOldestSQL     = searchOldestSQL
 	GetUserSQL          = getUserSQL
 	GetUsersSQL         = getUsersSQL

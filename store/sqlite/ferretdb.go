@@ -154,5 +154,8 @@ func (s *Store) importFerretDB(ctx context.Context, source string) (posts, users
 			return 0, 0, err
 		}
 	}
+	if err := indexWords(ctx, tx, c); err != nil {
+		return 0, 0, err
+	}
 	return posts, users, tx.Commit()
 }

@@ -20,8 +20,8 @@ import (
 )
 
 // The search's index is an FTS5 table, post_words, of each post's words (words.Of) and a token
-// of its user (userToken), written by the triggers of the posts table (migration 8, schema.go)
-// in the statement that writes the post, so a search never lags a write. It indexes the words
+// of its user (userToken), written in the transaction that writes the post, so a search never
+// lags a write (see indexWords). It indexes the words
 // as they are: tokenize='ascii' splits at the spaces between them and leaves the bytes of every
 // other script as they are; detail='none' keeps no positions, which a search of words needs
 // none of; each prefix a query may have (1 to words.MaxPrefix characters, the most FTS5 takes)
@@ -57,6 +57,31 @@ const (
 	searchFrom      = ` FROM post_words w JOIN post_rows r ON r.row = w.rowid JOIN posts p ON p.id = r.id WHERE post_words MATCH ?1 AND w.rowid >= ?2 AND w.rowid < ?3`
 	searchSQL       = `SELECT ` + searchColumns + searchFrom + ` ORDER BY w.rowid DESC`
 	searchOldestSQL = `SELECT ` + searchColumns + searchFrom + ` ORDER BY w.rowid`
+)
+
+// indexWords writes into post_words, in tx, the words of the posts that tx wrote: the triggers
+// of the posts table (migration 8, schema.go) keep each post's row id and words in
+// post_words_due (its words NULL once deleted; indexed when post_words has its row from an
+// earlier transaction), and every transaction that writes posts runs indexWords before its
+// commit. FTS5 writes what a transaction gave it as a new segment of its index at each
+// savepoint and at each statement that may need undoing, which every write of a shared
+// transaction has (commit.go): written from the triggers, the index took a segment, and the
+// merges of segments, for every post (a write cost three times as much as without the index);
+// written here, it takes one a transaction.
+func indexWords(ctx context.Context, tx *sql.Tx, c *conns) error {
+	for _, st := range []*sql.Stmt{c.stmt.unindexDue, c.stmt.indexDue, c.stmt.clearDue} {
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The statements of indexWords.
+const (
+	unindexDueSQL = `DELETE FROM post_words WHERE rowid IN (SELECT row FROM post_words_due WHERE indexed)`
+	indexDueSQL   = `INSERT INTO post_words (rowid, words) SELECT row, words FROM post_words_due WHERE words IS NOT NULL`
+	clearDueSQL   = `DELETE FROM post_words_due`
 )
 
 // wordsFunction is the SQL function that gives the text post_words indexes for a post, from its

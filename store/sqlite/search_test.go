@@ -1,9 +1,12 @@
 package sqlite_test
 
 import (
+	"cmp"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,5 +78,117 @@ func TestTheIndexKeepsEveryPrefixAQueryMayHave(t *testing.T) {
 	}
 	if want := "prefix = '" + strings.Join(lengths, " ") + "'"; !strings.Contains(sqlite.Migrations[7], want) {
 		t.Errorf("migration 8 does not create post_words with %s", want)
+	}
+}
+
+// TestTheIndexFollowsWritesCommittedTogether writes posts from many goroutines at once, so that
+// the committer runs them in shared transactions, each in its savepoint: inserts, updates and
+// deletes of their words, and writes that fail on their own (an update or a delete of another
+// version, rolled back to their savepoints) among them. Afterwards a search of each word finds
+// exactly the stored posts that hold it, newest first, through every page: the words each
+// transaction left in post_words_due went into the index once, as its writes left them.
+func TestTheIndexFollowsWritesCommittedTogether(t *testing.T) {
+	s, err := sqlite.Open(t.TempDir(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	vocabulary := []string{"amber", "birch", "cedar", "delta", "ember", "fjord"}
+	text := func(r int) string { // two words of the vocabulary, from r
+		return vocabulary[r%len(vocabulary)] + " " + vocabulary[(r/len(vocabulary))%len(vocabulary)]
+	}
+	base := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := "user" + strconv.Itoa(g)
+			var mine []store.Post
+			for i := range 40 {
+				r := g*7919 + i*104729
+				switch {
+				case i%4 == 3 && len(mine) > 0: // an update, of the right version or not
+					p := &mine[r%len(mine)]
+					title := text(r / 3)
+					version := p.Version
+					if i%8 == 3 {
+						version++ // fails on its own
+					}
+					_, err := s.UpdatePost(t.Context(), p.ID, user, version, store.Update{Title: &title, UpdatedAt: base})
+					switch {
+					case i%8 == 3 && !errors.Is(err, store.ErrNotFound):
+						t.Errorf("an update of another version: %v; want store.ErrNotFound", err)
+					case i%8 != 3 && err != nil:
+						t.Error(err)
+					case err == nil:
+						p.Version++
+					}
+				case i%5 == 4 && len(mine) > 0: // a delete, of the right version or not
+					k := r % len(mine)
+					version := mine[k].Version
+					if i%10 == 4 {
+						version += 5
+					}
+					_, err := s.DeletePost(t.Context(), mine[k].ID, user, version)
+					switch {
+					case i%10 == 4 && !errors.Is(err, store.ErrNotFound):
+						t.Errorf("a delete of another version: %v; want store.ErrNotFound", err)
+					case i%10 != 4 && err != nil:
+						t.Error(err)
+					case err == nil:
+						mine = slices.Delete(mine, k, k+1)
+					}
+				default:
+					at := base.Add(time.Duration(r%5000) * time.Millisecond) // many posts share a millisecond
+					body := text(r / 7)
+					p := store.Post{ID: store.NewID(at), UserID: user, Title: text(r), Body: &body, CreatedAt: at, UpdatedAt: at, Version: 1}
+					if _, err := s.InsertPost(t.Context(), p); err != nil {
+						t.Error(err)
+						continue
+					}
+					mine = append(mine, p)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var stored []store.Post
+	for p, err := range s.AllPosts(t.Context(), 100) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, p)
+	}
+	slices.SortFunc(stored, func(a, b store.Post) int { return -cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID)) })
+	for _, w := range vocabulary {
+		var want, got []string
+		for _, p := range stored {
+			body := ""
+			if p.Body != nil {
+				body = *p.Body
+			}
+			if slices.Contains(words.Of(p.Title, body), w) {
+				want = append(want, p.ID)
+			}
+		}
+		f := store.Filter{Search: words.Parse(w + " "), Limit: 7}
+		for {
+			page, err := s.ListPosts(t.Context(), f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range page {
+				got = append(got, p.ID)
+			}
+			if len(page) < f.Limit {
+				break
+			}
+			last := page[len(page)-1]
+			f.After = &store.Key{CreatedAt: last.CreatedAt, ID: last.ID}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("a search of %q found %d posts; want the %d stored that hold it", w, len(got), len(want))
+		}
 	}
 }
