@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/postsedge/caddy-posts/store"
 )
@@ -79,17 +80,26 @@ func (cm *committer) close() {
 	<-cm.stopped
 }
 
-// commitLoop takes the writes waiting, up to maxBatch, and commits them, until stopped.
+// commitLoop takes the writes waiting, up to maxBatch, and commits them, until stopped. Once
+// the writes pause for mergePause, it merges the segments of the search's index a step at a
+// time (mergeWords), between writes, until they are merged.
 func (s *Store) commitLoop(c *conns) {
 	cm := c.committer
 	defer close(cm.stopped)
 	batch := make([]*write, 0, maxBatch)
+	merge := time.NewTimer(mergePause) // the store just opened may hold a migration's segments
+	defer merge.Stop()
 	for {
 		select {
 		case w := <-cm.queue:
 			batch = append(batch[:0], w)
 		case <-cm.stop:
 			return
+		case <-merge.C:
+			if len(cm.queue) == 0 && s.mergeWords(c) {
+				merge.Reset(0) // more to merge, after the writes that came meanwhile
+			}
+			continue
 		}
 	more:
 		for len(batch) < maxBatch {
@@ -102,6 +112,7 @@ func (s *Store) commitLoop(c *conns) {
 		}
 		s.commit(c, batch)
 		clear(batch) // no write is kept alive by the slice
+		merge.Reset(mergePause)
 	}
 }
 

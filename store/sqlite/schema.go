@@ -124,6 +124,7 @@ var migrations = []string{
 	) STRICT;
 	CREATE VIRTUAL TABLE post_words USING fts5(words, tokenize = 'ascii', prefix = '1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31', detail = 'none',
 		content = '', contentless_delete = 1);
+	INSERT INTO post_words (post_words, rank) VALUES ('usermerge', 2);
 	CREATE TABLE post_words_due (
 		row     INTEGER NOT NULL PRIMARY KEY,
 		words   TEXT,

@@ -192,3 +192,43 @@ func TestTheIndexFollowsWritesCommittedTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestTheIndexIsMergedBetweenWrites writes 300 posts one at a time, each its own transaction and
+// so its own segment of post_words, which FTS5 merges four at a time as they come: once the
+// writes pause, mergeWords merges each level's segments down to one, and every post is still
+// found.
+func TestTheIndexIsMergedBetweenWrites(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, sqlite.Options{})
+	base := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	const n = 300
+	for i := range n {
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		p := store.Post{ID: store.NewID(at), UserID: "alice", Title: "merged " + strconv.Itoa(i), CreatedAt: at, UpdatedAt: at}
+		if _, err := s.InsertPost(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := direct(t, dir)
+	segments := func() (n int) {
+		if err := db.QueryRow(`SELECT count(DISTINCT segid) FROM post_words_idx`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	written := segments()
+	// 300 segments merged four at a time leave a level of each power of 4, and up to three
+	// segments in each; two at a time, at most one in each of the levels up to 2^9.
+	const merged = 5
+	deadline := time.Now().Add(20 * time.Second)
+	for segments() > merged && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := segments(); got > merged || got >= written {
+		t.Errorf("the index has %d segments after the writes paused, %d right after them; want at most %d", got, written, merged)
+	}
+	found, err := s.ListPosts(t.Context(), store.Filter{Search: words.Parse("merged"), Limit: n + 1})
+	if err != nil || len(found) != n {
+		t.Errorf("a search of every post found %d posts, %v; want %d", len(found), err, n)
+	}
+}
