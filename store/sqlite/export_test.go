@@ -12,7 +12,6 @@ const (
 	ListOldestSQL       = listOldestSQL
 	ListByUserOldestSQL = listByUserOldestSQL
 	SearchSQL           = searchSQL
-	UnindexDueSQL       = unindexDueSQL
 	SearchOldestSQL     = searchOldestSQL
 	GetUserSQL          = getUserSQL
 	GetUsersSQL         = getUsersSQL

@@ -63,7 +63,7 @@ type statements struct {
 	insertPost, updatePost, deletePost, saveUser *sql.Stmt       // on the writer
 	keepDeleted                                  *sql.Stmt
 	savepoint, rollbackTo, release               *sql.Stmt // of the writes of a shared transaction (commit.go)
-	unindexDue, indexDue, clearDue               *sql.Stmt // of the search's index (search.go, indexWords)
+	indexWords                                   *sql.Stmt // of the search's index (search.go)
 	logEvent, lastPosition, readEvents           *sql.Stmt // of the event log (events.go)
 	expiryCut, raiseFloor, expireEvents          *sql.Stmt
 	kept, logStats                               *sql.Stmt
@@ -93,9 +93,7 @@ func (st *statements) prepare(read, write *sql.DB) error {
 		{write, &st.savepoint, savepointSQL},
 		{write, &st.rollbackTo, rollbackToSQL},
 		{write, &st.release, releaseSQL},
-		{write, &st.unindexDue, unindexDueSQL},
-		{write, &st.indexDue, indexDueSQL},
-		{write, &st.clearDue, clearDueSQL},
+		{write, &st.indexWords, indexWordsSQL},
 		{write, &st.logEvent, logEventSQL},
 		{read, &st.lastPosition, lastPositionSQL},
 		{read, &st.readEvents, readEventsSQL},

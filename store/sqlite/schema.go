@@ -113,8 +113,9 @@ var migrations = []string{
 	// lists, and post_words holds the words of each row. A row id's millisecond is created_at
 	// clamped to those a row id can hold (search.go, earliest and latest: 8796093022206 is
 	// latest). The triggers write post_rows in the statement that writes the post, and the
-	// words it is to have in post_words in post_words_due, which indexWords writes into
-	// post_words at the end of the transaction: an insert takes the next row id of its
+	// words it is to have in post_words in post_words_due, which indexWords empties at the
+	// end of the transaction, the trigger of each of its rows writing it into post_words (a
+	// row of a post indexed before is deleted first): an insert takes the next row id of its
 	// millisecond, an update of the title or body indexes the words again, a delete removes
 	// both. The posts stored before get their row ids here, ranked by id within each
 	// millisecond, and their words from fillWords, which logs its progress.
@@ -130,6 +131,10 @@ var migrations = []string{
 		words   TEXT,
 		indexed INTEGER NOT NULL
 	) STRICT;
+	CREATE TRIGGER post_words_due_index BEFORE DELETE ON post_words_due BEGIN
+		DELETE FROM post_words WHERE old.indexed AND rowid = old.row;
+		INSERT INTO post_words (rowid, words) SELECT old.row, old.words WHERE old.words IS NOT NULL;
+	END;
 	INSERT INTO post_rows (row, id)
 		SELECT ms * 1048576 + row_number() OVER (PARTITION BY ms ORDER BY created_at, id) - 1, id
 		FROM (SELECT max(min(created_at, 8796093022206), -8796093022208) AS ms, created_at, id FROM posts);

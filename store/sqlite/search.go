@@ -63,19 +63,19 @@ const (
 // of the posts table (migration 8, schema.go) keep each post's row id and words in
 // post_words_due (its words NULL once deleted; indexed when post_words has its row from an
 // earlier transaction), and every transaction that writes posts runs indexWords before its
-// commit. FTS5 writes what a transaction gave it as a new segment of its index at each
+// commit, whose one statement empties post_words_due, the trigger of each row writing it into
+// post_words. FTS5 writes what a transaction gave it as a new segment of its index at each
 // savepoint and at each statement that may need undoing, which every write of a shared
-// transaction has (commit.go): written from the triggers, the index took a segment, and the
-// merges of segments, for every post (a write cost three times as much as without the index);
-// written here, it takes one a transaction.
+// transaction has (commit.go): written from the triggers of posts, the index took a segment, and
+// the merges of segments, for every post (a write cost three times as much as without the
+// index); written here, it takes one a transaction.
 func indexWords(ctx context.Context, tx *sql.Tx, c *conns) error {
-	for _, st := range []*sql.Stmt{c.stmt.unindexDue, c.stmt.indexDue, c.stmt.clearDue} {
-		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := tx.StmtContext(ctx, c.stmt.indexWords).ExecContext(ctx)
+	return err
 }
+
+// indexWordsSQL is indexWords's statement.
+const indexWordsSQL = `DELETE FROM post_words_due`
 
 // mergeWords takes one step of merging the segments of post_words, of at most mergePages pages
 // of 4 KB, in a transaction of its own, and says whether it merged any. FTS5 merges as it writes
@@ -119,13 +119,6 @@ const (
 	mergePages = 16
 	// mergePause is how long the writes pause before mergeWords runs.
 	mergePause = 50 * time.Millisecond
-)
-
-// The statements of indexWords.
-const (
-	unindexDueSQL = `DELETE FROM post_words WHERE rowid IN (SELECT row FROM post_words_due WHERE indexed)`
-	indexDueSQL   = `INSERT INTO post_words (rowid, words) SELECT row, words FROM post_words_due WHERE words IS NOT NULL`
-	clearDueSQL   = `DELETE FROM post_words_due`
 )
 
 // wordsFunction is the SQL function that gives the text post_words indexes for a post, from its

@@ -160,7 +160,9 @@ func TestTheIndexFollowsWritesCommittedTogether(t *testing.T) {
 		}
 		stored = append(stored, p)
 	}
-	slices.SortFunc(stored, func(a, b store.Post) int { return -cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID)) })
+	slices.SortFunc(stored, func(a, b store.Post) int {
+		return -cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
 	for _, w := range vocabulary {
 		var want, got []string
 		for _, p := range stored {
