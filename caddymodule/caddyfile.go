@@ -39,7 +39,7 @@ var subdirectives = map[string]arity{
 	"leeway": {1, 1}, "jwks_refresh": {1, 1}, "trust_caddy_auth": {0, 0},
 	"api_key": {2, 2}, "api_key_header": {1, 1},
 	"max_body_size": {1, 1}, "max_limit": {1, 1}, "max_search_terms": {1, 1}, "timeout": {1, 1},
-	"max_query_length": {1, 1}, "max_depth": {1, 1}, "max_cost": {1, 1}, "introspection": {1, 1},
+	"max_query_length": {1, 1}, "max_depth": {1, 1}, "max_cost": {1, 1}, "search_cost": {1, 1}, "introspection": {1, 1},
 	"max_aliases": {1, 1}, "max_root_fields": {1, 1}, "max_fields": {1, 1}, "max_response_size": {1, 1}, "max_memory_per_client": {1, 1},
 	"max_distinct_subscriptions": {1, 1}, "max_distinct_subscriptions_per_client": {1, 1},
 	"subscriptions_require_auth": {0, 0}, "allowed_origins": {1, many}, "ws_read_limit": {1, 1},
@@ -94,6 +94,7 @@ func (a arity) String() string {
 //	    max_query_length <size>
 //	    max_depth        <n>
 //	    max_cost         <n>
+//	    search_cost      <n>
 //	    max_aliases      <n>
 //	    max_root_fields  <n>
 //	    max_fields       <n>
@@ -219,7 +220,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_memory_per_client: %q is not a size such as 32MiB", arg)
 			}
 			h.MaxMemoryPerClient = size
-		case "max_limit", "max_search_terms", "max_depth", "max_cost", "max_aliases", "max_root_fields", "max_fields",
+		case "max_limit", "max_search_terms", "max_depth", "max_cost", "search_cost", "max_aliases", "max_root_fields", "max_fields",
 			"max_subscriptions", "max_connections_per_user", "max_connections",
 			"max_distinct_subscriptions", "max_distinct_subscriptions_per_client", "document_cache_entries",
 			"events_max", "max_resume_events":
@@ -229,6 +230,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			*map[string]*int{
 				"max_limit": &h.MaxLimit, "max_search_terms": &h.MaxSearchTerms, "max_depth": &h.MaxDepth, "max_cost": &h.MaxCost,
+				"search_cost": &h.SearchCost,
 				"max_aliases": &h.MaxAliases, "max_root_fields": &h.MaxRootFields, "max_fields": &h.MaxFields,
 				"max_subscriptions": &h.MaxSubscriptions, "max_connections_per_user": &h.MaxConnectionsPerUser,
 				"max_connections": &h.MaxConnections, "max_distinct_subscriptions": &h.MaxDistinctSubscriptions,

@@ -123,6 +123,16 @@ type Handler struct {
 	// or first argument (or its default) lets it be. At most 2^30. Default: 2000.
 	MaxCost int `json:"max_cost,omitempty"`
 
+	// How many values a search (the search argument of GraphQL's posts, postsConnection and
+	// User.posts) counts for in max_cost, over those it returns. A search reads its words' lists
+	// of the index, which a page of the feed does not: two words each in half of 200,000 posts,
+	// never both in one, take 9 to 12 ms to find that no post holds both, as long as 43 to 77
+	// pages of 20 (BenchmarkSearchCost in store/sqlite). Counted for all it may read, no search
+	// would fit in max_cost; search_cost bounds how many one operation holds instead. At most
+	// 2^30. Default: 500: three searches of a page of 20 (as three requests to REST would
+	// make), not four.
+	SearchCost int `json:"search_cost,omitempty"`
+
 	// The most aliased fields a GraphQL operation may have, fragments expanded; more is refused
 	// with MAX_ALIASES_LIMIT before anything runs. Default: 30.
 	MaxAliases int `json:"max_aliases,omitempty"`
@@ -355,6 +365,8 @@ var configFields = []configField{
 		func(h *Handler) error { return atLeastOne("max_depth", h.MaxDepth) }},
 	{"max_cost", func(h *Handler) { orDefault(&h.MaxCost, 2000) },
 		func(h *Handler) error { return countUpTo("max_cost", h.MaxCost, schema.MaxMaxCost) }},
+	{"search_cost", func(h *Handler) { orDefault(&h.SearchCost, 500) },
+		func(h *Handler) error { return countUpTo("search_cost", h.SearchCost, schema.MaxMaxCost) }},
 	{"max_aliases", func(h *Handler) { orDefault(&h.MaxAliases, 30) },
 		func(h *Handler) error { return atLeastOne("max_aliases", h.MaxAliases) }},
 	{"max_root_fields", func(h *Handler) { orDefault(&h.MaxRootFields, 10) },

@@ -67,6 +67,9 @@ func TestGraphQLLimits(t *testing.T) {
 		{name: "a postsConnection of 100 edges each with 100 posts is over max_cost", query: `{ postsConnection(first: 100) { edges { node { author { posts(limit: 100) { id } } } } } }`, want: refused(overCost)},
 		{name: "a costly mutation selection is refused and stores nothing", query: `mutation { createPost(input: {title: "costly"}) { author { posts(limit: 100) { author { posts(limit: 100) { id } } } } } }`,
 			header: []string{asAlice}, want: refused(overCost)},
+		{name: "four searches of a post are over max_cost, each counting search_cost 500", query: `{ a: posts(search: "a", limit: 1) { id } b: posts(search: "b", limit: 1) { id } ` +
+			`c: postsConnection(search: "c", first: 1) { edges { node { id } } } d: user(id: "alice") { posts(search: "d", limit: 1) { id } } }`,
+			want: refused(overCost + ": ask for fewer fields, smaller limit or first arguments, fewer nested lists, or fewer searches (search_cost: 500 each)")},
 		{name: "a query deeper than max_depth 15 is refused", query: deep, want: refused("exceeds max depth 15")},
 		{name: "a query of 16385 bytes is over max_query_length", query: `{ __typename }` + strings.Repeat(" ", 16385-len(`{ __typename }`)),
 			want: refused("the query is 16385 bytes long, more than the limit of 16384 (max_query_length)")},

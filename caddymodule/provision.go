@@ -143,6 +143,7 @@ func (h *Handler) GraphQLLimits() schema.Limits {
 		MaxQueryLength:       h.MaxQueryLength,
 		MaxDepth:             h.MaxDepth,
 		MaxCost:              h.MaxCost,
+		SearchCost:           h.SearchCost,
 		DisableIntrospection: h.DisableIntrospection,
 		MaxAliases:           h.MaxAliases,
 		MaxRootFields:        h.MaxRootFields,

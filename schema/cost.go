@@ -99,6 +99,10 @@ func (c *coster) field(f *ast.Field, typeName string, size, lists int) int {
 		return 1 // a scalar: one value (the schema has no lists of scalars)
 	}
 	own, hasOwn := c.size(f, typeName)
+	searches := 0
+	if _, pages := c.schema.defaultSizes[typeName+"."+f.Name]; pages && c.searches(f) {
+		searches = c.schema.limits.SearchCost
+	}
 	n := 1
 	if def.Type.Elem != nil { // a list
 		switch {
@@ -112,7 +116,29 @@ func (c *coster) field(f *ast.Field, typeName string, size, lists int) int {
 		n = c.capped(n) // a list longer than the limit is over it already
 		own = 0         // the list's own argument is spent on it
 	}
-	return c.capped(n * (1 + c.selections(f.SelectionSet, def.Type.Name(), own, -1)))
+	return c.capped(searches + n*(1+c.selections(f.SelectionSet, def.Type.Name(), own, -1)))
+}
+
+// searches says whether f, a list of posts, has a search: a search argument that is not null,
+// written in the query or given as a variable (or its default).
+func (c *coster) searches(f *ast.Field) bool {
+	arg := f.Arguments.ForName("search")
+	if arg == nil {
+		return false
+	}
+	v := arg.Value
+	if v.Kind == ast.Variable {
+		c.variables = true
+		if value, given := c.vars[v.Raw]; given {
+			return value != nil
+		}
+		def := c.op.VariableDefinitions.ForName(v.Raw)
+		if def == nil || def.DefaultValue == nil {
+			return false
+		}
+		v = def.DefaultValue
+	}
+	return v.Kind != ast.NullValue
 }
 
 // capped keeps a cost that is already over the limit from growing further: with MaxCost at most

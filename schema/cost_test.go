@@ -61,6 +61,49 @@ func TestMaxCost(t *testing.T) {
 	})
 }
 
+// searches is a query with n aliases of a search of posts, given as query, with their ids.
+func searches(n int, query string) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "s%d: posts(search: %s, limit: 1) { id } ", i, query)
+	}
+	return b.String()
+}
+
+// connectionSearches is a query with n aliases of a search of postsConnection's first post.
+func connectionSearches(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `c%d: postsConnection(search: "one", first: 1) { edges { node { id } } } `, i)
+	}
+	return b.String()
+}
+
+// TestSearchCost sends operations whose searches each count search_cost (500) values more than
+// they return: 4 searches of one post are over max_cost (2000), however the search is given,
+// and 3 run; lists without a search, or whose search is null, count what they return.
+func TestSearchCost(t *testing.T) {
+	commands := &callLog{}
+	defaults := newSchemaWith(t, 100, schema.DefaultLimits, commands)
+	create(t, defaults, alice, "one")
+	checkLimits(t, commands, []limitCase{
+		{"3 searches of one post (3 x 502 values) run", defaults, "{ " + searches(3, `"one"`) + "}", nil, "", ""},
+		{"4 searches of one post (4 x 502 values) are refused", defaults, "{ " + searches(4, `"one"`) + "}", nil,
+			"more than 2000 values (max_cost): ask for fewer fields, smaller limit or first arguments, fewer nested lists, or fewer searches (search_cost: 500 each)", ""},
+		{"4 searches given as a variable are refused", defaults, "query($q: String) { " + searches(4, "$q") + "}", map[string]any{"q": "one"}, "max_cost", ""},
+		{"4 searches given as a variable's default are refused", defaults, `query($q: String = "one") { ` + searches(4, "$q") + "}", nil, "max_cost", ""},
+		{"10 lists whose search is a null variable run", defaults, "query($q: String) { " + searches(10, "$q") + "}", map[string]any{"q": nil}, "", ""},
+		{"10 lists whose search is an unset variable run", defaults, "query($q: String) { " + searches(10, "$q") + "}", nil, "", ""},
+		{"10 lists whose search is null run", defaults, "{ " + searches(10, "null") + "}", nil, "", ""},
+		{"4 searches of postsConnection are refused", defaults, "{ " + connectionSearches(4) + "}", nil, "max_cost", ""},
+		{"3 searches of postsConnection run", defaults, "{ " + connectionSearches(3) + "}", nil, "", ""},
+		{"a search of each of 4 authors' posts is refused", defaults,
+			`{ posts(limit: 4) { author { posts(search: "one", limit: 1) { id } } } }`, nil, "max_cost", ""},
+		{"a search of each of 3 authors' posts runs", defaults,
+			`{ posts(limit: 3) { author { posts(search: "one", limit: 1) { id } } } }`, nil, "", ""},
+	})
+}
+
 // TestIntrospectionLimits sends introspection: graphql-js's standard queries run; aliases,
 // lists of types nested more than twice, and any of it where it is turned off are refused.
 func TestIntrospectionLimits(t *testing.T) {

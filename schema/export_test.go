@@ -32,6 +32,7 @@ var DefaultLimits = Limits{
 	MaxQueryLength:       16 << 10,
 	MaxDepth:             15,
 	MaxCost:              2000,
+	SearchCost:           500,
 	MaxFeeds:             1000,
 	MaxFeedsPerClient:    100,
 	MaxAliases:           30,

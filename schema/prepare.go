@@ -200,7 +200,7 @@ func (s *Schema) count(doc *ast.QueryDocument, op *ast.OperationDefinition, vars
 		refusal = c.refusal
 	case cost > s.limits.MaxCost:
 		refusal = refusedLimit("max_cost", errcode.ValidationFailed, nil,
-			"the operation could return more than %d values (max_cost): ask for fewer fields, smaller limit or first arguments, or fewer nested lists", s.limits.MaxCost)
+			"the operation could return more than %d values (max_cost): ask for fewer fields, smaller limit or first arguments, fewer nested lists, or fewer searches (search_cost: %d each)", s.limits.MaxCost, s.limits.SearchCost)
 	}
 	return costed{personal: c.personal}, refusal, !c.variables
 }

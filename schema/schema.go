@@ -61,6 +61,10 @@ type Limits struct {
 	// info) and every field of one counts, with every list as long as its limit or first
 	// argument, or its default, lets it be.
 	MaxCost int
+	// SearchCost is how many values a search (the search argument of Query.posts,
+	// Query.postsConnection or User.posts) counts for in MaxCost, over those it returns: the
+	// work of reading its words' lists of the index, which can be many pages' worth.
+	SearchCost int
 	// DisableIntrospection refuses operations that select __schema or __type.
 	DisableIntrospection bool
 	// MaxFeeds is how many distinct subscription operations may run at once; subscribers of

@@ -7,6 +7,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/sqlite"
+	"github.com/postsedge/caddy-posts/store/words"
 )
 
 // seeded returns a store holding n posts of 50 users, one millisecond apart, and their ids.
@@ -82,4 +83,46 @@ func BenchmarkStore(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSearchCost times, side by side, the first page of the feed and the worst search of a
+// page, at 200,000 posts: two words each in half of the posts and never in one, whose whole
+// lists the search reads to find that no post has both (the measurement behind search_cost,
+// caddymodule/config.go). It reports the search's time in pages of the feed.
+func BenchmarkSearchCost(b *testing.B) {
+	const n = 200_000
+	s, err := sqlite.Open(b.TempDir(), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	batch := make([]store.Post, 0, 1000)
+	for i := range n {
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		body := []string{"alpha", "beta"}[i%2] + " of a post, of a typical length for a short note that someone wrote"
+		batch = append(batch, store.Post{ID: store.NewID(at), UserID: fmt.Sprint("user", i%50), Title: fmt.Sprint("post ", i), Body: &body, CreatedAt: at, UpdatedAt: at, Version: 1})
+		if len(batch) == cap(batch) {
+			if _, err := s.InsertPosts(b.Context(), batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	page, search := store.Filter{Limit: 21}, store.Filter{Search: words.Parse("alpha beta"), Limit: 21}
+	var pages, searches time.Duration
+	for b.Loop() {
+		for _, f := range []struct {
+			filter store.Filter
+			took   *time.Duration
+		}{{page, &pages}, {search, &searches}} {
+			began := time.Now()
+			if _, err := s.ListPosts(b.Context(), f.filter); err != nil {
+				b.Fatal(err)
+			}
+			*f.took += time.Since(began)
+		}
+	}
+	b.ReportMetric(float64(searches)/float64(pages), "pages/search")
+	b.ReportMetric(float64(searches.Microseconds())/float64(b.N), "µs/search")
 }
