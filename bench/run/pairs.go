@@ -310,7 +310,7 @@ func pairs(e *env) []*pair {
 		// What the search index costs a server that writes it the plain way, as row 4l measures
 		// the event log: the module cannot run without it.
 		{id: searchCopiesRow, what: fmt.Sprintf("`POST /posts` throughput with the search index ÷ without it: bench/bare inserting the post alone into a copy of the %s posts' file, "+
-			"whose triggers of migration 8 write its row of the index (post_rows, and post_words at the transaction's end), ÷ the same into another copy with those three triggers dropped "+
+			"whose triggers of migration 9 write its row of the index (post_rows, and post_words at the transaction's end), ÷ the same into another copy with those three triggers dropped "+
 			"(the module cannot run without its index; the bare sides of rows 4, 4f, 4e and 4l write it too)", thousands(largePosts)),
 			a:      side{name: "bare+index", req: post(e.bareIndexed.url), profile: e.bareIndexed.profile},
 			b:      side{name: "bare", req: post(e.bareUnindexed.url), profile: e.bareUnindexed.profile},

@@ -35,7 +35,7 @@ const (
 // made only when it runs.
 const searchCopiesRow = "39e"
 
-// unindexedTriggers are the triggers of migration 8 (store/sqlite/schema.go) that write the
+// unindexedTriggers are the triggers of migration 9 (store/sqlite/schema.go) that write the
 // search index, which the unindexed copy of startSearchCopies has not.
 var unindexedTriggers = []string{"posts_insert_words", "posts_update_words", "posts_delete_words"}
 
@@ -294,7 +294,7 @@ func getJSON(ctx context.Context, url string, v any) error {
 
 // startSearchCopies makes the two copies of the large store's file that row 39e's sides insert
 // into (sqlite.Backup: a snapshot as a read takes it, checked), each with the 200,000 posts and
-// their search index, the second without the three triggers of migration 8 that write the
+// their search index, the second without the three triggers of migration 9 that write the
 // index (unindexedTriggers; its tables stay, unwritten), and serves bench/bare on each.
 func (e *env) startSearchCopies(ctx context.Context) error {
 	dir := filepath.Join(e.dir, "search-copies")

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -96,7 +98,14 @@ func (s *Store) commitLoop(c *conns) {
 		case <-cm.stop:
 			return
 		case <-merge.C:
-			if len(cm.queue) == 0 && s.mergeWords(c) {
+			if len(cm.queue) > 0 {
+				continue // the writes first; the timer is set again after them
+			}
+			switch merged, err := s.mergeWords(c); {
+			case err != nil:
+				s.opts.Logger.Debug("merging the search index's segments", zap.Error(err))
+				merge.Reset(mergeRetry)
+			case merged:
 				merge.Reset(0) // more to merge, after the writes that came meanwhile
 			}
 			continue

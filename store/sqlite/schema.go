@@ -112,20 +112,46 @@ var migrations = []string{
 	// 8: the search's index (search.go): post_rows gives each post its row id, in the order of
 	// lists, and post_words holds the words of each row. A row id's millisecond is created_at
 	// clamped to those a row id can hold (search.go, earliest and latest: 8796093022206 is
-	// latest). The triggers write post_rows in the statement that writes the post, and the
-	// words it is to have in post_words in post_words_due, which indexWords empties at the
-	// end of the transaction, the trigger of each of its rows writing it into post_words (a
-	// row of a post indexed before is deleted first): an insert takes the next row id of its
-	// millisecond, an update of the title or body indexes the words again, a delete removes
-	// both. The posts stored before get their row ids here, ranked by id within each
-	// millisecond, and their words from fillWords, which logs its progress.
+	// latest). The triggers write both in the
+	// statement that writes the post: an insert takes the next row id of its millisecond, an
+	// update of the title or body indexes the words again, a delete removes both. The posts
+	// stored before get their row ids here, ranked by id within each millisecond, and their
+	// words from fillWords, which logs its progress.
 	`CREATE TABLE post_rows (
 		row INTEGER NOT NULL PRIMARY KEY,
 		id  TEXT    NOT NULL
 	) STRICT;
 	CREATE VIRTUAL TABLE post_words USING fts5(words, tokenize = 'ascii', prefix = '1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31', detail = 'none',
 		content = '', contentless_delete = 1);
-	INSERT INTO post_words (post_words, rank) VALUES ('usermerge', 2);
+	INSERT INTO post_rows (row, id)
+		SELECT ms * 1048576 + row_number() OVER (PARTITION BY ms ORDER BY created_at, id) - 1, id
+		FROM (SELECT max(min(created_at, 8796093022206), -8796093022208) AS ms, created_at, id FROM posts);
+	CREATE TRIGGER posts_insert_words AFTER INSERT ON posts BEGIN
+		INSERT INTO post_rows (row, id)
+			SELECT coalesce(max(row) + 1, max(min(new.created_at, 8796093022206), -8796093022208) * 1048576), new.id FROM post_rows
+			WHERE row >= max(min(new.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(new.created_at, 8796093022206), -8796093022208) + 1) * 1048576;
+		INSERT INTO post_words (rowid, words) VALUES (last_insert_rowid(), ` + wordsFunction + `(new.user_id, new.title, new.body));
+	END;
+	CREATE TRIGGER posts_update_words AFTER UPDATE OF title, body ON posts
+		WHEN new.title IS NOT old.title OR new.body IS NOT old.body BEGIN
+		UPDATE post_words SET words = ` + wordsFunction + `(new.user_id, new.title, new.body) WHERE rowid = (SELECT row FROM post_rows
+			WHERE row >= max(min(new.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(new.created_at, 8796093022206), -8796093022208) + 1) * 1048576 AND id = new.id);
+	END;
+	CREATE TRIGGER posts_delete_words AFTER DELETE ON posts BEGIN
+		DELETE FROM post_words WHERE rowid = (SELECT row FROM post_rows
+			WHERE row >= max(min(old.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(old.created_at, 8796093022206), -8796093022208) + 1) * 1048576 AND id = old.id);
+		DELETE FROM post_rows WHERE row >= max(min(old.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(old.created_at, 8796093022206), -8796093022208) + 1) * 1048576 AND id = old.id;
+	END;`,
+	// 9: the search's index is written once a transaction (search.go, indexWords): the
+	// triggers of posts write post_rows in the statement that writes the post, and the words it
+	// is to have in post_words in post_words_due, which indexWords empties at the end of the
+	// transaction, the trigger of each of its rows writing it into post_words (a row of a post
+	// indexed before is deleted first); an insert takes its row id in a VALUES, without the
+	// temporary table an INSERT … SELECT from post_rows into itself needs. usermerge 2 lets
+	// mergeWords merge every two segments of a level.
+	`DROP TRIGGER posts_insert_words;
+	DROP TRIGGER posts_update_words;
+	DROP TRIGGER posts_delete_words;
 	CREATE TABLE post_words_due (
 		row     INTEGER NOT NULL PRIMARY KEY,
 		words   TEXT,
@@ -135,9 +161,6 @@ var migrations = []string{
 		DELETE FROM post_words WHERE old.indexed AND rowid = old.row;
 		INSERT INTO post_words (rowid, words) SELECT old.row, old.words WHERE old.words IS NOT NULL;
 	END;
-	INSERT INTO post_rows (row, id)
-		SELECT ms * 1048576 + row_number() OVER (PARTITION BY ms ORDER BY created_at, id) - 1, id
-		FROM (SELECT max(min(created_at, 8796093022206), -8796093022208) AS ms, created_at, id FROM posts);
 	CREATE TRIGGER posts_insert_words AFTER INSERT ON posts BEGIN
 		INSERT INTO post_rows (row, id) VALUES (coalesce((SELECT max(row) + 1 FROM post_rows
 			WHERE row >= max(min(new.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(new.created_at, 8796093022206), -8796093022208) + 1) * 1048576),
@@ -156,7 +179,8 @@ var migrations = []string{
 			WHERE row >= max(min(old.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(old.created_at, 8796093022206), -8796093022208) + 1) * 1048576 AND id = old.id
 			ON CONFLICT (row) DO UPDATE SET words = NULL;
 		DELETE FROM post_rows WHERE row >= max(min(old.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(old.created_at, 8796093022206), -8796093022208) + 1) * 1048576 AND id = old.id;
-	END;`,
+	END;
+	INSERT INTO post_words (post_words, rank) VALUES ('usermerge', 2);`,
 }
 
 // fills are the steps of migrations that SQL alone cannot take: fills[v], when set, runs after
