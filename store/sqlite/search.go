@@ -86,8 +86,11 @@ const indexWordsSQL = `DELETE FROM post_words_due`
 // time by 32 writers, 12 to 21 segments before, 3 after). A search seeks each of its words in
 // every segment: before these steps, that was a third of the time of GET /posts?q=dolor at
 // 200,000 posts. A step is small, so that a write that comes meanwhile waits little: at 200,000
-// posts, 3 to 40 ms, 8 ms for half of them. Only the wait for another process that holds the
-// lock (the sqlite3 tool writing) is bounded, by mergePause: the step itself runs to its end.
+// posts, 3 to 40 ms, 8 ms for half of them. No context bounds it: a deadline that ended BEGIN
+// could leave its transaction open on the writer, for the next write's BEGIN to fail on (the
+// driver interrupts a statement at the end of its context, and may answer the context's error
+// for a statement that ran); another process that holds the lock (the sqlite3 tool writing) is
+// waited for as a write waits for it, busy_timeout at most.
 func (s *Store) mergeWords(c *conns) (merged bool, err error) {
 	bg := context.Background()
 	conn, err := c.write.Conn(bg)
@@ -95,13 +98,11 @@ func (s *Store) mergeWords(c *conns) (merged bool, err error) {
 		return false, err
 	}
 	defer conn.Close()
-	lock, cancel := context.WithTimeout(bg, mergePause)
-	defer cancel()
-	if _, err := conn.ExecContext(lock, `BEGIN IMMEDIATE`); err != nil {
-		return false, err
-	}
 	var before, after int64
-	err = conn.QueryRowContext(bg, `SELECT total_changes()`).Scan(&before)
+	_, err = conn.ExecContext(bg, `BEGIN IMMEDIATE`)
+	if err == nil {
+		err = conn.QueryRowContext(bg, `SELECT total_changes()`).Scan(&before)
+	}
 	if err == nil {
 		_, err = conn.ExecContext(bg, `INSERT INTO post_words (post_words, rank) VALUES ('merge', ?)`, mergePages)
 	}
@@ -112,7 +113,7 @@ func (s *Store) mergeWords(c *conns) (merged bool, err error) {
 		_, err = conn.ExecContext(bg, `COMMIT`)
 	}
 	if err != nil {
-		_, _ = conn.ExecContext(bg, `ROLLBACK`) // if the transaction is still open
+		_, _ = conn.ExecContext(bg, `ROLLBACK`) // if a transaction is open
 		return false, err
 	}
 	s.wrote(c)
