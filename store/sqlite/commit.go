@@ -84,7 +84,10 @@ func (cm *committer) close() {
 
 // commitLoop takes the writes waiting, up to maxBatch, and commits them, until stopped. Once
 // the writes pause for mergePause, it merges the segments of the search's index a step at a
-// time (mergeWords), between writes, until they are merged.
+// time (mergeWords), between writes, until they are merged, resting mergeRest times as long as
+// each step took before the next: merging the index of a bulk load or of a burst of writes takes
+// a fifth of a core at most, and leaves the rest to the requests (and to the merges' lock, to
+// another process that writes the file, as bench/bare does beside Caddy).
 func (s *Store) commitLoop(c *conns) {
 	cm := c.committer
 	defer close(cm.stopped)
@@ -101,12 +104,13 @@ func (s *Store) commitLoop(c *conns) {
 			if len(cm.queue) > 0 {
 				continue // the writes first; the timer is set again after them
 			}
+			began := time.Now()
 			switch merged, err := s.mergeWords(c); {
 			case err != nil:
 				s.opts.Logger.Debug("merging the search index's segments", zap.Error(err))
 				merge.Reset(mergeRetry)
 			case merged:
-				merge.Reset(0) // more to merge, after the writes that came meanwhile
+				merge.Reset(mergeRest * time.Since(began)) // more to merge
 			}
 			continue
 		}

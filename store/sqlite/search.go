@@ -127,6 +127,8 @@ const (
 	mergePause = 50 * time.Millisecond
 	// mergeRetry is how long mergeWords waits after a step that failed.
 	mergeRetry = time.Second
+	// mergeRest is how many times as long as a step took the committer waits before the next.
+	mergeRest = 4
 )
 
 // wordsFunction is the SQL function that gives the text post_words indexes for a post, from its
