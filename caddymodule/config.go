@@ -129,8 +129,8 @@ type Handler struct {
 	// never both in one, take 9 to 12 ms to find that no post holds both, as long as 43 to 77
 	// pages of 20 (BenchmarkSearchCost in store/sqlite). Counted for all it may read, no search
 	// would fit in max_cost; search_cost bounds how many one operation holds instead. At most
-	// 2^30. Default: 500: three searches of a page of 20 (as three requests to REST would
-	// make), not four.
+	// 2^30. Default: 500, so that an operation holds three searches of a page of 20 (as many as
+	// three requests to REST make), not four.
 	SearchCost int `json:"search_cost,omitempty"`
 
 	// The most aliased fields a GraphQL operation may have, fragments expanded; more is refused
