@@ -7,6 +7,9 @@
 // of Caddy's sites (WAL lets a second process open it). OpenWithEvents makes the one exception:
 // its POST /posts logs the post's event in the module's events table, in the post's transaction,
 // as the module's store does, so that the two sides of a comparison of writes do the same work.
+// Every POST /posts puts the post's words into the search's index in its transaction, as the
+// module's store does: the file's triggers keep them for it, and on a file written by both, the
+// module's next write would otherwise index what bare left.
 package bare
 
 import (
@@ -51,6 +54,10 @@ const (
 	listSQL       = `SELECT ` + columns + ` FROM posts WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	listByUserSQL = `SELECT ` + columns + ` FROM posts WHERE user_id = ? AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT ?`
 	insertSQL     = `INSERT INTO posts (` + columns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	// indexWordsSQL puts the words that the file's triggers keep for the search's index into it,
+	// in the insert's transaction, as the module's store does (store/sqlite, indexWords); on a
+	// file whose triggers were dropped it finds nothing to put.
+	indexWordsSQL = `DELETE FROM post_words_due`
 	// The event of a created post, in the module's log, at the position after the last the log
 	// gave (the module's rule, store/sqlite/events.go): its position comes back.
 	logEventSQL = `INSERT INTO events (position, at, kind, post_id, user_id, title, body, created_at, updated_at, version)
@@ -89,6 +96,7 @@ func toJSON(p Post) postJSON {
 type Server struct {
 	read, write                *sql.DB
 	get, list, listByUser, ins *sql.Stmt
+	indexWords                 *sql.Stmt
 	logEvent                   *sql.Stmt         // OpenWithEvents only
 	keys                       map[string]string // API key → user id
 	mux                        *http.ServeMux
@@ -131,6 +139,7 @@ func open(path string, keys map[string]string, events bool) (s *Server, err erro
 		query string
 	}{
 		{s.read, &s.get, getSQL}, {s.read, &s.list, listSQL}, {s.read, &s.listByUser, listByUserSQL}, {s.write, &s.ins, insertSQL},
+		{s.write, &s.indexWords, indexWordsSQL},
 	} {
 		if *p.stmt, err = p.db.Prepare(p.query); err != nil {
 			return s, fmt.Errorf("preparing %q: %w", p.query, err)
@@ -159,7 +168,7 @@ func dsn(path, txlock string, pragmas ...string) string {
 // Close closes the statements and the connections.
 func (s *Server) Close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.get, s.list, s.listByUser, s.ins, s.logEvent} {
+	for _, st := range []*sql.Stmt{s.get, s.list, s.listByUser, s.ins, s.indexWords, s.logEvent} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -333,13 +342,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, toJSON(p))
 }
 
-// insert stores p, with its event if the server logs events.
+// insert stores p, with its event if the server logs events, and its words in the search's
+// index, in one transaction.
 func (s *Server) insert(ctx context.Context, p Post) error {
 	args := []any{p.ID, p.UserID, p.Title, p.Body, p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli(), p.Version}
-	if s.logEvent == nil {
-		_, err := s.ins.ExecContext(ctx, args...)
-		return err
-	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -348,9 +354,14 @@ func (s *Server) insert(ctx context.Context, p Post) error {
 	if _, err := tx.StmtContext(ctx, s.ins).ExecContext(ctx, args...); err != nil {
 		return err
 	}
-	var position int64
-	if err := tx.StmtContext(ctx, s.logEvent).QueryRowContext(ctx, time.Now().UnixMilli(), p.ID, p.UserID, p.Title, p.Body,
-		p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli(), p.Version).Scan(&position); err != nil {
+	if s.logEvent != nil {
+		var position int64
+		if err := tx.StmtContext(ctx, s.logEvent).QueryRowContext(ctx, time.Now().UnixMilli(), p.ID, p.UserID, p.Title, p.Body,
+			p.CreatedAt.UnixMilli(), p.UpdatedAt.UnixMilli(), p.Version).Scan(&position); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.StmtContext(ctx, s.indexWords).ExecContext(ctx); err != nil {
 		return err
 	}
 	return tx.Commit()
