@@ -96,9 +96,9 @@ type env struct {
 	// Caddy's reverse_proxy sites: to the bench/bare of the large store (bareRead), and to the
 	// gqlgen server.
 	proxyBare, proxyGQLGen string
-	// bench/bare on the copies of the large store of row 39e (startSearchCopies), with the
-	// search index and without; unless it runs, not served.
-	bareIndexed, bareUnindexed baseline
+	// The ./caddy on the copies of the large store of row 39e (startSearchCopies), with the
+	// search index and without; unless it runs, not started.
+	copies searchCopies
 
 	large, smallStore, pbStore seeded
 	// pages are the URLs of GET /posts?limit=20, first page and page 50, of the small and the
@@ -554,7 +554,7 @@ func (e *env) check(ctx context.Context) error {
 	if err := e.checkSearch(ctx); err != nil {
 		return err
 	}
-	if e.bareIndexed.url != "" {
+	if e.copies.indexed != "" {
 		if err := e.checkSearchCopies(ctx); err != nil {
 			return err
 		}

@@ -1,8 +1,8 @@
 // Command run is the benchmark harness of `make bench`: it starts ./caddy with
 // bench/Caddyfile.bench on fresh embedded stores and seeds them through the API, serves the bare
-// baseline (bench/bare) in processes of its own on the same SQLite files (and, for row 39e, on
-// two copies of the large store's, one without the triggers that write its search index),
-// builds and serves the gqlgen server (bench/gqlbare) on the file of the large store, with
+// baseline (bench/bare) in processes of its own on the same SQLite files, starts a second
+// ./caddy (bench/Caddyfile.search) on two copies of the large store's file for row 39e, one
+// without the triggers that write its search index, builds and serves the gqlgen server (bench/gqlbare) on the file of the large store, with
 // Caddy's reverse_proxy in front of each (the deployment a user would otherwise run), builds,
 // serves and seeds the PocketBase peer (bench/pocketbase) the same way, and runs each pair of
 // pairs.go with its closed-loop load generator (load.go), the two sides alternating (A B, B A,
@@ -196,6 +196,11 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 				profile = filepath.Join(cfg.profile, fmt.Sprintf("pair%s-%s", p.id, s.name))
 			}
 			return fanOut(ctx, s.ws, open, profile)
+		}
+		if p.settle != nil {
+			if err := p.settle(ctx); err != nil {
+				return result{}, err
+			}
 		}
 		return load(ctx, s.req, cmp.Or(p.conc, cfg.conc), d, p.requests, rate)
 	}

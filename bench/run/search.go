@@ -1,12 +1,14 @@
 // The search rows of issue 39 (39a–39f): the words that the seeding gives the posts, the
 // searches the rows send, the check of their answers against the seeding, and the two copies
-// of the large store's file that row 39e's bench/bare sides insert into.
+// of the large store's file that row 39e's sides insert into, served by a ./caddy of their own.
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
@@ -295,14 +298,14 @@ func getJSON(ctx context.Context, url string, v any) error {
 // startSearchCopies makes the two copies of the large store's file that row 39e's sides insert
 // into (sqlite.Backup: a snapshot as a read takes it, checked), each with the 200,000 posts and
 // their search index, the second without the three triggers of migration 9 that write the
-// index (unindexedTriggers; its tables stay, unwritten), and serves bench/bare on each.
+// index (unindexedTriggers; its tables stay, unwritten), and serves the module on both, from
+// one ./caddy of bench/Caddyfile.search.
 func (e *env) startSearchCopies(ctx context.Context) error {
 	dir := filepath.Join(e.dir, "search-copies")
 	for _, c := range []struct {
 		name    string
-		into    *baseline
 		indexed bool
-	}{{"indexed", &e.bareIndexed, true}, {"unindexed", &e.bareUnindexed, false}} {
+	}{{"indexed", true}, {"unindexed", false}} {
 		file := filepath.Join(dir, c.name, sqlite.DatabaseFile)
 		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 			return err
@@ -328,23 +331,90 @@ func (e *env) startSearchCopies(ctx context.Context) error {
 				return fmt.Errorf("the copy %s: %w", file, err)
 			}
 		}
-		if *c.into, err = e.serveBare(ctx, bareArg, file, ""); err != nil {
+	}
+	addrs, err := freeAddrs(3)
+	if err != nil {
+		return err
+	}
+	home := filepath.Join(dir, "home")
+	vars := []string{
+		"HOME=" + home, "XDG_DATA_HOME=" + filepath.Join(home, "data"), "XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"SEARCH_DIR=" + dir, "SEARCH_API_KEY=" + e.apiKey,
+	}
+	for i, name := range []string{"INDEXED", "UNINDEXED", "ADMIN"} {
+		_, port, _ := strings.Cut(addrs[i], ":")
+		vars = append(vars, fmt.Sprintf("SEARCH_%s_PORT=%s", name, port))
+	}
+	caddyfile := filepath.Join(filepath.Dir(e.caddyfile), "Caddyfile.search")
+	p, err := spawn(e.caddyBin, []string{"run", "--config", caddyfile, "--adapter", "caddyfile"}, vars, filepath.Join(dir, "caddy.log"))
+	if err != nil {
+		return err
+	}
+	e.closers = append(e.closers, p.stop)
+	for _, addr := range addrs {
+		if err := p.listening(ctx, addr); err != nil {
 			return err
 		}
-		log.Printf("bench/bare serves a copy of the large store (%s posts), %s, at %s", thousands(n), c.name, c.into.url)
 	}
+	e.copies = searchCopies{indexed: "http://" + addrs[0], unindexed: "http://" + addrs[1], profile: "http://" + addrs[2] + "/debug/pprof",
+		files: [2]string{filepath.Join(dir, "indexed", sqlite.DatabaseFile), filepath.Join(dir, "unindexed", sqlite.DatabaseFile)}, proc: p}
+	log.Printf("./caddy serves two copies of the large store (%s posts), with the search index at %s and without at %s", thousands(largePosts), e.copies.indexed, e.copies.unindexed)
 	return nil
 }
 
-// checkSearchCopies fails unless a POST to the bench/bare on the indexed copy writes its post's
-// row of the index (post_rows), and one to the unindexed copy writes none.
+// searchCopies is the ./caddy of row 39e: its sites on the copy with the index and the one
+// without, its /debug/pprof, and the copies' files, in that order.
+type searchCopies struct {
+	indexed, unindexed, profile string
+	files                       [2]string
+	proc                        *process
+}
+
+// settled waits until the ./caddy of the copies has used no more than a tick of CPU time in
+// a tenth of a second (its idle merges of the index's segments done: mergeWords, store/sqlite),
+// for at most a minute, so that neither side of row 39e runs beside the other's leftover work:
+// the row measures a write's own cost, as a sustained load pays it (FTS5's automerge runs in the
+// write's transaction), without the merges an idle store takes on besides.
+func (c searchCopies) settled(ctx context.Context) error {
+	stat := fmt.Sprintf("/proc/%d/stat", c.proc.cmd.Process.Pid)
+	cpu := func() (int64, error) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return 0, err
+		}
+		_, after, _ := strings.Cut(string(b), ") ") // past the command, which may hold spaces
+		f := strings.Fields(after)
+		if len(f) < 13 {
+			return 0, fmt.Errorf("%s: %d fields", stat, len(f))
+		}
+		var user, system int64
+		_, err = fmt.Sscan(f[11]+" "+f[12], &user, &system) // utime and stime, fields 14 and 15
+		return user + system, err
+	}
+	last, err := cpu()
+	for deadline := time.Now().Add(time.Minute); err == nil && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(100 * time.Millisecond)
+		now, cerr := cpu()
+		if cerr != nil {
+			return cerr
+		}
+		if now-last <= 1 {
+			return nil
+		}
+		last = now
+	}
+	return cmp.Or(err, ctx.Err(), errors.New("the ./caddy of the copies still busy after a minute"))
+}
+
+// checkSearchCopies fails unless a POST to the copy with the index writes its post's row of
+// the index (post_rows), and one to the copy without it writes none.
 func (e *env) checkSearchCopies(ctx context.Context) error {
-	for _, c := range []struct {
-		bare    baseline
+	for i, c := range []struct {
+		url     string
 		indexed bool
-	}{{e.bareIndexed, true}, {e.bareUnindexed, false}} {
+	}{{e.copies.indexed, true}, {e.copies.unindexed, false}} {
 		counts := func() (posts, rows int, err error) {
-			db, err := sql.Open("sqlite", "file:"+c.bare.file+"?mode=ro")
+			db, err := sql.Open("sqlite", "file:"+e.copies.files[i]+"?mode=ro")
 			if err != nil {
 				return 0, 0, err
 			}
@@ -355,9 +425,9 @@ func (e *env) checkSearchCopies(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		status, body, err := do(ctx, "POST", c.bare.url+"/posts", createBody(""), "Authorization: ApiKey "+e.apiKey)
+		status, body, err := do(ctx, "POST", c.url+"/posts", createBody(""), "Authorization: ApiKey "+e.apiKey)
 		if err != nil || status != http.StatusCreated {
-			return fmt.Errorf("POST %s/posts: %d %s, %v; want 201", c.bare.url, status, body, err)
+			return fmt.Errorf("POST %s/posts: %d %s, %v; want 201", c.url, status, body, err)
 		}
 		posts2, rows2, err := counts()
 		if err != nil {
@@ -368,7 +438,7 @@ func (e *env) checkSearchCopies(ctx context.Context) error {
 			indexed = 1
 		}
 		if posts2 != posts+1 || rows2 != rows+indexed {
-			return fmt.Errorf("a POST to %s (indexed: %v) took the posts from %d to %d and the index's rows from %d to %d", c.bare.url, c.indexed, posts, posts2, rows, rows2)
+			return fmt.Errorf("a POST to %s (indexed: %v) took the posts from %d to %d and the index's rows from %d to %d", c.url, c.indexed, posts, posts2, rows, rows2)
 		}
 	}
 	return nil

@@ -159,9 +159,14 @@ func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, er
 	}
 	defer done()
 	var posts []store.Post
-	if f.Search.Empty() {
+	switch {
+	case f.Search.Empty():
 		posts, err = list(ctx, c, f)
-	} else {
+	case c.committer.behind.Load(): // words of posts written are still to be indexed (commitIndexing)
+		if err = s.inTransaction(ctx, indexWords); err == nil {
+			posts, err = search(ctx, c, f)
+		}
+	default:
 		posts, err = search(ctx, c, f)
 	}
 	return posts, s.classify(err)

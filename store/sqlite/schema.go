@@ -144,8 +144,8 @@ var migrations = []string{
 	END;`,
 	// 9: the search's index is written once a transaction (search.go, indexWords): the
 	// triggers of posts write post_rows in the statement that writes the post, and the words it
-	// is to have in post_words in post_words_due, which indexWords empties at the end of the
-	// transaction, the trigger of each of its rows writing it into post_words (a row of a post
+	// is to have in post_words in post_words_due, which indexWords empties (commit.go,
+	// commitIndexing), the trigger of each of its rows writing it into post_words (a row of a post
 	// indexed before is deleted first); an insert takes its row id in a VALUES, without the
 	// temporary table an INSERT … SELECT from post_rows into itself needs. usermerge 2 lets
 	// mergeWords merge every two segments of a level.

@@ -20,8 +20,9 @@ import (
 )
 
 // The search's index is an FTS5 table, post_words, of each post's words (words.Of) and a token
-// of its user (userToken), written in the transaction that writes the post, so a search never
-// lags a write (see indexWords). It indexes the words
+// of its user (userToken), whose words the transaction that writes the post keeps in
+// post_words_due, for a later transaction to index, and never after a search has read (see
+// indexWords): a search never lags a write. It indexes the words
 // as they are: tokenize='ascii' splits at the spaces between them and leaves the bytes of every
 // other script as they are; detail='none' keeps no positions, which a search of words needs
 // none of; each prefix a query may have (1 to words.MaxPrefix characters, the most FTS5 takes)
@@ -59,16 +60,17 @@ const (
 	searchOldestSQL = `SELECT ` + searchColumns + searchFrom + ` ORDER BY w.rowid`
 )
 
-// indexWords writes into post_words, in tx, the words of the posts that tx wrote: the triggers
-// of the posts table (migration 9, schema.go) keep each post's row id and words in
+// indexWords writes into post_words, in tx, the words of the posts written since it last ran:
+// the triggers of the posts table (migration 9, schema.go) keep each post's row id and words in
 // post_words_due (its words NULL once deleted; indexed when post_words has its row from an
-// earlier transaction), and every transaction that writes posts runs indexWords before its
-// commit, whose one statement empties post_words_due, the trigger of each row writing it into
-// post_words. FTS5 writes what a transaction gave it as a new segment of its index at each
-// savepoint and at each statement that may need undoing, which every write of a shared
-// transaction has (commit.go): written from the triggers of posts, the index took a segment, and
-// the merges of segments, for every post (a write cost three times as much as without the
-// index); written here, it takes one a transaction.
+// earlier transaction), and indexWords's one statement empties post_words_due, the trigger of
+// each row writing it into post_words. FTS5 writes what it was given as a new segment of its
+// index at each commit, at each savepoint and at each statement that may need undoing, which
+// every write of a shared transaction has (commit.go): written from the triggers of posts, the
+// index took a segment, and the merges of segments, for every post (a write cost three times as
+// much as without the index); written here, it takes one for the words of many transactions
+// under load (commitIndexing, which decides when it runs, and Store.ListPosts, which has it run
+// before a search if words wait).
 func indexWords(ctx context.Context, tx *sql.Tx, c *conns) error {
 	_, err := tx.StmtContext(ctx, c.stmt.indexWords).ExecContext(ctx)
 	return err
