@@ -370,8 +370,8 @@ type searchCopies struct {
 	proc                        *process
 }
 
-// settled waits until the ./caddy of the copies has used no more than a tick of CPU time in
-// a tenth of a second (its idle merges of the index's segments done: mergeWords, store/sqlite),
+// settled waits until the ./caddy of the copies has used no more than a tick of CPU time
+// (10 ms) in a third of a second (its idle merges of the index's segments done: mergeWords, store/sqlite),
 // for at most a minute, so that neither side of row 39e runs beside the other's leftover work:
 // the row measures a write's own cost, as a sustained load pays it (FTS5's automerge runs in the
 // write's transaction), without the merges an idle store takes on besides.
@@ -382,7 +382,7 @@ func (c searchCopies) settled(ctx context.Context) error {
 		if err != nil {
 			return 0, err
 		}
-		_, after, _ := strings.Cut(string(b), ") ") // past the command, which may hold spaces
+		after := string(b)[strings.LastIndex(string(b), ") ")+2:] // past the command, which may hold spaces and parentheses
 		f := strings.Fields(after)
 		if len(f) < 13 {
 			return 0, fmt.Errorf("%s: %d fields", stat, len(f))
@@ -393,7 +393,7 @@ func (c searchCopies) settled(ctx context.Context) error {
 	}
 	last, err := cpu()
 	for deadline := time.Now().Add(time.Minute); err == nil && time.Now().Before(deadline) && ctx.Err() == nil; {
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond)
 		now, cerr := cpu()
 		if cerr != nil {
 			return cerr

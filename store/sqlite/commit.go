@@ -71,8 +71,9 @@ type committer struct {
 	// committed: a search that finds it set has them indexed first (Store.ListPosts).
 	unindexed int
 	behind    atomic.Bool
-	// deferred counts the commits that left words unindexed, for the tests that need some.
-	deferred atomic.Uint64
+	// deferred counts the commits that left words unindexed, for the tests that need some;
+	// merges, the steps of mergeWords, for the benchmarks that wait for them.
+	deferred, merges atomic.Uint64
 }
 
 // errClosed fails the writes of a store closed while they waited.
@@ -119,6 +120,7 @@ func (s *Store) commitLoop(c *conns) {
 				continue
 			}
 			began := time.Now()
+			cm.merges.Add(1)
 			switch merged, err := s.mergeWords(c); {
 			case err != nil:
 				s.opts.Logger.Debug("merging the search index's segments", zap.Error(err))

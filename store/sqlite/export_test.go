@@ -1,6 +1,9 @@
 package sqlite
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The queries, for the test of their plans.
 const (
@@ -42,4 +45,12 @@ func SetWALLimit(t *testing.T, limit int64) {
 	saved := walLimit
 	walLimit = limit
 	t.Cleanup(func() { walLimit = saved })
+}
+
+// AwaitMerges waits until s has taken no step of merging its index (mergeWords) for a second.
+func AwaitMerges(s *Store) {
+	c := s.db.Load()
+	for last := c.committer.merges.Load() - 1; last != c.committer.merges.Load(); time.Sleep(time.Second) {
+		last = c.committer.merges.Load()
+	}
 }

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
@@ -91,4 +92,116 @@ func TestWordsLeftUnindexedByAnEarlierProcess(t *testing.T) {
 	if err != nil || len(found) != 1 || found[0].ID != id {
 		t.Errorf("a search at once found %+v, %v; want the post whose words waited", found, err)
 	}
+}
+
+// TestSearchIndexingWhileTheLogIsTruncated has a search find words waiting to be indexed while
+// the write before its indexing truncates the log (Store.wrote), which waits for every read to
+// end: the search waits for the committer outside its read, so both end.
+func TestSearchIndexingWhileTheLogIsTruncated(t *testing.T) {
+	s, _ := opened(t, t.TempDir())
+	insert := func(body string) error {
+		at := time.Now()
+		_, err := s.InsertPost(t.Context(), store.Post{ID: store.NewID(at), UserID: "alice", Title: "post", Body: &body, CreatedAt: at, UpdatedAt: at, Version: 1})
+		return err
+	}
+	if err := insert("first"); err != nil {
+		t.Fatal(err)
+	}
+	c, release := holdWriter(t, s)
+	defer release()
+	inserted := make(chan error, 1)
+	go func() { inserted <- insert("second") }()
+	waitQueued(t, c, 1)
+	c.committer.behind.Store(true)
+	searched := make(chan error, 1)
+	go func() {
+		_, err := s.ListPosts(t.Context(), store.Filter{Search: words.Parse("second "), Limit: 5})
+		searched <- err
+	}()
+	waitQueued(t, c, 2)
+	c.walLimit.Store(1)
+	c.writes.Store(checkpointEvery - 2) // the insert's write truncates the log
+	release()
+	for _, done := range []chan error{inserted, searched} {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the search and the truncation of the log wait for each other")
+		}
+	}
+}
+
+// waitQueued waits until n writes wait for the committer of c.
+func waitQueued(t *testing.T, c *conns, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); len(c.committer.queue) < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes queued; want %d", len(c.committer.queue), n)
+		}
+	}
+}
+
+// TestSearchBesideWordsLeftUnindexed searches alice's posts for a word while a transaction that
+// left its words unindexed has committed, after the search looked for words to index: alice's
+// post that held the word is deleted, and bob's, created in the same millisecond, takes its row
+// id, which the index still gives alice's words. The search finds no post of bob's, nor one
+// without the word; the index alone, read as it is, gives bob's.
+func TestSearchBesideWordsLeftUnindexed(t *testing.T) {
+	s, _ := opened(t, t.TempDir())
+	at := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	secret, plain := "secret", "plain"
+	p := store.Post{ID: store.NewID(at), UserID: "alice", Title: "post", Body: &secret, CreatedAt: at, UpdatedAt: at, Version: 1}
+	if _, err := s.InsertPost(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	c, release := holdWriter(t, s)
+	defer release()
+	seen := c.committer.deferred.Load()
+	q := store.Post{ID: store.NewID(at), UserID: "bob", Title: "post", Body: &plain, CreatedAt: at, UpdatedAt: at, Version: 1}
+	// The delete and the insert share a transaction that leaves their words unindexed, as a
+	// write waits behind them; that write holds the committer until the searches are done.
+	searched := make(chan struct{})
+	blocker := &write{ctx: t.Context(), do: func(context.Context, *sql.Tx, *conns) error { <-searched; return nil }, done: make(chan struct{})}
+	writes := []*write{
+		{ctx: t.Context(), do: func(ctx context.Context, tx *sql.Tx, c *conns) error {
+			_, err := tx.ExecContext(ctx, `DELETE FROM posts WHERE id = ?`, p.ID)
+			return err
+		}, done: make(chan struct{})},
+		{ctx: t.Context(), do: func(ctx context.Context, tx *sql.Tx, c *conns) error {
+			c.committer.queue <- blocker
+			return insertPost(ctx, tx, c, q)
+		}, done: make(chan struct{})},
+	}
+	for _, w := range writes {
+		c.committer.queue <- w
+	}
+	release()
+	for _, w := range writes {
+		if <-w.done; w.err != nil {
+			t.Fatal(w.err)
+		}
+	}
+	if c.committer.deferred.Load() == seen {
+		t.Fatal("the writes indexed their words: the test shows nothing")
+	}
+	for _, f := range []store.Filter{{Search: words.Parse("secret "), UserID: "alice", Limit: 5}, {Search: words.Parse("secret "), Limit: 5}} {
+		found, err := s.searchRead(t.Context(), f, seen)
+		if err != nil || len(found) != 0 {
+			t.Errorf("a search of %+v found %d posts (%v); want none", f, len(found), err)
+		}
+		r, done, err := s.reading()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale, err := search(t.Context(), r, f, false)
+		done()
+		if err != nil || len(stale) != 1 || stale[0].ID != q.ID {
+			t.Errorf("the index read as it is gave %d posts (%v); want bob's, to show the test can fail", len(stale), err)
+		}
+	}
+	close(searched)
+	<-blocker.done
 }

@@ -153,21 +153,51 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 
 // ListPosts returns the posts that f selects, in its order.
 func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, error) {
+	if !f.Search.Empty() {
+		return s.searchPosts(ctx, f)
+	}
 	c, done, err := s.reading()
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	var posts []store.Post
-	switch {
-	case f.Search.Empty():
-		posts, err = list(ctx, c, f)
-	case c.committer.behind.Load(): // words of posts written are still to be indexed (commitIndexing)
-		if err = s.inTransaction(ctx, indexWords); err == nil {
-			posts, err = search(ctx, c, f)
+	posts, err := list(ctx, c, f)
+	return posts, s.classify(err)
+}
+
+// searchPosts reads a page of f, which has a search, from the index, which holds the words of
+// every post whose write has returned: if words wait to be indexed (commitIndexing), it has them
+// indexed first, through the committer, before it takes the read lock that the committer may
+// wait for (Store.wrote). A transaction that leaves words unindexed may still commit before the
+// search reads (a write that has not returned): then the index may hold, for a row of that
+// write, the words of the post it had before (updated, or deleted and its row taken again), and
+// the search reads again, taking only the posts that hold its words (words.Query.Match) and
+// are of its user.
+func (s *Store) searchPosts(ctx context.Context, f store.Filter) ([]store.Post, error) {
+	c, err := s.conns()
+	if err != nil {
+		return nil, err
+	}
+	seen := c.committer.deferred.Load() // before behind: see commitIndexing
+	if c.committer.behind.Load() {
+		if err := s.inTransaction(ctx, indexWords); err != nil {
+			return nil, err
 		}
-	default:
-		posts, err = search(ctx, c, f)
+	}
+	return s.searchRead(ctx, f, seen)
+}
+
+// searchRead reads the page of searchPosts, checking its posts if a transaction has left words
+// unindexed since the committer's count of them was seen.
+func (s *Store) searchRead(ctx context.Context, f store.Filter, seen uint64) ([]store.Post, error) {
+	c, done, err := s.reading()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	posts, err := search(ctx, c, f, false)
+	if err == nil && c.committer.deferred.Load() != seen {
+		posts, err = search(ctx, c, f, true)
 	}
 	return posts, s.classify(err)
 }

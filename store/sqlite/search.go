@@ -199,8 +199,10 @@ func rowOf(ms int64) int64 { return min(max(ms, earliest), latest+1) * rowsPerMi
 // or do not follow After skipped (a millisecond at a bound, or After's, may hold both; so may the
 // first and the last millisecond of row ids, which hold the posts created before and after
 // them: see bucket). Past the page's last post it reads the rest of that post's millisecond,
-// whose posts may come before it in the order of lists, and stops at the next one.
-func search(ctx context.Context, c *conns, f store.Filter) ([]store.Post, error) {
+// whose posts may come before it in the order of lists, and stops at the next one. With check,
+// it skips the posts that do not hold f's words or are not of f's user, which the index may
+// give for rows of writes whose words are still to be indexed (Store.searchPosts).
+func search(ctx context.Context, c *conns, f store.Filter, check bool) ([]store.Post, error) {
 	since, until := bound(f.Since, earliest), bound(f.Until, latest+1)
 	lo, hi := rowOf(bucket(since)), rowOf(until)
 	if until <= earliest || until > latest {
@@ -234,6 +236,9 @@ func search(ctx context.Context, c *conns, f store.Filter) ([]store.Post, error)
 		if len(page) >= f.Limit && bucket(millis(p.CreatedAt)) != bucket(millis(page[len(page)-1].CreatedAt)) {
 			break
 		}
+		if check && !holds(f, p) {
+			continue
+		}
 		if (f.Since.IsZero() || !p.CreatedAt.Before(f.Since)) && (f.Until.IsZero() || p.CreatedAt.Before(f.Until)) &&
 			(f.After == nil || f.Follows(p, *f.After)) {
 			page = append(page, p)
@@ -250,6 +255,15 @@ func search(ctx context.Context, c *conns, f store.Filter) ([]store.Post, error)
 		return -c
 	})
 	return page[:min(len(page), f.Limit)], nil
+}
+
+// holds says whether p is of f's user, if f has one, and holds f's words.
+func holds(f store.Filter, p store.Post) bool {
+	var body string
+	if p.Body != nil {
+		body = *p.Body
+	}
+	return (f.UserID == "" || p.UserID == f.UserID) && f.Search.Match(words.Of(p.Title, body))
 }
 
 // fillWordsBatch is how many posts fillWords indexes in one statement.
