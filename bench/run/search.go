@@ -4,11 +4,9 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -210,7 +208,9 @@ func (e *env) checkSearch(ctx context.Context) error {
 	e.notes = append(e.notes, fmt.Sprintf("The search rows (39): the bodies of the seeding hold, in place of their first `lorem` or `ipsum`, "+
 		"`%s` in 1%% of the posts, `%s` and `%s` in 10%% each (1%% both), one of `%s` in 1%%, and no post holds `%s` "+
 		"(each post's rank in its block of %d a permutation that moves from block to block, so each word is in posts of every user and body length); "+
-		"before the rows, each search's pages on both stores, read through their Link, were every post the seeding gave its words, once, newest first.",
+		"before the rows, each search's pages on both stores, read through their Link, were every post the seeding gave its words, once, newest first; "+
+		"each run of rows 7d, 39a–39d and 39f starts once Caddy is idle (a tick of CPU time in a third of a second at most): its merges of the index's segments, "+
+		"which follow a burst of writes (the seeding, the other rows' writes), done.",
 		wordRare, wordTenA, wordTenB, strings.Join(prefixWords, "`, `"), wordNone, searchBlock))
 	if e.pb == "" {
 		return nil
@@ -370,41 +370,11 @@ type searchCopies struct {
 	proc                        *process
 }
 
-// settled waits until the ./caddy of the copies has used no more than a tick of CPU time
-// (10 ms) in a third of a second (its idle merges of the index's segments done: mergeWords, store/sqlite),
-// for at most a minute, so that neither side of row 39e runs beside the other's leftover work:
-// the row measures a write's own cost, as a sustained load pays it (FTS5's automerge runs in the
-// write's transaction), without the merges an idle store takes on besides.
-func (c searchCopies) settled(ctx context.Context) error {
-	stat := fmt.Sprintf("/proc/%d/stat", c.proc.cmd.Process.Pid)
-	cpu := func() (int64, error) {
-		b, err := os.ReadFile(stat)
-		if err != nil {
-			return 0, err
-		}
-		after := string(b)[strings.LastIndex(string(b), ") ")+2:] // past the command, which may hold spaces and parentheses
-		f := strings.Fields(after)
-		if len(f) < 13 {
-			return 0, fmt.Errorf("%s: %d fields", stat, len(f))
-		}
-		var user, system int64
-		_, err = fmt.Sscan(f[11]+" "+f[12], &user, &system) // utime and stime, fields 14 and 15
-		return user + system, err
-	}
-	last, err := cpu()
-	for deadline := time.Now().Add(time.Minute); err == nil && time.Now().Before(deadline) && ctx.Err() == nil; {
-		time.Sleep(300 * time.Millisecond)
-		now, cerr := cpu()
-		if cerr != nil {
-			return cerr
-		}
-		if now-last <= 1 {
-			return nil
-		}
-		last = now
-	}
-	return cmp.Or(err, ctx.Err(), errors.New("the ./caddy of the copies still busy after a minute"))
-}
+// settled waits, for at most a minute, until the ./caddy of the copies is idle (process.idle):
+// its merges of the index's segments between writes done (mergeWords, store/sqlite), so that
+// neither side of row 39e runs beside the other's leftover work. The row measures a write's own
+// cost, as a sustained load pays it, without the merges an idle store takes on besides.
+func (c searchCopies) settled(ctx context.Context) error { return c.proc.idle(ctx, time.Minute) }
 
 // checkSearchCopies fails unless a POST to the copy with the index writes its post's row of
 // the index (post_rows), and one to the copy without it writes none.
