@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -43,8 +44,11 @@ const (
 
 // write is one transaction's work, waiting for the committer (Store.commitLoop).
 type write struct {
-	ctx   context.Context
-	do    func(context.Context, *sql.Tx, *conns) error
+	ctx context.Context
+	do  func(context.Context, *sql.Tx, *conns) error
+	// index, set on a search's write and on the committer's idle turn's, makes its transaction
+	// index every word that waits (commitIndexing).
+	index bool
 	state atomic.Int32 // waiting, then taken by the committer or abandoned by its caller
 	err   error        // set before done is closed
 	done  chan struct{}
@@ -115,7 +119,7 @@ func (s *Store) commitLoop(c *conns) {
 				continue // the writes first; the timer is set again after them
 			}
 			if cm.behind.Load() { // words left unindexed: a transaction alone indexes them
-				s.commit(c, []*write{{ctx: context.Background(), do: indexWords, done: make(chan struct{})}})
+				s.commit(c, []*write{indexing(context.Background())})
 				merge.Reset(mergePause)
 				continue
 			}
@@ -207,7 +211,7 @@ func (s *Store) together(c *conns, ws []*write) error {
 		if err := ws[0].do(context.WithoutCancel(ws[0].ctx), tx, c); err != nil {
 			return err
 		}
-		return s.commitIndexing(tx, c, len(ws))
+		return s.commitIndexing(tx, c, ws)
 	}
 	savepoint, rollbackTo, release := tx.StmtContext(bg, c.stmt.savepoint), tx.StmtContext(bg, c.stmt.rollbackTo), tx.StmtContext(bg, c.stmt.release)
 	for _, w := range ws {
@@ -226,27 +230,28 @@ func (s *Store) together(c *conns, ws []*write) error {
 			return err
 		}
 	}
-	return s.commitIndexing(tx, c, len(ws))
+	return s.commitIndexing(tx, c, ws)
 }
 
 // maxUnindexed bounds the writes whose words may wait to be indexed (commitIndexing): the
 // size of the batch that indexes them.
 const maxUnindexed = 512
 
-// commitIndexing commits tx, of n writes, and indexes the words of the posts written since the
-// last transaction that did (indexWords) in it, unless more writes wait for the committer and
-// fewer than maxUnindexed wait to be indexed. FTS5 writes a segment of its index at every
-// commit that gave it words, at a cost that is mostly the commit's rather than the words'
-// (at 200,000 posts, 14 posts' words added 300 µs to their transaction, 100 posts' 700 µs), so
-// under load the index takes the words of many transactions at once, as the group commit takes
-// many writes, and a write alone, or the last of a burst, is indexed in its own. A search never
-// reads the index behind a write that has returned: behind is set before the commit of a
-// transaction that leaves words unindexed, and cleared after one that indexed them all has
-// committed, and a search that finds it set has them indexed before it reads (Store.ListPosts).
-func (s *Store) commitIndexing(tx *sql.Tx, c *conns, n int) error {
+// commitIndexing commits tx, of the writes ws, and indexes in it the words of the posts written
+// since the last transaction that did (indexWords) once maxUnindexed writes' words wait, or
+// when one of ws asks for it (indexing); until then they wait, for the committer's next idle
+// turn (commitLoop, after mergePause) or a search, whichever comes first. FTS5 writes a segment of its index at every commit that gave
+// it words, at a cost that is mostly the commit's rather than the words' (at 200,000 posts, 14
+// posts' words added 300 µs to their transaction, 100 posts' 700 µs), and the merges of those
+// segments follow: so the index takes the words of many transactions at once, as the group
+// commit takes many writes. A search never reads the index behind a write that has returned:
+// behind is set before the commit of a transaction that leaves words unindexed, and cleared
+// after one that indexed them all has committed, and a search that finds it set has them
+// indexed before it reads (Store.ListPosts).
+func (s *Store) commitIndexing(tx *sql.Tx, c *conns, ws []*write) error {
 	cm := c.committer
-	cm.unindexed += n
-	if len(cm.queue) > 0 && cm.unindexed < maxUnindexed {
+	cm.unindexed += len(ws)
+	if cm.unindexed < maxUnindexed && !slices.ContainsFunc(ws, func(w *write) bool { return w.index }) {
 		cm.behind.Store(true)
 		cm.deferred.Add(1)
 		return tx.Commit()
@@ -300,12 +305,22 @@ func allDone(ws []*write) (context.Context, context.CancelFunc) {
 	}
 }
 
+// indexing is a write that does nothing but have its transaction index every word that waits.
+func indexing(ctx context.Context) *write {
+	return &write{ctx: ctx, do: func(context.Context, *sql.Tx, *conns) error { return nil }, index: true, done: make(chan struct{})}
+}
+
 // inTransaction runs do in a transaction of the writer of the open store, committed if do
 // succeeds, possibly with other writes (see above), and undone if it fails: do must read and
 // write through tx only, in the context it is given, and set its results anew each time it runs
 // (it runs again if the transaction it shared failed). ctx bounds the wait for the committer; once the committer has
 // taken the write, it runs to its end.
 func (s *Store) inTransaction(ctx context.Context, do func(context.Context, *sql.Tx, *conns) error) error {
+	return s.run(ctx, &write{ctx: ctx, do: do, done: make(chan struct{})})
+}
+
+// run has the committer run w, as inTransaction says.
+func (s *Store) run(ctx context.Context, w *write) error {
 	c, err := s.conns()
 	if err != nil {
 		return err
@@ -314,7 +329,6 @@ func (s *Store) inTransaction(ctx context.Context, do func(context.Context, *sql
 		return s.classify(err)
 	}
 	cm := c.committer
-	w := &write{ctx: ctx, do: do, done: make(chan struct{})}
 	select {
 	case cm.queue <- w:
 	case <-ctx.Done():

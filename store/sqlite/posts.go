@@ -180,7 +180,7 @@ func (s *Store) searchPosts(ctx context.Context, f store.Filter) ([]store.Post, 
 	}
 	seen := c.committer.deferred.Load() // before behind: see commitIndexing
 	if c.committer.behind.Load() {
-		if err := s.inTransaction(ctx, indexWords); err != nil {
+		if err := s.run(ctx, indexing(ctx)); err != nil {
 			return nil, err
 		}
 	}

@@ -210,6 +210,10 @@ func TestTheIndexIsMergedBetweenWrites(t *testing.T) {
 		if _, err := s.InsertPost(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
+		// A search has the words that wait indexed: a transaction, and a segment, each.
+		if _, err := s.ListPosts(t.Context(), store.Filter{Search: words.Parse("merged"), Limit: 1}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	db := direct(t, dir)
 	segments := func() (n int) {
