@@ -75,8 +75,9 @@ type committer struct {
 	// committed: a search that finds it set has them indexed first (Store.ListPosts).
 	unindexed int
 	behind    atomic.Bool
-	// deferred counts the commits that left words unindexed, for the tests that need some;
-	// merges, the steps of mergeWords, for the benchmarks that wait for them.
+	// deferred counts the commits that left words unindexed, which a search reads to know
+	// whether one committed while it read (Store.searchRead); merges, the steps of mergeWords,
+	// for the benchmarks that wait for them.
 	deferred, merges atomic.Uint64
 }
 

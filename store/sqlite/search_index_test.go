@@ -692,9 +692,7 @@ func TestCloseWhileMerging(t *testing.T) {
 	for i := range 300 {
 		at := base.Add(time.Duration(i) * time.Millisecond)
 		body := strings.Repeat(fmt.Sprint(" w", i, " x", i%17), 20)
-		if _, err := s.InsertPost(t.Context(), store.Post{ID: store.NewID(at), UserID: "u", Title: "t", Body: &body, CreatedAt: at, UpdatedAt: at}); err != nil {
-			t.Fatal(err)
-		}
+		insertIndexed(t, s, store.Post{ID: store.NewID(at), UserID: "u", Title: "t", Body: &body, CreatedAt: at, UpdatedAt: at})
 	}
 	segments := segmentsOf(t, dir)
 	time.Sleep(60 * time.Millisecond) // the merges have begun
@@ -733,9 +731,7 @@ func TestMergesResumeAfterALockHeldAtThePause(t *testing.T) {
 	defer conn.Close()
 	for i := range 300 {
 		at := base.Add(time.Duration(i) * time.Millisecond)
-		if _, err := s.InsertPost(t.Context(), store.Post{ID: store.NewID(at), UserID: "alice", Title: fmt.Sprint("merged ", i), CreatedAt: at, UpdatedAt: at}); err != nil {
-			t.Fatal(err)
-		}
+		insertIndexed(t, s, store.Post{ID: store.NewID(at), UserID: "alice", Title: fmt.Sprint("merged ", i), CreatedAt: at, UpdatedAt: at})
 	}
 	// The timer of commitLoop fires 50 ms after the last commit; its BEGIN waits up to 50 ms more.
 	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {

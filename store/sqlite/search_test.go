@@ -195,8 +195,20 @@ func TestTheIndexFollowsWritesCommittedTogether(t *testing.T) {
 	}
 }
 
-// TestTheIndexIsMergedBetweenWrites writes 300 posts one at a time, each its own transaction and
-// so its own segment of post_words, which FTS5 merges four at a time as they come: once the
+// insertIndexed inserts p into s and searches, which has its words indexed: a transaction, and
+// so a segment of post_words, for each post (the store lets a write's words wait otherwise).
+func insertIndexed(t *testing.T, s *sqlite.Store, p store.Post) {
+	t.Helper()
+	if _, err := s.InsertPost(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ListPosts(t.Context(), store.Filter{Search: words.Parse(p.Title), Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTheIndexIsMergedBetweenWrites writes 300 posts one at a time, each indexed by a search
+// after it (insertIndexed) and so its own segment of post_words, which FTS5 merges four at a time as they come: once the
 // writes pause, mergeWords merges each level's segments down to one, and every post is still
 // found.
 func TestTheIndexIsMergedBetweenWrites(t *testing.T) {
@@ -207,13 +219,7 @@ func TestTheIndexIsMergedBetweenWrites(t *testing.T) {
 	for i := range n {
 		at := base.Add(time.Duration(i) * time.Millisecond)
 		p := store.Post{ID: store.NewID(at), UserID: "alice", Title: "merged " + strconv.Itoa(i), CreatedAt: at, UpdatedAt: at}
-		if _, err := s.InsertPost(t.Context(), p); err != nil {
-			t.Fatal(err)
-		}
-		// A search has the words that wait indexed: a transaction, and a segment, each.
-		if _, err := s.ListPosts(t.Context(), store.Filter{Search: words.Parse("merged"), Limit: 1}); err != nil {
-			t.Fatal(err)
-		}
+		insertIndexed(t, s, p)
 	}
 	db := direct(t, dir)
 	segments := func() (n int) {
