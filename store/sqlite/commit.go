@@ -120,8 +120,14 @@ func (s *Store) commitLoop(c *conns) {
 				continue // the writes first; the timer is set again after them
 			}
 			if cm.behind.Load() { // words left unindexed: a transaction alone indexes them
-				s.commit(c, []*write{indexing(context.Background())})
-				merge.Reset(mergePause)
+				w := indexing(context.Background())
+				s.commit(c, []*write{w})
+				if w.err != nil {
+					s.opts.Logger.Debug("indexing the words of the posts written", zap.Error(w.err))
+					merge.Reset(mergeRetry)
+				} else {
+					merge.Reset(mergePause)
+				}
 				continue
 			}
 			began := time.Now()

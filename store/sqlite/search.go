@@ -127,7 +127,8 @@ const (
 	mergePages = 16
 	// mergePause is how long the writes pause before mergeWords runs.
 	mergePause = 50 * time.Millisecond
-	// mergeRetry is how long mergeWords waits after a step that failed.
+	// mergeRetry is how long the committer waits after a step of mergeWords, or the indexing of
+	// its idle turn, that failed.
 	mergeRetry = time.Second
 	// mergeRest is how many times as long as a step took the committer waits before the next.
 	mergeRest = 4
