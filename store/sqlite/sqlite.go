@@ -142,7 +142,7 @@ func openConns(dir string, opts Options) (_ *conns, err error) {
 	}()
 	path := filepath.Join(dir, DatabaseFile)
 	// The writer sets WAL mode (which the file keeps) before any reader opens it.
-	if c.write, err = sql.Open("sqlite", dsn(path, "immediate", "synchronous("+synchronous(opts.FullSync)+")", "journal_mode(WAL)",
+	if c.write, err = openDB(dsn(path, "immediate", "synchronous("+synchronous(opts.FullSync)+")", "journal_mode(WAL)",
 		"journal_size_limit(16777216)")); err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func openConns(dir string, opts Options) (_ *conns, err error) {
 	if err := c.write.QueryRow(logKeySQL).Scan(&c.logKey); err != nil {
 		return nil, fmt.Errorf("reading the event log's key: %w", err)
 	}
-	if c.read, err = sql.Open("sqlite", dsn(path, "deferred", "query_only(1)")); err != nil {
+	if c.read, err = openDB(dsn(path, "deferred", "query_only(1)")); err != nil {
 		return nil, err
 	}
 	readers := max(4, 2*runtime.GOMAXPROCS(0))
