@@ -28,5 +28,5 @@ import (
 func TestConformanceOnFerretDB(t *testing.T) {
 	t.Parallel() // on a server of its own, and sets none of the package's waits (SetWaits)
 	uri := mongotest.FerretDB(t).URI
-	storetest.RunWith(t, opener(uri), storetest.Options{Writers: 8, Updaters: 8, UpdateRounds: 10, Reopen: reopener(uri)})
+	storetest.RunWith(t, opener(uri), storetest.Options{Writers: 8, Updaters: 8, UpdateRounds: 10, Reopen: reopener(uri), ReadsMayRunAhead: true})
 }

@@ -72,7 +72,7 @@ func TestConformanceOnMongoDB(t *testing.T) {
 	if uri == "" {
 		t.Skip("needs a real mongod: set MONGODB_URI (for instance mongodb://localhost:27017) to run the suite against it")
 	}
-	storetest.RunWith(t, opener(uri), storetest.Options{Reopen: reopener(uri)})
+	storetest.RunWith(t, opener(uri), storetest.Options{Reopen: reopener(uri), ReadsMayRunAhead: true})
 }
 
 // Stores of one process (two sites, or a reload beside the config it replaces) ensure their

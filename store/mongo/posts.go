@@ -128,11 +128,33 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 	if err != nil {
 		return store.Post{}, s.classify(err)
 	}
+	seen, err := s.seenBefore(ctx)
+	if err != nil {
+		return store.Post{}, err
+	}
 	var p post
 	if err := c.FindOne(ctx, idFilter{oid, absent}, findOneWithoutTerms).Decode(&p); err != nil {
 		return store.Post{}, s.classify(err)
 	}
+	seen()
 	return p.toStore(), nil
+}
+
+// seenBefore reads, for a caller that asked for the position of its read (store.Seen), the last
+// position the log gave, before the read, and returns what notes it once the read has
+// succeeded. Each position is given after the write of its post's document (events.go), so a
+// read that starts later reflects every event up to it; it may reflect later ones too, which come
+// again to a subscription from there, each at a version the read gave or below.
+func (s *Store) seenBefore(ctx context.Context) (func(), error) {
+	seen := store.SeenIn(ctx)
+	if seen == nil {
+		return func() {}, nil
+	}
+	position, err := s.LastPosition(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func() { seen.Note(position) }, nil
 }
 
 // ListPosts returns the posts that f selects, in its order. A search (f.Search) answers
@@ -162,6 +184,10 @@ func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, er
 	if f.After != nil {
 		query = append(query, keysetAfter(*f.After, f.Oldest))
 	}
+	seen, err := s.seenBefore(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cursor, err := c.Find(ctx, query, options.Find().SetSort(order).SetLimit(int64(f.Limit)).SetProjection(withoutTerms))
 	if err != nil {
 		return nil, s.classify(err)
@@ -170,6 +196,7 @@ func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, er
 	if err := cursor.All(ctx, &docs); err != nil {
 		return nil, s.classify(err)
 	}
+	seen()
 	posts := make([]store.Post, len(docs))
 	for i, d := range docs {
 		posts[i] = d.toStore()

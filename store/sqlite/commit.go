@@ -75,9 +75,8 @@ type committer struct {
 	// committed: a search that finds it set has them indexed first (Store.ListPosts).
 	unindexed int
 	behind    atomic.Bool
-	// deferred counts the commits that left words unindexed, which a search reads to know
-	// whether one committed while it read (Store.searchRead); merges, the steps of mergeWords,
-	// for the benchmarks that wait for them.
+	// deferred counts the commits that left words unindexed, and merges the steps of
+	// mergeWords, for the tests and benchmarks that need them or wait for them.
 	deferred, merges atomic.Uint64
 }
 

@@ -196,7 +196,7 @@ func TestSearchBesideWordsLeftUnindexed(t *testing.T) {
 		t.Fatal("the writes indexed their words: the test shows nothing")
 	}
 	for _, f := range []store.Filter{{Search: words.Parse("secret "), UserID: "alice", Limit: 5}, {Search: words.Parse("secret "), Limit: 5}} {
-		found, err := s.searchRead(t.Context(), f, seen)
+		found, _, err := s.searchRead(t.Context(), f)
 		if err != nil || len(found) != 0 {
 			t.Errorf("a search of %+v found %d posts (%v); want none", f, len(found), err)
 		}
@@ -204,10 +204,10 @@ func TestSearchBesideWordsLeftUnindexed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stale, err := search(t.Context(), r, f, false)
+		stale, _, due, err := search(t.Context(), r.stmt.search[0], f, false)
 		done()
-		if err != nil || len(stale) != 1 || stale[0].ID != q.ID {
-			t.Errorf("the index read as it is gave %d posts (%v); want bob's, to show the test can fail", len(stale), err)
+		if err != nil || len(stale) != 1 || stale[0].ID != q.ID || !due {
+			t.Errorf("the index read as it is gave %d posts (%v), words due %v; want bob's, due, to show the test can fail", len(stale), err, due)
 		}
 	}
 	close(searched)

@@ -2,9 +2,9 @@ package sqlite
 
 import (
 	"context"
-	"encoding/binary"
 	"database/sql"
 	sqldriver "database/sql/driver"
+	"encoding/binary"
 	"fmt"
 	"reflect"
 

@@ -20,12 +20,18 @@ const postColumns = `id, user_id, title, body, created_at, updated_at, version`
 // EXPLAIN QUERY PLAN shows a SEARCH of an index, never a SCAN or a sort (a test checks). Row
 // values, (created_at, id) < (?, ?), let the index serve the keyset. A search reads the index of
 // words instead (search.go).
+//
+// Each read gives, before the post's columns, the last position of the event log (readColumns):
+// one statement reads one snapshot, so that is the position the post reflects exactly
+// (store.Seen); a page that finds no post reads it again in a transaction with the position
+// (readAgain).
 const (
-	getPostSQL          = `SELECT ` + postColumns + ` FROM posts WHERE id = ?`
-	listSQL             = `SELECT ` + postColumns + ` FROM posts WHERE (created_at, id) < (?1, ?2) AND created_at >= ?3 ORDER BY created_at DESC, id DESC LIMIT ?4`
-	listOldestSQL       = `SELECT ` + postColumns + ` FROM posts WHERE (created_at, id) > (?1, ?2) AND created_at < ?3 ORDER BY created_at, id LIMIT ?4`
-	listByUserSQL       = `SELECT ` + postColumns + ` FROM posts WHERE user_id = ?5 AND (created_at, id) < (?1, ?2) AND created_at >= ?3 ORDER BY created_at DESC, id DESC LIMIT ?4`
-	listByUserOldestSQL = `SELECT ` + postColumns + ` FROM posts WHERE user_id = ?5 AND (created_at, id) > (?1, ?2) AND created_at < ?3 ORDER BY created_at, id LIMIT ?4`
+	readColumns         = lastPosition + `, ` + postColumns
+	getPostSQL          = `SELECT ` + readColumns + ` FROM posts WHERE id = ?`
+	listSQL             = `SELECT ` + readColumns + ` FROM posts WHERE (created_at, id) < (?1, ?2) AND created_at >= ?3 ORDER BY created_at DESC, id DESC LIMIT ?4`
+	listOldestSQL       = `SELECT ` + readColumns + ` FROM posts WHERE (created_at, id) > (?1, ?2) AND created_at < ?3 ORDER BY created_at, id LIMIT ?4`
+	listByUserSQL       = `SELECT ` + readColumns + ` FROM posts WHERE user_id = ?5 AND (created_at, id) < (?1, ?2) AND created_at >= ?3 ORDER BY created_at DESC, id DESC LIMIT ?4`
+	listByUserOldestSQL = `SELECT ` + readColumns + ` FROM posts WHERE user_id = ?5 AND (created_at, id) > (?1, ?2) AND created_at < ?3 ORDER BY created_at, id LIMIT ?4`
 	insertPostSQL       = `INSERT INTO posts (` + postColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	// insertLivePostSQL is InsertPost's insert: insertPostSQL's unless the id is of a deleted post
 	// kept in deleted_posts: then it inserts nothing (store.ErrDeleted).
@@ -60,7 +66,8 @@ type statements struct {
 	getPost, getUser, getUsers                   *sql.Stmt       // on the readers
 	list                                         [2][2]*sql.Stmt // [by user][oldest first]
 	search                                       [2]*sql.Stmt    // [oldest first] (search.go)
-	insertPost, updatePost, deletePost, saveUser *sql.Stmt       // on the writer
+	searchState, searchDue                       *sql.Stmt
+	insertPost, updatePost, deletePost, saveUser *sql.Stmt // on the writer
 	keepDeleted                                  *sql.Stmt
 	savepoint, rollbackTo, release               *sql.Stmt // of the writes of a shared transaction (commit.go)
 	indexWords                                   *sql.Stmt // of the search's index (search.go)
@@ -83,6 +90,8 @@ func (st *statements) prepare(read, write *sql.DB) error {
 		{read, &st.list[1][1], listByUserOldestSQL},
 		{read, &st.search[0], searchSQL},
 		{read, &st.search[1], searchOldestSQL},
+		{read, &st.searchState, searchStateSQL},
+		{read, &st.searchDue, searchDueSQL},
 		{read, &st.getUser, getUserSQL},
 		{read, &st.getUsers, getUsersSQL},
 		{write, &st.insertPost, insertLivePostSQL},
@@ -122,9 +131,19 @@ func (st *statements) close() {
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
-func scanPost(row scanner) (p store.Post, err error) {
+// scanPost reads a post's columns (postColumns) from row.
+func scanPost(row scanner) (store.Post, error) { return scanPostAfter(row) }
+
+// scanAt returns a scan of the rows of a read (readColumns) that keeps their position in
+// position.
+func scanAt(position *int64) func(scanner) (store.Post, error) {
+	return func(row scanner) (store.Post, error) { return scanPostAfter(row, position) }
+}
+
+// scanPostAfter reads a post's columns from row, after those of lead.
+func scanPostAfter(row scanner, lead ...any) (p store.Post, err error) {
 	var created, updated int64
-	if err := row.Scan(&p.ID, &p.UserID, &p.Title, &p.Body, &created, &updated, &p.Version); err != nil {
+	if err := row.Scan(append(lead, &p.ID, &p.UserID, &p.Title, &p.Body, &created, &updated, &p.Version)...); err != nil {
 		return store.Post{}, err
 	}
 	p.CreatedAt, p.UpdatedAt = fromMillis(created), fromMillis(updated)
@@ -147,8 +166,19 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 		return store.Post{}, err
 	}
 	defer done()
-	p, err := scanPost(c.stmt.getPost.QueryRowContext(ctx, id))
+	var position int64
+	p, err := scanAt(&position)(c.stmt.getPost.QueryRowContext(ctx, id))
+	if err == nil {
+		note(ctx, position)
+	}
 	return p, s.classify(err)
+}
+
+// note notes position in the store.Seen of ctx, if its caller asked for one.
+func note(ctx context.Context, position int64) {
+	if seen := store.SeenIn(ctx); seen != nil {
+		seen.Note(position)
+	}
 }
 
 // ListPosts returns the posts that f selects, in its order.
@@ -161,7 +191,10 @@ func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, er
 		return nil, err
 	}
 	defer done()
-	posts, err := list(ctx, c, f)
+	posts, position, err := list(ctx, c, f)
+	if err == nil {
+		note(ctx, position)
+	}
 	return posts, s.classify(err)
 }
 
@@ -169,51 +202,84 @@ func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, er
 // every post whose write has returned: if words wait to be indexed (commitIndexing), it has them
 // indexed first, through the committer, before it takes the read lock that the committer may
 // wait for (Store.wrote). A transaction that leaves words unindexed may still commit before the
-// search reads (a write that has not returned): then the index may hold, for a row of that
-// write, the words of the post it had before (updated, or deleted and its row taken again), and
-// the search reads again, taking only the posts that hold its words (words.Query.Match) and
-// are of its user.
+// search reads (a write that has not returned); the search's statement says so (its due column),
+// and then searchAgain reads the page in a transaction that finds those posts too.
 func (s *Store) searchPosts(ctx context.Context, f store.Filter) ([]store.Post, error) {
 	c, err := s.conns()
 	if err != nil {
 		return nil, err
 	}
-	seen := c.committer.deferred.Load() // before behind: see commitIndexing
 	if c.committer.behind.Load() {
 		if err := s.run(ctx, indexing(ctx)); err != nil {
 			return nil, err
 		}
 	}
-	return s.searchRead(ctx, f, seen)
+	posts, position, err := s.searchRead(ctx, f)
+	if err == nil {
+		note(ctx, position)
+	}
+	return posts, err
 }
 
-// searchRead reads the page of searchPosts, checking its posts if a transaction has left words
-// unindexed since the committer's count of them was seen.
-func (s *Store) searchRead(ctx context.Context, f store.Filter, seen uint64) ([]store.Post, error) {
+// searchRead reads the page of searchPosts and the position it reflects.
+func (s *Store) searchRead(ctx context.Context, f store.Filter) ([]store.Post, int64, error) {
 	c, done, err := s.reading()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer done()
-	posts, err := search(ctx, c, f, false)
-	if err == nil && c.committer.deferred.Load() != seen {
-		posts, err = search(ctx, c, f, true)
+	posts, position, due, err := search(ctx, c.stmt.search[oldest(f)], f, false)
+	if err == nil && (due || len(posts) == 0) {
+		posts, position, err = searchAgain(ctx, c, f)
 	}
-	return posts, s.classify(err)
+	return posts, position, s.classify(err)
 }
 
-// list reads a page of f, which has no search, from the index of its order.
-func list(ctx context.Context, c *conns, f store.Filter) ([]store.Post, error) {
+// list reads a page of f, which has no search, from the index of its order, and the position it
+// reflects.
+func list(ctx context.Context, c *conns, f store.Filter) ([]store.Post, int64, error) {
 	ms, id := start(f)
-	byUser, oldest, stop := 0, 0, bound(f.Since, math.MinInt64)
+	byUser, stop := 0, bound(f.Since, math.MinInt64)
 	if f.UserID != "" {
 		byUser = 1
 	}
 	if f.Oldest {
-		oldest, stop = 1, bound(f.Until, math.MaxInt64)
+		stop = bound(f.Until, math.MaxInt64)
 	}
-	rows, err := c.stmt.list[byUser][oldest].QueryContext(ctx, ms, id, stop, f.Limit, f.UserID)
-	return collect(rows, err, make([]store.Post, 0, f.Limit), scanPost)
+	stmt, args := c.stmt.list[byUser][oldest(f)], []any{ms, id, stop, f.Limit, f.UserID}
+	var position int64
+	rows, err := stmt.QueryContext(ctx, args...)
+	posts, err := collect(rows, err, make([]store.Post, 0, f.Limit), scanAt(&position))
+	if err == nil && len(posts) == 0 {
+		return readAgain(ctx, c, stmt, args)
+	}
+	return posts, position, err
+}
+
+// oldest is the index of f's order in the statements of both orders: 1 oldest first.
+func oldest(f store.Filter) int {
+	if f.Oldest {
+		return 1
+	}
+	return 0
+}
+
+// readAgain runs stmt, a read of posts (readColumns) that found none, with args again, in a
+// transaction that reads the position of the log too, in the same snapshot: the position an
+// empty page reflects, which no row gave.
+func readAgain(ctx context.Context, c *conns, stmt *sql.Stmt, args []any) ([]store.Post, int64, error) {
+	tx, err := c.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer tx.Rollback() // it wrote nothing
+	var position int64
+	if err := tx.StmtContext(ctx, c.stmt.lastPosition).QueryRowContext(ctx).Scan(&position); err != nil {
+		return nil, 0, err
+	}
+	rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
+	posts, err := collect(rows, err, []store.Post{}, scanAt(new(int64)))
+	return posts, position, err
 }
 
 // bound is t, a bound of Filter.Since or Until, in Unix milliseconds rounded up (a post, stored

@@ -53,11 +53,22 @@ const (
 // the plan), and reads the rows as they are stepped through: search stops reading at its
 // limit. A LIMIT would cost more than it saves: SQLite prepares a query of a virtual table
 // again whenever its LIMIT's parameter is bound (a quarter of a search's time).
+//
+// Before the post's columns, a search gives the last position of the event log and whether words
+// wait to be indexed (dueColumns), of the snapshot its statement reads: a page of a snapshot
+// where none wait is exact, and one where some do is read again with them (searchAgain).
 const (
 	searchColumns   = `p.id, p.user_id, p.title, p.body, p.created_at, p.updated_at, p.version`
+	dueColumns      = lastPosition + `, EXISTS (SELECT 1 FROM post_words_due)`
 	searchFrom      = ` FROM post_words w JOIN post_rows r ON r.row = w.rowid JOIN posts p ON p.id = r.id WHERE post_words MATCH ?1 AND w.rowid >= ?2 AND w.rowid < ?3`
-	searchSQL       = `SELECT ` + searchColumns + searchFrom + ` ORDER BY w.rowid DESC`
-	searchOldestSQL = `SELECT ` + searchColumns + searchFrom + ` ORDER BY w.rowid`
+	searchSQL       = `SELECT ` + dueColumns + `, ` + searchColumns + searchFrom + ` ORDER BY w.rowid DESC`
+	searchOldestSQL = `SELECT ` + dueColumns + `, ` + searchColumns + searchFrom + ` ORDER BY w.rowid`
+	// searchStateSQL is dueColumns alone, and searchDueSQL the posts whose words wait, of the
+	// rows from ?1 (inclusive) to ?2 (exclusive): at most maxUnindexed writes' and those of
+	// the transactions under way.
+	searchStateSQL = `SELECT ` + dueColumns
+	searchDueSQL   = `SELECT ` + searchColumns + ` FROM post_words_due d JOIN post_rows r ON r.row = d.row JOIN posts p ON p.id = r.id
+		WHERE d.words IS NOT NULL AND d.row >= ?1 AND d.row < ?2`
 )
 
 // indexWords writes into post_words, in tx, the words of the posts written since it last ran:
@@ -195,17 +206,11 @@ func bucket(ms int64) int64 { return min(max(ms, earliest), latest) }
 // rowOf is the first row id of the millisecond ms, clamped to those a row id can hold.
 func rowOf(ms int64) int64 { return min(max(ms, earliest), latest+1) * rowsPerMilli }
 
-// search reads a page of f, whose Search is not empty, from post_words, in one statement: the
-// rows of its range in row order, from After's millisecond on, those that are not in f's range
-// or do not follow After skipped (a millisecond at a bound, or After's, may hold both; so may the
-// first and the last millisecond of row ids, which hold the posts created before and after
-// them: see bucket). Past the page's last post it reads the rest of that post's millisecond,
-// whose posts may come before it in the order of lists, and stops at the next one. With check,
-// it skips the posts that do not hold f's words or are not of f's user, which the index may
-// give for rows of writes whose words are still to be indexed (Store.searchPosts).
-func search(ctx context.Context, c *conns, f store.Filter, check bool) ([]store.Post, error) {
+// rowRange is the row ids of post_words a search of f reads, from lo (inclusive) to hi
+// (exclusive): f's range, and from After's millisecond on. ok is false when none can match.
+func rowRange(f store.Filter) (lo, hi int64, ok bool) {
 	since, until := bound(f.Since, earliest), bound(f.Until, latest+1)
-	lo, hi := rowOf(bucket(since)), rowOf(until)
+	lo, hi = rowOf(bucket(since)), rowOf(until)
 	if until <= earliest || until > latest {
 		hi = rowOf(bucket(until) + 1) // in the first or last millisecond of row ids: read whole
 	}
@@ -216,46 +221,97 @@ func search(ctx context.Context, c *conns, f store.Filter, check bool) ([]store.
 			hi = min(hi, rowOf(ms+1))
 		}
 	}
-	if lo >= hi || f.Limit <= 0 {
-		return nil, nil
-	}
-	stmt := c.stmt.search[0]
-	if f.Oldest {
-		stmt = c.stmt.search[1]
+	return lo, hi, lo < hi && f.Limit > 0
+}
+
+// search reads a page of f, whose Search is not empty, from post_words, with stmt, one of the
+// statements of searchSQL, and the position and due of the snapshot it read (dueColumns; of a
+// page of no post, none: see searchAgain). It reads the rows of f's range in row order
+// (rowRange), those that are not in f's range or do not follow After skipped (a millisecond at a
+// bound, or After's, may hold both; so may the first and the last millisecond of row ids, which
+// hold the posts created before and after them: see bucket). Past the page's last post it reads
+// the rest of that post's millisecond, whose posts may come before it in the order of lists, and
+// stops at the next one. With check, it skips the posts that do not hold f's words or are not of
+// f's user, which the index may give for rows of writes whose words are still to be indexed.
+func search(ctx context.Context, stmt *sql.Stmt, f store.Filter, check bool) (page []store.Post, position int64, due bool, err error) {
+	lo, hi, ok := rowRange(f)
+	if !ok {
+		return nil, 0, false, nil
 	}
 	rows, err := stmt.QueryContext(ctx, match(f), lo, hi)
 	if err != nil {
-		return nil, err
+		return nil, 0, false, err
 	}
 	defer rows.Close() // which ends the statement, read to its end or not
-	var page []store.Post
 	for rows.Next() {
-		p, err := scanPost(rows)
+		p, err := scanPostAfter(rows, &position, &due)
 		if err != nil {
-			return nil, err
+			return nil, 0, false, err
 		}
 		if len(page) >= f.Limit && bucket(millis(p.CreatedAt)) != bucket(millis(page[len(page)-1].CreatedAt)) {
 			break
 		}
-		if check && !holds(f, p) {
-			continue
-		}
-		if (f.Since.IsZero() || !p.CreatedAt.Before(f.Since)) && (f.Until.IsZero() || p.CreatedAt.Before(f.Until)) &&
-			(f.After == nil || f.Follows(p, *f.After)) {
+		if keeps(f, p, check) {
 			page = append(page, p)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, 0, false, err
 	}
-	slices.SortFunc(page, func(a, b store.Post) int {
+	return pageOf(f, page), position, due, nil
+}
+
+// keeps says whether a search of f keeps p, a post its index gave: in f's range and after its
+// After, and, with check, of its user and holding its words.
+func keeps(f store.Filter, p store.Post, check bool) bool {
+	return (f.Since.IsZero() || !p.CreatedAt.Before(f.Since)) && (f.Until.IsZero() || p.CreatedAt.Before(f.Until)) &&
+		(f.After == nil || f.Follows(p, *f.After)) && (!check || holds(f, p))
+}
+
+// pageOf sorts posts, found by a search of f, in f's order and keeps the first f.Limit.
+func pageOf(f store.Filter, posts []store.Post) []store.Post {
+	slices.SortFunc(posts, func(a, b store.Post) int {
 		c := cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 		if f.Oldest {
 			return c
 		}
 		return -c
 	})
-	return page[:min(len(page), f.Limit)], nil
+	return posts[:min(len(posts), f.Limit)]
+}
+
+// searchAgain reads a page of f in one transaction with the position of the snapshot it reads,
+// for a search whose statement found no post, or found that words wait to be indexed in its
+// snapshot: then it checks each post the index gives (search) and adds those of the posts whose
+// words wait that hold f's words (searchDueSQL), so that the page is exact for the position
+// whatever the index holds.
+func searchAgain(ctx context.Context, c *conns, f store.Filter) ([]store.Post, int64, error) {
+	tx, err := c.read.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer tx.Rollback() // it wrote nothing
+	var position int64
+	var due bool
+	if err := tx.StmtContext(ctx, c.stmt.searchState).QueryRowContext(ctx).Scan(&position, &due); err != nil {
+		return nil, 0, err
+	}
+	page, _, _, err := search(ctx, tx.StmtContext(ctx, c.stmt.search[oldest(f)]), f, due)
+	if err != nil || !due {
+		return page, position, err
+	}
+	lo, hi, _ := rowRange(f)
+	dueRows, err := tx.StmtContext(ctx, c.stmt.searchDue).QueryContext(ctx, lo, hi)
+	waiting, err := collect(dueRows, err, nil, scanPost)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, p := range waiting {
+		if keeps(f, p, true) && !slices.ContainsFunc(page, func(q store.Post) bool { return q.ID == p.ID }) {
+			page = append(page, p)
+		}
+	}
+	return pageOf(f, page), position, nil
 }
 
 // holds says whether p is of f's user, if f has one, and holds f's words.
