@@ -260,12 +260,12 @@ func (s *Store) commitIndexing(tx *sql.Tx, c *conns, ws []*write) error {
 	if cm.unindexed < maxUnindexed && !slices.ContainsFunc(ws, func(w *write) bool { return w.index }) {
 		cm.behind.Store(true)
 		cm.deferred.Add(1)
-		return tx.Commit()
+		return c.state.commit(context.Background(), tx, c)
 	}
 	if err := indexWords(context.Background(), tx, c); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := c.state.commit(context.Background(), tx, c); err != nil {
 		return err
 	}
 	cm.unindexed = 0

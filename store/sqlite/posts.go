@@ -20,18 +20,12 @@ const postColumns = `id, user_id, title, body, created_at, updated_at, version`
 // EXPLAIN QUERY PLAN shows a SEARCH of an index, never a SCAN or a sort (a test checks). Row
 // values, (created_at, id) < (?, ?), let the index serve the keyset. A search reads the index of
 // words instead (search.go).
-//
-// Each read gives, before the post's columns, the last position of the event log (readColumns):
-// one statement reads one snapshot, so that is the position the post reflects exactly
-// (store.Seen); a page that finds no post reads it again in a transaction with the position
-// (readAgain).
 const (
-	readColumns         = lastPosition + `, ` + postColumns
-	getPostSQL          = `SELECT ` + readColumns + ` FROM posts WHERE id = ?`
-	listSQL             = `SELECT ` + readColumns + ` FROM posts WHERE (created_at, id) < (?1, ?2) AND created_at >= ?3 ORDER BY created_at DESC, id DESC LIMIT ?4`
-	listOldestSQL       = `SELECT ` + readColumns + ` FROM posts WHERE (created_at, id) > (?1, ?2) AND created_at < ?3 ORDER BY created_at, id LIMIT ?4`
-	listByUserSQL       = `SELECT ` + readColumns + ` FROM posts WHERE user_id = ?5 AND (created_at, id) < (?1, ?2) AND created_at >= ?3 ORDER BY created_at DESC, id DESC LIMIT ?4`
-	listByUserOldestSQL = `SELECT ` + readColumns + ` FROM posts WHERE user_id = ?5 AND (created_at, id) > (?1, ?2) AND created_at < ?3 ORDER BY created_at, id LIMIT ?4`
+	getPostSQL          = `SELECT ` + postColumns + ` FROM posts WHERE id = ?`
+	listSQL             = `SELECT ` + postColumns + ` FROM posts WHERE (created_at, id) < (?1, ?2) AND created_at >= ?3 ORDER BY created_at DESC, id DESC LIMIT ?4`
+	listOldestSQL       = `SELECT ` + postColumns + ` FROM posts WHERE (created_at, id) > (?1, ?2) AND created_at < ?3 ORDER BY created_at, id LIMIT ?4`
+	listByUserSQL       = `SELECT ` + postColumns + ` FROM posts WHERE user_id = ?5 AND (created_at, id) < (?1, ?2) AND created_at >= ?3 ORDER BY created_at DESC, id DESC LIMIT ?4`
+	listByUserOldestSQL = `SELECT ` + postColumns + ` FROM posts WHERE user_id = ?5 AND (created_at, id) > (?1, ?2) AND created_at < ?3 ORDER BY created_at, id LIMIT ?4`
 	insertPostSQL       = `INSERT INTO posts (` + postColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	// insertLivePostSQL is InsertPost's insert: insertPostSQL's unless the id is of a deleted post
 	// kept in deleted_posts: then it inserts nothing (store.ErrDeleted).
@@ -66,8 +60,8 @@ type statements struct {
 	getPost, getUser, getUsers                   *sql.Stmt       // on the readers
 	list                                         [2][2]*sql.Stmt // [by user][oldest first]
 	search                                       [2]*sql.Stmt    // [oldest first] (search.go)
-	searchState, searchDue                       *sql.Stmt
-	insertPost, updatePost, deletePost, saveUser *sql.Stmt // on the writer
+	readState, writeState, searchDue             *sql.Stmt       // of the state of a snapshot (state.go), and search.go
+	insertPost, updatePost, deletePost, saveUser *sql.Stmt       // on the writer
 	keepDeleted                                  *sql.Stmt
 	savepoint, rollbackTo, release               *sql.Stmt // of the writes of a shared transaction (commit.go)
 	indexWords                                   *sql.Stmt // of the search's index (search.go)
@@ -90,7 +84,8 @@ func (st *statements) prepare(read, write *sql.DB) error {
 		{read, &st.list[1][1], listByUserOldestSQL},
 		{read, &st.search[0], searchSQL},
 		{read, &st.search[1], searchOldestSQL},
-		{read, &st.searchState, searchStateSQL},
+		{read, &st.readState, stateSQL},
+		{write, &st.writeState, stateSQL},
 		{read, &st.searchDue, searchDueSQL},
 		{read, &st.getUser, getUserSQL},
 		{read, &st.getUsers, getUsersSQL},
@@ -131,19 +126,9 @@ func (st *statements) close() {
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
-// scanPost reads a post's columns (postColumns) from row.
-func scanPost(row scanner) (store.Post, error) { return scanPostAfter(row) }
-
-// scanAt returns a scan of the rows of a read (readColumns) that keeps their position in
-// position.
-func scanAt(position *int64) func(scanner) (store.Post, error) {
-	return func(row scanner) (store.Post, error) { return scanPostAfter(row, position) }
-}
-
-// scanPostAfter reads a post's columns from row, after those of lead.
-func scanPostAfter(row scanner, lead ...any) (p store.Post, err error) {
+func scanPost(row scanner) (p store.Post, err error) {
 	var created, updated int64
-	if err := row.Scan(append(lead, &p.ID, &p.UserID, &p.Title, &p.Body, &created, &updated, &p.Version)...); err != nil {
+	if err := row.Scan(&p.ID, &p.UserID, &p.Title, &p.Body, &created, &updated, &p.Version); err != nil {
 		return store.Post{}, err
 	}
 	p.CreatedAt, p.UpdatedAt = fromMillis(created), fromMillis(updated)
@@ -166,12 +151,15 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 		return store.Post{}, err
 	}
 	defer done()
-	var position int64
-	p, err := scanAt(&position)(c.stmt.getPost.QueryRowContext(ctx, id))
-	if err == nil {
-		note(ctx, position)
+	posts, position, err := read(ctx, c, c.stmt.getPost, []any{id}, make([]store.Post, 0, 1))
+	if err == nil && len(posts) == 0 {
+		err = sql.ErrNoRows
 	}
-	return p, s.classify(err)
+	if err != nil {
+		return store.Post{}, s.classify(err)
+	}
+	note(ctx, position)
+	return posts[0], nil
 }
 
 // note notes position in the store.Seen of ctx, if its caller asked for one.
@@ -179,6 +167,30 @@ func note(ctx context.Context, position int64) {
 	if seen := store.SeenIn(ctx); seen != nil {
 		seen.Note(position)
 	}
+}
+
+// read runs stmt, a read of posts (postColumns), with args, appending them to into, and, for a
+// caller that asked for the position of its read (store.Seen), returns the last position of the
+// snapshot it read (state.during), reading again in a transaction that reads it too if that is
+// not certain (readAgain).
+func read(ctx context.Context, c *conns, stmt *sql.Stmt, args []any, into []store.Post) ([]store.Post, int64, error) {
+	run := func() ([]store.Post, error) {
+		rows, err := stmt.QueryContext(ctx, args...)
+		return collect(rows, err, into, scanPost)
+	}
+	if store.SeenIn(ctx) == nil {
+		posts, err := run()
+		return posts, 0, err
+	}
+	var posts []store.Post
+	last, _, exact, err := c.state.during(func() (err error) {
+		posts, err = run()
+		return err
+	})
+	if err == nil && !exact {
+		return readAgain(ctx, c, stmt, args, into[:0])
+	}
+	return posts, last, err
 }
 
 // ListPosts returns the posts that f selects, in its order.
@@ -202,8 +214,10 @@ func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, er
 // every post whose write has returned: if words wait to be indexed (commitIndexing), it has them
 // indexed first, through the committer, before it takes the read lock that the committer may
 // wait for (Store.wrote). A transaction that leaves words unindexed may still commit before the
-// search reads (a write that has not returned); the search's statement says so (its due column),
-// and then searchAgain reads the page in a transaction that finds those posts too.
+// search reads (a write that has not returned): then the index may hold, for a row of that
+// write, the words of the post it had before (updated, or deleted and its row taken again), or
+// none; the state of the search's snapshot says so (state.during), and searchAgain reads it
+// again with the posts whose words wait.
 func (s *Store) searchPosts(ctx context.Context, f store.Filter) ([]store.Post, error) {
 	c, err := s.conns()
 	if err != nil {
@@ -221,18 +235,22 @@ func (s *Store) searchPosts(ctx context.Context, f store.Filter) ([]store.Post, 
 	return posts, err
 }
 
-// searchRead reads the page of searchPosts and the position it reflects.
+// searchRead reads the page of searchPosts, and the log's last position in its snapshot.
 func (s *Store) searchRead(ctx context.Context, f store.Filter) ([]store.Post, int64, error) {
 	c, done, err := s.reading()
 	if err != nil {
 		return nil, 0, err
 	}
 	defer done()
-	posts, position, due, err := search(ctx, c.stmt.search[oldest(f)], f, false)
-	if err == nil && (due || len(posts) == 0) {
-		posts, position, err = searchAgain(ctx, c, f)
+	var posts []store.Post
+	last, due, exact, err := c.state.during(func() (err error) {
+		posts, err = search(ctx, c.stmt.search[oldest(f)], f, false)
+		return err
+	})
+	if err == nil && (!exact || due) {
+		posts, last, err = searchAgain(ctx, c, f)
 	}
-	return posts, position, s.classify(err)
+	return posts, last, s.classify(err)
 }
 
 // list reads a page of f, which has no search, from the index of its order, and the position it
@@ -246,14 +264,7 @@ func list(ctx context.Context, c *conns, f store.Filter) ([]store.Post, int64, e
 	if f.Oldest {
 		stop = bound(f.Until, math.MaxInt64)
 	}
-	stmt, args := c.stmt.list[byUser][oldest(f)], []any{ms, id, stop, f.Limit, f.UserID}
-	var position int64
-	rows, err := stmt.QueryContext(ctx, args...)
-	posts, err := collect(rows, err, make([]store.Post, 0, f.Limit), scanAt(&position))
-	if err == nil && len(posts) == 0 {
-		return readAgain(ctx, c, stmt, args)
-	}
-	return posts, position, err
+	return read(ctx, c, c.stmt.list[byUser][oldest(f)], []any{ms, id, stop, f.Limit, f.UserID}, make([]store.Post, 0, f.Limit))
 }
 
 // oldest is the index of f's order in the statements of both orders: 1 oldest first.
@@ -264,22 +275,22 @@ func oldest(f store.Filter) int {
 	return 0
 }
 
-// readAgain runs stmt, a read of posts (readColumns) that found none, with args again, in a
-// transaction that reads the position of the log too, in the same snapshot: the position an
-// empty page reflects, which no row gave.
-func readAgain(ctx context.Context, c *conns, stmt *sql.Stmt, args []any) ([]store.Post, int64, error) {
+// readAgain runs stmt, a read of posts, with args, in a transaction that reads the state of its
+// snapshot too (stateSQL), and returns the posts and the log's last position in it.
+func readAgain(ctx context.Context, c *conns, stmt *sql.Stmt, args []any, into []store.Post) ([]store.Post, int64, error) {
 	tx, err := c.read.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer tx.Rollback() // it wrote nothing
-	var position int64
-	if err := tx.StmtContext(ctx, c.stmt.lastPosition).QueryRowContext(ctx).Scan(&position); err != nil {
+	var last int64
+	var due bool
+	if err := tx.StmtContext(ctx, c.stmt.readState).QueryRowContext(ctx).Scan(&last, &due); err != nil {
 		return nil, 0, err
 	}
 	rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
-	posts, err := collect(rows, err, []store.Post{}, scanAt(new(int64)))
-	return posts, position, err
+	posts, err := collect(rows, err, into, scanPost)
+	return posts, last, err
 }
 
 // bound is t, a bound of Filter.Since or Until, in Unix milliseconds rounded up (a post, stored

@@ -53,21 +53,15 @@ const (
 // the plan), and reads the rows as they are stepped through: search stops reading at its
 // limit. A LIMIT would cost more than it saves: SQLite prepares a query of a virtual table
 // again whenever its LIMIT's parameter is bound (a quarter of a search's time).
-//
-// Before the post's columns, a search gives the last position of the event log and whether words
-// wait to be indexed (dueColumns), of the snapshot its statement reads: a page of a snapshot
-// where none wait is exact, and one where some do is read again with them (searchAgain).
 const (
 	searchColumns   = `p.id, p.user_id, p.title, p.body, p.created_at, p.updated_at, p.version`
-	dueColumns      = lastPosition + `, EXISTS (SELECT 1 FROM post_words_due)`
 	searchFrom      = ` FROM post_words w JOIN post_rows r ON r.row = w.rowid JOIN posts p ON p.id = r.id WHERE post_words MATCH ?1 AND w.rowid >= ?2 AND w.rowid < ?3`
-	searchSQL       = `SELECT ` + dueColumns + `, ` + searchColumns + searchFrom + ` ORDER BY w.rowid DESC`
-	searchOldestSQL = `SELECT ` + dueColumns + `, ` + searchColumns + searchFrom + ` ORDER BY w.rowid`
-	// searchStateSQL is dueColumns alone, and searchDueSQL the posts whose words wait, of the
-	// rows from ?1 (inclusive) to ?2 (exclusive): at most maxUnindexed writes' and those of
-	// the transactions under way.
-	searchStateSQL = `SELECT ` + dueColumns
-	searchDueSQL   = `SELECT ` + searchColumns + ` FROM post_words_due d JOIN post_rows r ON r.row = d.row JOIN posts p ON p.id = r.id
+	searchSQL       = `SELECT ` + searchColumns + searchFrom + ` ORDER BY w.rowid DESC`
+	searchOldestSQL = `SELECT ` + searchColumns + searchFrom + ` ORDER BY w.rowid`
+	// searchDueSQL reads the posts whose words wait to be indexed, of the rows from ?1
+	// (inclusive) to ?2 (exclusive): at most maxUnindexed writes' and those of the
+	// transactions under way (searchAgain).
+	searchDueSQL = `SELECT ` + searchColumns + ` FROM post_words_due d JOIN post_rows r ON r.row = d.row JOIN posts p ON p.id = r.id
 		WHERE d.words IS NOT NULL AND d.row >= ?1 AND d.row < ?2`
 )
 
@@ -225,28 +219,28 @@ func rowRange(f store.Filter) (lo, hi int64, ok bool) {
 }
 
 // search reads a page of f, whose Search is not empty, from post_words, with stmt, one of the
-// statements of searchSQL, and the position and due of the snapshot it read (dueColumns; of a
-// page of no post, none: see searchAgain). It reads the rows of f's range in row order
-// (rowRange), those that are not in f's range or do not follow After skipped (a millisecond at a
-// bound, or After's, may hold both; so may the first and the last millisecond of row ids, which
-// hold the posts created before and after them: see bucket). Past the page's last post it reads
-// the rest of that post's millisecond, whose posts may come before it in the order of lists, and
-// stops at the next one. With check, it skips the posts that do not hold f's words or are not of
-// f's user, which the index may give for rows of writes whose words are still to be indexed.
-func search(ctx context.Context, stmt *sql.Stmt, f store.Filter, check bool) (page []store.Post, position int64, due bool, err error) {
+// statements of searchSQL. It reads the rows of f's range in row order (rowRange), those that
+// are not in f's range or do not follow After skipped (a millisecond at a bound, or After's, may
+// hold both; so may the first and the last millisecond of row ids, which hold the posts created
+// before and after them: see bucket). Past the page's last post it reads the rest of that post's
+// millisecond, whose posts may come before it in the order of lists, and stops at the next one.
+// With check, it skips the posts that do not hold f's words or are not of f's user, which the
+// index may give for rows of writes whose words are still to be indexed.
+func search(ctx context.Context, stmt *sql.Stmt, f store.Filter, check bool) ([]store.Post, error) {
 	lo, hi, ok := rowRange(f)
 	if !ok {
-		return nil, 0, false, nil
+		return nil, nil
 	}
 	rows, err := stmt.QueryContext(ctx, match(f), lo, hi)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, err
 	}
 	defer rows.Close() // which ends the statement, read to its end or not
+	var page []store.Post
 	for rows.Next() {
-		p, err := scanPostAfter(rows, &position, &due)
+		p, err := scanPost(rows)
 		if err != nil {
-			return nil, 0, false, err
+			return nil, err
 		}
 		if len(page) >= f.Limit && bucket(millis(p.CreatedAt)) != bucket(millis(page[len(page)-1].CreatedAt)) {
 			break
@@ -256,9 +250,9 @@ func search(ctx context.Context, stmt *sql.Stmt, f store.Filter, check bool) (pa
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, false, err
+		return nil, err
 	}
-	return pageOf(f, page), position, due, nil
+	return pageOf(f, page), nil
 }
 
 // keeps says whether a search of f keeps p, a post its index gave: in f's range and after its
@@ -280,25 +274,25 @@ func pageOf(f store.Filter, posts []store.Post) []store.Post {
 	return posts[:min(len(posts), f.Limit)]
 }
 
-// searchAgain reads a page of f in one transaction with the position of the snapshot it reads,
-// for a search whose statement found no post, or found that words wait to be indexed in its
-// snapshot: then it checks each post the index gives (search) and adds those of the posts whose
-// words wait that hold f's words (searchDueSQL), so that the page is exact for the position
-// whatever the index holds.
+// searchAgain reads a page of f in one transaction that reads the state of its snapshot too
+// (stateSQL), for a search that overlapped a commit, or whose snapshot holds words waiting to
+// be indexed: then it checks each post the index gives (search) and adds the posts whose words
+// wait that hold f's words (searchDueSQL), so that the page is exact for its snapshot whatever
+// the index holds. It returns the page and the log's last position in that snapshot.
 func searchAgain(ctx context.Context, c *conns, f store.Filter) ([]store.Post, int64, error) {
 	tx, err := c.read.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer tx.Rollback() // it wrote nothing
-	var position int64
+	var last int64
 	var due bool
-	if err := tx.StmtContext(ctx, c.stmt.searchState).QueryRowContext(ctx).Scan(&position, &due); err != nil {
+	if err := tx.StmtContext(ctx, c.stmt.readState).QueryRowContext(ctx).Scan(&last, &due); err != nil {
 		return nil, 0, err
 	}
-	page, _, _, err := search(ctx, tx.StmtContext(ctx, c.stmt.search[oldest(f)]), f, due)
+	page, err := search(ctx, tx.StmtContext(ctx, c.stmt.search[oldest(f)]), f, due)
 	if err != nil || !due {
-		return page, position, err
+		return page, last, err
 	}
 	lo, hi, _ := rowRange(f)
 	dueRows, err := tx.StmtContext(ctx, c.stmt.searchDue).QueryContext(ctx, lo, hi)
@@ -311,7 +305,7 @@ func searchAgain(ctx context.Context, c *conns, f store.Filter) ([]store.Post, i
 			page = append(page, p)
 		}
 	}
-	return pageOf(f, page), position, nil
+	return pageOf(f, page), last, nil
 }
 
 // holds says whether p is of f's user, if f has one, and holds f's words.

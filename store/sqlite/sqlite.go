@@ -72,6 +72,8 @@ type conns struct {
 	logKey  []byte        // the event log's key (events.go), which never changes
 	// committer runs the write transactions (commit.go); nil until the store is open.
 	committer *committer
+	// state is what the last commit left the file holding (state.go).
+	state state
 }
 
 // New returns the store of dir, not yet open: it does no I/O, so a config can be provisioned
@@ -153,6 +155,9 @@ func openConns(dir string, opts Options) (_ *conns, err error) {
 	}
 	if err := c.write.QueryRow(logKeySQL).Scan(&c.logKey); err != nil {
 		return nil, fmt.Errorf("reading the event log's key: %w", err)
+	}
+	if err := c.state.load(context.Background(), c.write); err != nil {
+		return nil, fmt.Errorf("reading the event log's last position: %w", err)
 	}
 	if c.read, err = openDB(dsn(path, "deferred", "query_only(1)")); err != nil {
 		return nil, err

@@ -199,7 +199,7 @@ func testReadsBesideWriters(t *testing.T, open Open, aheadOK bool) {
 		}
 		for id, v := range r.got {
 			if w, ok := want[id]; (!ok || v != w) && !(aheadOK && later[id]) {
-				t.Errorf("%s at position %d shows post %s at version %d; the log has it at %d (%v) by then, and no later event of it", r.name, r.position, id, v, w, ok)
+				t.Errorf("%s at position %d shows post %s at version %d; the log has it at version %d (stored: %v) at that position", r.name, r.position, id, v, w, ok)
 			}
 		}
 	}
