@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/store/mongo/mongotest"
 )
 
@@ -118,6 +119,10 @@ func (c *client) graphqlGet(siteURL string, params url.Values, header ...string)
 type gqlResponse struct {
 	Data   json.RawMessage `json:"data"`
 	Errors []gqlError      `json:"errors"`
+	// Extensions of a query's answer hold the cursor of the event log's position it reflects.
+	Extensions *struct {
+		Cursor string `json:"cursor"`
+	} `json:"extensions"`
 }
 
 type gqlError struct {
@@ -168,6 +173,9 @@ func check(t *testing.T, res response, want gqlWant) gqlResponse {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&out); err != nil {
 		t.Fatalf("decoding %s: %v", res.body, err)
+	}
+	if out.Extensions != nil && len(out.Extensions.Cursor) != events.CursorLength {
+		t.Errorf("extensions = %+v; want a cursor of the event log, or none (body %s)", *out.Extensions, res.body)
 	}
 	switch want.data {
 	case "":

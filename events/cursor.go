@@ -48,7 +48,7 @@ func (c Cursors) Read(cursor string) (int64, error) {
 		return 0, ErrBadCursor
 	}
 	position := int64(binary.BigEndian.Uint64(b[1:9]))
-	if !hmac.Equal(b[9:], c.sign(b[:9])) || position < 1 {
+	if !hmac.Equal(b[9:], c.sign(b[:9])) || position < 0 {
 		return 0, ErrBadCursor
 	}
 	return position, nil

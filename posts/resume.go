@@ -24,6 +24,24 @@ func (s *Service) Cursor(position int64) string {
 	return s.follower.Cursors().Make(position)
 }
 
+// Seen is the position of the event log that a caller's reads reflect (store.Seen).
+type Seen = store.Seen
+
+// WithSeen returns a context whose reads (Get, List) note the position of the log they reflect
+// in the Seen it returns, for ReadCursor.
+func WithSeen(ctx context.Context) (context.Context, *Seen) { return store.WithSeen(ctx) }
+
+// ReadCursor is the cursor of the position seen, which the reads of a context of WithSeen noted:
+// a subscription that resumes from it gets every change that they did not show. "" when they
+// noted none, or the service publishes no events.
+func (s *Service) ReadCursor(seen *Seen) string {
+	position, noted := seen.Position()
+	if s.follower == nil || !noted {
+		return ""
+	}
+	return s.follower.Cursors().Make(position)
+}
+
 // ResumeAfter returns the position that cursor names, once the log is read: a cursor this log
 // did not make (malformed, altered, another store's) is an *InvalidError of field resumeFrom,
 // with no store read; one whose event the log no longer keeps is ErrCursorExpired.
@@ -48,23 +66,37 @@ func (s *Service) ResumeAfter(ctx context.Context, cursor string) (int64, error)
 	return position, nil
 }
 
-// StillKept checks that the log still keeps position, which a replay has read from: once it
-// does not, the expiry may have taken what followed it (ErrCursorExpired).
+// StillKept checks that the log still keeps every event after position, which a replay has read
+// from, or a read reflects (ReadCursor): once it does not, the expiry may have taken what
+// followed it (ErrCursorExpired). Expiry takes the oldest events first, so they are all kept when
+// the log keeps position's event or the next one, or has given no position after it: a read's
+// position may be that of an event expired since (a quiet store, every event older than
+// events_ttl), with nothing after it to miss.
 func (s *Service) StillKept(ctx context.Context, position int64) error {
 	if s.follower == nil {
 		return fmt.Errorf("%w: this service publishes no events", ErrUnavailable)
 	}
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	// Position 0 is before the log's first event, which nothing expired while the log keeps it.
-	kept, err := s.follower.Log().Kept(ctx, max(position, 1))
-	switch {
+	log := s.follower.Log()
+	for _, p := range []int64{position, position + 1} {
+		if p < 1 { // position 0 is before the log's first event
+			continue
+		}
+		switch kept, err := log.Kept(ctx, p); {
+		case err != nil:
+			return fromStore(err)
+		case kept:
+			return nil
+		}
+	}
+	switch last, err := log.LastPosition(ctx); {
 	case err != nil:
 		return fromStore(err)
-	case !kept:
-		return ErrCursorExpired
+	case position >= last:
+		return nil
 	}
-	return nil
+	return ErrCursorExpired
 }
 
 // Handed is the position of the last event handed to this instance's subscribers (or passed

@@ -66,18 +66,56 @@ func TestResumeAfter(t *testing.T) {
 			t.Errorf("refusing them read the log %d times", n)
 		}
 	})
-	t.Run("a cursor whose event expired is ErrCursorExpired", func(t *testing.T) {
+	t.Run("a cursor after which an event expired is ErrCursorExpired", func(t *testing.T) {
 		// The newest alone is kept.
 		if _, err := st.ExpireEvents(t.Context(), time.Now().Add(-time.Hour), 1); err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range cursors[:2] {
-			if _, err := svc.ResumeAfter(t.Context(), c); !errors.Is(err, ErrCursorExpired) {
-				t.Errorf("ResumeAfter of an expired cursor: %v; want ErrCursorExpired", err)
+		if _, err := svc.ResumeAfter(t.Context(), cursors[0]); !errors.Is(err, ErrCursorExpired) {
+			t.Errorf("ResumeAfter of the first cursor, whose next event expired: %v; want ErrCursorExpired", err)
+		}
+		// The second's event expired too, but every event after it is kept: nothing is lost.
+		for i, c := range cursors[1:] {
+			if p, err := svc.ResumeAfter(t.Context(), c); err != nil || p != int64(i+2) {
+				t.Errorf("ResumeAfter of cursor %d, with every later event kept = %d, %v", i+2, p, err)
 			}
 		}
-		if p, err := svc.ResumeAfter(t.Context(), cursors[2]); err != nil || p != 3 {
-			t.Errorf("ResumeAfter of the cursor kept = %d, %v", p, err)
+	})
+	t.Run("a read's cursor resumes after every event it reflects, even expired", func(t *testing.T) {
+		ctx, seen := WithSeen(t.Context())
+		if _, err := svc.List(ctx, ListQuery{}); err != nil {
+			t.Fatal(err)
+		}
+		c := svc.ReadCursor(seen)
+		if p, err := svc.ResumeAfter(t.Context(), c); err != nil || p != 3 {
+			t.Fatalf("ResumeAfter of the read's cursor = %d, %v; want 3, the last event's", p, err)
+		}
+		// A quiet store: every event expires, and the read's cursor still resumes.
+		if _, err := st.ExpireEvents(t.Context(), time.Now().Add(time.Hour), 0); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := svc.ResumeAfter(t.Context(), c); err != nil || p != 3 {
+			t.Errorf("ResumeAfter of the read's cursor once every event expired = %d, %v; want 3", p, err)
 		}
 	})
+}
+
+func TestReadCursorOfALogThatNeverHeldAnEvent(t *testing.T) {
+	st := newStore(t)
+	broker, follower := publishing(t, st)
+	svc := NewService(Config{Store: st, Timeout: time.Second, MaxLimit: 10, Logger: zap.NewNop(), Events: broker, Follower: follower})
+	ctx, seen := WithSeen(t.Context())
+	if _, err := svc.Get(ctx, "67d446000000000000000001"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a get of no post: %v", err)
+	}
+	if c := svc.ReadCursor(seen); c != "" {
+		t.Errorf("a read that found nothing gave cursor %q; want none", c)
+	}
+	if _, err := svc.List(ctx, ListQuery{}); err != nil {
+		t.Fatal(err)
+	}
+	c := svc.ReadCursor(seen)
+	if p, err := svc.ResumeAfter(t.Context(), c); err != nil || p != 0 {
+		t.Errorf("ResumeAfter(%q), the cursor of an empty list of an empty log = %d, %v; want 0, before its first event", c, p, err)
+	}
 }

@@ -179,6 +179,10 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits, persisted ...Per
 // budget). A response has at most MaxErrors errors and one more that says how many were cut.
 func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 	req := op.request
+	var seen *posts.Seen
+	if op.Type == string(ast.Query) {
+		ctx, seen = posts.WithSeen(ctx)
+	}
 	b := newBudget(s.limits.MaxResponseSize, op.shape, nil)
 	b.charge(b.object(operationRoots[ast.Operation(op.Type)]))
 	res, planned := s.executePlan(ctx, op, b)
@@ -202,8 +206,19 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 	if res.Data == nil && slices.ContainsFunc(res.Errors, func(e *gqlerrors.QueryError) bool { return e.Rule == "MaxDepthExceeded" }) {
 		metrics.LimitRefused("max_depth") // graphql-go's own check
 	}
+	if seen != nil && res.Data != nil {
+		if cursor := s.svc.ReadCursor(seen); cursor != "" {
+			res.Extensions = map[string]any{CursorExtension: cursor}
+		}
+	}
 	return capResponseErrors(res)
 }
+
+// CursorExtension is the member of a response's extensions that holds a cursor of the event
+// log: of an event, the event's position; of a query, the position its reads of posts reflect
+// (posts.Service.ReadCursor), from which a subscription's resumeFrom gets every change after
+// them.
+const CursorExtension = "cursor"
 
 // locatedInQuery gives the validation errors of the printed document where the client wrote
 // them: graphql-go validates the client's own text. That text is only parsed and validated,

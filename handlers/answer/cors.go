@@ -32,7 +32,7 @@ import (
 // corsExposed are the response headers a page may read besides the safelisted ones: the
 // validators, where a post was created, the next page, when to retry, why a credential was
 // refused, what a 405's path takes, and that a create was an earlier one's answer.
-const corsExposed = "ETag, Last-Modified, Location, Link, Retry-After, WWW-Authenticate, Allow, " + ReplayedHeader
+const corsExposed = "ETag, Last-Modified, Location, Link, Retry-After, WWW-Authenticate, Allow, " + ReplayedHeader + ", " + CursorHeader
 
 // corsMaxAge is how long a browser may keep a preflight's answer, in seconds: ten minutes, below
 // Chromium's cap of two hours, so that a reload that drops an origin is soon felt.
@@ -51,6 +51,10 @@ const (
 	// ReplayedHeader marks an answer sent again (WriteKept), under Stripe's name for it.
 	ReplayedHeader = "Idempotent-Replayed"
 )
+
+// CursorHeader carries, on a REST read, the cursor of the event log's position it reflects
+// (posts.Service.ReadCursor), which a page may read and resume a subscription from.
+const CursorHeader = "Posts-Cursor"
 
 // CORS is which origins' pages may use the API, and what a preflight is answered.
 type CORS struct {

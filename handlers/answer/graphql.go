@@ -44,11 +44,15 @@ func WriteGraphQL(w http.ResponseWriter, media string, status int, res *graphql.
 		SetFailed(w)
 	}
 	w.WriteHeader(status)
-	if len(res.Errors) == 0 && res.Extensions == nil && res.Data != nil {
-		// What the encoder below writes of data alone, without its check of data, which the
-		// schema wrote as compact JSON; in one Write, as REST's answers.
+	if cursor, plain := cursorOnly(res.Extensions); len(res.Errors) == 0 && plain && res.Data != nil {
+		// What the encoder below writes of data, and of a cursor, without its check of data,
+		// which the schema wrote as compact JSON; in one Write, as REST's answers.
 		b := GetBuffer()
-		*b = append(append(append(*b, `{"data":`...), res.Data...), "}\n"...)
+		*b = append(append(*b, `{"data":`...), res.Data...)
+		if cursor != "" {
+			*b = append(append(append(*b, `,"extensions":{"cursor":"`...), cursor...), `"}`...)
+		}
+		*b = append(*b, "}\n"...)
 		_, _ = w.Write(*b)
 		PutBuffer(b)
 		return
@@ -72,4 +76,22 @@ func graphQLHeaders(media string) (contentType, noSniff []string) {
 	}
 	values := []string{typ, "nosniff"}
 	return values[:1:1], values[1:]
+}
+
+// cursorOnly says whether extensions are none, or a cursor alone (a query's, schema.Schema.Execute)
+// that JSON writes as it is, and returns that cursor.
+func cursorOnly(extensions map[string]any) (cursor string, plain bool) {
+	if len(extensions) == 0 {
+		return "", true
+	}
+	cursor, ok := extensions["cursor"].(string)
+	if !ok || len(extensions) != 1 || cursor == "" {
+		return "", false
+	}
+	for _, c := range []byte(cursor) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return "", false
+		}
+	}
+	return cursor, true
 }

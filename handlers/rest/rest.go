@@ -73,13 +73,15 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, err := h.Posts.List(r.Context(), q)
+	ctx, seen := posts.WithSeen(r.Context())
+	page, err := h.Posts.List(ctx, q)
 	if errors.Is(err, posts.ErrInvalid) {
 		return answer.BadRequest("%v", err) // a bad query parameter, not a bad entity
 	}
 	if err != nil {
 		return err
 	}
+	h.setCursor(w, seen)
 	// A page ends early rather than grow past MaxResponseSize; its Link then resumes after the
 	// last post sent, so that a client following Links still gets every post once.
 	n, next := pageFits(page.Posts, h.MaxResponseSize), page.Next
@@ -91,6 +93,15 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	}
 	writePage(w, http.StatusOK, page.Posts[:n])
 	return nil
+}
+
+// setCursor sets the Posts-Cursor header of w to the cursor of the position of the event log
+// that the reads of seen reflect, from which a subscription resumes with every change after
+// them (docs/subscriptions.md).
+func (h *Handler) setCursor(w http.ResponseWriter, seen *posts.Seen) {
+	if c := h.Posts.ReadCursor(seen); c != "" {
+		w.Header().Set(answer.CursorHeader, c)
+	}
 }
 
 // nextLink is the Link header to the page that starts after the cursor after, of the list that
@@ -160,10 +171,12 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	post, err := h.Posts.Get(r.Context(), postID(r))
+	ctx, seen := posts.WithSeen(r.Context())
+	post, err := h.Posts.Get(ctx, postID(r))
 	if err != nil {
 		return err
 	}
+	h.setCursor(w, seen)
 	status := pre.read(post)
 	if status == http.StatusPreconditionFailed {
 		return preconditionFailed(post)
