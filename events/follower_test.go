@@ -119,6 +119,21 @@ func (l *memLog) Kept(_ context.Context, position int64) (bool, error) {
 	return kept, l.fail
 }
 
+// KeepsAfter says whether position is decided and every event after it is kept.
+func (l *memLog) KeepsAfter(_ context.Context, position int64) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if position > l.decided {
+		return false, l.fail
+	}
+	for p := position + 1; p <= l.decided; p++ {
+		if _, kept := l.events[p]; !kept {
+			return false, l.fail
+		}
+	}
+	return true, l.fail
+}
+
 // memLogKey is the key of every memLog.
 var memLogKey = []byte("memLog's own key") // 16 bytes
 

@@ -339,13 +339,13 @@ func TestQueriesAreStreamedOnlyToClientsThatTakeNoJSON(t *testing.T) {
 	t.Run("a query to an SSE-only client is one next event and complete", func(t *testing.T) {
 		r := s.post(t, "text/event-stream", query, nil)
 		wantStreamHeaders(t, r, eventStreamCT)
-		if got, want := r.rest(t), sseOpen+"id: "+cursor+"\nevent: next\ndata: "+data+"\n\n"+sseComplete; got != want {
+		if got, want := r.rest(t), sseOpen+"event: next\ndata: "+data+"\n\n"+sseComplete; got != want {
 			t.Errorf("the stream %q; want %q", got, want)
 		}
 	})
 	t.Run("a query over GET to an SSE-only client is one next event and complete", func(t *testing.T) {
 		r := s.get(t, "text/event-stream", "{ posts { title } }", nil)
-		if got, want := r.rest(t), sseOpen+"id: "+cursor+"\nevent: next\ndata: "+data+"\n\n"+sseComplete; got != want {
+		if got, want := r.rest(t), sseOpen+"event: next\ndata: "+data+"\n\n"+sseComplete; got != want {
 			t.Errorf("the stream %q; want %q", got, want)
 		}
 	})
@@ -667,10 +667,10 @@ func TestAnSSEEventsIdIsNeverTheData(t *testing.T) {
 	id := s.createPost(t, "not-a-cursor")
 	// Aliases can spell the extensions member inside the data: {"data":{"extensions":{"cursor":…}}}.
 	const aliased = `{ extensions: post(id: \"%s\") { cursor: title } }`
-	t.Run("a query whose aliases spell extensions.cursor has its read's cursor as id", func(t *testing.T) {
+	t.Run("a query whose aliases spell extensions.cursor gets no id", func(t *testing.T) {
 		r := s.post(t, acceptSSE, `{"query": "`+strings.Replace(aliased, "%s", id, 1)+`"}`, nil)
 		cursor := s.api.cfg.Posts.Cursor(1)
-		want := sseOpen + "id: " + cursor + "\nevent: next\ndata: {\"data\":{\"extensions\":{\"cursor\":\"not-a-cursor\"}},\"extensions\":{\"cursor\":\"" + cursor + "\"}}\n\n" + sseComplete
+		want := sseOpen + "event: next\ndata: {\"data\":{\"extensions\":{\"cursor\":\"not-a-cursor\"}},\"extensions\":{\"cursor\":\"" + cursor + "\"}}\n\n" + sseComplete
 		if got := r.rest(t); got != want {
 			t.Errorf("the stream %q; want %q", got, want)
 		}

@@ -28,18 +28,44 @@ func (s *Service) Cursor(position int64) string {
 type Seen = store.Seen
 
 // WithSeen returns a context whose reads (Get, List) note the position of the log they reflect
-// in the Seen it returns, for ReadCursor.
-func WithSeen(ctx context.Context) (context.Context, *Seen) { return store.WithSeen(ctx) }
+// in the Seen it returns, for ReadCursor; where the service publishes no events, ctx itself and
+// nil, so that no read pays for a position.
+func (s *Service) WithSeen(ctx context.Context) (context.Context, *Seen) {
+	if s.follower == nil {
+		return ctx, nil
+	}
+	return store.WithSeen(ctx)
+}
 
 // ReadCursor is the cursor of the position seen, which the reads of a context of WithSeen noted:
 // a subscription that resumes from it gets every change that they did not show. "" when they
-// noted none, or the service publishes no events.
+// noted none, or one could not (Seen.Lose), or the log is not read yet (its key unknown).
 func (s *Service) ReadCursor(seen *Seen) string {
-	position, noted := seen.Position()
-	if s.follower == nil || !noted {
+	if seen == nil {
 		return ""
 	}
-	return s.follower.Cursors().Make(position)
+	position, noted := seen.Position()
+	if !noted {
+		return ""
+	}
+	select {
+	case <-s.follower.Started():
+	default:
+		return ""
+	}
+	// Reads between two writes share their position: its cursor is signed once.
+	if last := s.readCursor.Load(); last != nil && last.position == position {
+		return last.cursor
+	}
+	c := &positionCursor{position, s.follower.Cursors().Make(position)}
+	s.readCursor.Store(c)
+	return c.cursor
+}
+
+// positionCursor is a position of the log and its cursor.
+type positionCursor struct {
+	position int64
+	cursor   string
 }
 
 // ResumeAfter returns the position that cursor names, once the log is read: a cursor this log
@@ -67,36 +93,22 @@ func (s *Service) ResumeAfter(ctx context.Context, cursor string) (int64, error)
 }
 
 // StillKept checks that the log still keeps every event after position, which a replay has read
-// from, or a read reflects (ReadCursor): once it does not, the expiry may have taken what
-// followed it (ErrCursorExpired). Expiry takes the oldest events first, so they are all kept when
-// the log keeps position's event or the next one, or has given no position after it: a read's
-// position may be that of an event expired since (a quiet store, every event older than
-// events_ttl), with nothing after it to miss.
+// from, or a read reflects (ReadCursor), in one read of the log (store.EventLog.KeepsAfter): once
+// it does not, the expiry may have taken what followed it (ErrCursorExpired). A read's position
+// may be that of an event expired since (a quiet store), with nothing after it lost.
 func (s *Service) StillKept(ctx context.Context, position int64) error {
 	if s.follower == nil {
 		return fmt.Errorf("%w: this service publishes no events", ErrUnavailable)
 	}
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	log := s.follower.Log()
-	for _, p := range []int64{position, position + 1} {
-		if p < 1 { // position 0 is before the log's first event
-			continue
-		}
-		switch kept, err := log.Kept(ctx, p); {
-		case err != nil:
-			return fromStore(err)
-		case kept:
-			return nil
-		}
-	}
-	switch last, err := log.LastPosition(ctx); {
+	switch kept, err := s.follower.Log().KeepsAfter(ctx, position); {
 	case err != nil:
 		return fromStore(err)
-	case position >= last:
-		return nil
+	case !kept:
+		return ErrCursorExpired
 	}
-	return ErrCursorExpired
+	return nil
 }
 
 // Handed is the position of the last event handed to this instance's subscribers (or passed

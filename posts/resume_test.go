@@ -82,7 +82,7 @@ func TestResumeAfter(t *testing.T) {
 		}
 	})
 	t.Run("a read's cursor resumes after every event it reflects, even expired", func(t *testing.T) {
-		ctx, seen := WithSeen(t.Context())
+		ctx, seen := svc.WithSeen(t.Context())
 		if _, err := svc.List(ctx, ListQuery{}); err != nil {
 			t.Fatal(err)
 		}
@@ -104,12 +104,10 @@ func TestReadCursorOfALogThatNeverHeldAnEvent(t *testing.T) {
 	st := newStore(t)
 	broker, follower := publishing(t, st)
 	svc := NewService(Config{Store: st, Timeout: time.Second, MaxLimit: 10, Logger: zap.NewNop(), Events: broker, Follower: follower})
-	ctx, seen := WithSeen(t.Context())
+	ctx, seen := svc.WithSeen(t.Context())
+	// A get of no post shows it absent, and a list shows none: both at position 0.
 	if _, err := svc.Get(ctx, "67d446000000000000000001"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a get of no post: %v", err)
-	}
-	if c := svc.ReadCursor(seen); c != "" {
-		t.Errorf("a read that found nothing gave cursor %q; want none", c)
 	}
 	if _, err := svc.List(ctx, ListQuery{}); err != nil {
 		t.Fatal(err)
@@ -117,5 +115,10 @@ func TestReadCursorOfALogThatNeverHeldAnEvent(t *testing.T) {
 	c := svc.ReadCursor(seen)
 	if p, err := svc.ResumeAfter(t.Context(), c); err != nil || p != 0 {
 		t.Errorf("ResumeAfter(%q), the cursor of an empty list of an empty log = %d, %v; want 0, before its first event", c, p, err)
+	}
+	// A cursor past the log's last position (a store restored from an older backup) would miss
+	// the events the log gives it next: it is refused.
+	if _, err := svc.ResumeAfter(t.Context(), svc.Cursor(5)); !errors.Is(err, ErrCursorExpired) {
+		t.Errorf("ResumeAfter of a cursor past the log: %v; want ErrCursorExpired", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -93,6 +94,7 @@ type Service struct {
 	profiles                 profiles // saved lately, so that unchanged ones are not saved on every write
 	keys                     store.IdempotencyStore
 	keyTTL                   time.Duration
+	readCursor               atomic.Pointer[positionCursor] // the last cursor ReadCursor made
 }
 
 // NewService returns the Service that cfg describes.

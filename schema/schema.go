@@ -181,7 +181,7 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 	req := op.request
 	var seen *posts.Seen
 	if op.Type == string(ast.Query) {
-		ctx, seen = posts.WithSeen(ctx)
+		ctx, seen = s.svc.WithSeen(ctx)
 	}
 	b := newBudget(s.limits.MaxResponseSize, op.shape, nil)
 	b.charge(b.object(operationRoots[ast.Operation(op.Type)]))

@@ -52,6 +52,12 @@ type EventLog interface {
 	// Kept says whether the log still holds the event at position, which it logged: false once
 	// it has expired.
 	Kept(ctx context.Context, position int64) (bool, error)
+	// KeepsAfter says, in one read, whether a reader that resumes after position misses
+	// nothing: position is one the log has given (0, before its first), and every event after
+	// it is kept. A position's own event may have expired (a read's position, on a quiet
+	// store); one past the last given (a log restored from a backup older than the cursor) is
+	// refused, as its later events would be new ones.
+	KeepsAfter(ctx context.Context, position int64) (bool, error)
 	// Key returns the log's key: random bytes, made once with the log and the same for every
 	// store instance that shares it, which signs the cursors of its positions, so that a cursor
 	// of another log, or one altered, is told apart from the log's own.

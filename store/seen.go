@@ -21,6 +21,7 @@ type Seen struct {
 	mu       sync.Mutex
 	position int64
 	noted    bool
+	lost     bool
 }
 
 type seenKey struct{}
@@ -47,9 +48,18 @@ func (s *Seen) Note(position int64) {
 	}
 }
 
-// Position returns the earliest position noted, and false when no read noted one.
+// Lose records that a read could not tell its position (the log could not be read): the others'
+// may be after what it reflects, so Position then gives none.
+func (s *Seen) Lose() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lost = true
+}
+
+// Position returns the earliest position noted, and false when no read noted one, or one could
+// not (Lose).
 func (s *Seen) Position() (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.position, s.noted
+	return s.position, s.noted && !s.lost
 }

@@ -73,7 +73,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx, seen := posts.WithSeen(r.Context())
+	ctx, seen := h.Posts.WithSeen(r.Context())
 	page, err := h.Posts.List(ctx, q)
 	if errors.Is(err, posts.ErrInvalid) {
 		return answer.BadRequest("%v", err) // a bad query parameter, not a bad entity
@@ -171,7 +171,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx, seen := posts.WithSeen(r.Context())
+	ctx, seen := h.Posts.WithSeen(r.Context())
 	post, err := h.Posts.Get(ctx, postID(r))
 	if err != nil {
 		return err

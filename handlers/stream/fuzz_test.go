@@ -44,7 +44,7 @@ func FuzzStreamFraming(f *testing.F) {
 			t.Fatal(err)
 		}
 
-		event := string(SSE{}.result(nil, payload))
+		event := string(SSE{}.result(nil, payload, true))
 		if strings.ContainsRune(event, '\r') {
 			t.Fatalf("the event %q holds a carriage return", event)
 		}
@@ -69,7 +69,7 @@ func FuzzStreamFraming(f *testing.F) {
 		}
 
 		m := Multipart{}
-		body := m.complete(m.result(m.open(nil), payload))
+		body := m.complete(m.result(m.open(nil), payload, true))
 		mr := mimemultipart.NewReader(strings.NewReader(string(body)), "graphql")
 		var parts []string
 		for {

@@ -35,7 +35,7 @@ func (m Multipart) open(b []byte) []byte { return m.keepAlive(append(b, "\r\n--g
 
 func (Multipart) keepAlive(b []byte) []byte { return append(b, partStart+"{}\r\n--graphql"...) }
 
-func (Multipart) result(b []byte, payload json.RawMessage) []byte {
+func (Multipart) result(b []byte, payload json.RawMessage, _ bool) []byte {
 	b = append(b, partStart+`{"payload":`...)
 	return append(append(b, payload...), "}\r\n--graphql"...)
 }

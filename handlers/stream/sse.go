@@ -30,10 +30,11 @@ func (SSE) keepAliveEvery(cfg live.Subscriptions) time.Duration { return cfg.Kee
 func (SSE) open(b []byte) []byte      { return append(b, ":\n\n"...) }
 func (SSE) keepAlive(b []byte) []byte { return append(b, ":\n\n"...) }
 
-// result is a next event; one of a subscription carries its event's cursor as its id. A JSON
-// text has no line break, so it is one data line.
-func (SSE) result(b []byte, payload json.RawMessage) []byte {
-	if cursor := schema.CursorOf(payload); cursor != "" {
+// result is a next event; an event of a subscription carries its cursor as its id, from which
+// EventSource resumes (Last-Event-ID); a query's, whose cursor is in its extensions, has none, as
+// a query is not resumed. A JSON text has no line break, so it is one data line.
+func (SSE) result(b []byte, payload json.RawMessage, event bool) []byte {
+	if cursor := schema.CursorOf(payload); event && cursor != "" {
 		b = append(append(append(b, "id: "...), cursor...), '\n')
 	}
 	b = append(b, "event: next\ndata: "...)
@@ -48,5 +49,5 @@ func (f SSE) failed(b []byte, errs []*gqlerrors.QueryError, reconnect bool) []by
 	if reconnect {
 		return b
 	}
-	return f.complete(f.result(b, answer.MustJSON(map[string]any{"errors": errs})))
+	return f.complete(f.result(b, answer.MustJSON(map[string]any{"errors": errs}), false))
 }

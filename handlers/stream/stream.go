@@ -35,10 +35,12 @@ type Framing interface {
 	name() string        // the interface label of the metrics: metrics.SSE or metrics.Multipart
 	contentType() string // of the response
 	keepAliveEvery(cfg live.Subscriptions) time.Duration
-	open(b []byte) []byte                            // what the stream begins with, at once
-	keepAlive(b []byte) []byte                       // what keeps an idle stream open through proxies
-	result(b []byte, payload json.RawMessage) []byte // one execution result (an event's, with its cursor)
-	complete(b []byte) []byte                        // the end of the operation
+	open(b []byte) []byte      // what the stream begins with, at once
+	keepAlive(b []byte) []byte // what keeps an idle stream open through proxies
+	// result is one execution result: an event's, whose cursor SSE makes its id (event), or a
+	// query's or a refusal's, which a reconnect does not resume from.
+	result(b []byte, payload json.RawMessage, event bool) []byte
+	complete(b []byte) []byte // the end of the operation
 	// failed ends the stream with errs. reconnect says that they are the transport's, not the
 	// operation's (the client was too slow, the server is going): a framing whose clients
 	// reconnect and resume by themselves (SSE) ends without a word, so that they do.
@@ -297,7 +299,7 @@ func Result(w http.ResponseWriter, f Framing, res *graphql.Response) {
 		x.Code = answer.ResponseCode(res)
 	}
 	startStream(w, f)
-	_, _ = w.Write(f.complete(f.result(f.open(nil), answer.MustJSON(res))))
+	_, _ = w.Write(f.complete(f.result(f.open(nil), answer.MustJSON(res), false)))
 }
 
 // startStream writes the headers of a stream in the framing f. Incremental tells Caddy's encode
@@ -390,7 +392,7 @@ func (s *stream) run(o out) {
 			b = b[:0]
 			taken := 0
 			for _, p := range results {
-				b = s.frame.result(b, p)
+				b = s.frame.result(b, p, true)
 				taken += len(p)
 			}
 			if done {

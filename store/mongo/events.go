@@ -498,6 +498,18 @@ func (s *Store) Kept(ctx context.Context, position int64) (bool, error) {
 	return err == nil, s.classify(err)
 }
 
+// KeepsAfter says whether a reader that resumes after position misses nothing
+// (store.EventLog), from one read of the counter: position is given, and expiry has not cut
+// past it. A position given whose event is still to be inserted counts as kept: the reader
+// reads it once it is.
+func (s *Store) KeepsAfter(ctx context.Context, position int64) (bool, error) {
+	c, err := s.counter(ctx)
+	if err != nil {
+		return false, s.classify(err)
+	}
+	return c.Expired <= position && position <= c.Last, nil
+}
+
 // Key returns the log's key, in the counter's document, which every instance reads and the
 // first to find none makes: an update whose filter asks for a counter without a key sets one,
 // and, where there is no counter yet, inserts it with one. Of instances that race, the first

@@ -128,12 +128,12 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 	if err != nil {
 		return store.Post{}, s.classify(err)
 	}
-	seen, err := s.seenBefore(ctx)
-	if err != nil {
-		return store.Post{}, err
-	}
+	seen := s.seenBefore(ctx)
 	var p post
 	if err := c.FindOne(ctx, idFilter{oid, absent}, findOneWithoutTerms).Decode(&p); err != nil {
+		if errors.Is(err, driver.ErrNoDocuments) {
+			seen() // the read shows the post absent
+		}
 		return store.Post{}, s.classify(err)
 	}
 	seen()
@@ -144,17 +144,19 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 // position the log gave, before the read, and returns what notes it once the read has
 // succeeded. Each position is given after the write of its post's document (events.go), so a
 // read that starts later reflects every event up to it; it may reflect later ones too, which come
-// again to a subscription from there, each at a version the read gave or below.
-func (s *Store) seenBefore(ctx context.Context) (func(), error) {
+// again to a subscription from there, each at a version the read gave or below. A counter that
+// cannot be read fails the position (Seen.Lose), not the read.
+func (s *Store) seenBefore(ctx context.Context) func() {
 	seen := store.SeenIn(ctx)
 	if seen == nil {
-		return func() {}, nil
+		return func() {}
 	}
 	position, err := s.LastPosition(ctx)
 	if err != nil {
-		return nil, err
+		seen.Lose()
+		return func() {}
 	}
-	return func() { seen.Note(position) }, nil
+	return func() { seen.Note(position) }
 }
 
 // ListPosts returns the posts that f selects, in its order. A search (f.Search) answers
@@ -184,10 +186,7 @@ func (s *Store) ListPosts(ctx context.Context, f store.Filter) ([]store.Post, er
 	if f.After != nil {
 		query = append(query, keysetAfter(*f.After, f.Oldest))
 	}
-	seen, err := s.seenBefore(ctx)
-	if err != nil {
-		return nil, err
-	}
+	seen := s.seenBefore(ctx)
 	cursor, err := c.Find(ctx, query, options.Find().SetSort(order).SetLimit(int64(f.Limit)).SetProjection(withoutTerms))
 	if err != nil {
 		return nil, s.classify(err)

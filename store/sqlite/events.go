@@ -46,7 +46,12 @@ const (
 	// the primary key.
 	expireEventsSQL = `DELETE FROM events WHERE position IN
 		(SELECT position FROM events WHERE position <= ? ORDER BY position LIMIT ?)`
-	keptSQL     = `SELECT EXISTS (SELECT 1 FROM events WHERE position = ?)`
+	keptSQL = `SELECT EXISTS (SELECT 1 FROM events WHERE position = ?)`
+	// keepsAfterSQL is KeepsAfter's one statement: expiry deletes the oldest events first, so
+	// every event after ?1 is kept when ?1 is the last position, or the oldest kept is ?1 + 1
+	// at most.
+	keepsAfterSQL = `SELECT ?1 <= last AND (?1 >= last OR coalesce((SELECT min(position) FROM events), last + 1) <= ?1 + 1)
+		FROM (SELECT ` + lastPosition + ` AS last)`
 	logStatsSQL = `SELECT coalesce(min(position), 0), ` + lastPosition + ` FROM events`
 	logKeySQL   = `SELECT key FROM event_log`
 )
@@ -169,6 +174,18 @@ func (s *Store) expiryCut(ctx context.Context, before time.Time, keep int64) (in
 	var cut int64
 	err = c.stmt.expiryCut.QueryRowContext(ctx, millis(before), max(keep, 0)).Scan(&cut)
 	return max(cut, 0), s.classify(err)
+}
+
+// KeepsAfter says whether a reader that resumes after position misses nothing (store.EventLog).
+func (s *Store) KeepsAfter(ctx context.Context, position int64) (bool, error) {
+	c, done, err := s.reading()
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	var kept bool
+	err = c.stmt.keepsAfter.QueryRowContext(ctx, position).Scan(&kept)
+	return kept, s.classify(err)
 }
 
 // Kept says whether the log holds position: one lookup of the primary key.

@@ -67,7 +67,7 @@ type statements struct {
 	indexWords                                   *sql.Stmt // of the search's index (search.go)
 	logEvent, lastPosition, readEvents           *sql.Stmt // of the event log (events.go)
 	expiryCut, raiseFloor, expireEvents          *sql.Stmt
-	kept, logStats                               *sql.Stmt
+	kept, keepsAfter, logStats                   *sql.Stmt
 	prepared                                     []*sql.Stmt
 }
 
@@ -105,6 +105,7 @@ func (st *statements) prepare(read, write *sql.DB) error {
 		{write, &st.raiseFloor, raiseFloorSQL},
 		{write, &st.expireEvents, expireEventsSQL},
 		{read, &st.kept, keptSQL},
+		{read, &st.keepsAfter, keepsAfterSQL},
 		{read, &st.logStats, logStatsSQL},
 	} {
 		stmt, err := s.db.Prepare(s.query)
@@ -152,13 +153,13 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 	}
 	defer done()
 	posts, position, err := read(ctx, c, c.stmt.getPost, []any{id}, make([]store.Post, 0, 1))
-	if err == nil && len(posts) == 0 {
-		err = sql.ErrNoRows
-	}
 	if err != nil {
 		return store.Post{}, s.classify(err)
 	}
-	note(ctx, position)
+	note(ctx, position) // of a post not found too: the read shows it absent
+	if len(posts) == 0 {
+		return store.Post{}, s.classify(sql.ErrNoRows)
+	}
 	return posts[0], nil
 }
 

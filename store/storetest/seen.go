@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -26,6 +27,7 @@ func seenTests(aheadOK bool) []struct {
 		test func(*testing.T, Open)
 	}{
 		{"each read notes the position of the log it reflects", testReadsNoteTheirPosition},
+		{"a resume after a position misses nothing while every later event is kept", testKeepsAfter},
 		{"beside writers, a read reflects every event up to its position" + map[bool]string{false: ", and none after"}[aheadOK],
 			func(t *testing.T, open Open) { testReadsBesideWriters(t, open, aheadOK) }},
 	}
@@ -93,13 +95,14 @@ func testReadsNoteTheirPosition(t *testing.T, open Open) {
 	}
 	check(e.Position, map[string]func(context.Context) error{"a get": get(2)})
 
-	// A read that fails notes nothing; a caller that asked for no position gets none noted.
+	// A get of no post shows it absent at its position: a subscription from there gets its
+	// creation. A caller that asked for no position gets none noted.
 	ctx, seen := store.WithSeen(t.Context())
-	if _, err := s.GetPost(ctx, id(99)); err == nil {
-		t.Fatal("a get of no post found one")
+	if _, err := s.GetPost(ctx, id(99)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a get of no post: %v", err)
 	}
-	if _, noted := seen.Position(); noted {
-		t.Error("a get that found no post noted a position")
+	if got, noted := seen.Position(); !noted || got != e.Position {
+		t.Errorf("a get that found no post noted position %d (%v); want %d, the last event's", got, noted, e.Position)
 	}
 	if store.SeenIn(t.Context()) != nil {
 		t.Error("a context without WithSeen has a Seen")
@@ -207,4 +210,34 @@ func testReadsBesideWriters(t *testing.T, open Open, aheadOK bool) {
 		t.Errorf("%d reads beside the writers; want at least 10, to show anything", len(reads))
 	}
 	t.Logf("%d reads beside %d writers checked against the log", len(reads), writers)
+}
+
+// testKeepsAfter checks KeepsAfter before and after expiry: true for a position whose later
+// events are all kept, its own expired or not, false once one of them expired, or for a position
+// past the last given.
+func testKeepsAfter(t *testing.T, open Open) {
+	s := open(t)
+	log := eventLog(t, s)
+	check := func(want map[int64]bool) {
+		t.Helper()
+		for position, w := range want {
+			if got, err := log.KeepsAfter(t.Context(), position); err != nil || got != w {
+				t.Errorf("KeepsAfter(%d) = %v, %v; want %v", position, got, err, w)
+			}
+		}
+	}
+	check(map[int64]bool{0: true, 1: false}) // a log that never held an event
+	last := writeEvents(t, s, 1, 5)[4].Position
+	check(map[int64]bool{0: true, last - 4: true, last: true, last + 1: false})
+	if _, err := log.ExpireEvents(t.Context(), time.Now().Add(-time.Hour), 2); err != nil {
+		t.Fatal(err)
+	}
+	// The newest two are kept: a resume after the third newest misses nothing; after the fourth,
+	// the third.
+	check(map[int64]bool{0: false, last - 3: false, last - 2: true, last - 1: true, last: true, last + 1: false})
+	if _, err := log.ExpireEvents(t.Context(), time.Now().Add(time.Hour), 0); err != nil {
+		t.Fatal(err)
+	}
+	// Every event expired: the last position still resumes, with nothing after it.
+	check(map[int64]bool{last - 1: false, last: true, last + 1: false})
 }
