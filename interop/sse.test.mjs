@@ -251,7 +251,9 @@ test('graphql-sse: a query over SSE is one result, then complete', async () => {
     const inbox = new Inbox();
     client.subscribe({ query: 'query ($id: ID!) { post(id: $id) { id title userId } }', variables: { id: post.id } }, sinkInto(inbox));
     const result = await inbox.next(5000, 'the result');
-    assert.deepEqual(result, { result: { data: { post: pick(post, ['id', 'title', 'userId']) } } });
+    // A query's answer carries the cursor of the log's position its read reflects.
+    assert.match(result.result?.extensions?.cursor ?? '', /^[A-Za-z0-9_-]{23}$/, JSON.stringify(result));
+    assert.deepEqual(result, { result: { data: { post: pick(post, ['id', 'title', 'userId']) }, extensions: { cursor: result.result.extensions.cursor } } });
     assert.deepEqual(await inbox.next(2000, 'the end'), { complete: true });
   } finally {
     client.dispose();

@@ -73,7 +73,9 @@ test("README.md's tour, as pasted, prints what the README says, and its posts ar
 
     // The GraphQL block: the query's posts (only Hello, edge is left), and the mutation's post.
     const [query, mutation] = jsonValues(await bashToEnd(graphql, site));
-    assert.deepEqual(query, { data: { posts: [{ id: hello.id, title: 'Hello, edge', author: { id: 'alice', name: null } }] } });
+    // A query's answer carries the cursor of the log's position its reads reflect.
+    assert.match(query.extensions?.cursor ?? '', /^[A-Za-z0-9_-]{23}$/, JSON.stringify(query));
+    assert.deepEqual(query, { data: { posts: [{ id: hello.id, title: 'Hello, edge', author: { id: 'alice', name: null } }] }, extensions: { cursor: query.extensions.cursor } });
     assert.match(mutation.data?.createPost?.id ?? '', /^[0-9a-f]{24}$/, JSON.stringify(mutation));
     assert.deepEqual(mutation, { data: { createPost: { id: mutation.data.createPost.id, userId: 'alice', title: 'From GraphQL' } } });
 
