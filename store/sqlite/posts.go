@@ -279,16 +279,11 @@ func oldest(f store.Filter) int {
 // readAgain runs stmt, a read of posts, with args, in a transaction that reads the state of its
 // snapshot too (stateSQL), and returns the posts and the log's last position in it.
 func readAgain(ctx context.Context, c *conns, stmt *sql.Stmt, args []any, into []store.Post) ([]store.Post, int64, error) {
-	tx, err := c.read.BeginTx(ctx, nil)
+	tx, last, _, err := snapshot(ctx, c)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer tx.Rollback() // it wrote nothing
-	var last int64
-	var due bool
-	if err := tx.StmtContext(ctx, c.stmt.readState).QueryRowContext(ctx).Scan(&last, &due); err != nil {
-		return nil, 0, err
-	}
+	defer tx.Rollback()
 	rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
 	posts, err := collect(rows, err, into, scanPost)
 	return posts, last, err

@@ -280,16 +280,11 @@ func pageOf(f store.Filter, posts []store.Post) []store.Post {
 // wait that hold f's words (searchDueSQL), so that the page is exact for its snapshot whatever
 // the index holds. It returns the page and the log's last position in that snapshot.
 func searchAgain(ctx context.Context, c *conns, f store.Filter) ([]store.Post, int64, error) {
-	tx, err := c.read.BeginTx(ctx, nil)
+	tx, last, due, err := snapshot(ctx, c)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer tx.Rollback() // it wrote nothing
-	var last int64
-	var due bool
-	if err := tx.StmtContext(ctx, c.stmt.readState).QueryRowContext(ctx).Scan(&last, &due); err != nil {
-		return nil, 0, err
-	}
+	defer tx.Rollback()
 	page, err := search(ctx, tx.StmtContext(ctx, c.stmt.search[oldest(f)]), f, due)
 	if err != nil || !due {
 		return page, last, err

@@ -71,3 +71,18 @@ func (st *state) during(read func() error) (last int64, due, exact bool, err err
 	err = read()
 	return last, due, exact && st.seq.Load() == seq, err
 }
+
+// snapshot begins a read transaction on c's readers whose first statement reads the state of
+// its snapshot (stateSQL), which every later statement of the transaction reads too: for the
+// reads that could not tell their state from during (readAgain, searchAgain). The caller ends
+// tx (a Rollback: it writes nothing).
+func snapshot(ctx context.Context, c *conns) (tx *sql.Tx, last int64, due bool, err error) {
+	if tx, err = c.read.BeginTx(ctx, nil); err != nil {
+		return nil, 0, false, err
+	}
+	if err = tx.StmtContext(ctx, c.stmt.readState).QueryRowContext(ctx).Scan(&last, &due); err != nil {
+		_ = tx.Rollback()
+		return nil, 0, false, err
+	}
+	return tx, last, due, nil
+}
