@@ -38,42 +38,11 @@ func TestFromAReadToLive(t *testing.T) {
 			p := startProcess(t, processConfig("off", port, "\t\tdata_dir "+t.TempDir()), port)
 			wsURL := "ws" + strings.TrimPrefix(p.url, "http") + "/graphql"
 			w := &liveWriter{t: t, url: p.url, client: keyed()}
-			writing := make(chan struct{})
-			var writes sync.WaitGroup
-			writes.Go(func() { w.run(5*time.Second, 50); close(writing) })
-			clients := make([]*readLiveClient, 20)
-			var loops sync.WaitGroup
-			for i := range clients {
-				clients[i] = &readLiveClient{t: t, url: p.url, wsURL: wsURL, graphQL: i%2 == 1, fromCursor: fromCursor, r: rand.New(rand.NewPCG(uint64(i), 40))}
-				loops.Go(func() { clients[i].loop(writing) })
-			}
-			writes.Wait()
-			loops.Wait()
-			// The last subscriptions get the last events.
-			store, _ := readREST(t, p.url)
-			var total int
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-				total = 0
-				for _, c := range clients {
-					total += c.differences(store)
-				}
-				if total == 0 || time.Now().After(deadline) {
-					break
-				}
-			}
-			for _, c := range clients {
-				if c.live != nil {
-					c.live.stop()
-				}
-			}
+			clients, store, total := readThenLive(t, w, 50, 20, p.url, wsURL, fromCursor, 10*time.Second)
 			differences[fromCursor] = total
 			t.Logf("%d writes (%d posts at the end); %d reads and subscriptions in all; %d differences from the store over 20 clients", w.writes.Load(), len(store), readsOf(clients), total)
-			if fromCursor && total != 0 {
-				for _, c := range clients {
-					if d := c.differences(store); d > 0 {
-						t.Errorf("a client (GraphQL read %v) ends with %d differences from the store: %s", c.graphQL, d, c.describe(store))
-					}
-				}
+			if fromCursor {
+				missNothing(t, clients, store)
 			}
 		})
 	}
@@ -93,35 +62,43 @@ func TestFromAReadToLiveAcrossTwoCaddies(t *testing.T) {
 	pair := startRelayPair(t, "")
 	wsB := "ws" + strings.TrimPrefix(pair.b.url, "http") + "/graphql"
 	w := &liveWriter{t: t, url: pair.a.url, client: keyed(), also: pair.b.url}
+	clients, store, total := readThenLive(t, w, 10, 10, pair.a.url, wsB, true, 20*time.Second)
+	t.Logf("%d writes (%d posts at the end); %d reads on A and subscriptions on B; %d differences from the store over 10 clients", w.writes.Load(), len(store), readsOf(clients), total)
+	missNothing(t, clients, store)
+}
+
+// missNothing fails t for each client whose view is not store, the store's list.
+func missNothing(t *testing.T, clients []*readLiveClient, store map[string]int) {
+	for _, c := range clients {
+		if d := c.differences(store); d > 0 {
+			t.Errorf("a client (GraphQL read %v) ends with %d differences from the store: %s", c.graphQL, d, c.describe(store))
+		}
+	}
+}
+
+// readThenLive runs w for 5 s at perSecond writes, beside n readLiveClients that read from
+// readURL and subscribe at wsURL (from the read's cursor, with fromCursor), then waits up to
+// settle for their views to match the store's list, and returns the clients, that list and
+// their differences from it. The clients' last subscriptions end with the test.
+func readThenLive(t *testing.T, w *liveWriter, perSecond, n int, readURL, wsURL string, fromCursor bool, settle time.Duration) ([]*readLiveClient, map[string]int, int) {
 	writing := make(chan struct{})
-	var writes sync.WaitGroup
-	writes.Go(func() { w.run(5*time.Second, 10); close(writing) })
-	clients := make([]*readLiveClient, 10)
+	go func() { w.run(5*time.Second, perSecond); close(writing) }()
+	clients := make([]*readLiveClient, n)
 	var loops sync.WaitGroup
 	for i := range clients {
-		clients[i] = &readLiveClient{t: t, url: pair.a.url, wsURL: wsB, graphQL: i%2 == 1, fromCursor: true, r: rand.New(rand.NewPCG(uint64(i), 41))}
+		clients[i] = &readLiveClient{t: t, url: readURL, wsURL: wsURL, graphQL: i%2 == 1, fromCursor: fromCursor, r: rand.New(rand.NewPCG(uint64(i), 40))}
 		loops.Go(func() { clients[i].loop(writing) })
 	}
-	writes.Wait()
-	loops.Wait()
-	store, _ := readREST(t, pair.a.url)
-	var total int
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	loops.Wait() // each ends once writing is closed
+	store, _ := readREST(t, readURL)
+	total := 0
+	for deadline := time.Now().Add(settle); ; time.Sleep(100 * time.Millisecond) {
 		total = 0
 		for _, c := range clients {
 			total += c.differences(store)
 		}
 		if total == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	t.Logf("%d writes (%d posts at the end); %d reads on A and subscriptions on B; %d differences from the store over 10 clients", w.writes.Load(), len(store), readsOf(clients), total)
-	for _, c := range clients {
-		if d := c.differences(store); d > 0 {
-			t.Errorf("a client (GraphQL read %v) ends with %d differences from the store: %s", c.graphQL, d, c.describe(store))
-		}
-		if c.live != nil {
-			c.live.stop()
+			return clients, store, total
 		}
 	}
 }
