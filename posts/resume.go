@@ -39,8 +39,9 @@ func (s *Service) WithSeen(ctx context.Context) (context.Context, *Seen) {
 
 // ReadCursor is the cursor of the position seen, which the reads of a context of WithSeen noted:
 // a subscription that resumes from it gets every change that they did not show. "" when they
-// noted none, or one could not (Seen.Lose), or the log is not read yet (its key unknown).
-func (s *Service) ReadCursor(seen *Seen) string {
+// noted none, or one could not (Seen.Lose). Until the log is read (its key known: a service
+// that has just started), it waits for it as a store call would, then gives "".
+func (s *Service) ReadCursor(ctx context.Context, seen *Seen) string {
 	if seen == nil {
 		return ""
 	}
@@ -51,7 +52,13 @@ func (s *Service) ReadCursor(seen *Seen) string {
 	select {
 	case <-s.follower.Started():
 	default:
-		return ""
+		ctx, cancel := s.bounded(ctx)
+		defer cancel()
+		select {
+		case <-s.follower.Started():
+		case <-ctx.Done():
+			return ""
+		}
 	}
 	// Reads between two writes share their position: its cursor is signed once.
 	if last := s.readCursor.Load(); last != nil && last.position == position {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postsedge/caddy-posts/auth"
+	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/store"
 	"github.com/postsedge/caddy-posts/store/sqlite"
 )
@@ -86,7 +87,7 @@ func TestResumeAfter(t *testing.T) {
 		if _, err := svc.List(ctx, ListQuery{}); err != nil {
 			t.Fatal(err)
 		}
-		c := svc.ReadCursor(seen)
+		c := svc.ReadCursor(ctx, seen)
 		if p, err := svc.ResumeAfter(t.Context(), c); err != nil || p != 3 {
 			t.Fatalf("ResumeAfter of the read's cursor = %d, %v; want 3, the last event's", p, err)
 		}
@@ -98,6 +99,44 @@ func TestResumeAfter(t *testing.T) {
 			t.Errorf("ResumeAfter of the read's cursor once every event expired = %d, %v; want 3", p, err)
 		}
 	})
+}
+
+func TestReadCursorBeforeTheLogIsRead(t *testing.T) {
+	st := newStore(t)
+	broker := events.NewBroker[*Event](100)
+	t.Cleanup(broker.Close)
+	follower := events.NewFollower(events.FollowerConfig{Log: st.(store.EventLog), Hand: func(e store.Event) { Publish(broker, e) }})
+	svc := NewService(Config{Store: st, Timeout: 5 * time.Second, MaxLimit: 10, Logger: zap.NewNop(), Events: broker, Follower: follower})
+	ctx, seen := svc.WithSeen(t.Context())
+	if _, err := svc.List(ctx, ListQuery{}); err != nil {
+		t.Fatal(err)
+	}
+	// A read served before the follower has read the log (a service that has just started)
+	// waits for it rather than leave its client without a cursor.
+	run, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	time.AfterFunc(50*time.Millisecond, func() {
+		defer close(done)
+		follower.Run(run)
+	})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	c := svc.ReadCursor(ctx, seen)
+	if p, err := svc.ResumeAfter(t.Context(), c); err != nil || p != 0 {
+		t.Errorf("ResumeAfter(%q), the cursor of a read made before the log was read = %d, %v; want 0", c, p, err)
+	}
+	// One whose follower does not start within the service's timeout has none.
+	idle := NewService(Config{Store: st, Timeout: 10 * time.Millisecond, MaxLimit: 10, Logger: zap.NewNop(), Events: broker,
+		Follower: events.NewFollower(events.FollowerConfig{Log: st.(store.EventLog), Hand: func(store.Event) {}})})
+	ctx, seen = idle.WithSeen(t.Context())
+	if _, err := idle.List(ctx, ListQuery{}); err != nil {
+		t.Fatal(err)
+	}
+	if c := idle.ReadCursor(ctx, seen); c != "" {
+		t.Errorf("ReadCursor with a follower that never starts = %q; want none", c)
+	}
 }
 
 func TestReadCursorOfALogThatNeverHeldAnEvent(t *testing.T) {
@@ -112,7 +151,7 @@ func TestReadCursorOfALogThatNeverHeldAnEvent(t *testing.T) {
 	if _, err := svc.List(ctx, ListQuery{}); err != nil {
 		t.Fatal(err)
 	}
-	c := svc.ReadCursor(seen)
+	c := svc.ReadCursor(ctx, seen)
 	if p, err := svc.ResumeAfter(t.Context(), c); err != nil || p != 0 {
 		t.Errorf("ResumeAfter(%q), the cursor of an empty list of an empty log = %d, %v; want 0, before its first event", c, p, err)
 	}

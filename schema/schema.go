@@ -207,7 +207,7 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 		metrics.LimitRefused("max_depth") // graphql-go's own check
 	}
 	if seen != nil && res.Data != nil {
-		if cursor := s.svc.ReadCursor(seen); cursor != "" {
+		if cursor := s.svc.ReadCursor(ctx, seen); cursor != "" {
 			res.Extensions = map[string]any{CursorExtension: cursor}
 		}
 	}

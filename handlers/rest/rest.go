@@ -4,6 +4,7 @@
 package rest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -81,7 +82,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	h.setCursor(w, seen)
+	h.setCursor(ctx, w, seen)
 	// A page ends early rather than grow past MaxResponseSize; its Link then resumes after the
 	// last post sent, so that a client following Links still gets every post once.
 	n, next := pageFits(page.Posts, h.MaxResponseSize), page.Next
@@ -98,8 +99,8 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 // setCursor sets the Posts-Cursor header of w to the cursor of the position of the event log
 // that the reads of seen reflect, from which a subscription resumes with every change after
 // them (docs/subscriptions.md).
-func (h *Handler) setCursor(w http.ResponseWriter, seen *posts.Seen) {
-	if c := h.Posts.ReadCursor(seen); c != "" {
+func (h *Handler) setCursor(ctx context.Context, w http.ResponseWriter, seen *posts.Seen) {
+	if c := h.Posts.ReadCursor(ctx, seen); c != "" {
 		w.Header().Set(answer.CursorHeader, c)
 	}
 }
@@ -176,7 +177,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	h.setCursor(w, seen)
+	h.setCursor(ctx, w, seen)
 	status := pre.read(post)
 	if status == http.StatusPreconditionFailed {
 		return preconditionFailed(post)
