@@ -81,16 +81,20 @@ var (
 	ServerFull           = Code{"UNAVAILABLE", 503, 0, "a server at `max_connections` or `max_distinct_subscriptions`, or closing; `Retry-After` says when to retry"}
 	Unavailable          = Code{"UNAVAILABLE", 503, 1013, "a store that does not answer within `timeout` (at once while it is known down), or a token before the key sets are first fetched (over a WebSocket, in `connection_init`); nothing is reported as done; `Retry-After` says when to retry"}
 	SearchIndexing       = Code{"SEARCH_INDEX_BUILDING", 503, 0, "a search (`q`, `search`) of a MongoDB store still building the search index of the posts stored before it had one, at its first use by this release: nothing is read, as the answer would miss some posts; lists without a search are served; `Retry-After` says when to retry"}
-	CursorExpired        = Code{"CURSOR_EXPIRED", 0, 0, "a subscription's `resumeFrom` whose next events the log no longer keeps (`events_ttl`, `events_max`): nothing is replayed; fetch again, then subscribe without it"}
-	ResumeTooLong        = Code{"RESUME_TOO_LONG", 0, 0, "a subscription's `resumeFrom` more than `max_resume_events` events of the log behind: nothing is replayed; fetch again, then subscribe without it"}
-	TooSlow              = Code{"TOO_SLOW", 0, 1013, "a client that reads its WebSocket or HTTP stream too slowly (other clients are not held back): cut off at once, its connection or HTTP/2 stream closed with no last word, which it would not read (the server logs the code); or a subscription that fell behind the events further back than the event log keeps (one that falls behind a burst of writes reads what it missed from the log, and goes on): the stream ends, over SSE with no word so that `EventSource` resumes with `Last-Event-ID`, over multipart with a part whose `payload` is null, over a WebSocket with the close code"}
-	NotAcknowledged      = Code{"", 0, 4401, "a `subscribe` before `connection_ack`"}
-	InitTimeout          = Code{"", 0, 4408, "no `connection_init` within `ws_init_timeout`"}
-	SubscriberExists     = Code{"", 0, 4409, "a `subscribe` with the id of an operation that runs"}
-	GoingAway            = Code{"SHUTTING_DOWN", 0, 1001, "Caddy stopping, or a client that did not answer the keep-alive ping: reconnect"}
-	Terminated           = Code{"", 0, 1000, "`connection_terminate` from the client (subscriptions-transport-ws)"}
-	ServiceRestart       = Code{"SERVICE_RESTART", 0, 1012, "a reload that removes the site or changes how its clients authenticate (each connection at its own moment within a few seconds), or an SSE stream that lasted `sse_max_duration`: reconnect"}
-	Internal             = Code{"INTERNAL_SERVER_ERROR", 500, 4500, "a fault of the server; the cause is logged, never sent"}
+	// CursorExpired and ResumeTooLong are 410 Gone over HTTP, as Kubernetes answers a watch
+	// from a resourceVersion it no longer keeps: what the client would resume from is gone for
+	// good, and no retry brings it back (REST's change stream is refused with them before it
+	// starts; a GraphQL stream's refusal comes as an event of the stream).
+	CursorExpired    = Code{"CURSOR_EXPIRED", 410, 0, "a subscription's `resumeFrom` (or a change stream's `Last-Event-ID` or `lastEventID`) whose next events the log no longer keeps (`events_ttl`, `events_max`), or past the log's last position (a store restored from an older backup): nothing is replayed; fetch again, then subscribe without it, or from the read's cursor"}
+	ResumeTooLong    = Code{"RESUME_TOO_LONG", 410, 0, "a subscription's `resumeFrom` (or a change stream's `Last-Event-ID` or `lastEventID`) more than `max_resume_events` events of the log behind: nothing is replayed; fetch again, then subscribe without it, or from the read's cursor"}
+	TooSlow          = Code{"TOO_SLOW", 0, 1013, "a client that reads its WebSocket or HTTP stream too slowly (other clients are not held back): cut off at once, its connection or HTTP/2 stream closed with no last word, which it would not read (the server logs the code); or a subscription that fell behind the events further back than the event log keeps (one that falls behind a burst of writes reads what it missed from the log, and goes on): the stream ends, over SSE with no word so that `EventSource` resumes with `Last-Event-ID`, over multipart with a part whose `payload` is null, over a WebSocket with the close code"}
+	NotAcknowledged  = Code{"", 0, 4401, "a `subscribe` before `connection_ack`"}
+	InitTimeout      = Code{"", 0, 4408, "no `connection_init` within `ws_init_timeout`"}
+	SubscriberExists = Code{"", 0, 4409, "a `subscribe` with the id of an operation that runs"}
+	GoingAway        = Code{"SHUTTING_DOWN", 0, 1001, "Caddy stopping, or a client that did not answer the keep-alive ping: reconnect"}
+	Terminated       = Code{"", 0, 1000, "`connection_terminate` from the client (subscriptions-transport-ws)"}
+	ServiceRestart   = Code{"SERVICE_RESTART", 0, 1012, "a reload that removes the site or changes how its clients authenticate (each connection at its own moment within a few seconds), or an SSE stream that lasted `sse_max_duration`: reconnect"}
+	Internal         = Code{"INTERNAL_SERVER_ERROR", 500, 4500, "a fault of the server; the cause is logged, never sent"}
 )
 
 // Idempotency keys: the Idempotency-Key header of POST /posts and of a GraphQL createPost.

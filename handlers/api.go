@@ -105,8 +105,16 @@ func New(cfg Config) *API {
 	a.streams = &stream.Handler{Hub: a.hub, Config: a.live, Answer: &a.answer}
 	a.websockets = &ws.Handler{Hub: a.hub, Config: a.live, Answer: &a.answer}
 	rs := &rest.Handler{Posts: cfg.Posts, Auth: cfg.Auth, MaxBodySize: cfg.MaxBodySize, MaxResponseSize: cfg.MaxResponseSize,
-		Identified: cfg.Identified, Answer: &a.answer, Vary: a.vary, CORS: a.cors}
-	a.collection, a.item, a.noRoute = rs.Collection(), rs.Item(), rs.NoRoute()
+		Identified: cfg.Identified, Answer: &a.answer, Vary: a.vary, CORS: a.cors, Changes: a.streams.ServeChanges}
+	collection := rs.Collection()
+	a.collection = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor >= 2 && rest.WantsChanges(r) {
+			stream.ServeShallow(w, r, collection.ServeHTTP)
+			return
+		}
+		collection.ServeHTTP(w, r)
+	})
+	a.item, a.noRoute = rs.Item(), rs.NoRoute()
 	gh := &graphqlhttp.Handler{Posts: cfg.Posts, GraphQL: cfg.GraphQL, Auth: cfg.Auth, MaxBodySize: cfg.MaxBodySize,
 		OriginPatterns: cfg.Subscriptions.OriginPatterns, Identified: cfg.Identified, AccessLog: cfg.AccessLog,
 		Answer: &a.answer, Vary: a.vary, CORS: a.cors, Streams: a.streams, GraphiQL: serveGraphiQL}

@@ -27,6 +27,7 @@ func TestEachAnswerSaysWhatCachesMayDoWithIt(t *testing.T) {
 	const (
 		public, private, never = "public, max-age=0, must-revalidate", "private, max-age=0, must-revalidate", "no-store"
 		rest, graphQL          = "Authorization, X-Api-Key, Origin", "Accept, Authorization, X-Api-Key, Origin"
+		list                   = graphQL // /posts streams its changes to a client that asks for text/event-stream
 	)
 	get := func(query string) string { return graphqlPath + "?" + url.Values{"query": {query}}.Encode() }
 	personal := get(`{ posts { author { email } } }`)
@@ -35,17 +36,17 @@ func TestEachAnswerSaysWhatCachesMayDoWithIt(t *testing.T) {
 		status                                int
 		cacheControl, vary                    string
 	}{
-		{"an anonymous list is public", "GET", "/posts", "", "", "", 200, public, rest},
+		{"an anonymous list is public", "GET", "/posts", "", "", "", 200, public, list},
 		{"an anonymous HEAD of a post is public", "HEAD", post, "", "", "", 200, public, rest},
 		{"alice's read of the same post is private", "GET", post, wsKey, "", "", 200, private, rest},
-		{"the post she creates is private", "POST", "/posts", wsKey, `{"title": "mine"}`, "", 201, private, rest},
+		{"the post she creates is private", "POST", "/posts", wsKey, `{"title": "mine"}`, "", 201, private, list},
 		{"her change to it is private", "PATCH", post, wsKey, `{"title": "changed"}`, "", 200, private, rest},
 		{"bob's refused change is a 403 that no cache keeps", "PATCH", post, wsBobKey, `{"title": "his"}`, "", 403, never, rest},
 		{"a read with an unknown key is a 401 that no cache keeps", "GET", post, "not-a-key", "", "", 401, never, rest},
-		{"a write without credentials is a 401 that no cache keeps", "POST", "/posts", "", `{"title": "x"}`, "", 401, never, rest},
+		{"a write without credentials is a 401 that no cache keeps", "POST", "/posts", "", `{"title": "x"}`, "", 401, never, list},
 		{"a missing post is a 404 that no cache keeps", "GET", "/posts/6b011fa03aa928307595aeda", "", "", "", 404, never, rest},
 		{"a path under /posts/ that names nothing is a 404 that no cache keeps", "GET", "/posts/a/b", "", "", "", 404, never, "Origin"},
-		{"a method the path does not serve is a 405 that no cache keeps", "PUT", "/posts", "", "", "", 405, never, rest},
+		{"a method the path does not serve is a 405 that no cache keeps", "PUT", "/posts", "", "", "", 405, never, list},
 		{"an anonymous GraphQL query over GET is public", "GET", personal, "", "", "", 200, public, graphQL},
 		{"alice's query of the same URL, whose emails she may read, is private", "GET", personal, wsKey, "", "", 200, private, graphQL},
 		{"a query over POST by alice is private", "POST", graphqlPath, wsKey, `{"query": "{ posts { id } }"}`, "", 200, private, graphQL},

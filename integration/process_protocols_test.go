@@ -30,6 +30,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+
+	"github.com/postsedge/caddy-posts/events"
 )
 
 // postCreatedDocument is the one subscription of these tests: every stream of it, whatever its
@@ -72,7 +74,7 @@ https://localhost:%d {
 	witness := openWitness(t, p.url, newProtocolClient(t, "HTTP/1.1", roots))
 
 	for _, name := range []string{"HTTP/1.1", "HTTP/2", "HTTP/3"} {
-		t.Run("REST, GraphQL, SSE and multipart subscriptions are served over "+name, func(t *testing.T) {
+		t.Run("REST, GraphQL, SSE and multipart subscriptions, and REST's change stream, are served over "+name, func(t *testing.T) {
 			c := newProtocolClient(t, name, roots)
 			created := c.createPost(t, p.url, "REST over "+name)
 			witness.await(t, created.ID)
@@ -111,6 +113,12 @@ https://localhost:%d {
 			s.expect(t, post)
 			witness.await(t, post.ID)
 			s.close()
+
+			changes := c.openChanges(ctx, t, p.url)
+			post = c.createPost(t, p.url, "REST's change stream over "+name)
+			changes.expectCreated(t, post)
+			witness.await(t, post.ID)
+			changes.close()
 
 			m := c.openMultipart(ctx, t, p.url)
 			post = c.createPost(t, p.url, "multipart over "+name)
@@ -460,6 +468,25 @@ func (c *protocolClient) startSSE(ctx context.Context, base, lastEventID string)
 		req, _ = http.NewRequestWithContext(ctx, "GET", base+"/graphql?query="+url.QueryEscape(postCreatedDocument), nil)
 		req.Header.Set("Last-Event-ID", lastEventID)
 	}
+	return c.stream(req)
+}
+
+// openChanges opens REST's change stream of the posts (GET /posts as text/event-stream) and
+// returns once its first bytes came.
+func (c *protocolClient) openChanges(ctx context.Context, t *testing.T, base string) *sseStream {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/posts", nil)
+	s, err := c.stream(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.close)
+	return s
+}
+
+// stream sends req, asking for text/event-stream, and returns the stream once its headers and
+// its first bytes (a comment) came.
+func (c *protocolClient) stream(req *http.Request) (*sseStream, error) {
 	req.Header.Set("Accept", "text/event-stream")
 	res, err := c.send(req, http.StatusOK)
 	if err != nil {
@@ -553,6 +580,20 @@ func (s *sseStream) receive(post postView) (string, error) {
 }
 
 func (s *sseStream) close() { s.res.Body.Close() }
+
+// expectCreated reads the next event of a change stream but keep-alives, which must be the
+// created event of post, with a cursor as its id.
+func (s *sseStream) expectCreated(t *testing.T, post postView) {
+	t.Helper()
+	e, err := s.next()
+	for err == nil && e.comment {
+		e, err = s.next()
+	}
+	var got postView
+	if err != nil || json.Unmarshal([]byte(e.data), &got) != nil || e.event != "created" || got != post || len(e.id) != events.CursorLength {
+		t.Fatalf("the change stream over %s: %+v, %v; want created, the post %+v, a cursor as its id", s.c.name, e, err, post)
+	}
+}
 
 // multipartStream is an Apollo multipart subscription to postCreatedDocument, read part by part
 // as each comes: mime/multipart holds a part back until the boundary after it is complete,

@@ -71,7 +71,7 @@ func TestFromAReadToLiveAcrossTwoCaddies(t *testing.T) {
 func missNothing(t *testing.T, clients []*readLiveClient, store map[string]int) {
 	for _, c := range clients {
 		if d := c.differences(store); d > 0 {
-			t.Errorf("a client (GraphQL read %v) ends with %d differences from the store: %s", c.graphQL, d, c.describe(store))
+			t.Errorf("a client (GraphQL read %v, change stream %v) ends with %d differences from the store: %s", c.graphQL, c.changes, d, c.describe(store))
 		}
 	}
 }
@@ -86,7 +86,7 @@ func readThenLive(t *testing.T, w *liveWriter, perSecond, n int, readURL, wsURL 
 	clients := make([]*readLiveClient, n)
 	var loops sync.WaitGroup
 	for i := range clients {
-		clients[i] = &readLiveClient{t: t, url: readURL, wsURL: wsURL, graphQL: i%2 == 1, fromCursor: fromCursor, r: rand.New(rand.NewPCG(uint64(i), 40))}
+		clients[i] = &readLiveClient{t: t, url: readURL, wsURL: wsURL, graphQL: i%3 == 1, changes: i%3 == 2, fromCursor: fromCursor, r: rand.New(rand.NewPCG(uint64(i), 40))}
 		loops.Go(func() { clients[i].loop(writing) })
 	}
 	loops.Wait() // each ends once writing is closed
@@ -254,6 +254,7 @@ type readLiveClient struct {
 	t                   *testing.T
 	url, wsURL          string
 	graphQL, fromCursor bool
+	changes             bool // it follows REST's change stream rather than subscribing over wsURL's instance's WebSocket
 	r                   *rand.Rand
 
 	reads int
@@ -281,7 +282,12 @@ func (c *readLiveClient) loop(writing <-chan struct{}) {
 		if c.fromCursor {
 			cursors = map[string]string{"c": cursor, "u": cursor, "d": cursor}
 		}
-		c.live = startResumingClient(c.t, "reader", func() string { return c.wsURL }, everyWrite, cursors)
+		if c.changes {
+			site := "http" + strings.TrimSuffix(strings.TrimPrefix(c.wsURL, "ws"), "/graphql")
+			c.live = startChangesClient(c.t, "reader", func() string { return site }, cursors["c"])
+		} else {
+			c.live = startResumingClient(c.t, "reader", func() string { return c.wsURL }, everyWrite, cursors)
+		}
 		select {
 		case <-writing:
 			return // the last: it stays

@@ -32,18 +32,23 @@ import (
 )
 
 // TestResumingThroughCutConnections runs 20 subscribers (three subscriptions each: created,
-// updated, deleted) through a proxy that cuts each of their connections 0.5 to 3s after it
-// opened, while 8 writers make 5,000 writes on the embedded store, half through REST and half
-// through GraphQL: each subscriber, resuming each subscription from its last cursor, gets every
+// updated, deleted) and 5 clients of REST's change stream (as EventSource: Last-Event-ID)
+// through a proxy that cuts each of their connections 0.5 to 3s after it opened, while 8
+// writers make 5,000 writes on the embedded store, half through REST and half through GraphQL:
+// each subscriber, resuming each subscription (or its stream) from its last cursor, gets every
 // event once, each post's in the order written, and nothing else.
 func TestResumingThroughCutConnections(t *testing.T) {
 	t.Run("every subscriber gets every write once and in order, though its connection is cut every 0.5 to 3s", func(t *testing.T) {
 		port := freePort(t)
 		p := startProcess(t, processConfig("off", port, "\t\tdata_dir "+t.TempDir()), port)
 		proxy := startCutProxy(t, p.url, 500*time.Millisecond, 3*time.Second)
-		clients := make([]*resumingClient, 20)
+		clients := make([]*resumingClient, 25)
 		for i := range clients {
-			clients[i] = startResumingClient(t, fmt.Sprint("S", i+1), proxy.wsURL, everyWrite, nil)
+			if i < 20 {
+				clients[i] = startResumingClient(t, fmt.Sprint("S", i+1), proxy.wsURL, everyWrite, nil)
+			} else { // REST's change stream, as EventSource reads it
+				clients[i] = startChangesClient(t, fmt.Sprint("E", i-19), proxy.baseURL, "")
+			}
 		}
 		w := newResumeWriter(t, false)
 		ignore := warmUp(t, w, p.url, clients)
@@ -202,6 +207,9 @@ type resumingClient struct {
 	name string
 	subs []string
 	url  func() string
+	// changes makes it a client of REST's change stream rather (changes.go): one stream of
+	// every write, from the site url gives, resumed as EventSource resumes it.
+	changes *changesClient
 
 	mu          sync.Mutex
 	got         map[string][]string  // by post id, in the order received: "c1", "u2", "d"
@@ -256,6 +264,9 @@ func (c *resumingClient) run() {
 
 // session is one connection to url, until it ends; it returns why it ended.
 func (c *resumingClient) session(url string) string {
+	if c.changes != nil {
+		return c.changes.session(c, url)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dialCtx, dialCancel := context.WithTimeout(ctx, 5*time.Second)
@@ -406,6 +417,9 @@ func (c *resumingClient) stop() {
 		if c.ws != nil {
 			c.ws.CloseNow()
 		}
+		if c.changes != nil && c.changes.cancel != nil {
+			c.changes.cancel()
+		}
 		c.mu.Unlock()
 		<-c.done
 	})
@@ -490,6 +504,9 @@ func startCutProxy(t *testing.T, baseURL string, min, max time.Duration) *cutPro
 
 // wsURL is the /graphql WebSocket URL through the proxy.
 func (p *cutProxy) wsURL() string { return "ws://" + p.ln.Addr().String() + "/graphql" }
+
+// baseURL is the site's URL through the proxy.
+func (p *cutProxy) baseURL() string { return "http://" + p.ln.Addr().String() }
 
 func (p *cutProxy) startCutting() { p.cutting.Store(true) }
 func (p *cutProxy) stopCutting()  { p.cutting.Store(false) }

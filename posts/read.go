@@ -71,9 +71,9 @@ func (s *Service) List(ctx context.Context, q ListQuery) (Page, error) {
 	if limit < 1 || limit > s.maxLimit {
 		return Page{}, invalid("limit", "limit must be from 1 to %d", s.maxLimit)
 	}
-	since, until := ceilMilli(q.Since), ceilMilli(q.Until)
-	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
-		return Page{}, invalid("since", "since must be before until")
+	since, until, err := TimeRange(q.Since, q.Until)
+	if err != nil {
+		return Page{}, err
 	}
 	// One more post than the page tells whether a next page exists.
 	f := store.Filter{UserID: q.UserID, Search: q.Search, Since: since, Until: until, Oldest: q.Oldest, Limit: limit + 1}

@@ -45,6 +45,30 @@ func ParseTime(param, s string) (time.Time, error) {
 	return t, nil
 }
 
+// TimeRange is the range of creation times that since (inclusive) and until (exclusive)
+// bound, as a list selects its posts by them (a zero time bounds nothing), rounded up to the
+// millisecond (ceilMilli); since not before until is an *InvalidError of field since.
+func TimeRange(since, until time.Time) (time.Time, time.Time, error) {
+	since, until = ceilMilli(since), ceilMilli(until)
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		return since, until, invalid("since", "since must be before until")
+	}
+	return since, until, nil
+}
+
+// CreatedWithin returns whether p was created within the range since and until give, as a
+// list of them would hold it, for the subscriptions that follow such a list; the same error as
+// TimeRange.
+func CreatedWithin(since, until time.Time) (func(p Post) bool, error) {
+	since, until, err := TimeRange(since, until)
+	if err != nil {
+		return nil, err
+	}
+	return func(p Post) bool {
+		return (since.IsZero() || !p.CreatedAt.Before(since)) && (until.IsZero() || p.CreatedAt.Before(until))
+	}, nil
+}
+
 // ceilMilli is t rounded up to the millisecond, in UTC: times are stored to the millisecond,
 // so a post is created at or after t exactly when it is at or after ceilMilli(t).
 func ceilMilli(t time.Time) time.Time {

@@ -114,9 +114,11 @@ func (s *Schema) replay(ctx context.Context, l *Listener, subscribed <-chan stru
 		return
 	}
 	handed, _ := s.svc.Handed() // read: ResumeAfter waited for it
-	if resumes && handed-from > s.limits.MaxResume {
-		s.refuseResume(ctx, l, &errcode.Error{Code: errcode.ResumeTooLong, Message: resumeTooLong(handed-from, s.limits.MaxResume)})
-		return
+	if resumes {
+		if err := s.withinResume(handed, from); err != nil {
+			s.refuseResume(ctx, l, err)
+			return
+		}
 	}
 	l.seq.start(l, r, from)
 
@@ -205,6 +207,12 @@ func (s *Schema) refuseResume(ctx context.Context, l *Listener, err error) {
 	if ctx.Err() != nil {
 		return
 	}
+	e := resumeRefused(err)
+	s.endListener(l, &RefusedError{Errors: []*gqlerrors.QueryError{{Message: e.Message, Extensions: e.Extensions()}}})
+}
+
+// resumeRefused is the error of a resume that err refused, counted in the metrics.
+func resumeRefused(err error) *errcode.Error {
 	e := errcode.Of(err)
 	switch e.Code {
 	case errcode.CursorExpired:
@@ -212,13 +220,34 @@ func (s *Schema) refuseResume(ctx context.Context, l *Listener, err error) {
 	case errcode.BadUserInput, errcode.ResumeTooLong:
 		metrics.Resumed(metrics.ResumeRefused)
 	}
-	s.endListener(l, &RefusedError{Errors: []*gqlerrors.QueryError{{Message: e.Message, Extensions: e.Extensions()}}})
+	return e
 }
 
-func resumeTooLong(behind, limit int64) string {
-	metrics.LimitRefused("max_resume_events")
-	return fmt.Sprintf("the cursor is %d events of the log behind, more than max_resume_events (%d) allows replaying: "+
-		"fetch what you show again, then subscribe without resumeFrom", behind, limit)
+// withinResume refuses a resume from position from while handed is the last position handed to
+// the live subscribers: one more than max_resume_events behind is RESUME_TOO_LONG.
+func (s *Schema) withinResume(handed, from int64) error {
+	if behind := handed - from; behind > s.limits.MaxResume {
+		metrics.LimitRefused("max_resume_events")
+		return &errcode.Error{Code: errcode.ResumeTooLong, Message: fmt.Sprintf("the cursor is %d events of the log behind, more than max_resume_events (%d) allows replaying: "+
+			"fetch what you show again, then subscribe without resumeFrom", behind, s.limits.MaxResume)}
+	}
+	return nil
+}
+
+// Resumable checks, before a stream starts, what its resume from cursor would be refused for
+// (step 2 above): a cursor the log did not make, one whose next events it no longer keeps, one
+// too far behind, counted in the metrics as the replay counts them; its transport answers the
+// refusal with a status. The replay checks again.
+func (s *Schema) Resumable(ctx context.Context, cursor string) error {
+	from, err := s.svc.ResumeAfter(ctx, cursor)
+	if err == nil {
+		handed, _ := s.svc.Handed()
+		err = s.withinResume(handed, from)
+	}
+	if err != nil {
+		resumeRefused(err) // counted: an unavailable store is not
+	}
+	return err
 }
 
 // replaySource is where a replay's subscription reads its events: the log, after from, rather

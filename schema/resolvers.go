@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
 
 	"github.com/graph-gophers/graphql-go"
 	"go.uber.org/zap"
@@ -180,17 +179,9 @@ func (r *Resolver) list(ctx context.Context, b *budget, args listArgs, limitName
 			return posts.Page{}, r.fail(ctx, err)
 		}
 	}
-	for _, t := range []struct {
-		name string
-		arg  *TimeArg
-		into *time.Time
-	}{{"since", args.Since, &q.Since}, {"until", args.Until, &q.Until}} {
-		if t.arg != nil {
-			var err error
-			if *t.into, err = posts.ParseTime(t.name, t.arg.text); err != nil {
-				return posts.Page{}, r.fail(ctx, err)
-			}
-		}
+	var err error
+	if q.Since, q.Until, err = timeArgs(args.Since, args.Until); err != nil {
+		return posts.Page{}, r.fail(ctx, err)
 	}
 	q.Oldest = args.Order != nil && *args.Order == OldestFirst
 	if err := b.err(); err != nil {

@@ -71,6 +71,20 @@ func (t *TimeArg) UnmarshalGraphQL(input any) error {
 	return nil
 }
 
+// timeArgs reads the since and until arguments of a list or a subscription: the zero time for
+// one not given (posts.ParseTime).
+func timeArgs(since, until *TimeArg) (from, to time.Time, err error) {
+	if since != nil {
+		if from, err = posts.ParseTime("since", since.text); err != nil {
+			return from, to, err
+		}
+	}
+	if until != nil {
+		to, err = posts.ParseTime("until", until.text)
+	}
+	return from, to, err
+}
+
 // MarshalJSON writes a Time as the REST API does.
 func (t Time) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + t.UTC().Format(posts.TimeFormat) + `"`), nil

@@ -127,6 +127,7 @@ type Schema struct {
 	feeds        feeds                      // the running subscriptions, shared by their subscribers
 	writes       *writes                    // the budgets of the latest writes' responses (budget.go)
 	documents    *documents                 // the documents prepared before, by the hash of their text
+	changes      *document                  // the change stream's operations (changes.go)
 	maxLimit     int
 	defaultSizes map[string]int
 	// unplanned runs every operation through graphql-go's Exec, never a plan (plan.go): the
@@ -168,6 +169,9 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits, persisted ...Per
 	s := &Schema{exec: exec, root: r, svc: svc, limits: limits, types: types, maxLimit: svc.MaxLimit(), defaultSizes: defaultSizes(svc.MaxLimit()),
 		documents: newDocuments(limits.DocumentCacheEntries, limits.DocumentCacheSize), writes: newWrites(limits.MaxResponseSize)}
 	if err := s.persist(persisted); err != nil {
+		return nil, err
+	}
+	if err := s.prepareChanges(); err != nil {
 		return nil, err
 	}
 	return s, nil

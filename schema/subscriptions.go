@@ -145,29 +145,39 @@ func withOverflow(ctx context.Context, fellBehind func()) context.Context {
 
 // PostCreated resolves Subscription.postCreated.
 func (r *Resolver) PostCreated(ctx context.Context, args struct {
-	UserID *graphql.ID
-	Search *string
+	UserID       *graphql.ID
+	Search       *string
+	Since, Until *TimeArg
 }) (<-chan *Post, error) {
 	q, err := r.search(ctx, args.Search)
 	if err != nil {
 		return nil, err
 	}
+	within, err := r.within(ctx, args.Since, args.Until)
+	if err != nil {
+		return nil, err
+	}
 	return stream(ctx, r, func(e posts.Event) bool {
-		return e.Kind == posts.Created && ofUser(e, args.UserID) && e.Found(q)
+		return e.Kind == posts.Created && ofUser(e, args.UserID) && within(e.Post) && e.Found(q)
 	}, r.eventPost(ctx, "postCreated"))
 }
 
 // PostUpdated resolves Subscription.postUpdated.
 func (r *Resolver) PostUpdated(ctx context.Context, args struct {
-	ID, UserID *graphql.ID
-	Search     *string
+	ID, UserID   *graphql.ID
+	Search       *string
+	Since, Until *TimeArg
 }) (<-chan *Post, error) {
 	q, err := r.search(ctx, args.Search)
 	if err != nil {
 		return nil, err
 	}
+	within, err := r.within(ctx, args.Since, args.Until)
+	if err != nil {
+		return nil, err
+	}
 	return stream(ctx, r, func(e posts.Event) bool {
-		return e.Kind == posts.Updated && ofUser(e, args.UserID) && (args.ID == nil || string(*args.ID) == e.Post.ID) && e.Found(q)
+		return e.Kind == posts.Updated && ofUser(e, args.UserID) && (args.ID == nil || string(*args.ID) == e.Post.ID) && within(e.Post) && e.Found(q)
 	}, r.eventPost(ctx, "postUpdated"))
 }
 
@@ -181,6 +191,20 @@ func (r *Resolver) search(ctx context.Context, search *string) (words.Query, err
 		return words.Query{}, r.fail(ctx, err)
 	}
 	return q, nil
+}
+
+// within reads the since and until arguments of a subscription: whether a post was created in
+// the range they bound (posts.CreatedWithin).
+func (r *Resolver) within(ctx context.Context, since, until *TimeArg) (func(posts.Post) bool, error) {
+	from, to, err := timeArgs(since, until)
+	if err != nil {
+		return nil, r.fail(ctx, err)
+	}
+	within, err := posts.CreatedWithin(from, to)
+	if err != nil {
+		return nil, r.fail(ctx, err)
+	}
+	return within, nil
 }
 
 // PostDeleted resolves Subscription.postDeleted. The id is an ID, not a graphql.ID, whose

@@ -76,7 +76,8 @@ type Varies struct {
 	rest, graphQL string
 }
 
-// NewVaries names the credential headers of authn and Origin (and, for GraphQL, Accept).
+// NewVaries names the credential headers of authn and Origin (and, for answers that depend on
+// it, Accept).
 func NewVaries(authn *auth.Authenticator) Varies {
 	credentials := "Authorization"
 	if authn != nil && authn.APIKeyHeader != "" {
@@ -86,9 +87,10 @@ func NewVaries(authn *auth.Authenticator) Varies {
 }
 
 // Set marks w's answer, of REST or of GraphQL over HTTP, as depending on the request's
-// credentials (and on its Accept for GraphQL).
-func (v Varies) Set(w http.ResponseWriter, graphQL bool) {
-	if graphQL {
+// credentials, and on its Accept when accept is set: GraphQL's, and REST's list of posts, which
+// streams its changes to a client that asks for text/event-stream.
+func (v Varies) Set(w http.ResponseWriter, accept bool) {
+	if accept {
 		SetFixed(w, FixedVary, v.graphQL)
 	} else {
 		SetFixed(w, FixedVary, v.rest)

@@ -4,11 +4,10 @@
 package graphqlhttp
 
 import (
-	"mime"
-	"strconv"
 	"strings"
 
 	"github.com/postsedge/caddy-posts/handlers/answer"
+	"github.com/postsedge/caddy-posts/handlers/request"
 	"github.com/postsedge/caddy-posts/handlers/stream"
 )
 
@@ -20,18 +19,18 @@ import (
 func StreamRequested(accept string) stream.Framing {
 	var f stream.Framing
 	best := 0.0
-	for _, r := range mediaRanges(accept) {
+	for _, r := range request.MediaRanges(accept) {
 		var this stream.Framing
 		switch {
-		case r.name == "text/event-stream":
+		case r.Name == "text/event-stream":
 			this = stream.SSE{}
-		case r.name == "multipart/mixed" && r.params["subscriptionspec"] == "1.0":
+		case r.Name == "multipart/mixed" && r.Params["subscriptionspec"] == "1.0":
 			this = stream.Multipart{}
 		default:
 			continue
 		}
-		if r.q > best {
-			f, best = this, r.q
+		if r.Q > best {
+			f, best = this, r.Q
 		}
 	}
 	return f
@@ -44,43 +43,13 @@ type acceptance struct {
 	own, legacy, html float64 // the q of graphQLResponseJSON, applicationJSON and text/html
 }
 
-// mediaRange is one media range of an Accept header, with its parameters and its q.
-type mediaRange struct {
-	name   string            // lower case, as mime.ParseMediaType gives it
-	params map[string]string // their names in lower case, their values unquoted
-	q      float64
-}
-
-// mediaRanges reads an Accept header: each element parsed by mime.ParseMediaType, one it
-// cannot parse left out (a duplicated parameter, a value no token and no quoted string), and a
-// q that is no weight (not 0 to 1) read as 0, not acceptable.
-func mediaRanges(header string) []mediaRange {
-	var ranges []mediaRange
-	for item := range strings.SplitSeq(header, ",") {
-		name, params, err := mime.ParseMediaType(strings.TrimSpace(item))
-		if err != nil {
-			continue
-		}
-		q := 1.0
-		if v, ok := params["q"]; ok {
-			if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f <= 1 {
-				q = f
-			} else {
-				q = 0
-			}
-		}
-		ranges = append(ranges, mediaRange{name, params, q})
-	}
-	return ranges
-}
-
 func accepting(header string) acceptance {
-	ranges := mediaRanges(header)
+	ranges := request.MediaRanges(header)
 	return acceptance{
 		given:  strings.TrimSpace(header) != "",
-		own:    quality(ranges, answer.GraphQLResponseJSON),
-		legacy: quality(ranges, answer.ApplicationJSON),
-		html:   quality(ranges, "text/html"),
+		own:    request.Quality(ranges, answer.GraphQLResponseJSON),
+		legacy: request.Quality(ranges, answer.ApplicationJSON),
+		html:   request.Quality(ranges, "text/html"),
 	}
 }
 
@@ -100,26 +69,4 @@ func (a acceptance) responseType() string {
 // prefersHTML says whether the client (a browser) takes text/html more gladly than JSON.
 func (a acceptance) prefersHTML() bool {
 	return a.html > 0 && a.html > max(a.own, a.legacy)
-}
-
-// quality is the q that ranges give media, from the most specific range that matches it (RFC
-// 9110 §12.5.1); 0 when none matches.
-func quality(ranges []mediaRange, media string) float64 {
-	typ, _, _ := strings.Cut(media, "/")
-	best, q := -1, 0.0
-	for _, r := range ranges {
-		specificity := -1
-		switch r.name {
-		case media:
-			specificity = 2
-		case typ + "/*":
-			specificity = 1
-		case "*/*":
-			specificity = 0
-		}
-		if specificity > best {
-			best, q = specificity, r.q
-		}
-	}
-	return q
 }

@@ -4,6 +4,7 @@
 package rest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/postsedge/caddy-posts/handlers/request"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/schema"
 )
 
 // Handler serves /posts and /posts/{id}.
@@ -41,6 +43,9 @@ type Handler struct {
 	Vary answer.Varies
 	// CORS lets the allowed origins' pages read the answers.
 	CORS *answer.CORS
+	// Changes, if set, serves GET /posts to a client that asks for text/event-stream: the
+	// changes of the list it would read, as they are stored (handlers/stream's ServeChanges).
+	Changes func(w http.ResponseWriter, r *http.Request, caller auth.Identity, c schema.Changes)
 }
 
 // Collection serves /posts, observed in the metrics.
@@ -58,8 +63,12 @@ func (h *Handler) NoRoute() http.Handler {
 	return answer.Observed(metrics.REST, "other", h.serveNoRoute)
 }
 
-// listParams are the query parameters of GET /posts.
+// listParams are the query parameters of GET /posts; a change stream takes lastEventID too.
 var listParams = []string{"userId", "q", "since", "until", "sort", "limit", "after"}
+
+// lastEventID is the query parameter of the cursor a change stream resumes after, for a client
+// that cannot send Last-Event-ID (a browser's EventSource, before it has received an event).
+const lastEventID = "lastEventID"
 
 // The values of sort: newest first (the default) or oldest first.
 const (
@@ -70,9 +79,18 @@ const (
 // list serves GET /posts: a page of posts, newest first unless sort says otherwise, with a Link
 // to the next page.
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
-	values, q, err := h.listQuery(r.URL.RawQuery)
+	changes := h.Changes != nil && WantsChanges(r)
+	values, q, err := h.listQuery(r.URL.RawQuery, changes)
 	if err != nil {
 		return err
+	}
+	if changes {
+		if _, _, err := posts.TimeRange(q.Since, q.Until); err != nil { // which List checks for a list
+			return answer.BadRequest("%v", err)
+		}
+		h.Changes(w, r, auth.FromContext(r.Context()), schema.Changes{UserID: q.UserID, Search: values.Get("q"), Since: q.Since, Until: q.Until,
+			ResumeFrom: cmp.Or(r.Header.Get("Last-Event-ID"), values.Get(lastEventID))})
+		return nil
 	}
 	ctx, seen := h.Posts.WithSeen(r.Context())
 	page, err := h.Posts.List(ctx, q)
@@ -117,17 +135,36 @@ func nextLink(values url.Values, after string) string {
 	return fmt.Sprintf(`</posts?%s>; rel="next"`, next.Encode())
 }
 
-// listQuery reads the query string of GET /posts, refusing unknown, repeated or malformed
-// parameters rather than ignoring them, each with a message naming it.
-func (h *Handler) listQuery(raw string) (values url.Values, q posts.ListQuery, err error) {
+// WantsChanges says whether r, a request of /posts, asks for the change stream: a GET (or HEAD)
+// whose Accept takes text/event-stream more gladly than application/json (EventSource's own).
+func WantsChanges(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	ranges := request.MediaRanges(r.Header.Get("Accept"))
+	events := request.Quality(ranges, "text/event-stream")
+	return events > 0 && events > request.Quality(ranges, answer.ApplicationJSON)
+}
+
+// listQuery reads the query string of GET /posts, or of its change stream, refusing unknown,
+// repeated or malformed parameters rather than ignoring them, each with a message naming it. A
+// change stream takes a list's paging and order (limit, after, sort) too, so that a client
+// streams from the URL it read, and ignores them.
+func (h *Handler) listQuery(raw string, changes bool) (values url.Values, q posts.ListQuery, err error) {
 	values, err = url.ParseQuery(raw)
 	if err != nil {
 		return nil, q, answer.BadRequest("the query string is malformed")
 	}
+	params := listParams
+	if changes {
+		params = append(slices.Clip(params), lastEventID)
+	}
 	for name, vs := range values {
 		switch {
-		case !slices.Contains(listParams, name):
-			return nil, q, answer.BadRequest("unknown query parameter %q; allowed: %s", name, strings.Join(listParams, ", "))
+		case name == lastEventID && !changes:
+			return nil, q, answer.BadRequest("query parameter %q resumes a change stream: send it with Accept: text/event-stream", name)
+		case !slices.Contains(params, name):
+			return nil, q, answer.BadRequest("unknown query parameter %q; allowed: %s", name, strings.Join(params, ", "))
 		case len(vs) > 1:
 			return nil, q, answer.BadRequest("query parameter %q is given more than once", name)
 		case vs[0] == "":

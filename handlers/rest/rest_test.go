@@ -103,7 +103,7 @@ func TestChangesTellNullFromAbsent(t *testing.T) {
 
 func TestListQuery(t *testing.T) {
 	h := &Handler{Posts: posts.NewService(posts.Config{})}
-	_, q, err := h.listQuery("userId=alice&limit=7&after=abc&q=Edge+caddy&since=2026-11-30T10:00:00Z&until=2026-11-30T12:00:00.5%2B01:00&sort=createdAt")
+	_, q, err := h.listQuery("userId=alice&limit=7&after=abc&q=Edge+caddy&since=2026-11-30T10:00:00Z&until=2026-11-30T12:00:00.5%2B01:00&sort=createdAt", false)
 	since, until := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 11, 0, 0, 500_000_000, time.UTC)
 	if err != nil || q.UserID != "alice" || q.Limit != 7 || q.After != "abc" || strings.Join(q.Search.Words, " ") != "edge caddy" ||
 		!q.Since.Equal(since) || !q.Until.Equal(until) || !q.Oldest {
@@ -128,7 +128,7 @@ func TestListQuery(t *testing.T) {
 		{"sort=createdAt&sort=createdAt", "sort"},
 	} {
 		t.Run("400 naming "+tc.names+" for "+tc.raw, func(t *testing.T) {
-			_, _, err := h.listQuery(tc.raw)
+			_, _, err := h.listQuery(tc.raw, false)
 			if e := errcode.Of(err); e.Code.Status != 400 || !strings.Contains(e.Message, tc.names) {
 				t.Errorf("err = %v; want a 400 that names %s", err, tc.names)
 			}

@@ -214,6 +214,13 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, f Framing, plain
 		Result(w, f, h.Config.GraphQL.Execute(ctx, op))
 		return
 	}
+	fail := func(err error) { h.Answer.FailGraphQL(w, r, plain, err) }
+	h.serve(w, r, f, fail, caller, []*schema.Operation{op})
+}
+
+// serve serves ops, subscriptions that caller may run, as one stream in the framing f, their
+// events in the log's order (one schema.Sequence); fail answers a refusal before it starts.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f Framing, fail func(error), caller auth.Identity, ops []*schema.Operation) {
 	if x := answer.ExchangeOf(w); x != nil {
 		x.Interface = f.name()
 	}
@@ -222,14 +229,14 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, f Framing, plain
 		return
 	}
 	if !canFlush(w) { // a handler in front holds the response: the client would get the opening, then nothing
-		h.Answer.FailGraphQL(w, r, plain, errcode.Of(errors.New("a handler in front of posts buffers its responses (its writer cannot flush): subscriptions cannot stream through it; keep streams out of it (see the cache recipe of docs/recipes.md)")))
+		fail(errcode.Of(errors.New("a handler in front of posts buffers its responses (its writer cannot flush): subscriptions cannot stream through it; keep streams out of it (see the cache recipe of docs/recipes.md)")))
 		return
 	}
 	cfg := h.Config.Subscriptions
 	client := live.ClientKey(caller, h.Config.ClientAddress(r))
 	if err := h.Hub.Reserve(client, cfg.MaxConnections, cfg.MaxConnectionsPerUser); err != nil {
 		w.Header().Set("Retry-After", answer.RetryAfter)
-		h.Answer.FailGraphQL(w, r, plain, err)
+		fail(err)
 		return
 	}
 	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client, hub: h.Hub, ctx: requestid.With(context.Background(), h.Answer.ID(r)), caller: caller.UserID, opened: time.Now()}
@@ -237,30 +244,38 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, f Framing, plain
 	if !h.Hub.Add(s, client) {
 		s.close()
 		w.Header().Set("Retry-After", answer.RetryAfter)
-		h.Answer.FailGraphQL(w, r, plain, errcode.New(errcode.ServerFull, "the server is closing; try again later"))
+		fail(errcode.New(errcode.ServerFull, "the server is closing; try again later"))
 		return
 	}
 	s.atEnd(func() { h.Hub.Remove(s) })
 	h.Hub.CloseOnExit(r, h.Config.Exiting)
 	seq := schema.NewSequence(cfg.SendQueue, s.roomForEvents, s.hold)
-	l, err := h.Config.GraphQL.ListenIn(seq, client, op, caller,
-		func(payload json.RawMessage) { s.push(payload, s.sendQueue()) },
-		s.feedEnded)
-	if err != nil { // ErrTooManyFeeds (503), or ErrTooManyFeedsPerClient (429)
-		s.close()
-		h.Answer.FailGraphQL(w, r, plain, err)
-		return
+	listeners := make([]*schema.Listener, 0, len(ops))
+	for _, op := range ops {
+		l, err := h.Config.GraphQL.ListenIn(seq, client, op, caller,
+			func(payload json.RawMessage) { s.push(payload, s.sendQueue()) },
+			s.feedEnded)
+		if err != nil { // ErrTooManyFeeds (503), or ErrTooManyFeedsPerClient (429)
+			s.close()
+			fail(err)
+			return
+		}
+		s.atEnd(l.Close)
+		listeners = append(listeners, l)
 	}
-	s.atEnd(l.Close)
 	// The stream's first bytes tell the client it is subscribed: a write it makes once it has
-	// them must reach it, so they wait for the feed's subscription to the events.
-	select {
-	case <-l.Subscribed():
-	case <-s.wake: // the stream ended first: run writes how
-		s.signal()
-	case <-r.Context().Done():
-		s.close()
-		return
+	// them must reach it, so they wait for the feeds' subscriptions to the events.
+subscribing:
+	for _, l := range listeners {
+		select {
+		case <-l.Subscribed():
+		case <-s.wake: // the stream ended first: run writes how
+			s.signal()
+			break subscribing
+		case <-r.Context().Done():
+			s.close()
+			return
+		}
 	}
 	if !caller.Expires.IsZero() { // ended when HTTP would refuse the token, as a WebSocket is
 		expiry := time.AfterFunc(time.Until(caller.Expires), func() {
@@ -268,7 +283,7 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, f Framing, plain
 		})
 		s.atEnd(func() { expiry.Stop() })
 	}
-	if _, ok := f.(SSE); ok && cfg.SSEMaxDuration > 0 {
+	if reconnects(f) && cfg.SSEMaxDuration > 0 {
 		cut := time.AfterFunc(cfg.SSEMaxDuration, func() {
 			s.Fail(errcode.New(errcode.ServiceRestart, "the stream lasted sse_max_duration; reconnect"))
 		})
@@ -290,6 +305,16 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, f Framing, plain
 		return
 	}
 	s.run(o)
+}
+
+// reconnects says whether the clients of framing f reconnect by themselves and resume, as
+// EventSource does: server-sent events.
+func reconnects(f Framing) bool {
+	switch f.(type) {
+	case SSE, Changes:
+		return true
+	}
+	return false
 }
 
 // Result answers res as a stream of one result in the framing f: a refusal, or a query's result
