@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,4 +190,51 @@ func altered(cursor string) string {
 		b[len(b)/2] = 'A'
 	}
 	return string(b)
+}
+
+// TestTheChangeStreamsDelivery runs 10 clients of REST's change stream beside 10 WebSocket
+// subscribers (three subscriptions each) while 8 writers make 2,000 writes: each gets every event
+// once and in order (checkResumed), and the test logs how long each kind took to deliver them,
+// from the write's answer to the event's arrival, side by side: the figure of the issue that
+// brought the stream. A figure, not a bound: it is not asserted.
+func TestTheChangeStreamsDelivery(t *testing.T) {
+	port := freePort(t)
+	p := startProcess(t, processConfig("off", port, "\t\tdata_dir "+t.TempDir()), port)
+	wsURL := "ws" + strings.TrimPrefix(p.url, "http") + "/graphql"
+	var streams, sockets []*resumingClient
+	for i := range 10 {
+		streams = append(streams, startChangesClient(t, fmt.Sprint("E", i+1), func() string { return p.url }, ""))
+		sockets = append(sockets, startResumingClient(t, fmt.Sprint("S", i+1), func() string { return wsURL }, everyWrite, nil))
+	}
+	clients := append(slices.Clone(streams), sockets...)
+	w := newResumeWriter(t, false)
+	ignore := warmUp(t, w, p.url, clients)
+	w.writeChains(8, func(int, int) string { return p.url }, chainsUpTo(0, 2000/4))
+	want, decided := w.settle(p.url)
+	checkResumed(t, w, p.url, clients, want, ignore, decided)
+	for _, kind := range []struct {
+		name    string
+		clients []*resumingClient
+	}{{"REST's change stream", streams}, {"a WebSocket (graphql-transport-ws)", sockets}} {
+		t.Logf("delivery over %s, from the write's answer: %s", kind.name, percentiles(w.delays(kind.clients)))
+	}
+}
+
+// delays are, sorted, how long after its write was answered each event of w reached each of
+// clients (0 for one that came before the answer).
+func (w *resumeWriter) delays(clients []*resumingClient) []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var d []time.Duration
+	for _, c := range clients {
+		c.mu.Lock()
+		for key, at := range c.at {
+			if answered, ok := w.answered[key]; ok {
+				d = append(d, max(0, at.Sub(answered)))
+			}
+		}
+		c.mu.Unlock()
+	}
+	slices.Sort(d)
+	return d
 }
