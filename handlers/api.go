@@ -105,7 +105,7 @@ func New(cfg Config) *API {
 	a.streams = &stream.Handler{Hub: a.hub, Config: a.live, Answer: &a.answer}
 	a.websockets = &ws.Handler{Hub: a.hub, Config: a.live, Answer: &a.answer}
 	rs := &rest.Handler{Posts: cfg.Posts, Auth: cfg.Auth, MaxBodySize: cfg.MaxBodySize, MaxResponseSize: cfg.MaxResponseSize,
-		Identified: cfg.Identified, Answer: &a.answer, Vary: a.vary, CORS: a.cors, Changes: a.streams.ServeChanges}
+		Identified: cfg.Identified, Answer: &a.answer, Vary: a.vary, CORS: a.cors, ServeChanges: a.streams.ServeChanges}
 	collection := rs.Collection()
 	a.collection = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor >= 2 && rest.WantsChanges(r) {

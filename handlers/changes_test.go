@@ -7,12 +7,16 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/handlers/answer"
@@ -253,5 +257,92 @@ func TestTheChangeStreamsRefusals(t *testing.T) {
 	}
 	if n := s.broker.Subscribers(); n != 0 {
 		t.Errorf("%d subscribers after the refusals; want none", n)
+	}
+}
+
+func TestAChangeStreamsSubscriptionsStartTogether(t *testing.T) {
+	s := newWSServer(t, testSubscriptions)
+	reference := s.changes(t, "", nil) // its feed of every delete runs: a new stream joins it at once
+	s.waitForSubscribers(t, 3)
+	stop := make(chan struct{})
+	var writers sync.WaitGroup
+	for range 2 { // each post created, changed and deleted, as the streams start
+		writers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := s.createPost(t, "meanwhile")
+				s.restWrite(t, http.MethodPatch, "/posts/"+id, wsKey, `{"title": "changed"}`, http.StatusOK)
+				s.restWrite(t, http.MethodDelete, "/posts/"+id, wsKey, "", http.StatusNoContent)
+			}
+		})
+	}
+	// Each with a filter of its own: feeds of its own for creates and changes, which start
+	// while the feed of deletes it shares with the others delivers. Each is read as it comes.
+	const n = 30
+	var (
+		mu  sync.Mutex
+		got = make([][]string, n) // each stream's ids, in order
+		all sync.WaitGroup
+	)
+	for i := range n {
+		r := s.changes(t, "since="+url.QueryEscape(fmt.Sprintf("2000-01-01T00:00:00.%03dZ", i)), http.Header{clientIPHeader: {fmt.Sprint("10.0.0.", i)}})
+		all.Go(func() {
+			for {
+				c := r.next(t)
+				mu.Lock()
+				got[i] = append(got[i], c.id)
+				mu.Unlock()
+				if c.data["title"] == "the last" {
+					return
+				}
+			}
+		})
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	writers.Wait()
+	s.createPost(t, "the last")
+	var want []string // the reference's ids, in order
+	for c := reference.next(t); ; c = reference.next(t) {
+		want = append(want, c.id)
+		if c.data["title"] == "the last" {
+			break
+		}
+	}
+	all.Wait()
+	for i, ids := range got {
+		at := slices.Index(want, ids[0])
+		if at < 0 || !slices.Equal(ids, want[at:]) {
+			t.Errorf("stream %d: %d events from %s; want every one of the reference's from there, %d: a stream's events from its first on are every one", i, len(ids), ids[0], len(want)-at)
+		}
+	}
+}
+
+func TestARefusalARetryMayLiftIsAStreamThatSaysWhenToReconnect(t *testing.T) {
+	s := newWSServer(t, with(testSubscriptions, func(c *live.Subscriptions) { c.MaxConnectionsPerUser = 1 }))
+	s.changes(t, "", nil)
+	s.waitForSubscribers(t, 3)
+	r := s.changes(t, "", nil) // the client's second connection: 429, but EventSource stops on a 429
+	body := r.rest(t)
+	wantStreamHeaders(t, r, eventStreamCT)
+	if want := ":\n\nretry: " + answer.RetryAfter + "000\n\nevent: refused\ndata: {\"error\":"; !strings.HasPrefix(body, want) ||
+		!strings.Contains(body, "max_connections_per_user") {
+		t.Errorf("a stream past max_connections_per_user: %q; want it to begin %q and name the limit", body, want)
+	}
+}
+
+func TestAChangeStreamTakesTheTimesAListTakes(t *testing.T) {
+	s := newWSServer(t, testSubscriptions)
+	// Years past 9999 once in UTC: a list takes them, so does its stream.
+	r := s.changes(t, "since=0001-01-02T00:00:00%2B00:01&until="+url.QueryEscape("9999-12-31T23:59:59-23:59"), nil)
+	r.event(t)
+	s.waitForSubscribers(t, 3)
+	id := s.createPost(t, "within")
+	if c := r.next(t); c.kind != "created" || c.data["id"] != id {
+		t.Errorf("%s %v; want the create of %s", c.kind, c.data, id)
 	}
 }

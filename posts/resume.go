@@ -69,6 +69,25 @@ func (s *Service) ReadCursor(ctx context.Context, seen *Seen) string {
 	return c.cursor
 }
 
+// HandedCursor is the cursor of the last position handed to this instance's subscribers
+// (Handed), once the log is read, which it waits for as a store call would: subscriptions that
+// all resume from it start at one position, none missing what another got between their
+// starts.
+func (s *Service) HandedCursor(ctx context.Context) (string, error) {
+	if s.follower == nil {
+		return "", fmt.Errorf("%w: this service publishes no events", ErrUnavailable)
+	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	select {
+	case <-s.follower.Started():
+	case <-ctx.Done():
+		return "", fmt.Errorf("%w: the event log is not read yet", ErrUnavailable)
+	}
+	handed, _ := s.follower.Handed()
+	return s.follower.Cursors().Make(handed), nil
+}
+
 // positionCursor is a position of the log and its cursor.
 type positionCursor struct {
 	position int64

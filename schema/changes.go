@@ -4,18 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"time"
 )
 
-// Changes is what a change stream of the posts follows (REST's GET /posts as a stream): the
-// filters of a list, and the cursor it resumes after.
-type Changes struct {
-	// UserID and Search, when not "", keep one user's posts, and those a search finds (the
-	// text, as a list's q).
-	UserID, Search string
-	// Since and Until, when not zero, keep the posts created in that range.
-	Since, Until time.Time
-	// ResumeFrom is the cursor after which the stream resumes, "" for none.
+// ChangeFilter is what a change stream of the posts follows (REST's GET /posts as a stream):
+// the filters of a list, as the client sent them, and the cursor it resumes after.
+type ChangeFilter struct {
+	// UserID, Search, Since and Until, when not "", keep one user's posts, those a search
+	// finds (a list's q), and those created since and until those RFC 3339 times.
+	UserID, Search, Since, Until string
+	// ResumeFrom is the cursor after which the stream resumes. Its three subscriptions resume
+	// from one cursor, a client's or the last position handed (posts.Service.HandedCursor), so
+	// that they start together.
 	ResumeFrom string
 }
 
@@ -51,30 +50,21 @@ func (s *Schema) prepareChanges() error {
 // (created, updated, deleted), to run on one Sequence, so that their events come in the log's
 // order. c's filters are a list's, read by its transport (handlers/rest); the resolvers check them
 // again. Its deletes are filtered by the user alone, as the event of one carries its post's
-// ids alone.
-func (s *Schema) ChangesOf(c Changes) []*Operation {
-	filters := map[string]any{}
-	for name, v := range map[string]string{"userId": c.UserID, "search": c.Search} {
-		if v != "" {
-			filters[name] = v
-		}
-	}
-	for name, t := range map[string]time.Time{"since": c.Since, "until": c.Until} {
-		if !t.IsZero() {
-			filters[name] = t.UTC().Format(time.RFC3339Nano)
-		}
-	}
+// ids alone. Their resume is the stream's to check and count, once, before it starts
+// (Resumable): their replays do neither.
+func (s *Schema) ChangesOf(c ChangeFilter) []*Operation {
+	filters := map[string]string{"userId": c.UserID, "search": c.Search, "since": c.Since, "until": c.Until}
 	d := s.changes
 	ops := make([]*Operation, 0, len(d.tree.Operations))
 	for _, def := range d.tree.Operations {
 		req := Request{Query: d.query, OperationName: def.Name, Variables: map[string]any{}}
 		for _, v := range def.VariableDefinitions {
-			if value, ok := filters[v.Variable]; ok {
+			if value := filters[v.Variable]; value != "" {
 				req.Variables[v.Variable] = value
 			}
 		}
 		ops = append(ops, &Operation{Type: "subscription", Name: def.Name, request: req, document: d.printed, shape: d.shape,
-			root: def.SelectionSet, doc: d, def: def, resumeFrom: c.ResumeFrom})
+			root: def.SelectionSet, doc: d, def: def, resumeFrom: c.ResumeFrom, checked: true})
 	}
 	return ops
 }

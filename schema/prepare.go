@@ -86,6 +86,9 @@ type Operation struct {
 	def *ast.OperationDefinition
 	// resumeFrom is the cursor a subscription resumes after, "" for none.
 	resumeFrom string
+	// checked says that its resume was checked and counted before it started, by the stream
+	// that runs it (ChangesOf): its replay neither refuses it as too long nor counts it.
+	checked bool
 }
 
 // Prepare finds the document of req (in the cache, or parsed), picks its operation and checks

@@ -114,7 +114,7 @@ func (s *Schema) replay(ctx context.Context, l *Listener, subscribed <-chan stru
 		return
 	}
 	handed, _ := s.svc.Handed() // read: ResumeAfter waited for it
-	if resumes {
+	if resumes && !l.op.checked {
 		if err := s.withinResume(handed, from); err != nil {
 			s.refuseResume(ctx, l, err)
 			return
@@ -195,7 +195,9 @@ func (q *Sequence) replayed(l *Listener, r *pending) {
 	}
 	if l.resuming {
 		l.resuming = false
-		metrics.Resumed(metrics.ResumeOK)
+		if !l.op.checked {
+			metrics.Resumed(metrics.ResumeOK)
+		}
 	}
 	l.stopReplay()
 	l.replay, l.stopReplay = nil, nil
@@ -207,20 +209,21 @@ func (s *Schema) refuseResume(ctx context.Context, l *Listener, err error) {
 	if ctx.Err() != nil {
 		return
 	}
-	e := resumeRefused(err)
+	e := errcode.Of(err)
+	if !l.op.checked {
+		countRefused(e)
+	}
 	s.endListener(l, &RefusedError{Errors: []*gqlerrors.QueryError{{Message: e.Message, Extensions: e.Extensions()}}})
 }
 
-// resumeRefused is the error of a resume that err refused, counted in the metrics.
-func resumeRefused(err error) *errcode.Error {
-	e := errcode.Of(err)
+// countRefused counts e, the refusal of a resume, in the metrics.
+func countRefused(e *errcode.Error) {
 	switch e.Code {
 	case errcode.CursorExpired:
 		metrics.Resumed(metrics.ResumeExpired)
 	case errcode.BadUserInput, errcode.ResumeTooLong:
 		metrics.Resumed(metrics.ResumeRefused)
 	}
-	return e
 }
 
 // withinResume refuses a resume from position from while handed is the last position handed to
@@ -236,16 +239,20 @@ func (s *Schema) withinResume(handed, from int64) error {
 
 // Resumable checks, before a stream starts, what its resume from cursor would be refused for
 // (step 2 above): a cursor the log did not make, one whose next events it no longer keeps, one
-// too far behind, counted in the metrics as the replay counts them; its transport answers the
-// refusal with a status. The replay checks again.
+// too far behind; its transport answers the refusal with a status. The replay checks again. The
+// resume is counted in the metrics here, once for the stream, refused or not: the stream's
+// operations are not counted (ChangesOf).
 func (s *Schema) Resumable(ctx context.Context, cursor string) error {
 	from, err := s.svc.ResumeAfter(ctx, cursor)
 	if err == nil {
 		handed, _ := s.svc.Handed()
 		err = s.withinResume(handed, from)
 	}
-	if err != nil {
-		resumeRefused(err) // counted: an unavailable store is not
+	switch {
+	case err == nil:
+		metrics.Resumed(metrics.ResumeOK)
+	case !errors.Is(err, posts.ErrUnavailable):
+		countRefused(errcode.Of(err))
 	}
 	return err
 }

@@ -28,7 +28,7 @@ type methods map[string]func(http.ResponseWriter, *http.Request) error
 func (h *Handler) endpoint(route string, m methods) http.HandlerFunc {
 	allow := allowed(m)
 	labels, other := routeLabels(route, m)
-	byAccept := route == "/posts" && h.Changes != nil // its GET streams to text/event-stream
+	byAccept := route == "/posts" && h.ServeChanges != nil // its GET streams to text/event-stream
 	return func(w http.ResponseWriter, r *http.Request) {
 		if x := answer.ExchangeOf(w); x != nil {
 			x.Operation = cmp.Or(labels[r.Method], other)

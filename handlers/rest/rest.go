@@ -43,9 +43,9 @@ type Handler struct {
 	Vary answer.Varies
 	// CORS lets the allowed origins' pages read the answers.
 	CORS *answer.CORS
-	// Changes, if set, serves GET /posts to a client that asks for text/event-stream: the
+	// ServeChanges, if set, serves GET /posts to a client that asks for text/event-stream: the
 	// changes of the list it would read, as they are stored (handlers/stream's ServeChanges).
-	Changes func(w http.ResponseWriter, r *http.Request, caller auth.Identity, c schema.Changes)
+	ServeChanges func(w http.ResponseWriter, r *http.Request, caller auth.Identity, c schema.ChangeFilter)
 }
 
 // Collection serves /posts, observed in the metrics.
@@ -79,7 +79,7 @@ const (
 // list serves GET /posts: a page of posts, newest first unless sort says otherwise, with a Link
 // to the next page.
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
-	changes := h.Changes != nil && WantsChanges(r)
+	changes := h.ServeChanges != nil && WantsChanges(r)
 	values, q, err := h.listQuery(r.URL.RawQuery, changes)
 	if err != nil {
 		return err
@@ -88,8 +88,8 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 		if _, _, err := posts.TimeRange(q.Since, q.Until); err != nil { // which List checks for a list
 			return answer.BadRequest("%v", err)
 		}
-		h.Changes(w, r, auth.FromContext(r.Context()), schema.Changes{UserID: q.UserID, Search: values.Get("q"), Since: q.Since, Until: q.Until,
-			ResumeFrom: cmp.Or(r.Header.Get("Last-Event-ID"), values.Get(lastEventID))})
+		h.ServeChanges(w, r, auth.FromContext(r.Context()), schema.ChangeFilter{UserID: q.UserID, Search: values.Get("q"),
+			Since: values.Get("since"), Until: values.Get("until"), ResumeFrom: cmp.Or(r.Header.Get("Last-Event-ID"), values.Get(lastEventID))})
 		return nil
 	}
 	ctx, seen := h.Posts.WithSeen(r.Context())

@@ -8,7 +8,9 @@ package stream
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
@@ -25,6 +27,8 @@ import (
 // Changes frames a change stream as text/event-stream: each event as `event: created`,
 // `updated` or `deleted`, its cursor as its id (from which EventSource resumes, with
 // Last-Event-ID), and its post as data, the JSON of GET /posts/{id} (of a delete, {"id": …}).
+// What the stream cannot send is a refused event, {"error": …}: not an `error` event, which a
+// browser's EventSource hands to its onerror, the handler of a lost connection.
 type Changes struct{}
 
 func (Changes) name() string                                        { return metrics.SSE }
@@ -33,8 +37,8 @@ func (Changes) keepAliveEvery(cfg live.Subscriptions) time.Duration { return SSE
 func (Changes) open(b []byte) []byte                                { return SSE{}.open(b) }
 func (Changes) keepAlive(b []byte) []byte                           { return SSE{}.keepAlive(b) }
 
-// result is one change. An event that answers no post (its post is larger than
-// max_response_size) is an error event with its id, so that a client resumes past it.
+// result is one change. An event whose post the stream cannot send (larger than
+// max_response_size) is a refused event with its id, so that a client resumes past it.
 func (Changes) result(b []byte, payload json.RawMessage, _ bool) []byte {
 	if cursor := schema.CursorOf(payload); cursor != "" {
 		b = append(append(append(b, "id: "...), cursor...), '\n')
@@ -45,7 +49,7 @@ func (Changes) result(b []byte, payload json.RawMessage, _ bool) []byte {
 		if json.Unmarshal(payload, &res) != nil || len(res.Errors) == 0 {
 			res.Errors = []*gqlerrors.QueryError{{Message: errcode.InternalMessage}}
 		}
-		return changeError(b, res.Errors[0].Message)
+		return changeRefused(b, res.Errors[0].Message)
 	}
 	b = append(append(append(b, "event: "...), kind...), "\ndata: "...)
 	return append(append(b, post...), "\n\n"...)
@@ -54,30 +58,30 @@ func (Changes) result(b []byte, payload json.RawMessage, _ bool) []byte {
 // complete ends the response: a change stream has no end of its own to tell.
 func (Changes) complete(b []byte) []byte { return b }
 
-// failed tells why the stream ends in an error event, unless the client is to reconnect and
+// failed tells why the stream ends in a refused event, unless the client is to reconnect and
 // resume by itself (too slow, a restart): then it ends without a word, as SSE does. A client
-// that reconnects after an error event is answered its refusal with a status, on which
+// that reconnects after a refused event is answered its refusal with a status, on which
 // EventSource stops.
 func (Changes) failed(b []byte, errs []*gqlerrors.QueryError, reconnect bool) []byte {
 	if reconnect || len(errs) == 0 {
 		return b
 	}
-	return changeError(b, errs[0].Message)
+	return changeRefused(b, errs[0].Message)
 }
 
-// changeError appends an error event whose data is REST's error JSON, {"error": message}.
-func changeError(b []byte, message string) []byte {
-	b = append(b, "event: error\ndata: "...)
+// changeRefused appends a refused event whose data is REST's error JSON, {"error": message}.
+func changeRefused(b []byte, message string) []byte {
+	b = append(b, "event: refused\ndata: "...)
 	return append(append(b, answer.MustJSON(map[string]string{"error": message})...), "\n\n"...)
 }
 
 // ServeChanges serves c, the changes of a list of posts, as a stream to caller, whose request a
 // REST handler has let in (credentials, parameters). It is refused as a GraphQL subscription
 // would be (origin, subscriptions_require_auth, shares), and a resume that the replay would
-// refuse is refused here, before the stream starts, with REST's error and a status (400, 410),
-// on which EventSource stops reconnecting.
-func (h *Handler) ServeChanges(w http.ResponseWriter, r *http.Request, caller auth.Identity, c schema.Changes) {
-	fail := func(err error) { h.Answer.Fail(w, r, err) }
+// refuse is refused here, before the stream starts (refuseChanges). Its three subscriptions
+// start together: from the client's cursor, or from the last position handed.
+func (h *Handler) ServeChanges(w http.ResponseWriter, r *http.Request, caller auth.Identity, c schema.ChangeFilter) {
+	fail := func(err error) { h.refuseChanges(w, r, err) }
 	if !answer.OriginAllowed(r, h.Config.Subscriptions.OriginPatterns) {
 		fail(errcode.New(errcode.Forbidden, "the Origin of this request is not allowed to subscribe (allowed_origins)"))
 		return
@@ -86,17 +90,43 @@ func (h *Handler) ServeChanges(w http.ResponseWriter, r *http.Request, caller au
 		fail(err)
 		return
 	}
-	if c.ResumeFrom != "" && r.Method != http.MethodHead {
-		if err := h.Config.GraphQL.Resumable(r.Context(), c.ResumeFrom); err != nil {
-			fail(resumeRefused(err))
-			return
-		}
+	var err error
+	if c.ResumeFrom != "" {
+		err = h.Config.GraphQL.Resumable(r.Context(), c.ResumeFrom)
+	} else {
+		c.ResumeFrom, err = h.Config.Posts.HandedCursor(r.Context())
+	}
+	if err != nil {
+		fail(restRefusal(err))
+		return
 	}
 	h.serve(w, r, Changes{}, fail, caller, h.Config.GraphQL.ChangesOf(c))
 }
 
-// resumeRefused is the refusal of a change stream's resume that err refused, in REST's words.
-func resumeRefused(err error) error {
+// refuseChanges answers err, which refuses a change stream before it starts, as REST's error
+// with its status, on which EventSource stops; but one that a retry may lift (503: the store did
+// not answer, the server is full; 429: the client holds its share) as a stream of one refused
+// event after a `retry:` of its Retry-After, which EventSource waits before it reconnects (it
+// takes any other status for the end).
+func (h *Handler) refuseChanges(w http.ResponseWriter, r *http.Request, err error) {
+	e := h.Answer.Problem(w, r, err)
+	if status := e.Code.Status; status != http.StatusServiceUnavailable && status != http.StatusTooManyRequests {
+		answer.WriteJSON(w, status, map[string]string{"error": e.Message})
+		return
+	}
+	if x := answer.ExchangeOf(w); x != nil {
+		x.Interface, x.Code = metrics.SSE, e.Code.GraphQL
+	}
+	seconds, err := strconv.Atoi(w.Header().Get("Retry-After"))
+	if err != nil {
+		seconds, _ = strconv.Atoi(answer.RetryAfter)
+	}
+	startStream(w, Changes{})
+	_, _ = w.Write(changeRefused(fmt.Appendf(Changes{}.open(nil), "retry: %d\n\n", seconds*1000), e.Message))
+}
+
+// restRefusal is the refusal of a change stream's resume that err refused, in REST's words.
+func restRefusal(err error) error {
 	const again = "read the list again (GET /posts), then stream from its Posts-Cursor"
 	if _, ok := errors.AsType[*posts.InvalidError](err); ok {
 		return answer.BadRequest("Last-Event-ID (or lastEventID) is not a cursor of this server's event log: send the Posts-Cursor of a read, or the id of the last event received, as it came")
