@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
@@ -77,6 +78,9 @@ func loadGraphQLConfig(t *testing.T, caddyfile string) *client {
 	if t.Failed() {
 		t.FailNow()
 	}
+	// A guard against a hang, not a bound on time: caddytest's 5 s is less than GraphiQL's
+	// largest file takes under the race detector on a loaded machine (seen: TestGraphiQL).
+	tc.Client.Timeout = time.Minute
 	return &client{t: t, http: tc.Client}
 }
 
