@@ -19,13 +19,12 @@
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { EventSource } from 'eventsource';
 import { ROOT, countingTest, launchChromium, listsPosts, sleep, startCaddy, stopCaddy } from './lib.mjs';
-import { restAs, streamsCaddyfile, uniqueTitle, until, within } from './streams.mjs';
+import { cuttingProxy, restAs, streamsCaddyfile, uniqueTitle, until, within } from './streams.mjs';
 
 const KEYS = { alice: 'interop-changes-key-of-alice', bob: 'interop-changes-key-of-bob', carol: 'interop-changes-key-of-carol' };
 const WRITES = 100; // the writes of a scenario at least (the cuts and reconnects make it some 150)
@@ -102,61 +101,6 @@ function record(changes, seen) {
       seen.events.push({ type, id: e.lastEventId, post: p.id, version: p.version ?? null });
     });
   }
-}
-
-/**
- * A TCP proxy on 127.0.0.1 to target (a port) that can cut, as resume.test.mjs's: cut(ms)
- * destroys both sockets of every connection and destroys every connection made for ms (and,
- * with untilRefused, until one has been, 10 s at most), then lets them through again; it
- * resolves with how long it was down. accepted counts the connections let through, refused
- * those destroyed at once, endedByServer those the server ended first (sse_max_duration's end).
- */
-async function cuttingProxy(target) {
-  const pairs = new Set();
-  let down = false;
-  const proxy = { accepted: 0, refused: 0, endedByServer: 0 };
-  const server = net.createServer((client) => {
-    if (down) {
-      proxy.refused++;
-      client.destroy();
-      return;
-    }
-    proxy.accepted++;
-    const upstream = net.connect(target, '127.0.0.1');
-    const pair = [client, upstream];
-    pairs.add(pair);
-    const end = () => {
-      pairs.delete(pair);
-      client.destroy();
-      upstream.destroy();
-    };
-    for (const s of pair) s.on('error', end).on('close', end);
-    let clientEnded = false;
-    client.on('end', () => (clientEnded = true));
-    upstream.on('end', () => clientEnded || proxy.endedByServer++);
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  proxy.port = server.address().port;
-  proxy.base = `http://127.0.0.1:${proxy.port}`;
-  proxy.cut = async (ms, { untilRefused = false } = {}) => {
-    down = true;
-    const refused = proxy.refused;
-    for (const pair of pairs) for (const s of pair) s.destroy();
-    pairs.clear();
-    const start = Date.now();
-    await sleep(ms);
-    while (untilRefused && proxy.refused === refused && Date.now() - start < 10_000) await sleep(10);
-    down = false;
-    return Date.now() - start;
-  };
-  proxy.close = () => {
-    for (const pair of pairs) for (const s of pair) s.destroy();
-    return new Promise((resolve) => server.close(resolve));
-  };
-  proxies.push(proxy);
-  return proxy;
 }
 
 /**
@@ -468,6 +412,7 @@ test("Chromium's EventSource running the documentation's snippet through a proxy
   const snippet = changesSnippet();
   assert.equal(snippet.split('userId=alice').length, 3, "the snippet reads and streams alice's posts");
   const proxy = await cuttingProxy(Number(new URL(caddy.base).port));
+  proxies.push(proxy);
   const tab = await browser.newPage();
   const problems = [];
   tab.on('pageerror', (err) => problems.push(`page error: ${err.message ?? err}`));
@@ -502,6 +447,7 @@ test("Chromium's EventSource running the documentation's snippet through a proxy
 
 test("the eventsource package reads, streams from the read's Posts-Cursor after more writes, through a proxy that cuts it, and ends with the store's list, every change once and in order", async (t) => {
   const proxy = await cuttingProxy(Number(new URL(caddy.base).port));
+  proxies.push(proxy);
   const writer = startWriter('carol', 'bob');
   const seen = { opens: 0, errors: 0, events: [] };
   let changes;

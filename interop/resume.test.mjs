@@ -13,12 +13,12 @@
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { countingTest, docBlocks, listsPosts, postsCaddyfile, runSnippet, sleep, startCaddy, stopCaddy } from './lib.mjs';
+import { cuttingProxy } from './streams.mjs';
 
 const WRITE_EVERY_MS = 60; // the pause between two posts of a writer
 const MAX_RESUME = 20; // max_resume_events of the second Caddy
@@ -58,57 +58,6 @@ async function until(cond, ms, what, detail = () => '') {
     if (Date.now() > deadline) assert.fail(`${what}: not within ${ms}ms${detail() ? `\n${detail()}` : ''}`);
     await sleep(20);
   }
-}
-
-/**
- * A TCP proxy on 127.0.0.1 to target (a port) that can cut: cut(ms) destroys both sockets of
- * every connection and destroys every connection made for ms (and, with untilRefused, until one
- * has been), then lets them through again; it resolves with how long it was down. accepted counts
- * the connections let through, refused those destroyed at once.
- */
-async function cuttingProxy(target) {
-  const pairs = new Set();
-  let down = false;
-  const proxy = { accepted: 0, refused: 0 };
-  const server = net.createServer((client) => {
-    if (down) {
-      proxy.refused++;
-      client.destroy();
-      return;
-    }
-    proxy.accepted++;
-    const upstream = net.connect(target, '127.0.0.1');
-    const pair = [client, upstream];
-    pairs.add(pair);
-    const end = () => {
-      pairs.delete(pair);
-      client.destroy();
-      upstream.destroy();
-    };
-    for (const s of pair) s.on('error', end).on('close', end);
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  proxy.port = server.address().port;
-  // untilRefused waits 10s at most.
-  proxy.cut = async (ms, { untilRefused = false } = {}) => {
-    down = true;
-    const refused = proxy.refused;
-    for (const pair of pairs) for (const s of pair) s.destroy();
-    pairs.clear();
-    const start = Date.now();
-    await sleep(ms);
-    while (untilRefused && proxy.refused === refused && Date.now() - start < 10_000) await sleep(10);
-    down = false;
-    return Date.now() - start;
-  };
-  proxy.close = () => {
-    for (const pair of pairs) for (const s of pair) s.destroy();
-    return new Promise((resolve) => server.close(resolve));
-  };
-  proxies.push(proxy);
-  return proxy;
 }
 
 /**
@@ -176,6 +125,7 @@ function printedFrom(run, posts, from) {
  */
 async function underCuts(t, { name, source, base, target, cuts, nodeArgs, env }) {
   const proxy = await cuttingProxy(target);
+  proxies.push(proxy);
   const run = runSnippet(tmp, name, source.replace('localhost:8080', `localhost:${proxy.port}`), nodeArgs, env);
   const writer = startWriter(base);
   let whileDown = 0;
@@ -436,6 +386,7 @@ test('graphql-ws: forged, too old and expired cursors are refused (BAD_USER_INPU
 
 test("the documentation's graphql-ws resume snippet, refused RESUME_TOO_LONG after a long cut, says refetch and goes on with the posts written from then", async (t) => {
   const proxy = await cuttingProxy(Number(new URL(strict.base).port));
+  proxies.push(proxy);
   const source = resumeSnippet('graphql-ws').replace('localhost:8080', `localhost:${proxy.port}`);
   const run = runSnippet(tmp, 'resume.mjs', source);
   const writer = startWriter(strict.base);

@@ -1,9 +1,11 @@
 // Helpers of the tests of subscriptions (sse.test.mjs, multipart.test.mjs, eventsource.test.mjs;
-// the inbox also subscriptions.test.mjs's): a Caddyfile whose site also serves Caddy's metrics
-// (and pages of a test's own), a reader of one series, a condition awaited, and an inbox of what
-// a subscription received.
+// the inbox also subscriptions.test.mjs's; the cutting proxy resume.test.mjs's and
+// changes.test.mjs's): a Caddyfile whose site also serves Caddy's metrics (and pages of a test's
+// own), a reader of one series, a condition awaited, an inbox of what a subscription received,
+// and a TCP proxy that cuts connections.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
@@ -247,3 +249,58 @@ export const uniqueTitle = (what) => `${what} ${Math.random().toString(36).slice
 
 /** The fields of post that a subscription selected. */
 export const pick = (post, fields) => Object.fromEntries(fields.map((f) => [f, post[f]]));
+
+/**
+ * A TCP proxy on 127.0.0.1 to target (a port) that can cut (resume.test.mjs, changes.test.mjs): cut(ms)
+ * destroys both sockets of every connection and destroys every connection made for ms (and,
+ * with untilRefused, until one has been, 10 s at most), then lets them through again; it
+ * resolves with how long it was down. accepted counts the connections let through, refused
+ * those destroyed at once, endedByServer those the server ended first (sse_max_duration's end);
+ * base is its URL. close() ends it.
+ */
+export async function cuttingProxy(target) {
+  const pairs = new Set();
+  let down = false;
+  const proxy = { accepted: 0, refused: 0, endedByServer: 0 };
+  const server = net.createServer((client) => {
+    if (down) {
+      proxy.refused++;
+      client.destroy();
+      return;
+    }
+    proxy.accepted++;
+    const upstream = net.connect(target, '127.0.0.1');
+    const pair = [client, upstream];
+    pairs.add(pair);
+    const end = () => {
+      pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    for (const s of pair) s.on('error', end).on('close', end);
+    let clientEnded = false;
+    client.on('end', () => (clientEnded = true));
+    upstream.on('end', () => clientEnded || proxy.endedByServer++);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  proxy.port = server.address().port;
+  proxy.base = `http://127.0.0.1:${proxy.port}`;
+  proxy.cut = async (ms, { untilRefused = false } = {}) => {
+    down = true;
+    const refused = proxy.refused;
+    for (const pair of pairs) for (const s of pair) s.destroy();
+    pairs.clear();
+    const start = Date.now();
+    await sleep(ms);
+    while (untilRefused && proxy.refused === refused && Date.now() - start < 10_000) await sleep(10);
+    down = false;
+    return Date.now() - start;
+  };
+  proxy.close = () => {
+    for (const pair of pairs) for (const s of pair) s.destroy();
+    return new Promise((resolve) => server.close(resolve));
+  };
+  return proxy;
+}
