@@ -49,16 +49,8 @@ func (s *Service) ReadCursor(ctx context.Context, seen *Seen) string {
 	if !noted {
 		return ""
 	}
-	select {
-	case <-s.follower.Started():
-	default:
-		ctx, cancel := s.bounded(ctx)
-		defer cancel()
-		select {
-		case <-s.follower.Started():
-		case <-ctx.Done():
-			return ""
-		}
+	if s.logRead(ctx) != nil {
+		return ""
 	}
 	// Reads between two writes share their position: its cursor is signed once.
 	if last := s.readCursor.Load(); last != nil && last.position == position {
@@ -77,15 +69,29 @@ func (s *Service) HandedCursor(ctx context.Context) (string, error) {
 	if s.follower == nil {
 		return "", fmt.Errorf("%w: this service publishes no events", ErrUnavailable)
 	}
+	if err := s.logRead(ctx); err != nil {
+		return "", err
+	}
+	handed, _ := s.follower.Handed()
+	return s.follower.Cursors().Make(handed), nil
+}
+
+// logRead waits until the follower has read where the log ends (its key known: Cursors), as a
+// store call waits: an error of ErrUnavailable once the service's timeout or ctx ends first.
+func (s *Service) logRead(ctx context.Context) error {
+	select {
+	case <-s.follower.Started():
+		return nil // the log is read: no timer
+	default:
+	}
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
 	select {
 	case <-s.follower.Started():
+		return nil
 	case <-ctx.Done():
-		return "", fmt.Errorf("%w: the event log is not read yet", ErrUnavailable)
+		return fmt.Errorf("%w: the event log is not read yet", ErrUnavailable)
 	}
-	handed, _ := s.follower.Handed()
-	return s.follower.Cursors().Make(handed), nil
 }
 
 // positionCursor is a position of the log and its cursor.
@@ -103,10 +109,8 @@ func (s *Service) ResumeAfter(ctx context.Context, cursor string) (int64, error)
 	}
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	select {
-	case <-s.follower.Started():
-	case <-ctx.Done():
-		return 0, fmt.Errorf("%w: the event log is not read yet", ErrUnavailable)
+	if err := s.logRead(ctx); err != nil {
+		return 0, err
 	}
 	position, err := s.follower.Cursors().Read(cursor)
 	if err != nil {

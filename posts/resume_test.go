@@ -22,9 +22,9 @@ type readsCounted struct {
 	reads atomic.Int64
 }
 
-func (s *readsCounted) Kept(ctx context.Context, position int64) (bool, error) {
+func (s *readsCounted) KeepsAfter(ctx context.Context, position int64) (bool, error) {
 	s.reads.Add(1)
-	return s.Store.Kept(ctx, position)
+	return s.Store.KeepsAfter(ctx, position)
 }
 
 func (s *readsCounted) ReadEvents(ctx context.Context, after int64, limit int) ([]store.Event, int64, error) {
