@@ -239,6 +239,7 @@ func TestTheChangeStreamsRefusals(t *testing.T) {
 		{"a Last-Event-ID that is no cursor", "", http.Header{"Last-Event-Id": {"nope"}}, 400, "Last-Event-ID (or lastEventID) is not a cursor"},
 		{"a cursor more than max_resume_events behind", "lastEventID=" + url.QueryEscape(old), nil, 410, "more events of the log behind than max_resume_events"},
 		{"lastEventID twice", "lastEventID=a&lastEventID=b", nil, 400, `query parameter "lastEventID" is given more than once`},
+		{"Last-Event-ID twice", "", http.Header{"Last-Event-Id": {old, "nope"}}, 400, "Last-Event-ID is given more than once"},
 		{"an unknown parameter", "page=2", nil, 400, `unknown query parameter "page"; allowed: userId, q, since, until, sort, limit, after, lastEventID`},
 		{"a bad search", "q=" + url.QueryEscape("***"), nil, 400, "q"},
 		{"since not before until", "since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", nil, 400, "since must be before until"},

@@ -88,6 +88,9 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) error {
 		if _, _, err := posts.TimeRange(q.Since, q.Until); err != nil { // which List checks for a list
 			return answer.BadRequest("%v", err)
 		}
+		if len(r.Header.Values("Last-Event-ID")) > 1 { // as a parameter given twice is
+			return answer.BadRequest("Last-Event-ID is given more than once")
+		}
 		h.ServeChanges(w, r, auth.FromContext(r.Context()), schema.ChangeFilter{UserID: q.UserID, Search: values.Get("q"),
 			Since: values.Get("since"), Until: values.Get("until"), ResumeFrom: cmp.Or(r.Header.Get("Last-Event-ID"), values.Get(lastEventID))})
 		return nil
