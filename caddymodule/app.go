@@ -26,10 +26,12 @@ type App struct {
 	starts []func()       // of the background work that must not run under `caddy validate`
 }
 
-// embeddedStore is a store a handler of this config uses, and how it wants it synced.
+// embeddedStore is a store a handler of this config uses, and the settings it wants it to
+// have: synchronous, post_cache_size.
 type embeddedStore struct {
-	store    *sqlite.Store
-	fullSync bool
+	store     *sqlite.Store
+	fullSync  bool
+	cacheSize int64
 }
 
 // CaddyModule returns the Caddy module information.
@@ -40,18 +42,21 @@ func (App) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// open asks for s to be opened when the config starts. Every site of one config that uses a
-// data_dir must want the same synchronous.
-func (a *App) open(s *sqlite.Store, fullSync bool) error {
+// open asks for s.store to be opened when the config starts. Every site of one config that uses
+// a data_dir must want the same settings.
+func (a *App) open(s embeddedStore) error {
 	for _, e := range a.stores {
-		if e.store == s {
-			if e.fullSync != fullSync {
-				return fmt.Errorf("data_dir %s: the sites that use it set different synchronous values", s.Dir())
-			}
+		switch {
+		case e.store != s.store:
+		case e.fullSync != s.fullSync:
+			return fmt.Errorf("data_dir %s: the sites that use it set different synchronous values", s.store.Dir())
+		case e.cacheSize != s.cacheSize:
+			return fmt.Errorf("data_dir %s: the sites that use it set different post_cache_size values", s.store.Dir())
+		default:
 			return nil
 		}
 	}
-	a.stores = append(a.stores, embeddedStore{s, fullSync})
+	a.stores = append(a.stores, s)
 	return nil
 }
 
@@ -60,7 +65,7 @@ func (a *App) open(s *sqlite.Store, fullSync bool) error {
 func (a *App) onStart(start func()) { a.starts = append(a.starts, start) }
 
 // Start opens the stores (a store shared with the running config is open already) and applies
-// this config's synchronous, so a reload changes it; then it starts the background work that
+// this config's settings of them, so a reload changes them; then it starts the background work that
 // reads them (what onStart was given: each store's follower).
 func (a *App) Start() error {
 	for _, e := range a.stores {
@@ -68,7 +73,7 @@ func (a *App) Start() error {
 			return err
 		}
 	}
-	if err := a.applySync(); err != nil {
+	if err := a.apply(); err != nil {
 		return err
 	}
 	for _, start := range a.starts {
@@ -77,25 +82,27 @@ func (a *App) Start() error {
 	return nil
 }
 
-func (a *App) applySync() error {
+// apply gives the stores this config's settings.
+func (a *App) apply() error {
 	for _, e := range a.stores {
 		if err := e.store.SetFullSync(e.fullSync); err != nil {
 			return fmt.Errorf("embedded store: %w", err)
 		}
+		e.store.SetCacheSize(e.cacheSize)
 	}
 	return nil
 }
 
-// Stop gives the stores back the running config's synchronous: when this config is refused
-// after Start (another app failed to start), the stores it shares with the running config must
-// not keep its setting. The stores themselves close when the last config using them is cleaned
+// Stop gives the stores back the running config's settings: when this config is refused after
+// Start (another app failed to start), the stores it shares with the running config must not
+// keep its settings. The stores themselves close when the last config using them is cleaned
 // up.
 func (a *App) Stop() error {
 	running, err := caddy.ActiveContext().AppIfConfigured(AppName)
 	if err != nil || running == a {
 		return nil
 	}
-	return running.(*App).applySync()
+	return running.(*App).apply()
 }
 
 // Interface guards

@@ -33,7 +33,7 @@ const many = -1
 
 // subdirectives are the arities of the subdirectives.
 var subdirectives = map[string]arity{
-	"mongodb_uri": {1, 1}, "database": {1, 1}, "data_dir": {1, 1}, "synchronous": {1, 1},
+	"mongodb_uri": {1, 1}, "database": {1, 1}, "data_dir": {1, 1}, "synchronous": {1, 1}, "post_cache_size": {1, 1},
 	"jwks_url": {1, many}, "issuer": {1, many}, "audience": {1, many}, "algorithms": {1, many},
 	"user_claim": {1, 1}, "name_claim": {1, 1}, "email_claim": {1, 1},
 	"leeway": {1, 1}, "jwks_refresh": {1, 1}, "trust_caddy_auth": {0, 0},
@@ -72,6 +72,7 @@ func (a arity) String() string {
 //	    database         <name>
 //	    data_dir         <path>
 //	    synchronous      normal|full
+//	    post_cache_size  <size>
 //	    jwks_url         <url...>
 //	    issuer           <iss...>
 //	    audience         <aud...>
@@ -238,6 +239,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				"document_cache_entries":                &h.DocumentCacheEntries,
 				"events_max":                            &h.EventsMax, "max_resume_events": &h.MaxResumeEvents,
 			}[name] = n
+		case "post_cache_size":
+			size, ok := parseSize(arg)
+			if !ok {
+				return d.Errf("post_cache_size: %q is not a size such as 64MiB", arg)
+			}
+			h.PostCacheSize = size
 		case "document_cache_size":
 			size, ok := parseSize(arg)
 			if !ok {

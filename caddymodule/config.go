@@ -15,6 +15,7 @@ import (
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/schema"
 	"github.com/postsedge/caddy-posts/store/mongo"
+	"github.com/postsedge/caddy-posts/store/sqlite"
 )
 
 // Handler serves the posts API: REST under /posts, GraphQL at /graphql, and GraphQL
@@ -42,6 +43,15 @@ type Handler struct {
 	// write. Used only without mongodb_uri; with MongoDB, the URI's w and journal options say
 	// the same. Default: normal.
 	Synchronous string `json:"synchronous,omitempty"`
+
+	// The memory the embedded store may use to keep posts it has read or written, so that a
+	// read of a post by its id (GET /posts/{id}, post(id)) answers from memory; a size such as
+	// 64MiB. It is never stale: only this process writes the file, and each write updates it as
+	// it commits. The default holds every post of a store of 200,000 posts of a few hundred bytes
+	// (each costs its text's bytes and about 256 more). Used only without mongodb_uri: instances
+	// that share a MongoDB database write it each, so none could know its copy is current.
+	// Default: 128MiB.
+	PostCacheSize int64 `json:"post_cache_size,omitempty"`
 
 	// URLs of the JSON Web Key Sets whose keys sign the accepted bearer tokens, such as
 	// https://{tenant}.auth0.com/.well-known/jwks.json; a key from any of them is accepted. The
@@ -345,6 +355,8 @@ var configFields = []configField{
 		func(h *Handler) error { return validDatabase(h.Database) }},
 	{"data_dir", func(h *Handler) { orDefault(&h.DataDir, filepath.Join(caddy.AppDataDir(), "posts")) }, nil},
 	{"synchronous", func(h *Handler) { orDefault(&h.Synchronous, SyncNormal) }, checkSynchronous},
+	{"post_cache_size", func(h *Handler) { orDefault(&h.PostCacheSize, sqlite.DefaultCacheSize) },
+		func(h *Handler) error { return sizeUpTo("post_cache_size", h.PostCacheSize, maxBodySize) }},
 	{"algorithms", fillAlgorithms, checkAlgorithms},
 	{"user_claim", func(h *Handler) { orDefault(&h.UserClaim, "sub") }, nil},
 	{"name_claim", func(h *Handler) { orDefault(&h.NameClaim, "name") }, nil},

@@ -231,6 +231,18 @@ func TestBadConfigIsRefused(t *testing.T) {
 		caddytest.AssertLoadError(t, global+site+" {\n\tposts {\n\t\tmongodb_uri mongodb://127.0.0.1:1/\n\t\tsynchronous full\n\t}\n}\n",
 			"caddyfile", "synchronous applies to the embedded store")
 	})
+	t.Run("post_cache_size with a mongodb_uri", func(t *testing.T) {
+		caddytest.AssertLoadError(t, global+site+" {\n\tposts {\n\t\tmongodb_uri mongodb://127.0.0.1:1/\n\t\tpost_cache_size 1MiB\n\t}\n}\n",
+			"caddyfile", "post_cache_size applies to the embedded store")
+	})
+	t.Run("two sites on one data_dir with different post_cache_size", func(t *testing.T) {
+		sites := fmt.Sprintf("%s {\n\tposts {\n\t\tdata_dir %s\n\t\tpost_cache_size 1MiB\n\t}\n}\n"+
+			"%s {\n\tposts {\n\t\tdata_dir %s\n\t}\n}\n", site, dataDir, basicSite, dataDir)
+		caddytest.AssertLoadError(t, global+sites, "caddyfile", "data_dir "+dataDir+": the sites that use it set different post_cache_size values")
+	})
+	t.Run("a negative post_cache_size in JSON", func(t *testing.T) {
+		caddytest.AssertLoadError(t, json(`"post_cache_size": -1`), "json", "post_cache_size must be from 1 byte to 1.0 TiB, not -1")
+	})
 	t.Run("two sites on one data_dir with different synchronous", func(t *testing.T) {
 		// dataDir is the running config's: the refused config must leave its store as it is.
 		sites := fmt.Sprintf("%s {\n\tposts {\n\t\tdata_dir %s\n\t\tsynchronous normal\n\t}\n}\n"+

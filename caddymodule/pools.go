@@ -134,7 +134,7 @@ func (h *Handler) loadStore(ctx caddy.Context, uri string) (pooledStore, error) 
 		if err != nil {
 			return pooledStore{}, err
 		}
-		if err := app.(*App).open(embedded, h.Synchronous == SyncFull); err != nil {
+		if err := app.(*App).open(embeddedStore{embedded, h.Synchronous == SyncFull, h.PostCacheSize}); err != nil {
 			return pooledStore{}, err
 		}
 	}

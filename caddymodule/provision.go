@@ -35,6 +35,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if uri != "" && h.Synchronous != "" {
 		return errors.New("synchronous applies to the embedded store; with mongodb_uri, set the URI's w and journal options")
 	}
+	if uri != "" && h.PostCacheSize != 0 {
+		return errors.New("post_cache_size applies to the embedded store; with mongodb_uri, posts are read from the database each time")
+	}
 	// Before the defaults too: a data_dir that expands to nothing takes the default.
 	h.DataDir = repl.ReplaceKnown(h.DataDir, "")
 	h.fillDefaults()

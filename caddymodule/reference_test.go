@@ -333,6 +333,7 @@ func jsonType(typ reflect.Type, placeholder string) string {
 var seeAlso = map[string]string{
 	"mongodb_uri":                "[Storage](storage.md)",
 	"synchronous":                "[Storage](storage.md)",
+	"post_cache_size":            "[Storage](storage.md)",
 	"jwks_urls":                  "[Authentication](authentication.md#with-an-identity-provider)",
 	"trust_caddy_auth":           "[Authentication](authentication.md#behind-caddys-own-authentication)",
 	"api_keys":                   "[Authentication](authentication.md#with-api-keys)",

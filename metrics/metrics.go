@@ -98,6 +98,14 @@ var (
 		Namespace: namespace, Name: "document_cache_total",
 		Help: "Lookups and changes of the cache of prepared GraphQL documents, by event: hit (a document found prepared, in the cache or the persisted query manifest, which skips the parse and the admission pass), miss, registration, eviction.",
 	}, []string{"event"})
+	postCache = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "post_cache_total",
+		Help: "Lookups and evictions of the embedded store's cache of posts (post_cache_size), by event: hit (a read of a post by its id answered from memory), miss (read from the file, then kept), eviction.",
+	}, []string{"event"})
+	postCacheBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "post_cache_bytes",
+		Help: "What the embedded stores' caches of posts hold, in bytes of the heap (an estimate), at most post_cache_size each.",
+	})
 	limitRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "limit_refusals_total",
 		Help: "Requests, messages and connections refused or cut off for a limit, by the subdirective that sets it: max_body_size, max_query_length, max_depth, max_cost, max_aliases, max_root_fields, max_fields, max_response_size, max_subscriptions, max_connections, max_connections_per_user, max_memory_per_client, max_distinct_subscriptions, max_distinct_subscriptions_per_client, max_resume_events, ws_read_limit, ws_init_timeout.",
@@ -156,7 +164,7 @@ var (
 
 var all = []prometheus.Collector{
 	requests, requestDuration, storeDuration, storeErrors, authOutcomes, jwksFetches, jwksKeys,
-	wsConnections, streams, feeds, subscribers, clientMemory, eventsPublished, eventsDelivered, eventsDropped, documentCache, limitRefusals,
+	wsConnections, streams, feeds, subscribers, clientMemory, eventsPublished, eventsDelivered, eventsDropped, documentCache, postCache, postCacheBytes, limitRefusals,
 	storeBreakerOpen, storeBreakerOpened,
 	relayEvents, relayLag, relayErrors,
 	eventLogEvents, eventLogOldest, eventLogLast, resumes, eventsReplayed,
@@ -287,7 +295,7 @@ const (
 // EventsDropped counts n events lost at stage to a consumer that fell behind.
 func EventsDropped(stage string, n int) { eventsDropped.WithLabelValues(stage).Add(float64(n)) }
 
-// The events of caddy_posts_document_cache_total.
+// The events of caddy_posts_document_cache_total and caddy_posts_post_cache_total.
 const (
 	CacheHit          = "hit"
 	CacheMiss         = "miss"
@@ -297,6 +305,15 @@ const (
 
 // DocumentCache counts an event of the cache of prepared documents.
 func DocumentCache(event string) { documentCache.WithLabelValues(event).Inc() }
+
+// PostCache counts an event of the embedded store's cache of posts: CacheHit, CacheMiss or
+// CacheEviction.
+func PostCache(event string) { postCacheSeries.get(event).Inc() }
+
+var postCacheSeries = newSeries(func(event string) prometheus.Counter { return postCache.WithLabelValues(event) })
+
+// PostCacheBytes adds n, positive or negative, to what the caches of posts hold.
+func PostCacheBytes(n int64) { postCacheBytes.Add(float64(n)) }
 
 // LimitRefused counts a refusal for the limit that the subdirective named limit sets.
 func LimitRefused(limit string) { limitRefusals.WithLabelValues(limit).Inc() }

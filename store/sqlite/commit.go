@@ -205,6 +205,8 @@ func (s *Store) together(c *conns, ws []*write) error {
 	}
 	ctx, cancel := allDone(ws)
 	defer cancel()
+	clear(c.changed) // of an earlier transaction, which failed
+	c.changed = c.changed[:0]
 	c.committer.transactions.Add(1)
 	tx, err := c.write.BeginTx(ctx, nil)
 	if err != nil {
@@ -224,6 +226,7 @@ func (s *Store) together(c *conns, ws []*write) error {
 		if _, err := savepoint.ExecContext(bg); err != nil {
 			return err
 		}
+		changed := len(c.changed)
 		if w.err = w.do(context.WithoutCancel(w.ctx), tx, c); w.err != nil {
 			if s.failsTransaction(w.err) {
 				return w.err
@@ -231,6 +234,7 @@ func (s *Store) together(c *conns, ws []*write) error {
 			if _, err := rollbackTo.ExecContext(bg); err != nil {
 				return err
 			}
+			c.changed = c.changed[:changed] // its events are rolled back with it
 		}
 		if _, err := release.ExecContext(bg); err != nil {
 			return err

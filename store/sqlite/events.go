@@ -63,7 +63,9 @@ const expireBatch = 1000
 // now is the clock of the events' times, replaceable in tests.
 var now = time.Now
 
-// logEvent inserts the event of kind of p, the post as the write left it, in tx, and returns it.
+// logEvent inserts the event of kind of p, the post as the write left it, in tx, and returns it;
+// it notes it in c.changed, for the cache of posts (postCache), as every write of a post logs its
+// event here.
 func logEvent(ctx context.Context, tx *sql.Tx, c *conns, kind string, p store.Post) (store.Event, error) {
 	e := store.Event{At: now().UTC().Truncate(time.Millisecond), Kind: kind, Post: p}
 	var title, created, updated any
@@ -72,6 +74,9 @@ func logEvent(ctx context.Context, tx *sql.Tx, c *conns, kind string, p store.Po
 	}
 	err := tx.StmtContext(ctx, c.stmt.logEvent).QueryRowContext(ctx, millis(e.At), kind, p.ID, p.UserID, title, orNil(p.Body),
 		created, updated, p.Version).Scan(&e.Position)
+	if err == nil {
+		c.changed = append(c.changed, e)
+	}
 	return e, err
 }
 

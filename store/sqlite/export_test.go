@@ -54,3 +54,15 @@ func AwaitMerges(s *Store) {
 		last = c.committer.merges.Load()
 	}
 }
+
+// CacheStats are the entries and estimated bytes of the cache of posts of the open store s.
+func CacheStats(s *Store) (entries int, bytes int64) {
+	c, err := s.conns()
+	if err != nil {
+		return 0, 0
+	}
+	return c.cache.stats()
+}
+
+// CacheEntryOverhead is what cachedSize counts for an entry besides its strings' bytes.
+const CacheEntryOverhead = entryOverhead

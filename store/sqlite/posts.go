@@ -145,13 +145,26 @@ func orNil(s *string) any {
 	return *s
 }
 
-// GetPost returns the post with the id, or store.ErrNotFound.
+// GetPost returns the post with the id, or store.ErrNotFound: from the cache of posts if it
+// holds it (postCache), or else from the file, and then keeps it there.
 func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
+	c, err := s.conns()
+	if err != nil {
+		return store.Post{}, err
+	}
+	if err := ctx.Err(); err != nil { // as a statement would fail
+		return store.Post{}, s.classify(err)
+	}
+	if p, position, ok := c.cache.get(id, &c.state); ok {
+		note(ctx, position)
+		return p, nil
+	}
 	c, done, err := s.reading()
 	if err != nil {
 		return store.Post{}, err
 	}
 	defer done()
+	seq := c.state.seq.Load()
 	posts, position, err := read(ctx, c, c.stmt.getPost, []any{id}, make([]store.Post, 0, 1))
 	if err != nil {
 		return store.Post{}, s.classify(err)
@@ -160,6 +173,7 @@ func (s *Store) GetPost(ctx context.Context, id string) (store.Post, error) {
 	if len(posts) == 0 {
 		return store.Post{}, s.classify(sql.ErrNoRows)
 	}
+	c.cache.fill(posts[0], &c.state, seq)
 	return posts[0], nil
 }
 

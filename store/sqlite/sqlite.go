@@ -43,6 +43,9 @@ type Options struct {
 	FullSync bool
 	// Logger receives the store's few events (opened, closed). Default: none.
 	Logger *zap.Logger
+	// CacheSize bounds the memory of the cache of posts (postCache), in bytes. Default:
+	// DefaultCacheSize.
+	CacheSize int64
 }
 
 // Store is the embedded store of one data directory. New makes one without touching the disk;
@@ -74,6 +77,10 @@ type conns struct {
 	committer *committer
 	// state is what the last commit left the file holding (state.go).
 	state state
+	// cache holds posts as the last commit left them (cache.go); changed are the events that the
+	// committer's transaction under way has logged (logEvent), which its commit applies to it.
+	cache   *postCache
+	changed []store.Event
 }
 
 // New returns the store of dir, not yet open: it does no I/O, so a config can be provisioned
@@ -135,7 +142,7 @@ func openConns(dir string, opts Options) (_ *conns, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &conns{lock: lock, wal: filepath.Join(dir, DatabaseFile+"-wal")}
+	c := &conns{lock: lock, wal: filepath.Join(dir, DatabaseFile+"-wal"), cache: newPostCache(cacheSize(opts))}
 	c.walLimit.Store(walLimit)
 	defer func() {
 		if err != nil {
@@ -253,6 +260,7 @@ func (c *conns) close() error {
 	}
 	c.stmt.close()
 	c.keys.close()
+	c.cache.drop()
 	// Readers first: the writer's close then checkpoints the log into the file and removes it.
 	for _, db := range []*sql.DB{c.read, c.write} {
 		if db != nil {
@@ -276,6 +284,24 @@ func (s *Store) SetFullSync(full bool) error {
 	}
 	_, err := c.write.Exec("PRAGMA synchronous = " + synchronous(full))
 	return err
+}
+
+// SetCacheSize changes Options.CacheSize of the open store (and of its next opening).
+func (s *Store) SetCacheSize(size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.CacheSize = size
+	if c := s.db.Load(); c != nil {
+		c.cache.setLimit(cacheSize(s.opts))
+	}
+}
+
+// cacheSize is the bound of the cache of posts that opts set.
+func cacheSize(opts Options) int64 {
+	if opts.CacheSize > 0 {
+		return opts.CacheSize
+	}
+	return DefaultCacheSize
 }
 
 // synchronous is SQLite's synchronous setting for Options.FullSync.

@@ -43,7 +43,8 @@ func (st *state) load(ctx context.Context, q querier) error {
 	return nil
 }
 
-// commit commits tx, a write transaction of c's, and publishes the state it leaves.
+// commit commits tx, a write transaction of c's, and publishes the state it leaves, with the
+// posts it wrote (c.changed) in the cache of posts.
 func (st *state) commit(ctx context.Context, tx *sql.Tx, c *conns) error {
 	var last int64
 	var due bool
@@ -54,8 +55,10 @@ func (st *state) commit(ctx context.Context, tx *sql.Tx, c *conns) error {
 	defer st.seq.Add(1)
 	if err := tx.Commit(); err != nil {
 		st.known.Store(false) // committed or not: the next commit tells
+		c.cache.forget(c.changed)
 		return err
 	}
+	c.cache.apply(c.changed)
 	st.last.Store(last)
 	st.due.Store(due)
 	st.known.Store(true)
