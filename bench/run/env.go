@@ -127,7 +127,7 @@ func start(ctx context.Context, cfg config, dir string, withPeer, withGQLGen boo
 		}
 	}()
 	e.pages, e.page50First = map[string]string{}, map[string]string{}
-	e.notes = []string{fmt.Sprintf("Every read by id (GET /posts/{id}, post(id), PocketBase's view) takes a random post among the %s of its store; "+
+	e.notes = []string{fmt.Sprintf("Every read by id (GET /posts/{id}, post(id), PocketBase's view) takes a random post among the %s of its store, but row Ph's (one post every time); "+
 		"the stores are seeded through each server's API with the same posts (%d users in turn, bodies of 12 to 240 bytes).", thousands(largePosts), seedUsers)}
 
 	if e.caddy, err = e.startCaddy(ctx, filepath.Join(dir, "caddy")); err != nil {
@@ -443,6 +443,28 @@ func random(ids []string) func(context.Context, int) ([]string, error) {
 		s := slices.Clone(ids)
 		mrand.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
 		return s, nil
+	}
+}
+
+// one makes every request of a run read the i-th of ids.
+func one(ids []string, i int) func(context.Context, int) ([]string, error) {
+	return func(context.Context, int) ([]string, error) { return ids[i : i+1], nil }
+}
+
+// madeBy makes, before each run, one post of user through the API of the site at base, with
+// the user's bearer token, for every request of the run.
+func (e *env) madeBy(base, user string) func(context.Context, int) ([]string, error) {
+	return func(ctx context.Context, _ int) ([]string, error) {
+		body, _ := json.Marshal(newPostJSON{Title: "to patch", Body: "lorem ipsum"})
+		status, answer, err := do(ctx, "POST", base+"/posts", string(body), "Authorization: Bearer "+e.tokens[user])
+		var c created
+		if err == nil && status != http.StatusCreated {
+			err = fmt.Errorf("POST %s/posts as %s: %d %.200s", base, user, status, answer)
+		}
+		if err == nil {
+			err = json.Unmarshal(answer, &c)
+		}
+		return []string{c.ID}, err
 	}
 }
 

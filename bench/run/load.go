@@ -36,11 +36,12 @@ type request struct {
 
 // result is one load run: its answered requests' latencies (or its events' times to the last
 // subscriber), sorted, how long it took, and for a WebSocket run the server's memory per
-// connection.
+// connection, or its CPU time per event delivered.
 type result struct {
-	latencies []float64 // seconds
-	seconds   float64   // from the start until the last answer
-	perConn   float64   // bytes of resident memory
+	latencies   []float64 // seconds
+	seconds     float64   // from the start until the last answer
+	perConn     float64   // bytes of resident memory
+	cpuPerEvent float64   // seconds
 }
 
 // throughput is answers per second.

@@ -186,6 +186,9 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 		log.Printf("pair %s: fixed rate %.0f req/s", p.id, rate)
 	}
 	run := func(s side, d time.Duration) (result, error) {
+		if s.ws != nil && p.wsRun != nil {
+			return p.wsRun(ctx, s.ws)
+		}
 		if s.ws != nil {
 			open := s.open
 			if open == nil {

@@ -208,35 +208,43 @@ func freeAddrs(n int) ([]string, error) {
 	return addrs, nil
 }
 
-// idle waits until p has used no more than a tick of CPU time (10 ms) in a third of a second,
-// for at most limit.
+// idle waits until p has used no more than a tick of CPU time (clockTick) in a third of a
+// second, for at most limit.
 func (p *process) idle(ctx context.Context, limit time.Duration) error {
-	stat := fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)
-	cpu := func() (int64, error) {
-		b, err := os.ReadFile(stat)
-		if err != nil {
-			return 0, err
-		}
-		after := string(b)[strings.LastIndex(string(b), ") ")+2:] // past the command, which may hold spaces and parentheses
-		f := strings.Fields(after)
-		if len(f) < 13 {
-			return 0, fmt.Errorf("%s: %d fields", stat, len(f))
-		}
-		var user, system int64
-		_, err = fmt.Sscan(f[11]+" "+f[12], &user, &system) // utime and stime, fields 14 and 15
-		return user + system, err
-	}
-	last, err := cpu()
+	pid := p.cmd.Process.Pid
+	last, err := cpuTime(pid)
 	for deadline := time.Now().Add(limit); err == nil && time.Now().Before(deadline) && ctx.Err() == nil; {
 		time.Sleep(300 * time.Millisecond)
-		now, cerr := cpu()
+		now, cerr := cpuTime(pid)
 		if cerr != nil {
 			return cerr
 		}
-		if now-last <= 1 {
+		if now-last <= clockTick {
 			return nil
 		}
 		last = now
 	}
 	return cmp.Or(err, ctx.Err(), fmt.Errorf("%s still busy after %s", p.cmd.Path, limit))
+}
+
+// clockTick is the unit of the CPU times of /proc/<pid>/stat: USER_HZ, 100 a second on every
+// architecture Linux and Go share.
+const clockTick = 10 * time.Millisecond
+
+// cpuTime is the CPU time process pid has used, in user and system mode (utime and stime of
+// /proc/<pid>/stat), to a clockTick.
+func cpuTime(pid int) (time.Duration, error) {
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
+	b, err := os.ReadFile(stat)
+	if err != nil {
+		return 0, err
+	}
+	after := string(b)[strings.LastIndex(string(b), ") ")+2:] // past the command, which may hold spaces and parentheses
+	f := strings.Fields(after)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%s: %d fields", stat, len(f))
+	}
+	var user, system int64
+	_, err = fmt.Sscan(f[11]+" "+f[12], &user, &system) // utime and stime, fields 14 and 15
+	return time.Duration(user+system) * clockTick, err
 }

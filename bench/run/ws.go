@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,8 +36,9 @@ type wsServer struct {
 	http  string // http://…/graphql, for streams
 	pid   int
 	pprof string // its /debug/pprof; "" for none
-	// publish publishes event seq (titled ev-<seq>).
-	publish func(ctx context.Context, seq int) error
+	// publish publishes event seq (titled ev-<seq>), a post of user ("": of the API key's,
+	// author).
+	publish func(ctx context.Context, seq int, user string) error
 	stop    func()
 }
 
@@ -47,7 +50,8 @@ var runs atomic.Int64
 func (e *env) moduleWS(ctx context.Context) (*wsServer, error) { return e.module(ctx, "READ") }
 
 // module starts a Caddy of its own, on fresh stores, whose events are the posts created through
-// the REST API of site (a name of its port variable), where the connections go.
+// the REST API of site (a name of its port variable), where the connections go: with the API
+// key, or a user's bearer token (which only sites with a jwks_url take).
 func (e *env) module(ctx context.Context, site string) (*wsServer, error) {
 	p, err := e.startCaddy(ctx, filepath.Join(e.dir, fmt.Sprintf("ws-%d", runs.Add(1))))
 	if err != nil {
@@ -59,8 +63,12 @@ func (e *env) module(ctx context.Context, site string) (*wsServer, error) {
 		http:  base + "/graphql",
 		pid:   p.proc.cmd.Process.Pid,
 		pprof: p.sites["ADMIN"] + "/debug/pprof",
-		publish: func(ctx context.Context, seq int) error {
-			status, body, err := do(ctx, "POST", base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "Authorization: ApiKey "+e.apiKey)
+		publish: func(ctx context.Context, seq int, user string) error {
+			auth := "Authorization: ApiKey " + e.apiKey
+			if user != "" {
+				auth = "Authorization: Bearer " + e.tokens[user]
+			}
+			status, body, err := do(ctx, "POST", base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), auth)
 			if err == nil && status != http.StatusCreated {
 				err = fmt.Errorf("POST /posts: %d %s", status, body)
 			}
@@ -85,8 +93,9 @@ func bareWS(ctx context.Context) (*wsServer, error) {
 		url:  "ws://" + addrs[0] + "/graphql",
 		http: "http://" + addrs[0] + "/graphql",
 		pid:  p.cmd.Process.Pid,
-		publish: func(ctx context.Context, seq int) error {
-			status, body, err := do(ctx, "POST", "http://"+addrs[0]+"/publish", string(wsload.Next(store.NewID(time.Now()), seq)))
+		publish: func(ctx context.Context, seq int, user string) error {
+			status, body, err := do(ctx, "POST", "http://"+addrs[0]+"/publish?userId="+url.QueryEscape(cmp.Or(user, author)),
+				string(wsload.Next(store.NewID(time.Now()), seq)))
 			if err == nil && status != http.StatusNoContent {
 				err = fmt.Errorf("POST /publish: %d %s", status, body)
 			}
@@ -144,7 +153,7 @@ func fanOut(ctx context.Context, start func(context.Context) (*wsServer, error),
 	event := func(f fleet, wait time.Duration) (*wsload.Round, error) {
 		seq++
 		round := f.Begin(seq)
-		if err := srv.publish(ctx, seq); err != nil {
+		if err := srv.publish(ctx, seq, ""); err != nil {
 			return round, err
 		}
 		if !round.Wait(wait) {

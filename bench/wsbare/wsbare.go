@@ -1,7 +1,8 @@
 // Package wsbare is the hand-written WebSocket baseline of the benchmarks: plain net/http and
 // coder/websocket broadcasting the bytes it is given to every subscribed connection, with no
 // GraphQL. It speaks just enough graphql-transport-ws for the same client (bench/wsload):
-// connection_ack, pong, and a subscribe that adds the connection to the broadcast.
+// connection_ack, pong, and a subscribe that adds the connection to the broadcast: of every
+// post, or, if its variables name a userId (postCreated's filter), of that user's alone.
 //
 // Each connection is served as coder/websocket's chat example serves one: its handler
 // goroutine reads, a writer goroutine writes from a small buffered channel, and a subscriber
@@ -26,7 +27,7 @@ const (
 )
 
 // Server serves the WebSocket on /graphql and takes the bytes to broadcast as the body of a
-// POST to /publish.
+// POST to /publish, whose userId parameter is the post's author.
 type Server struct {
 	mu   sync.Mutex
 	subs map[*subscriber]struct{}
@@ -35,6 +36,7 @@ type Server struct {
 type subscriber struct {
 	msgs   chan []byte
 	cancel context.CancelFunc // drops a slow subscriber
+	userID string             // the author of the posts it takes; "" for every post
 }
 
 // New returns a Server with no subscribers.
@@ -50,7 +52,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		s.publish(msg)
+		s.publish(msg, r.URL.Query().Get("userId"))
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		http.NotFound(w, r)
@@ -93,7 +95,14 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		var m struct{ Type string }
+		var m struct {
+			Type    string
+			Payload struct {
+				Variables struct {
+					UserID string `json:"userId"`
+				}
+			}
+		}
 		if json.Unmarshal(data, &m) != nil {
 			c.Close(websocket.StatusPolicyViolation, "invalid message")
 			return
@@ -105,6 +114,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 			sub.msgs <- []byte(`{"type":"pong"}`)
 		case "subscribe":
 			s.mu.Lock()
+			sub.userID = m.Payload.Variables.UserID
 			s.subs[sub] = struct{}{}
 			s.mu.Unlock()
 		}
@@ -117,11 +127,15 @@ func (s *Server) remove(sub *subscriber) {
 	s.mu.Unlock()
 }
 
-// publish queues msg for every subscriber, dropping those that cannot take it.
-func (s *Server) publish(msg []byte) {
+// publish queues msg, of a post of userID, for every subscriber that takes it, dropping those
+// that cannot.
+func (s *Server) publish(msg []byte, userID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for sub := range s.subs {
+		if sub.userID != "" && sub.userID != userID {
+			continue
+		}
 		select {
 		case sub.msgs <- msg:
 		default:

@@ -36,6 +36,12 @@ var (
 	Ack       = []byte(`{"type":"connection_ack"}`)
 )
 
+// SubscribeTo is operation 1's subscribe message for the posts of one user alone: Subscribe's
+// selection, with postCreated's userId in the variables.
+func SubscribeTo(userID string) []byte {
+	return fmt.Appendf(nil, `{"id":"1","type":"subscribe","payload":{"query":"subscription($userId: ID) { postCreated(userId: $userId) { id title } }","variables":{"userId":%q}}}`, userID)
+}
+
 // Init is the connection_init message with an API key.
 func Init(apiKey string) []byte {
 	return []byte(`{"type":"connection_init","payload":{"Authorization":"ApiKey ` + apiKey + `"}}`)
@@ -62,6 +68,8 @@ type Fleet struct {
 	readers sync.WaitGroup
 	closing atomic.Bool
 	once    sync.Once
+
+	subscribe []byte // what each connection sends after init: Subscribe, or another
 
 	mu       sync.Mutex
 	odd      []string       // the first few unexpected messages
@@ -112,11 +120,18 @@ type Stats struct {
 // Open opens n connections to url, each sending init and then Subscribe. Event 0 is timed from
 // the start, for baselines that send it as soon as a connection subscribes.
 func Open(ctx context.Context, url string, n int, init []byte) (*Fleet, error) {
+	return OpenSubscribed(ctx, url, n, init, Subscribe)
+}
+
+// OpenSubscribed is Open with subscribe in place of Subscribe: another subscribe message of
+// operation 1, whose events have the same selection.
+func OpenSubscribed(ctx context.Context, url string, n int, init, subscribe []byte) (*Fleet, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	f := &Fleet{
-		n:     n,
-		init:  init,
-		conns: make([]*websocket.Conn, n),
+		n:         n,
+		init:      init,
+		subscribe: subscribe,
+		conns:     make([]*websocket.Conn, n),
 		hc: &http.Client{Transport: &http.Transport{
 			DisableCompression: true, DisableKeepAlives: true, MaxIdleConnsPerHost: -1,
 		}},
@@ -172,7 +187,7 @@ func (f *Fleet) dial(url string) (*websocket.Conn, error) {
 	if json.Unmarshal(data, &ack) != nil || ack.Type != "connection_ack" {
 		return fail(fmt.Errorf("got %s; want connection_ack", data))
 	}
-	if err := c.Write(ctx, websocket.MessageText, Subscribe); err != nil {
+	if err := c.Write(ctx, websocket.MessageText, f.subscribe); err != nil {
 		return fail(err)
 	}
 	return c, nil
