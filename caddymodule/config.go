@@ -48,9 +48,9 @@ type Handler struct {
 	// read of a post by its id (GET /posts/{id}, post(id)) answers from memory; a size such as
 	// 64MiB. It is never stale: only this process writes the file, and each write updates it as
 	// it commits. The default holds every post of a store of 200,000 posts of a few hundred bytes
-	// (each costs its text's bytes and about 256 more). Used only without mongodb_uri: instances
+	// (each costs its text's bytes and about 110 more). Used only without mongodb_uri: instances
 	// that share a MongoDB database write it each, so none could know its copy is current.
-	// Default: 128MiB.
+	// Default: 64MiB.
 	PostCacheSize int64 `json:"post_cache_size,omitempty"`
 
 	// URLs of the JSON Web Key Sets whose keys sign the accepted bearer tokens, such as

@@ -22,8 +22,10 @@ func TestThePostCachesBoundIsWhatItHolds(t *testing.T) {
 	at := time.Now()
 	for i := range n {
 		body := strings.Repeat("lorem ipsum ", 1+i%20)
-		pc.put(owned(store.Post{ID: store.NewID(at), UserID: fmt.Sprintf("user-%02d", i%20), Title: fmt.Sprintf("post %d of the seeding", i),
-			Body: &body, CreatedAt: at, UpdatedAt: at, Version: 1}))
+		p := store.Post{ID: store.NewID(at), UserID: fmt.Sprintf("user-%02d", i%20), Title: fmt.Sprintf("post %d of the seeding", i),
+			Body: &body, CreatedAt: at, UpdatedAt: at, Version: 1}
+		k, _ := keyOf(p.ID)
+		pc.put(cached(k, p))
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -50,7 +52,8 @@ func TestThePostCacheEvictsWhatWasNotReadAgain(t *testing.T) {
 	post := func(i int) store.Post {
 		return store.Post{ID: fmt.Sprintf("%024x", i), UserID: "u", Title: "t", CreatedAt: at, UpdatedAt: at, Version: 1}
 	}
-	size := cachedSize(post(0))
+	k, _ := keyOf(post(0).ID)
+	size := cachedSize(cached(k, post(0)).text)
 	pc := newPostCache(10 * size)
 	pc.fill(post(0), &st, 0)
 	for i := 1; i < 100; i++ {
@@ -72,6 +75,33 @@ func TestThePostCacheEvictsWhatWasNotReadAgain(t *testing.T) {
 	pc.apply([]store.Event{{Kind: store.EventDeleted, Post: store.Post{ID: post(0).ID}}})
 	if _, _, ok := pc.get(post(0).ID, &st); ok {
 		t.Error("a deleted post is still held")
+	}
+}
+
+// TestACachedPostIsThePostKept: every field comes back as it was kept, a body absent or empty
+// alike, and an id that is not one of the store's is not kept.
+func TestACachedPostIsThePostKept(t *testing.T) {
+	var st state
+	st.known.Store(true)
+	at := time.UnixMilli(1_700_000_000_123).UTC()
+	empty, text := "", "a body, with ünïcode"
+	pc := newPostCache(1 << 20)
+	for _, p := range []store.Post{
+		{ID: fmt.Sprintf("%024x", 1), UserID: "alice", Title: "no body", CreatedAt: at, UpdatedAt: at.Add(time.Second), Version: 3},
+		{ID: fmt.Sprintf("%024x", 2), UserID: "bob", Title: "an empty body", Body: &empty, CreatedAt: at, UpdatedAt: at, Version: 1},
+		{ID: fmt.Sprintf("%024x", 3), UserID: "", Title: "", Body: &text, CreatedAt: at, UpdatedAt: at, Version: 7},
+	} {
+		pc.fill(p, &st, st.seq.Load())
+		got, _, ok := pc.get(p.ID, &st)
+		if !ok || got.ID != p.ID || got.UserID != p.UserID || got.Title != p.Title || !got.CreatedAt.Equal(p.CreatedAt) ||
+			!got.UpdatedAt.Equal(p.UpdatedAt) || got.Version != p.Version || (got.Body == nil) != (p.Body == nil) ||
+			got.Body != nil && *got.Body != *p.Body {
+			t.Errorf("kept %+v, got %+v (%v)", p, got, ok)
+		}
+	}
+	pc.fill(store.Post{ID: "not-an-id", Title: "t"}, &st, st.seq.Load())
+	if _, _, ok := pc.get("not-an-id", &st); ok {
+		t.Error("a post of an id that is not the store's was kept")
 	}
 }
 
