@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -131,7 +132,21 @@ func TestMetricsOfARunningCaddy(t *testing.T) {
 	}
 	wantStatus(send("GET", "/posts", "", ""), 200, "GET /posts")
 	wantStatus(send("GET", "/posts/0123456789abcdef01234567", "", ""), 404, "GET of a missing post")
-	wantStatus(send("POST", "/posts", `{"title": "counted"}`, "process-key"), 201, "POST /posts")
+	req, _ := http.NewRequest("POST", p.url+"/posts", strings.NewReader(`{"title": "counted"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "ApiKey process-key")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted struct{ ID string }
+	if err := json.NewDecoder(res.Body).Decode(&counted); err != nil || res.StatusCode != 201 {
+		t.Fatalf("POST /posts: status %d, %v", res.StatusCode, err)
+	}
+	res.Body.Close()
+	// Read twice from the cache of posts, which its write's commit filled.
+	wantStatus(send("GET", "/posts/"+counted.ID, "", ""), 200, "GET of the post written")
+	wantStatus(send("GET", "/posts/"+counted.ID, "", ""), 200, "GET of the post written, again")
 	wantStatus(send("POST", "/posts", `{"title": "refused"}`, "wrong-key"), 401, "POST with an unknown key")
 	wantStatus(send("POST", "/posts", `{"title": "`+strings.Repeat("x", 2048)+`"}`, "process-key"), 413, "POST past max_body_size")
 	wantStatus(send("POST", "/graphql", `{"query": "query Newest { posts(limit: 1) { id } }"}`, ""), 200, "a GraphQL query")
@@ -179,7 +194,11 @@ func TestMetricsOfARunningCaddy(t *testing.T) {
 		{"caddy_posts_requests_total", []string{"interface=ws", "operation=subscription", "code=OK"}, 1},
 		{"caddy_posts_requests_total", []string{"interface=ws", "operation=connection", "code=1000"}, 1},
 		{"caddy_posts_store_operation_duration_seconds", []string{"backend=sqlite", "operation=insert_post"}, 2},
-		{"caddy_posts_store_operation_duration_seconds", []string{"backend=sqlite", "operation=get_post"}, 1},
+		{"caddy_posts_store_operation_duration_seconds", []string{"backend=sqlite", "operation=get_post"}, 3},
+		{"caddy_posts_requests_total", []string{"interface=rest", "operation=GET /posts/{id}", "code=200"}, 2},
+		{"caddy_posts_post_cache_total", []string{"event=hit"}, 2},
+		{"caddy_posts_post_cache_total", []string{"event=miss"}, 1}, // the post that is not there
+		{"caddy_posts_post_cache_total", []string{"event=eviction"}, 0},
 		{"caddy_posts_store_errors_total", nil, 0},
 		{"caddy_posts_auth_total", []string{"method=api_key", "outcome=ok"}, 4}, // 3 POSTs (413 among them), connection_init
 		{"caddy_posts_auth_total", []string{"method=api_key", "outcome=unknown_key"}, 1},
@@ -192,6 +211,9 @@ func TestMetricsOfARunningCaddy(t *testing.T) {
 		if got := sample(after, m.name, m.labels...) - sample(before, m.name, m.labels...); got != m.by {
 			t.Errorf("%s%v moved by %v, want %v", m.name, m.labels, got, m.by)
 		}
+	}
+	if got := sample(after, "caddy_posts_post_cache_bytes"); got < 100 || got > 1000 {
+		t.Errorf("caddy_posts_post_cache_bytes with the posts written kept: %v, want a few hundred", got)
 	}
 	for _, gauge := range []string{"caddy_posts_websocket_connections", "caddy_posts_subscribers", "caddy_posts_subscription_executions"} {
 		if got := sample(during, gauge); got != 1 {
