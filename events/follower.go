@@ -59,7 +59,9 @@ type FollowerConfig struct {
 	// RecoverEvery is the time between two calls of the log's RecoverEvents, which logs the
 	// events of writes older than RecoverAfter whose writer stopped before it logged them (a
 	// process that crashed: the others find its writes); one more comes RecoverAfter after the
-	// start, and after each Recover. Defaults: DefaultRecoverEvery, DefaultRecoverAfter.
+	// start, after each Recover and after a read that passed over a position, and one every
+	// RecoverAfter while another instance has gone quiet (Follower.peerGoneQuiet). Defaults:
+	// DefaultRecoverEvery, DefaultRecoverAfter.
 	RecoverEvery, RecoverAfter time.Duration
 	// Logger receives the failures: a read that fails (once, until one succeeds), an expiry,
 	// a recovery.
@@ -83,6 +85,7 @@ type Follower struct {
 	next    int64                 // the position of the next event to hand; 0 until the start is read
 	offered map[int64]store.Event // events of this instance's writes, ahead of next
 	failing bool                  // the last read failed (logged once)
+	peers   map[string]time.Time  // when an event of each other origin was last handed (peerGoneQuiet)
 
 	cursors Cursors        // of the log's key, read at the start
 	stats   store.LogStats // as the last expiry left the log
@@ -105,7 +108,7 @@ func NewFollower(cfg FollowerConfig) *Follower {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	f := &Follower{cfg: cfg, origin: cfg.Log.Origin(), offered: map[int64]store.Event{}, kick: make(chan struct{}, 1), recover: make(chan struct{}, 1), started: make(chan struct{})}
+	f := &Follower{cfg: cfg, origin: cfg.Log.Origin(), offered: map[int64]store.Event{}, peers: map[string]time.Time{}, kick: make(chan struct{}, 1), recover: make(chan struct{}, 1), started: make(chan struct{})}
 	f.recover <- struct{}{} // a writer of the last run may have stopped before its event
 	f.last.Store(time.Now().UnixNano())
 	return f
@@ -158,9 +161,35 @@ func (f *Follower) hand(e store.Event) {
 	}
 	f.cfg.Hand(e)
 	if !own {
+		f.peers[e.Origin] = time.Now()
 		metrics.RelayEvent(metrics.RelayRelayed)
 		metrics.RelayLag(time.Since(e.At))
 	}
+}
+
+// peerGoneQuiet says whether another instance has gone quiet: the follower handed an event of it
+// less than RecoverEvery ago, and none for RecoverAfter. While one has, the follower recovers every
+// RecoverAfter as well as every RecoverEvery (Run). An instance killed in a write leaves its event
+// pending in the post, where nothing but RecoverEvents finds it: killed before its position, it
+// leaves no trace in the log; after, a hole, which only a later event shows (readOnce asks for a
+// recovery when it passes over one). But its writes stop: so a write it was killed in, made up to
+// RecoverEvery less RecoverAfter after its last event handed here, reaches the subscribers here
+// within two RecoverAfters, not at the next of every RecoverEvery. An instance that keeps writing
+// is not quiet, and one quiet for RecoverEvery is forgotten: at idle, as under steady writes, the
+// database is asked nothing more.
+func (f *Follower) peerGoneQuiet() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	quiet := false
+	for origin, at := range f.peers {
+		switch since := time.Since(at); {
+		case since >= f.cfg.RecoverEvery:
+			delete(f.peers, origin)
+		case since >= f.cfg.RecoverAfter:
+			quiet = true
+		}
+	}
+	return quiet
 }
 
 // Recover asks for the log's RecoverEvents RecoverAfter from now: a write failed in a way that
@@ -226,10 +255,10 @@ func (f *Follower) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		f.every(ctx, f.cfg.ExpireEvery, nil, "deleting the expired events", metrics.RelayExpire, f.expire)
+		f.every(ctx, f.cfg.ExpireEvery, nil, nil, "deleting the expired events", metrics.RelayExpire, f.expire)
 	})
 	wg.Go(func() {
-		f.every(ctx, f.cfg.RecoverEvery, f.recover, "logging the events of writes whose writer stopped", metrics.RelayRecover, f.recoverLost)
+		f.every(ctx, f.cfg.RecoverEvery, f.recover, f.peerGoneQuiet, "logging the events of writes whose writer stopped", metrics.RelayRecover, f.recoverLost)
 	})
 	if !f.start(ctx) {
 		return
@@ -325,6 +354,9 @@ func (f *Follower) readOnce(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
+	if upto-after > int64(len(events)) {
+		f.Recover() // it passed over a hole, or what expired: its writer may have stopped (peerGoneQuiet)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, e := range events {
@@ -392,12 +424,19 @@ func (f *Follower) recoverLost(ctx context.Context) error {
 	return err
 }
 
-// every runs do every period, and RecoverAfter after each signal of soon (then also RecoverAfter
-// after a failure), each under a timeout (half the period, at least 1s), until ctx ends; a
-// failure is counted at stage, and logged once until do succeeds again.
-func (f *Follower) every(ctx context.Context, period time.Duration, soon <-chan struct{}, what, stage string, do func(context.Context) error) {
+// every runs do every period, RecoverAfter after each signal of soon (then also RecoverAfter
+// after a failure), and every RecoverAfter while due (if any) says so, each under a timeout
+// (half the period, at least 1s), until ctx ends; a failure is counted at stage, and logged once
+// until do succeeds again.
+func (f *Follower) every(ctx context.Context, period time.Duration, soon <-chan struct{}, due func() bool, what, stage string, do func(context.Context) error) {
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
+	var watch <-chan time.Time
+	if due != nil {
+		w := time.NewTicker(f.cfg.RecoverAfter)
+		defer w.Stop()
+		watch = w.C
+	}
 	failing := false
 	var retry <-chan time.Time
 	for {
@@ -406,6 +445,10 @@ func (f *Follower) every(ctx context.Context, period time.Duration, soon <-chan 
 			return
 		case <-ticker.C:
 		case <-retry:
+		case <-watch:
+			if !due() {
+				continue
+			}
 		case <-soon:
 			select {
 			case <-ctx.Done():

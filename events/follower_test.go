@@ -11,6 +11,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/events"
 	"github.com/postsedge/caddy-posts/events/eventstest"
+	"github.com/postsedge/caddy-posts/internal/race"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -21,6 +22,7 @@ type memLog struct {
 	events  map[int64]store.Event
 	decided int64
 	reads   int
+	looks   int // calls of RecoverEvents, which look for pending events
 	fail    error
 	hold    chan struct{} // a read waits for it, when set
 }
@@ -37,6 +39,13 @@ func (l *memLog) add(origin string) store.Event {
 	e := store.Event{Position: l.decided, At: time.Now(), Origin: origin, Kind: store.EventCreated, Post: store.Post{ID: fmt.Sprint("p", l.decided)}}
 	l.events[e.Position] = e
 	return e
+}
+
+// skip decides the next position empty, as a hole's marker does.
+func (l *memLog) skip() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.decided++
 }
 
 func (l *memLog) Origin() string { return mine }
@@ -166,7 +175,29 @@ func (l *memLog) oldest() int64 {
 	return oldest
 }
 
-func (l *memLog) RecoverEvents(context.Context, time.Time) (int, error) { return 0, nil }
+func (l *memLog) RecoverEvents(context.Context, time.Time) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.looks++
+	return 0, nil
+}
+
+// recoveries is how many times RecoverEvents was called.
+func (l *memLog) recoveries() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.looks
+}
+
+// waitForRecoveries waits until RecoverEvents was called n times at least, 10 s at most.
+func (l *memLog) waitForRecoveries(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); l.recoveries() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d recoveries in 10 s; want %d", l.recoveries(), n)
+		}
+	}
+}
 
 // handed records what a follower hands, in order.
 type handed struct {
@@ -313,4 +344,73 @@ func TestOffersBeforeTheStartAreHandedFromTheirPosition(t *testing.T) {
 	log.set(func(l *memLog) { l.fail = nil })
 	<-f.Started()
 	h.waitFor(t, 2)
+}
+
+// followRecovering starts a follower of log that relays, with recoverAfter and recoverEvery,
+// started when it returns.
+func followRecovering(t *testing.T, log *memLog, recoverAfter, recoverEvery time.Duration) (*events.Follower, *handed) {
+	t.Helper()
+	h := &handed{}
+	f := events.NewFollower(events.FollowerConfig{Log: log, Hand: h.hand, Relay: true, Interval: 10 * time.Millisecond, Timeout: time.Second,
+		RecoverAfter: recoverAfter, RecoverEvery: recoverEvery})
+	eventstest.Follow(t, f)
+	<-f.Started()
+	return f, h
+}
+
+// A follower looks for pending events at its start and every RecoverEvery, and, once another
+// instance it had events of has gone quiet, every RecoverAfter: one killed in a write left no
+// trace in the log. At idle, and while the other instance writes on, no more than before.
+func TestAFollowerLooksForPendingEventsOnceAnotherInstanceHasGoneQuiet(t *testing.T) {
+	const after = 100 * time.Millisecond
+	log := newMemLog()
+	_, h := followRecovering(t, log, after, time.Hour)
+	log.waitForRecoveries(t, 1) // the start's
+	time.Sleep(10 * after)
+	if n := log.recoveries(); n != 1 {
+		t.Errorf("%d recoveries at idle; want the start's alone", n)
+	}
+	var want []int64
+	for range 20 {
+		want = append(want, log.add(theirs).Position)
+		h.waitFor(t, want...)
+		time.Sleep(after / 5)
+	}
+	if n := log.recoveries(); n != 1 && !race.Enabled {
+		t.Errorf("%d recoveries while the other instance wrote every %v; want the start's alone", n, after/5)
+	}
+	log.waitForRecoveries(t, log.recoveries()+3) // every RecoverAfter, from RecoverAfter after its last event
+}
+
+// RecoverEvery after the last event of an instance that went quiet, the follower looks for
+// pending events every RecoverEvery again.
+func TestAFollowerForgetsAnInstanceQuietForRecoverEvery(t *testing.T) {
+	const after, every = 50 * time.Millisecond, 600 * time.Millisecond
+	log := newMemLog()
+	_, h := followRecovering(t, log, after, every)
+	log.waitForRecoveries(t, 1)
+	log.add(theirs)
+	h.waitFor(t, 1)
+	handed := time.Now()
+	log.waitForRecoveries(t, log.recoveries()+3)
+	time.Sleep(time.Until(handed.Add(every + 3*after)))
+	n := log.recoveries()
+	time.Sleep(2 * every)
+	if n := log.recoveries() - n; n > 3 && !race.Enabled {
+		t.Errorf("%d recoveries in two RecoverEvery after the other instance was forgotten; want those of every RecoverEvery alone, 3 at most", n)
+	}
+}
+
+// A read that passes over a position (a hole's marker: its writer took it and never logged its
+// event) has the follower look for pending events RecoverAfter later.
+func TestAReadThatPassesOverAPositionLooksForPendingEvents(t *testing.T) {
+	log := newMemLog()
+	f, h := followRecovering(t, log, 50*time.Millisecond, time.Hour)
+	log.waitForRecoveries(t, 1)
+	f.Offer(log.add(mine))
+	h.waitFor(t, 1)
+	log.skip()
+	f.Offer(log.add(mine))
+	h.waitFor(t, 1, 3)
+	log.waitForRecoveries(t, 2)
 }

@@ -131,8 +131,9 @@ func TestResumingAcrossTwoCaddies(t *testing.T) {
 		proxies[1].stopCutting()
 		// A's writes cut by its death may be stored with their events pending, which an instance
 		// logs when it looks for such writes: RecoverAfter (the timeout, 5s) after it starts,
-		// then every minute. A restarted, as a supervisor would, logs them 5s after its start,
-		// where B alone would take up to a minute (43s in a run). Nothing connects to it.
+		// every RecoverAfter for a minute after another instance's writes stop, and every minute.
+		// B logs them within two RecoverAfters of A's death; A restarted, as a supervisor would,
+		// 5s after its start. Nothing connects to it.
 		portA, _ := strconv.Atoi(pair.a.url[strings.LastIndex(pair.a.url, ":")+1:])
 		startProcess(t, pair.config(portA), portA)
 		want, decided := w.settle(pair.b.url)

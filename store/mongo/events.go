@@ -31,7 +31,7 @@ import (
 // from the counter, then the event inserted at it), clears ev (or deletes the tombstone), and only
 // then acknowledges the write. A crash, or a store that fails, at any step after the write leaves
 // the pending event in the document, from which the next write of that post (which must first
-// log it) or RecoverEvents (every few seconds, on every instance) logs it: so every write that
+// log it) or RecoverEvents (on every instance, events.Follower) logs it: so every write that
 // reached the database reaches the log, once (the unique key of an event, its post, version and
 // kind, refuses a second copy; an event of another write at that key is an error, never handed
 // back as this write's: sameWrite, deleted.go), whether or not its writer answered. A write that did not reach
