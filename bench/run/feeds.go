@@ -31,7 +31,7 @@ func feedUser(i int) string { return fmt.Sprintf("user-%02d", i+1) }
 
 // feedBurst is one run of a side of row 9c on a server that start starts, its subscribers
 // initialised with init.
-func feedBurst(ctx context.Context, start func(context.Context) (*wsServer, error), init []byte) (r result, err error) {
+func feedBurst(ctx context.Context, start func(context.Context) (*wsServer, error), init []byte, profile string) (r result, err error) {
 	srv, err := start(ctx)
 	if err != nil {
 		return r, err
@@ -83,6 +83,13 @@ func feedBurst(ctx context.Context, start func(context.Context) (*wsServer, erro
 		return r, err
 	}
 	began := time.Now()
+	profiled := make(chan error, 1)
+	if profile != "" && srv.pprof != "" {
+		// A CPU profile of the burst's first second (Caddy serves /debug/pprof).
+		go func() { profiled <- fetchTo(ctx, srv.pprof+"/profile?seconds=1", profile+"-cpu.pprof") }()
+	} else {
+		profiled <- nil
+	}
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -104,7 +111,7 @@ func feedBurst(ctx context.Context, start func(context.Context) (*wsServer, erro
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(append(errs, <-profiled)...); err != nil {
 		return r, err
 	}
 	r.seconds = time.Since(began).Seconds()

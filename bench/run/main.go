@@ -186,17 +186,17 @@ func measure(ctx context.Context, cfg config, e *env, p *pair) error {
 		log.Printf("pair %s: fixed rate %.0f req/s", p.id, rate)
 	}
 	run := func(s side, d time.Duration) (result, error) {
-		if s.ws != nil && p.wsRun != nil {
-			return p.wsRun(ctx, s.ws)
-		}
 		if s.ws != nil {
-			open := s.open
-			if open == nil {
-				open = openWS(wsload.Init(e.apiKey))
-			}
 			profile := ""
 			if cfg.profile != "" {
 				profile = filepath.Join(cfg.profile, fmt.Sprintf("pair%s-%s", p.id, s.name))
+			}
+			if p.wsRun != nil {
+				return p.wsRun(ctx, s.ws, profile)
+			}
+			open := s.open
+			if open == nil {
+				open = openWS(wsload.Init(e.apiKey))
 			}
 			return fanOut(ctx, s.ws, open, profile)
 		}

@@ -43,7 +43,7 @@ type pair struct {
 	also []side
 	// wsRun, when set, is the run of each of its WebSocket sides instead of fanOut's: on a
 	// server that start starts, with subscribers and events of its own.
-	wsRun func(ctx context.Context, start func(context.Context) (*wsServer, error)) (result, error)
+	wsRun func(ctx context.Context, start func(context.Context) (*wsServer, error), profile string) (result, error)
 
 	out outcome
 }
@@ -364,8 +364,8 @@ func pairs(e *env) []*pair {
 			"(a writer a feed, each post once its feed has the last), all delivered: CPU time of the server (utime + stime) per event delivered, module (its writes too) ÷ ws-bare",
 			thousands(feedSubscribers), feeds, thousands(feedSubscribers/feeds), feedEvents),
 			a: p8.a, b: p8.b, metric: cpu,
-			wsRun: func(ctx context.Context, start func(context.Context) (*wsServer, error)) (result, error) {
-				return feedBurst(ctx, start, wsload.Init(e.apiKey))
+			wsRun: func(ctx context.Context, start func(context.Context) (*wsServer, error), profile string) (result, error) {
+				return feedBurst(ctx, start, wsload.Init(e.apiKey), profile)
 			}},
 		{id: "17a", what: "`GET /posts/{id}` throughput, with an `If-None-Match` of its ETag (304, no body) ÷ without (200)",
 			a: caddy("304", byOthers(`If-None-Match: "1"`)), b: caddy("200", byOthers()),

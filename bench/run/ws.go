@@ -231,25 +231,30 @@ func idleProfiles(ctx context.Context, pprof, profile string) error {
 		{"/goroutine?debug=1", "-goroutines.txt"},
 		{"/heap?debug=1", "-memstats.txt"},
 	} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, pprof+get.path, nil)
-		if err != nil {
-			return err
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		f, err := os.Create(profile + get.file)
-		if err == nil {
-			_, err = io.Copy(f, res.Body)
-			err = errors.Join(err, f.Close())
-		}
-		res.Body.Close()
-		if err != nil {
+		if err := fetchTo(ctx, pprof+get.path, profile+get.file); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// fetchTo writes what a GET of url answers to the file at path.
+func fetchTo(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, res.Body)
+	return errors.Join(err, f.Close())
 }
 
 // enoughFiles fails unless this process may open wsConns connections and some more files (Go
