@@ -5,6 +5,7 @@ package requestid
 
 import (
 	"context"
+	"sync"
 
 	"go.uber.org/zap"
 )
@@ -19,10 +20,23 @@ func With(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, key{}, id)
 }
 
+// WithLazy returns a copy of ctx whose id is made by id the first time From asks for it, once:
+// for the requests that need it only when something goes wrong (making Caddy's request uuid reads
+// the system's random source). Every call of From must end before the caller of WithLazy goes on
+// with what id reads (Caddy's replacer, which one goroutine at a time may use).
+func WithLazy(ctx context.Context, id func() string) context.Context {
+	return context.WithValue(ctx, key{}, sync.OnceValue(id))
+}
+
 // From is the id ctx carries, or "".
 func From(ctx context.Context) string {
-	id, _ := ctx.Value(key{}).(string)
-	return id
+	switch id := ctx.Value(key{}).(type) {
+	case string:
+		return id
+	case func() string:
+		return id()
+	}
+	return ""
 }
 
 // Field is the log field of the id ctx carries, named uuid as in Caddy's access log; a field

@@ -154,8 +154,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Streams.Serve(w, r, framing, plain, caller, op)
 		return
 	}
-	// The id made now, on the request's goroutine: resolvers that log run on others.
-	ctx := requestid.With(auth.NewContext(r.Context(), caller), h.Answer.ID(r))
+	// The id made only for a resolver that logs: the operation's resolvers have all returned
+	// before the request's goroutine goes on, when Caddy may read its replacer.
+	ctx := requestid.WithLazy(auth.NewContext(r.Context(), caller), func() string { return h.Answer.ID(r) })
 	if op.Type == "mutation" && r.Header[answer.IdempotencyKeyHeader] != nil { // a query, which writes nothing, ignores it
 		h.serveGraphQLOnce(ctx, w, r, media, caller, op)
 		return
