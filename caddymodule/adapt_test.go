@@ -57,7 +57,7 @@ func TestCaddyfileErrorsNameTheLineAndSubdirective(t *testing.T) {
 		{"synchronous without a value", "synchronous", "synchronous takes 1 argument(s), got 0"},
 		{"synchronous with two values", "synchronous normal full", "synchronous takes 1 argument(s), got 2"},
 		{"post_cache_size that is not a size", "post_cache_size lots", `post_cache_size: "lots" is not a size such as 64MiB`},
-		{"post_cache_size of zero", "post_cache_size 0", "post_cache_size must be from 1 byte to 1.0 TiB, not 0"},
+		{"post_cache_size of zero", "post_cache_size 0", "post_cache_size must be from 1 byte to 64 GiB, not 0"},
 		{"post_cache_size with two values", "post_cache_size 1MiB 2MiB", "post_cache_size takes 1 argument(s), got 2"},
 		{"database without a name", "database", "database takes 1 argument(s), got 0"},
 		{"a database name MongoDB refuses", "database my.posts", `database: "my.posts" is not a MongoDB database name`},

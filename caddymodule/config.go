@@ -49,8 +49,8 @@ type Handler struct {
 	// 64MiB. It is never stale: only this process writes the file, and each write updates it as
 	// it commits. The default holds every post of a store of 200,000 posts of a few hundred bytes
 	// (each costs its text's bytes and about 110 more). Used only without mongodb_uri: instances
-	// that share a MongoDB database write it each, so none could know its copy is current.
-	// Default: 64MiB.
+	// that share a MongoDB database write it each, so none could know its copy is current. At
+	// most 64GiB. Default: 64MiB.
 	PostCacheSize int64 `json:"post_cache_size,omitempty"`
 
 	// URLs of the JSON Web Key Sets whose keys sign the accepted bearer tokens, such as
@@ -356,7 +356,7 @@ var configFields = []configField{
 	{"data_dir", func(h *Handler) { orDefault(&h.DataDir, filepath.Join(caddy.AppDataDir(), "posts")) }, nil},
 	{"synchronous", func(h *Handler) { orDefault(&h.Synchronous, SyncNormal) }, checkSynchronous},
 	{"post_cache_size", func(h *Handler) { orDefault(&h.PostCacheSize, sqlite.DefaultCacheSize) },
-		func(h *Handler) error { return sizeUpTo("post_cache_size", h.PostCacheSize, maxBodySize) }},
+		func(h *Handler) error { return sizeUpTo("post_cache_size", h.PostCacheSize, sqlite.MaxCacheSize) }},
 	{"algorithms", fillAlgorithms, checkAlgorithms},
 	{"user_claim", func(h *Handler) { orDefault(&h.UserClaim, "sub") }, nil},
 	{"name_claim", func(h *Handler) { orDefault(&h.NameClaim, "name") }, nil},

@@ -241,7 +241,7 @@ func TestBadConfigIsRefused(t *testing.T) {
 		caddytest.AssertLoadError(t, global+sites, "caddyfile", "data_dir "+dataDir+": the sites that use it set different post_cache_size values")
 	})
 	t.Run("a negative post_cache_size in JSON", func(t *testing.T) {
-		caddytest.AssertLoadError(t, json(`"post_cache_size": -1`), "json", "post_cache_size must be from 1 byte to 1.0 TiB, not -1")
+		caddytest.AssertLoadError(t, json(`"post_cache_size": -1`), "json", "post_cache_size must be from 1 byte to 64 GiB, not -1")
 	})
 	t.Run("two sites on one data_dir with different synchronous", func(t *testing.T) {
 		// dataDir is the running config's: the refused config must leave its store as it is.

@@ -39,6 +39,7 @@ type postCache struct {
 	hand    int
 	bytes   int64
 	limit   int64
+	closed  bool // by drop: its store closed
 }
 
 // cacheKey is a post's id as its bytes.
@@ -62,6 +63,10 @@ type cachedPost struct {
 // DefaultCacheSize is the default of Options.CacheSize: the posts of a store of 200,000 posts
 // of a few hundred bytes each.
 const DefaultCacheSize = 64 << 20
+
+// MaxCacheSize bounds Options.CacheSize: its entries, of entryOverhead bytes at least, fit the
+// int32 of an index.
+const MaxCacheSize = 64 << 30
 
 // entryOverhead is what an entry holds on the heap besides its text's bytes: its cachedPost in
 // entries, its map entry, the rounding up of its text to a size class (measured by
@@ -118,6 +123,7 @@ func (pc *postCache) get(id string, st *state) (p store.Post, last int64, ok boo
 	k, valid := keyOf(id)
 	seq := st.seq.Load()
 	if !valid || seq%2 != 0 || !st.known.Load() {
+		metrics.PostCache(metrics.CacheMiss)
 		return store.Post{}, 0, false
 	}
 	last = st.last.Load()
@@ -189,28 +195,46 @@ func (pc *postCache) setLimit(limit int64) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	pc.limit = limit
-	pc.evict()
+	pc.evict(0)
 }
 
-// put keeps e, in place of the version held, then evicts down to the limit. pc.mu is held.
+// put keeps e, in place of the version held: an entry new to the cache is put once the hand
+// has made room for it, just behind the hand, which reaches it last, so that it has a whole turn
+// of the hand to be read again. An entry larger than the limit is not kept. pc.mu is held.
 func (pc *postCache) put(e cachedPost) {
-	if i, ok := pc.index[e.key]; ok {
-		held := &pc.entries[i]
-		pc.add(cachedSize(e.text) - cachedSize(held.text))
-		e.used = held.used
-		*held = e
-	} else {
-		pc.index[e.key] = int32(len(pc.entries))
+	size := cachedSize(e.text)
+	switch i, held := pc.index[e.key]; {
+	case pc.closed:
+	case size > pc.limit:
+		pc.remove(e.key)
+	case held:
+		old := &pc.entries[i]
+		pc.add(size - cachedSize(old.text))
+		e.used = old.used
+		*old = e
+		pc.evict(0)
+	default:
+		pc.evict(size)
+		i := len(pc.entries)
+		pc.index[e.key] = int32(i)
 		pc.entries = append(pc.entries, e)
-		pc.add(cachedSize(e.text))
+		pc.add(size)
+		pc.hand = min(pc.hand, i) // past the end: at it
+		pc.swap(pc.hand, i)
+		pc.hand++
 	}
-	pc.evict()
 }
 
-// evict drops entries, each the first unused one the hand finds, until the cache is within its
-// limit. pc.mu is held.
-func (pc *postCache) evict() {
-	for pc.bytes > pc.limit && len(pc.entries) > 0 {
+// swap exchanges the entries at i and j. pc.mu is held.
+func (pc *postCache) swap(i, j int) {
+	pc.entries[i], pc.entries[j] = pc.entries[j], pc.entries[i]
+	pc.index[pc.entries[i].key], pc.index[pc.entries[j].key] = int32(i), int32(j)
+}
+
+// evict drops entries, each the first unused one the hand finds, until room more bytes are
+// within the limit. pc.mu is held.
+func (pc *postCache) evict(room int64) {
+	for pc.bytes+room > pc.limit && len(pc.entries) > 0 {
 		if pc.hand >= len(pc.entries) {
 			pc.hand = 0
 		}
@@ -224,7 +248,10 @@ func (pc *postCache) evict() {
 	}
 }
 
-// remove drops the post of k, if held: the last entry takes its place. pc.mu is held.
+// remove drops the post of k, if held: the last entry takes its place. Once a quarter of entries'
+// room is used, entries and index are made anew for what they hold, as neither gives back the
+// memory of the entries removed, so that a cache that held many small posts, then fewer large
+// ones, holds no more than its estimate says. pc.mu is held.
 func (pc *postCache) remove(k cacheKey) {
 	i, ok := pc.index[k]
 	if !ok {
@@ -237,7 +264,17 @@ func (pc *postCache) remove(k cacheKey) {
 	pc.entries[last] = cachedPost{}
 	pc.entries = pc.entries[:last]
 	delete(pc.index, k)
+	if cap(pc.entries) > minShrink && len(pc.entries) < cap(pc.entries)/4 {
+		pc.entries = append(make([]cachedPost, 0, 2*len(pc.entries)), pc.entries...)
+		pc.index = make(map[cacheKey]int32, len(pc.entries))
+		for i, e := range pc.entries {
+			pc.index[e.key] = int32(i)
+		}
+	}
 }
+
+// minShrink is the room of entries under which remove keeps it as it is.
+const minShrink = 1024
 
 // add counts n more bytes held, or fewer. pc.mu is held.
 func (pc *postCache) add(n int64) {
@@ -245,12 +282,12 @@ func (pc *postCache) add(n int64) {
 	metrics.PostCacheBytes(n)
 }
 
-// drop empties the cache, of a store that closes.
+// drop empties the cache, of a store that closes, and keeps it empty.
 func (pc *postCache) drop() {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	metrics.PostCacheBytes(-pc.bytes)
-	pc.index, pc.entries, pc.hand, pc.bytes = make(map[cacheKey]int32), nil, 0, 0
+	pc.index, pc.entries, pc.hand, pc.bytes, pc.closed = make(map[cacheKey]int32), nil, 0, 0, true
 }
 
 // stats are the cache's entries and estimated bytes.

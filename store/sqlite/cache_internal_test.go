@@ -1,9 +1,13 @@
 package sqlite
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +82,69 @@ func TestThePostCacheEvictsWhatWasNotReadAgain(t *testing.T) {
 	}
 }
 
+// TestAFullCacheTakesANewWorkingSet: in a cache full of posts read before, posts read again and
+// again from then on take their place, each after its first read.
+func TestAFullCacheTakesANewWorkingSet(t *testing.T) {
+	var st state
+	st.known.Store(true)
+	post := func(i int) store.Post {
+		return store.Post{ID: fmt.Sprintf("%024x", i), UserID: "u", Title: "t", Version: 1}
+	}
+	k, _ := keyOf(post(0).ID)
+	pc := newPostCache(10 * cachedSize(cached(k, post(0)).text))
+	read := func(i int) bool {
+		if _, _, ok := pc.get(post(i).ID, &st); ok {
+			return true
+		}
+		pc.fill(post(i), &st, st.seq.Load())
+		return false
+	}
+	for i := range 10 {
+		read(i)
+		read(i)
+	}
+	hits := 0
+	for range 20 {
+		for i := 100; i < 105; i++ {
+			if read(i) {
+				hits++
+			}
+		}
+	}
+	if hits < 95 {
+		t.Errorf("%d hits of 100 reads of 5 posts in a cache of 10, want 95 (all but the first of each)", hits)
+	}
+}
+
+// TestThePostCachesMemoryShrinksWithIt: a cache that held many small posts, then a few large
+// ones, gives back the room of its entries and index.
+func TestThePostCachesMemoryShrinksWithIt(t *testing.T) {
+	var st state
+	st.known.Store(true)
+	pc := newPostCache(1 << 20)
+	small := func(i int) store.Post { return store.Post{ID: fmt.Sprintf("%024x", i), Title: "t", Version: 1} }
+	for i := range 6000 {
+		pc.fill(small(i), &st, st.seq.Load())
+	}
+	large := strings.Repeat("x", 100<<10)
+	for i := range 9 {
+		pc.fill(store.Post{ID: fmt.Sprintf("%024x", 10_000+i), Title: "t", Body: &large, Version: 1}, &st, st.seq.Load())
+	}
+	if entries, bytes := pc.stats(); bytes > 1<<20 || cap(pc.entries) > 4*max(entries, minShrink) {
+		t.Errorf("%d entries in a room of %d, %d bytes", entries, cap(pc.entries), bytes)
+	}
+	huge := strings.Repeat("x", 2<<20)
+	pc.fill(store.Post{ID: fmt.Sprintf("%024x", 20_000), Title: "t", Body: &huge, Version: 1}, &st, st.seq.Load())
+	if _, _, ok := pc.get(fmt.Sprintf("%024x", 20_000), &st); ok {
+		t.Error("a post larger than the cache's bound is kept")
+	}
+	pc.drop()
+	pc.fill(small(1), &st, st.seq.Load())
+	if entries, bytes := pc.stats(); entries != 0 || bytes != 0 {
+		t.Errorf("a cache dropped (its store closed) keeps %d entries, %d bytes", entries, bytes)
+	}
+}
+
 // TestACachedPostIsThePostKept: every field comes back as it was kept, a body absent or empty
 // alike, and an id that is not one of the store's is not kept.
 func TestACachedPostIsThePostKept(t *testing.T) {
@@ -133,5 +200,58 @@ func TestAFillThatACommitOvertookIsDropped(t *testing.T) {
 	st.seq.Add(1)
 	if _, _, ok := pc.get(p.ID, &st); !ok {
 		t.Error("the post filled with no commit since is not read")
+	}
+}
+
+// TestARolledBackWritesEventNeverReachesTheCache: a write that logs its event and then fails is
+// rolled back with it; a copy's commit that comes next (InsertPosts, beside the committer's)
+// applies nothing of it, and the cache serves what the file holds. (Found by a review: the
+// copy's commit applied the committer's leftover events.)
+func TestARolledBackWritesEventNeverReachesTheCache(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	at := time.Now()
+	id := store.NewID(at)
+	if _, err := s.InsertPost(ctx, store.Post{ID: id, UserID: "u", Title: "v1", CreatedAt: at, UpdatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("a statement after logEvent failed")
+	err = s.inTransaction(ctx, func(ctx context.Context, tx *sql.Tx, c *conns) error {
+		rows, err := tx.StmtContext(ctx, c.stmt.updatePost).QueryContext(ctx, "rolled back", false, nil, millis(time.Now()), id, "u", 0)
+		updated, err := collect(rows, err, nil, scanPost)
+		if err != nil {
+			return err
+		}
+		if _, err := logEvent(ctx, tx, c, store.EventUpdated, updated[0]); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("the failing write: %v", err)
+	}
+	// A copy's batches, beside the committer's writes (the race detector watches c.changed).
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 50 {
+			title := fmt.Sprint(i)
+			if _, err := s.UpdatePost(ctx, store.NewID(at), "u", store.AnyVersion, store.Update{Title: &title, UpdatedAt: time.Now()}); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("an update of a post that is not there: %v", err)
+			}
+		}
+	})
+	for range 20 {
+		if _, err := s.InsertPosts(ctx, []store.Post{{ID: store.NewID(at), UserID: "w", Title: "copied", CreatedAt: at, UpdatedAt: at}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	p, err := s.GetPost(ctx, id)
+	if err != nil || p.Title != "v1" || p.Version != 1 {
+		t.Errorf("GetPost: %q v%d (%v), the file holds \"v1\" v1", p.Title, p.Version, err)
 	}
 }

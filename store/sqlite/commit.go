@@ -205,8 +205,10 @@ func (s *Store) together(c *conns, ws []*write) error {
 	}
 	ctx, cancel := allDone(ws)
 	defer cancel()
-	clear(c.changed) // of an earlier transaction, which failed
-	c.changed = c.changed[:0]
+	defer func() {
+		clear(c.changed) // no post is kept alive by it
+		c.changed = c.changed[:0]
+	}()
 	c.committer.transactions.Add(1)
 	tx, err := c.write.BeginTx(ctx, nil)
 	if err != nil {
@@ -264,12 +266,12 @@ func (s *Store) commitIndexing(tx *sql.Tx, c *conns, ws []*write) error {
 	if cm.unindexed < maxUnindexed && !slices.ContainsFunc(ws, func(w *write) bool { return w.index }) {
 		cm.behind.Store(true)
 		cm.deferred.Add(1)
-		return c.state.commit(context.Background(), tx, c)
+		return c.state.commit(context.Background(), tx, c, c.changed)
 	}
 	if err := indexWords(context.Background(), tx, c); err != nil {
 		return err
 	}
-	if err := c.state.commit(context.Background(), tx, c); err != nil {
+	if err := c.state.commit(context.Background(), tx, c, c.changed); err != nil {
 		return err
 	}
 	cm.unindexed = 0

@@ -147,7 +147,7 @@ func (s *Store) insertNew(ctx context.Context, query string, n int, args func(in
 	if err := indexWords(ctx, tx, c); err != nil {
 		return 0, s.classify(err)
 	}
-	if err := c.state.commit(ctx, tx, c); err != nil {
+	if err := c.state.commit(ctx, tx, c, nil); err != nil { // new ids: none the cache holds
 		return 0, s.classify(err)
 	}
 	s.wrote(c)

@@ -157,5 +157,5 @@ func (s *Store) importFerretDB(ctx context.Context, source string) (posts, users
 	if err := indexWords(ctx, tx, c); err != nil {
 		return 0, 0, err
 	}
-	return posts, users, c.state.commit(ctx, tx, c)
+	return posts, users, c.state.commit(ctx, tx, c, nil) // new ids: none the cache holds
 }

@@ -78,7 +78,8 @@ type conns struct {
 	// state is what the last commit left the file holding (state.go).
 	state state
 	// cache holds posts as the last commit left them (cache.go); changed are the events that the
-	// committer's transaction under way has logged (logEvent), which its commit applies to it.
+	// committer's transaction under way has logged (logEvent), which its commit applies to it:
+	// the committer's alone.
 	cache   *postCache
 	changed []store.Event
 }
@@ -299,7 +300,7 @@ func (s *Store) SetCacheSize(size int64) {
 // cacheSize is the bound of the cache of posts that opts set.
 func cacheSize(opts Options) int64 {
 	if opts.CacheSize > 0 {
-		return opts.CacheSize
+		return min(opts.CacheSize, MaxCacheSize)
 	}
 	return DefaultCacheSize
 }

@@ -3,7 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"sync/atomic"
+
+	"github.com/postsedge/caddy-posts/store"
 )
 
 // state is what the file holds, as the last commit of this process left it, for the reads that
@@ -21,10 +24,14 @@ import (
 // writes, as a commit takes a fraction of a read's time. Reading the state in every statement
 // instead cost a quarter of a GET of one post (the two subqueries of lastPosition, 8 µs).
 type state struct {
-	seq   atomic.Uint64
-	known atomic.Bool
-	last  atomic.Int64
-	due   atomic.Bool
+	// committing is held through a commit: the committer's, and a copy's (insertNew,
+	// importFerretDB), which begins its transaction on the one writer as soon as tx.Commit
+	// releases it, so that seq is odd exactly while one of them commits.
+	committing sync.Mutex
+	seq        atomic.Uint64
+	known      atomic.Bool
+	last       atomic.Int64
+	due        atomic.Bool
 }
 
 // stateSQL reads the state of a snapshot: the log's last position, and whether words wait.
@@ -44,21 +51,23 @@ func (st *state) load(ctx context.Context, q querier) error {
 }
 
 // commit commits tx, a write transaction of c's, and publishes the state it leaves, with the
-// posts it wrote (c.changed) in the cache of posts.
-func (st *state) commit(ctx context.Context, tx *sql.Tx, c *conns) error {
+// posts it wrote, changed (the events it logged: the committer's c.changed), in the cache of posts.
+func (st *state) commit(ctx context.Context, tx *sql.Tx, c *conns, changed []store.Event) error {
 	var last int64
 	var due bool
 	if err := tx.StmtContext(ctx, c.stmt.writeState).QueryRowContext(ctx).Scan(&last, &due); err != nil {
 		return err
 	}
+	st.committing.Lock()
+	defer st.committing.Unlock()
 	st.seq.Add(1)
 	defer st.seq.Add(1)
 	if err := tx.Commit(); err != nil {
 		st.known.Store(false) // committed or not: the next commit tells
-		c.cache.forget(c.changed)
+		c.cache.forget(changed)
 		return err
 	}
-	c.cache.apply(c.changed)
+	c.cache.apply(changed)
 	st.last.Store(last)
 	st.due.Store(due)
 	st.known.Store(true)
