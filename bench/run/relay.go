@@ -37,6 +37,7 @@ const (
 	relayLoad        = 40                    // writes per second of the load
 	relayWindow      = 10 * time.Second      // of each count of commands
 	ownTarget        = 10 * time.Millisecond // p50 of A's writes to A's own subscribers
+	relaySettle      = 20 * time.Second      // for an event before the timed ones (timeEvents)
 )
 
 // relayFigures are what measureRelay found.
@@ -135,6 +136,23 @@ func timeEvents(ctx context.Context, a, b *relayInstance, apiKey string) (remote
 		defer fleets[i].Close(true)
 	}
 	time.Sleep(500 * time.Millisecond) // every subscription in place
+	// Events until one reaches every subscriber of both instances, which are not timed: a write
+	// of the load that failed (a 503 of a slow FerretDB) may have left its event to be logged by
+	// the recovery (RecoverAfter later), and the events after it wait for it, in order.
+	for try := 1; ; try++ {
+		seq := relayEvents + try
+		rounds := []*wsload.Round{fleets[0].Begin(seq), fleets[1].Begin(seq)}
+		status, body, err := do(ctx, "POST", a.base+"/posts", fmt.Sprintf(`{"title": "ev-%d"}`, seq), "Authorization: ApiKey "+apiKey)
+		if err == nil && status != http.StatusCreated {
+			err = fmt.Errorf("POST /posts: %d %s", status, body)
+		}
+		if err == nil && rounds[0].Wait(relaySettle) && rounds[1].Wait(relaySettle) {
+			break
+		}
+		if try == 3 {
+			return nil, nil, nil, fmt.Errorf("no event of 3 reached every subscriber within %s: %v", relaySettle, err)
+		}
+	}
 	for seq := 1; seq <= relayEvents; seq++ {
 		rounds := []*wsload.Round{fleets[0].Begin(seq), fleets[1].Begin(seq)}
 		post, cancel := context.WithTimeout(ctx, 30*time.Second)
