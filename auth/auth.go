@@ -16,7 +16,10 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/postsedge/caddy-posts/metrics"
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // Identity is the authenticated caller. The zero Identity is anonymous.
@@ -139,23 +142,32 @@ const (
 // from the others, and it expires with the first of them to expire.
 func (a *Authenticator) Identify(ctx context.Context, c Credentials) (Identity, error) {
 	caller, err := a.identify(ctx, c)
-	observe(caller, err)
+	method, outcome := outcomeOf(caller, err)
+	if method != "" {
+		metrics.Auth(method, outcome)
+		if span := spans.Current(ctx); span.On() {
+			span.Event("auth.checked", attribute.String("auth.method", method), attribute.String("auth.outcome", outcome))
+		}
+	}
 	return caller, err
 }
 
-// observe counts the outcome of an Identify in the metrics.
-func observe(caller Identity, err error) {
+// outcomeOf is how the metrics and spans name the outcome of an Identify: the method of the
+// credentials and ok, anonymous or the reason of the refusal; "" for an error of no kind they
+// count.
+func outcomeOf(caller Identity, err error) (method, outcome string) {
 	var refused *Error
 	switch {
 	case err == nil && caller.Anonymous():
-		metrics.Auth("none", "anonymous")
+		return "none", "anonymous"
 	case err == nil:
-		metrics.Auth(caller.Method, "ok")
+		return caller.Method, "ok"
 	case errors.As(err, &refused):
-		metrics.Auth(cmp.Or(refused.Method, "unknown"), refused.Reason)
+		return cmp.Or(refused.Method, "unknown"), refused.Reason
 	case errors.Is(err, ErrKeysUnavailable):
-		metrics.Auth(MethodJWT, ReasonKeysUnavailable)
+		return MethodJWT, ReasonKeysUnavailable
 	}
+	return "", ""
 }
 
 func (a *Authenticator) identify(ctx context.Context, c Credentials) (Identity, error) {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/postsedge/caddy-posts/metrics"
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // ErrKeysUnavailable means a bearer token arrived before the identity provider's keys could be
@@ -175,8 +176,13 @@ func (s *JWKS) run() {
 }
 
 // fetch reads the key set and, if it is valid, replaces the keys with it. A fetch already
-// running makes it wait, but never past ctx.
+// running makes it wait, but never past ctx. It is the span jwks.fetch of the request ctx
+// carries, when that one is traced (refetchForUnknownKID), with the key set's url.full and
+// the keys it holds.
 func (s *JWKS) fetch(ctx context.Context) error {
+	ctx, span := spans.Start(ctx, "jwks.fetch")
+	defer span.End()
+	span.String("url.full", s.url)
 	select {
 	case s.busy <- struct{}{}:
 		defer func() { <-s.busy }()
@@ -185,6 +191,8 @@ func (s *JWKS) fetch(ctx context.Context) error {
 	}
 	keys, err := s.load(ctx)
 	metrics.JWKSFetched(s.url, keys, err)
+	span.Int("auth.jwks.keys", int64(keys))
+	span.Fail(err, "")
 	return err
 }
 
@@ -267,7 +275,9 @@ func (s *JWKS) refetchForUnknownKID(ctx context.Context) bool {
 		return false
 	}
 	done := make(chan error, 1)
-	if !s.spawn(func() { done <- s.fetch(s.life) }) {
+	// The fetch's span, when the request is traced, is a child of the request's (spans.Carry).
+	life := spans.Carry(s.life, ctx)
+	if !s.spawn(func() { done <- s.fetch(life) }) {
 		return false
 	}
 	select {

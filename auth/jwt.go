@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // DefaultAlgorithms are the signing algorithms accepted when none are configured.
@@ -108,6 +110,8 @@ func (t *Tokens) Verify(ctx context.Context, token string) (Identity, error) {
 	if id, ok := t.cache.get(digest, version, t.now()); ok {
 		return id, nil
 	}
+	// A token checked in full, not found in the cache: an event of the request's span.
+	spans.Current(ctx).Event("auth.jwt.verified")
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
 	defer cancel()
 	t.keys.awaitFirstAttempts(ctx)

@@ -35,7 +35,7 @@ func (h *Handler) idempotencyKeys(ps pooledStore) (store.IdempotencyStore, error
 	if !ok {
 		return nil, fmt.Errorf("the %s store keeps no idempotency keys", ps.backend)
 	}
-	keys = ps.breaker.GuardIdempotency(store.ObserveIdempotency(keys, storeObserver(ps.backend)))
+	keys = ps.breaker.GuardIdempotency(store.ObserveIdempotency(keys, ps.backend, storeObserver(ps.backend)))
 	h.sweepKey = "sweep " + h.storeKey
 	_, _, err := keySweeps.LoadOrNew(h.sweepKey, func() (caddy.Destructor, error) {
 		logger, timeout := h.logger.Named("idempotency"), time.Duration(h.Timeout)

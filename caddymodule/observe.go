@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -14,26 +13,14 @@ import (
 
 // observeStore counts the operations of st, a store of backend (sqlite, mongodb), in the metrics.
 func observeStore(st store.Store, backend string) store.Store {
-	return store.Observe(st, storeObserver(backend))
+	return store.Observe(st, backend, storeObserver(backend))
 }
 
 // storeObserver records each operation of a store of backend in the metrics.
 func storeObserver(backend string) store.Observer {
 	return func(operation string, took time.Duration, err error) {
-		metrics.StoreOperation(backend, operation, storeErrorKind(err), took)
+		metrics.StoreOperation(backend, operation, store.ErrorKind(err), took)
 	}
-}
-
-// storeErrorKind is how the metrics name a store's error: "" for none, and for not found,
-// which is an answer.
-func storeErrorKind(err error) string {
-	switch {
-	case err == nil, errors.Is(err, store.ErrNotFound):
-		return ""
-	case errors.Is(err, store.ErrUnavailable):
-		return "unavailable"
-	}
-	return "internal"
 }
 
 // accessLogField adds field to Caddy's access log line of r.

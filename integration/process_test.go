@@ -122,8 +122,15 @@ func startProcess(t *testing.T, caddyfile string, port int) *caddyProcess {
 // startProcessAt is startProcess, which waits until path answers with status.
 func startProcessAt(t *testing.T, caddyfile string, port int, path string, status int) *caddyProcess {
 	t.Helper()
+	return startProcessWith(t, caddyfile, port, path, status)
+}
+
+// startProcessWith is startProcessAt, the process's environment added to with env (NAME=value).
+func startProcessWith(t *testing.T, caddyfile string, port int, path string, status int, env ...string) *caddyProcess {
+	t.Helper()
 	p := &caddyProcess{t: t, out: &lockedBuffer{}, done: make(chan error, 1), url: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	p.cmd = caddyCommand(t, p.out, "run", "--config", writeConfig(t, caddyfile), "--adapter", "caddyfile")
+	p.cmd.Env = append(p.cmd.Env, env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // sdl is schema.graphql, the schema in the GraphQL schema language.
@@ -181,7 +182,18 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits, persisted ...Per
 // GRAPHQL_VALIDATION_FAILED and the response has no data. An operation whose result grows past
 // max_response_size stops there and answers one RESPONSE_TOO_LARGE error and data: null (see
 // budget). A response has at most MaxErrors errors and one more that says how many were cut.
+// It runs in the span graphql.execute, when ctx's request is traced, under the operation's
+// (PrepareIn), its errors recorded on both (recordErrors).
 func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
+	in, span := spans.Start(ctx, "graphql.execute")
+	res := s.execute(in, op)
+	recordErrors(ctx, span, res.Errors)
+	span.End()
+	return res
+}
+
+// execute is Execute but for its span, which ctx carries.
+func (s *Schema) execute(ctx context.Context, op *Operation) *graphql.Response {
 	req := op.request
 	var seen *posts.Seen
 	if op.Type == string(ast.Query) {
@@ -197,6 +209,7 @@ func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 		b.stop = stop // graphql-go runs fields at once: the first over the budget ends the others
 		res = s.exec.Exec(withBudget(ctx, b), op.document, req.OperationName, req.Variables)
 	}
+	spans.Current(ctx).String("graphql.execution", executionOf(planned))
 	// The length check is a second lock: introspection's resolvers are graphql-go's, which
 	// charge nothing (the schema and max_root_fields bound them).
 	if b.exceeded() || int64(len(res.Data)) > s.limits.MaxResponseSize {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // ErrBreakerOpen is in the chain of a call that a Breaker refused without trying it: the store
@@ -156,10 +158,11 @@ func (b *Breaker) opening() <-chan struct{} {
 	return b.opened
 }
 
-// allow returns the refusal while the breaker is open, else nil, and counts the call as
-// waiting until done.
-func (b *Breaker) allow() error {
+// allow returns the refusal while the breaker is open, an event of the span of ctx, else nil,
+// and counts the call as waiting until done.
+func (b *Breaker) allow(ctx context.Context) error {
 	if b.open.Load() {
+		spans.Current(ctx).Event("store.breaker.refused")
 		return refused
 	}
 	b.waiting.Add(1)

@@ -16,7 +16,7 @@ type guarded struct {
 }
 
 func (g guarded) GetPost(ctx context.Context, id string) (Post, error) {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return Post{}, err
 	}
 	p, err := g.Store.GetPost(ctx, id)
@@ -24,7 +24,7 @@ func (g guarded) GetPost(ctx context.Context, id string) (Post, error) {
 }
 
 func (g guarded) ListPosts(ctx context.Context, f Filter) ([]Post, error) {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return nil, err
 	}
 	ps, err := g.Store.ListPosts(ctx, f)
@@ -32,7 +32,7 @@ func (g guarded) ListPosts(ctx context.Context, f Filter) ([]Post, error) {
 }
 
 func (g guarded) InsertPost(ctx context.Context, p Post) (Event, error) {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return Event{}, err
 	}
 	e, err := g.Store.InsertPost(ctx, p)
@@ -40,7 +40,7 @@ func (g guarded) InsertPost(ctx context.Context, p Post) (Event, error) {
 }
 
 func (g guarded) UpdatePost(ctx context.Context, id, owner string, version int64, u Update) (Event, error) {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return Event{}, err
 	}
 	e, err := g.Store.UpdatePost(ctx, id, owner, version, u)
@@ -48,7 +48,7 @@ func (g guarded) UpdatePost(ctx context.Context, id, owner string, version int64
 }
 
 func (g guarded) DeletePost(ctx context.Context, id, owner string, version int64) (Event, error) {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return Event{}, err
 	}
 	e, err := g.Store.DeletePost(ctx, id, owner, version)
@@ -56,14 +56,14 @@ func (g guarded) DeletePost(ctx context.Context, id, owner string, version int64
 }
 
 func (g guarded) SaveUser(ctx context.Context, u User) error {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return err
 	}
 	return g.b.done(ctx, g.Store.SaveUser(ctx, u))
 }
 
 func (g guarded) GetUser(ctx context.Context, id string) (User, error) {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return User{}, err
 	}
 	u, err := g.Store.GetUser(ctx, id)
@@ -71,7 +71,7 @@ func (g guarded) GetUser(ctx context.Context, id string) (User, error) {
 }
 
 func (g guarded) GetUsers(ctx context.Context, ids []string) ([]User, error) {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return nil, err
 	}
 	us, err := g.Store.GetUsers(ctx, ids)
@@ -85,7 +85,7 @@ func (g guarded) Ping(ctx context.Context) error {
 	if opening == nil {
 		return refused
 	}
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -116,7 +116,7 @@ type guardedKeys struct {
 }
 
 func (g guardedKeys) ReserveKey(ctx context.Context, r IdempotencyRecord, now time.Time) (IdempotencyRecord, bool, error) {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return IdempotencyRecord{}, false, err
 	}
 	stored, reserved, err := g.IdempotencyStore.ReserveKey(ctx, r, now)
@@ -124,7 +124,7 @@ func (g guardedKeys) ReserveKey(ctx context.Context, r IdempotencyRecord, now ti
 }
 
 func (g guardedKeys) TakeOverKey(ctx context.Context, user, key string, attempt int, now, until time.Time) (bool, error) {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return false, err
 	}
 	took, err := g.IdempotencyStore.TakeOverKey(ctx, user, key, attempt, now, until)
@@ -132,14 +132,14 @@ func (g guardedKeys) TakeOverKey(ctx context.Context, user, key string, attempt 
 }
 
 func (g guardedKeys) CompleteKey(ctx context.Context, user, key string, res Response) error {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return err
 	}
 	return g.b.done(ctx, g.IdempotencyStore.CompleteKey(ctx, user, key, res))
 }
 
 func (g guardedKeys) InsertPostCompletingKey(ctx context.Context, p Post, key string, res Response) (Event, bool, error) {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return Event{}, false, err
 	}
 	e, inserted, err := g.IdempotencyStore.InsertPostCompletingKey(ctx, p, key, res)
@@ -147,21 +147,21 @@ func (g guardedKeys) InsertPostCompletingKey(ctx context.Context, p Post, key st
 }
 
 func (g guardedKeys) ReleaseKey(ctx context.Context, user, key string, attempt int) error {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return err
 	}
 	return g.b.done(ctx, g.IdempotencyStore.ReleaseKey(ctx, user, key, attempt))
 }
 
 func (g guardedKeys) DeleteKey(ctx context.Context, user, key string, attempt int) error {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return err
 	}
 	return g.b.done(ctx, g.IdempotencyStore.DeleteKey(ctx, user, key, attempt))
 }
 
 func (g guardedKeys) DeleteExpiredKeys(ctx context.Context, now time.Time, limit int) (int, error) {
-	if err := g.b.allow(); err != nil {
+	if err := g.b.allow(ctx); err != nil {
 		return 0, err
 	}
 	n, err := g.IdempotencyStore.DeleteExpiredKeys(ctx, now, limit)

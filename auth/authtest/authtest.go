@@ -108,3 +108,15 @@ func (p *Provider) Refusals(query string) int {
 	defer p.mu.Unlock()
 	return p.refused[query]
 }
+
+// TokenOfKID signs c with the provider's RSA key (RS256) under kid, a key id its key set may
+// not hold: a token that makes a server fetch the key set again.
+func (p *Provider) TokenOfKID(c jwt.MapClaims, kid string) string {
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, c)
+	tok.Header["kid"] = kid
+	s, err := tok.SignedString(p.rsaKey)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}

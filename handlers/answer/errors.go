@@ -19,6 +19,8 @@ import (
 	"github.com/postsedge/caddy-posts/auth"
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/posts"
+	"github.com/postsedge/caddy-posts/requestid"
+	"github.com/postsedge/caddy-posts/spans"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -73,11 +75,13 @@ func (f *Failer) FailGraphQL(w http.ResponseWriter, r *http.Request, media strin
 
 // Problem gives err its row of errcode's table and sets the headers that go with its status:
 // the challenge of a 401 or of a refused credential, the Retry-After of a 503, and for every
-// failure the Cache-Control of one (SetFailed). A server fault is logged, and its cause never
-// reaches the client.
+// failure the Cache-Control of one (SetFailed). It is recorded on the request's span, with its
+// GraphQL code (spans.Span.Fail). A server fault is logged, and its cause never reaches the
+// client.
 func (f *Failer) Problem(w http.ResponseWriter, r *http.Request, err error) *errcode.Error {
 	e := errcode.Of(err)
 	SetFailed(w)
+	spans.Current(r.Context()).Fail(err, e.Code.GraphQL)
 	if authErr, ok := errors.AsType[*auth.Error](err); ok {
 		w.Header().Set("WWW-Authenticate", authErr.Challenge())
 	} else if e.Code.Status == http.StatusUnauthorized {
@@ -87,7 +91,7 @@ func (f *Failer) Problem(w http.ResponseWriter, r *http.Request, err error) *err
 		w.Header().Set("Retry-After", retryAfterOf(err))
 	}
 	if e.Fault() {
-		f.Logger.Error("request failed", zap.String("uuid", f.ID(r)),
+		f.Logger.Error("request failed", requestid.Field(requestid.With(r.Context(), f.ID(r))),
 			zap.Int("status", e.Code.Status), zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 	}
 	return e

@@ -25,6 +25,7 @@ import (
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
 	"github.com/postsedge/caddy-posts/schema"
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // graphQLMethods are the methods of /graphql over HTTP, its Allow.
@@ -114,7 +115,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.ResumeFrom = answer.MustJSON(r.Header.Get("Last-Event-ID"))
 	}
 	req.NoMutation = get
-	op, refusal := h.GraphQL.Prepare(req)
+	// ctx carries the operation's span when the request is traced: what runs it is its part.
+	ctx, span, op, refusal := h.GraphQL.PrepareIn(r.Context(), req)
+	defer span.End()
 	if op != nil {
 		h.operationKnown(w, r, op)
 	}
@@ -151,12 +154,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if streamed {
-		h.Streams.Serve(w, r, framing, plain, caller, op)
+		sr := r // not r itself, which the closure below holds: a traced request's copy
+		if span.On() {
+			sr = r.WithContext(ctx)
+		}
+		h.Streams.Serve(w, sr, framing, plain, caller, op)
 		return
 	}
 	// The id made only for a resolver that logs: the operation's resolvers have all returned
 	// before the request's goroutine goes on, when Caddy may read its replacer.
-	ctx := requestid.WithLazy(auth.NewContext(r.Context(), caller), func() string { return h.Answer.ID(r) })
+	ctx = requestid.WithLazy(auth.NewContext(ctx, caller), func() string { return h.Answer.ID(r) })
 	if op.Type == "mutation" && r.Header[answer.IdempotencyKeyHeader] != nil { // a query, which writes nothing, ignores it
 		h.serveGraphQLOnce(ctx, w, r, media, caller, op)
 		return
@@ -171,14 +178,17 @@ func isMethodNotAllowed(refusal *gqlerrors.QueryError) bool {
 	return ok && e.Code == errcode.MethodNotAllowed
 }
 
-// executeGraphQL runs op and writes its response in media.
+// executeGraphQL runs op and writes its response in media, the span graphql.write when the
+// request is traced.
 func (h *Handler) executeGraphQL(ctx context.Context, w http.ResponseWriter, media string, op *schema.Operation) {
 	res := h.GraphQL.Execute(ctx, op)
 	status := http.StatusOK
 	if res.Data == nil { // it did not run: a request error
 		status = answer.RequestErrorStatus(media)
 	}
+	_, span := spans.Start(ctx, "graphql.write")
 	answer.WriteGraphQL(w, media, status, res)
+	span.End()
 }
 
 // failPreflight refuses a preflight of /graphql with err, as a GraphQL error.

@@ -14,6 +14,7 @@ import (
 	"github.com/postsedge/caddy-posts/handlers/request"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // postID is the {id} of a /posts/{id} request.
@@ -22,16 +23,25 @@ func postID(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, "/po
 // methods maps the methods of one path to their handlers; HEAD is served by GET.
 type methods map[string]func(http.ResponseWriter, *http.Request) error
 
-// endpoint serves one path, route in the metrics: it refuses other methods, authenticates the
-// caller (on every request, so that bad credentials are refused even where none are needed), and
-// writes any error.
+// endpoint serves one path, route in the metrics and spans: it refuses other methods,
+// authenticates the caller (on every request, so that bad credentials are refused even where
+// none are needed), and writes any error. A traced request gets a span named as its metrics'
+// operation (GET /posts/{id}), with http.route, OpenTelemetry's attribute for the route, set on
+// Caddy's span of the request too.
 func (h *Handler) endpoint(route string, m methods) http.HandlerFunc {
 	allow := allowed(m)
 	labels, other := routeLabels(route, m)
 	byAccept := route == "/posts" && h.ServeChanges != nil // its GET streams to text/event-stream
 	return func(w http.ResponseWriter, r *http.Request) {
+		operation := cmp.Or(labels[r.Method], other)
 		if x := answer.ExchangeOf(w); x != nil {
-			x.Operation = cmp.Or(labels[r.Method], other)
+			x.Operation = operation
+		}
+		if ctx, span := spans.Start(r.Context(), operation); span.On() { // named as the metrics label it
+			defer span.End()
+			span.String("http.route", route)
+			spans.Current(r.Context()).String("http.route", route) // Caddy's, the server's span
+			r = r.WithContext(ctx)
 		}
 		h.Vary.Set(w, byAccept)
 		if h.CORS.Preflight(w, r, allow, h.Answer.Fail) {

@@ -26,6 +26,7 @@ import (
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/requestid"
+	"github.com/postsedge/caddy-posts/spans"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -239,7 +240,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f Framing, fail 
 		fail(err)
 		return
 	}
-	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client, hub: h.Hub, ctx: requestid.With(context.Background(), h.Answer.ID(r)), caller: caller.UserID, opened: time.Now()}
+	s := &stream{frame: f, wake: make(chan struct{}, 1), client: client, hub: h.Hub, ctx: spans.Carry(requestid.With(context.Background(), h.Answer.ID(r)), r.Context()), caller: caller.UserID, opened: time.Now()}
 	s.atEnd(func() { h.Hub.Release(client) })
 	if !h.Hub.Add(s, client) {
 		s.close()

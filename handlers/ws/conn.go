@@ -26,6 +26,7 @@ import (
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
+	"github.com/postsedge/caddy-posts/spans"
 	"github.com/postsedge/caddy-posts/schema"
 )
 
@@ -73,8 +74,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered (403 for a foreign origin)
 	}
 	// The connection outlives the request: its context comes from the hub, not from r; it
-	// carries the request's id, made here on the request's goroutine, for what its goroutines log.
-	ctx, cancel := context.WithCancel(requestid.With(context.Background(), h.Answer.ID(r)))
+	// carries the request's id, made here on the request's goroutine, for what its goroutines log,
+	// and its span, the parent of its operations' spans.
+	ctx, cancel := context.WithCancel(spans.Carry(requestid.With(context.Background(), h.Answer.ID(r)), r.Context()))
 	writes, cutWrites := context.WithCancel(context.Background())
 	c := &wsConn{
 		hub: h.Hub, ws: ws, proto: protocols[ws.Subprotocol()], ctx: ctx, cancel: cancel, writes: writes, cutWrites: cutWrites,

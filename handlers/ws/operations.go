@@ -60,17 +60,24 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 			errcode.New(errcode.TooManyOperations, "this connection runs as many operations as it may; complete one first")))
 		return nil
 	}
-	op, refusal := cfg.GraphQL.Prepare(req)
+	// ctx carries the operation's span when the connection's request is traced; it ends once
+	// the operation is refused, subscribed, or answered.
+	ctx, span, op, refusal := cfg.GraphQL.PrepareIn(c.ctx, req)
 	if refusal != nil {
+		span.End()
 		c.refuseOperation(m.ID, nil, start, refusal)
 		return nil
 	}
 	if err := cfg.Posts.Allow(c.caller, request.ActionOf(op.Type)); err != nil {
-		c.refuseOperation(m.ID, op, start, answer.QueryError(errcode.Of(err)))
+		e := errcode.Of(err)
+		span.Fail(e, e.Code.GraphQL)
+		span.End()
+		c.refuseOperation(m.ID, op, start, answer.QueryError(e))
 		return nil
 	}
 	o := &operation{id: m.ID}
 	if op.Type == "subscription" {
+		defer span.End()
 		if c.seq == nil { // the first subscription: an idle connection holds none
 			c.seq = schema.NewSequence(cfg.Subscriptions.SendQueue, c.roomForEvents, c.hold)
 		}
@@ -79,7 +86,9 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 			func(payload json.RawMessage) { c.push(message{ID: o.id, Type: c.proto.next, Payload: payload, op: o}) },
 			func(err error) { close(endedEarly); c.spawn(func() { c.feedEnded(o, err) }) })
 		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
-			c.refuseOperation(m.ID, op, start, answer.QueryError(errcode.Of(err)))
+			e := errcode.Of(err)
+			span.Fail(e, e.Code.GraphQL)
+			c.refuseOperation(m.ID, op, start, answer.QueryError(e))
 			return nil
 		}
 		o.stop = l.Close
@@ -94,11 +103,12 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 		}
 		return nil
 	}
-	ctx, stop := context.WithCancel(auth.NewContext(c.ctx, c.caller))
+	ctx, stop := context.WithCancel(auth.NewContext(ctx, c.caller))
 	o.stop = stop
 	c.ops[m.ID] = o
 	c.spawn(func() {
 		defer stop()
+		defer span.End()
 		res := cfg.GraphQL.Execute(ctx, op)
 		c.operationDone(op, answer.ResponseCode(res), start)
 		if res.Data == nil {

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/postsedge/caddy-posts/spans"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -176,6 +177,9 @@ func (s *Store) commit(c *conns, batch []*write) {
 			if err := s.together(c, ws[i:i+1]); err != nil {
 				w.err = err
 			}
+		}
+		if len(ws) > 1 { // its span shows the transaction it shared, as a batch of writes
+			spans.Current(w.ctx).Int("db.operation.batch.size", int64(len(ws)))
 		}
 		close(w.done) // before wrote, whose truncation of the log its caller need not wait for
 		if w.err == nil {

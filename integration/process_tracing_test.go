@@ -1,0 +1,378 @@
+package integration
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/postsedge/caddy-posts/auth/authtest"
+)
+
+// otlpReceiver is the OTLP over HTTP endpoint a traced ./caddy exports to (protobuf, as Caddy's
+// tracing does by default), decoded with the protocol's own Go types.
+type otlpReceiver struct {
+	*httptest.Server
+	mu    sync.Mutex
+	spans []*tracepb.Span
+}
+
+func newOTLPReceiver(t *testing.T) *otlpReceiver {
+	o := &otlpReceiver{}
+	o.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/traces" {
+			http.NotFound(w, r)
+			return
+		}
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			z, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = z
+		}
+		data, err := io.ReadAll(body)
+		var req coltracepb.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(data, &req)
+		}
+		if err != nil {
+			t.Errorf("the OTLP export is not a trace service request: %v", err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		o.mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				o.spans = append(o.spans, ss.Spans...)
+			}
+		}
+		o.mu.Unlock()
+		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.Write(out)
+	}))
+	t.Cleanup(o.Close)
+	return o
+}
+
+// env is what points a process's tracing at the receiver, exporting every 50 ms.
+func (o *otlpReceiver) env() []string {
+	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + o.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_TRACES_EXPORTER=otlp", "OTEL_BSP_SCHEDULE_DELAY=50", "OTEL_TRACES_SAMPLER=parentbased_always_on"}
+}
+
+// all is every span received so far.
+func (o *otlpReceiver) all() []*tracepb.Span {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]*tracepb.Span(nil), o.spans...)
+}
+
+// await waits up to 10 s for a span that matches, and returns it.
+func (o *otlpReceiver) await(t *testing.T, what string, match func(*tracepb.Span) bool) *tracepb.Span {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for _, s := range o.all() {
+			if match(s) {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no span %s was exported in 10s; received:\n%s", what, o.describe())
+		}
+	}
+}
+
+// tree waits until the trace of root holds a span of every name of want, and returns the trace's
+// spans, drawn as a tree (a span's children indented under it, in the order they started).
+func (o *otlpReceiver) tree(t *testing.T, traceID []byte, want ...string) (map[string]*tracepb.Span, string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		byName := map[string]*tracepb.Span{}
+		var of []*tracepb.Span
+		for _, s := range o.all() {
+			if bytes.Equal(s.TraceId, traceID) {
+				byName[s.Name] = s
+				of = append(of, s)
+			}
+		}
+		missing := false
+		for _, name := range want {
+			missing = missing || byName[name] == nil
+		}
+		if !missing {
+			return byName, draw(of)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the trace %x lacks one of %q after 10s; it holds:\n%s", traceID, want, draw(of))
+		}
+	}
+}
+
+// draw is spans as a tree.
+func draw(spans []*tracepb.Span) string {
+	var b strings.Builder
+	var walk func(parent []byte, depth int)
+	walk = func(parent []byte, depth int) {
+		for _, s := range spans {
+			if bytes.Equal(s.ParentSpanId, parent) {
+				fmt.Fprintf(&b, "%s%s %s\n", strings.Repeat("  ", depth), s.Name, attrs(s.Attributes))
+				walk(s.SpanId, depth+1)
+			}
+		}
+	}
+	roots := map[string]bool{}
+	for _, s := range spans {
+		found := false
+		for _, p := range spans {
+			found = found || bytes.Equal(p.SpanId, s.ParentSpanId)
+		}
+		if !found && !roots[string(s.ParentSpanId)] {
+			roots[string(s.ParentSpanId)] = true
+			walk(s.ParentSpanId, 0)
+		}
+	}
+	return b.String()
+}
+
+func (o *otlpReceiver) describe() string { return draw(o.all()) }
+
+// attrs is a span's attributes as key=value pairs.
+func attrs(kvs []*commonpb.KeyValue) string {
+	var parts []string
+	for _, kv := range kvs {
+		parts = append(parts, kv.Key+"="+anyValue(kv.Value))
+	}
+	return strings.Join(parts, " ")
+}
+
+func anyValue(v *commonpb.AnyValue) string {
+	switch x := v.GetValue().(type) {
+	case *commonpb.AnyValue_StringValue:
+		return x.StringValue
+	case *commonpb.AnyValue_IntValue:
+		return fmt.Sprint(x.IntValue)
+	case *commonpb.AnyValue_BoolValue:
+		return fmt.Sprint(x.BoolValue)
+	case *commonpb.AnyValue_DoubleValue:
+		return fmt.Sprint(x.DoubleValue)
+	}
+	return v.String()
+}
+
+// attr is the attribute key of s, or "".
+func attr(s *tracepb.Span, key string) string {
+	for _, kv := range s.Attributes {
+		if kv.Key == key {
+			return anyValue(kv.Value)
+		}
+	}
+	return ""
+}
+
+// childOf checks that child's parent is parent.
+func childOf(t *testing.T, child, parent *tracepb.Span) {
+	t.Helper()
+	if !bytes.Equal(child.ParentSpanId, parent.SpanId) {
+		t.Errorf("span %q is not a child of %q", child.Name, parent.Name)
+	}
+}
+
+// traceparent is a W3C traceparent header of a new sampled trace, and its trace id.
+func traceparent(n byte) (string, []byte) {
+	id := bytes.Repeat([]byte{n}, 16)
+	return "00-" + hex.EncodeToString(id) + "-00f067aa0ba902b7-01", id
+}
+
+// TestTracesOfARunningCaddy runs ./caddy with Caddy's tracing directive pointed at an OTLP
+// receiver and follows requests through the module's spans: a REST create down to the store's
+// call, a GraphQL query's operation and phases, a JWKS fetch for a token of a kid the set lacks,
+// a WebSocket's operation; and a site without tracing exports nothing.
+func TestTracesOfARunningCaddy(t *testing.T) {
+	ownProcesses(t)
+	recv := newOTLPReceiver(t)
+	traced, untraced := freePort(t), freePort(t)
+	site := func(port int, tracing string) string {
+		return fmt.Sprintf("http://:%d {\n%s\tposts {\n\t\tdata_dir %s\n\t\tjwks_url %s\n\t\tissuer %s\n\t\taudience %s\n\t\tapi_key process-key alice\n\t}\n}\n",
+			port, tracing, t.TempDir(), idp().URL, authtest.Issuer, authtest.Audience)
+	}
+	caddyfile := "{\n\tadmin off\n\tpersist_config off\n}\n" + site(traced, "\ttracing {\n\t\tspan caddy\n\t}\n") + site(untraced, "")
+	p := startProcessWith(t, caddyfile, traced, "/posts?limit=1", http.StatusOK, recv.env()...)
+	untracedURL := fmt.Sprintf("http://127.0.0.1:%d", untraced)
+
+	do := func(t *testing.T, method, url, body, tp string, headers ...string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if tp != "" {
+			req.Header.Set("traceparent", tp)
+		}
+		for i := 0; i < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, string(got)
+	}
+
+	t.Run("a REST create is the route's span over the store's call", func(t *testing.T) {
+		// The untraced site's writes first: none of them may export a span.
+		for range 3 {
+			if res, got := do(t, "POST", untracedURL+"/posts", `{"title":"untraced","body":"b"}`, "", "Authorization", "ApiKey process-key"); res.StatusCode != http.StatusCreated {
+				t.Fatalf("an untraced create answered %d %s", res.StatusCode, got)
+			}
+		}
+		tp, traceID := traceparent(1)
+		if res, got := do(t, "POST", p.url+"/posts", `{"title":"traced","body":"b"}`, tp, "Authorization", "ApiKey process-key"); res.StatusCode != http.StatusCreated {
+			t.Fatalf("the create answered %d %s", res.StatusCode, got)
+		}
+		spans, drawn := recv.tree(t, traceID, "caddy", "POST /posts", "insert_post posts")
+		t.Logf("the trace of a REST create:\n%s", drawn)
+		route, insert := spans["POST /posts"], spans["insert_post posts"]
+		childOf(t, route, spans["caddy"])
+		childOf(t, insert, route)
+		for span, want := range map[*tracepb.Span]map[string]string{
+			route:          {"http.route": "/posts"},
+			spans["caddy"]: {"http.route": "/posts"},
+			insert:         {"db.system.name": "sqlite", "db.operation.name": "insert_post", "db.collection.name": "posts"},
+		} {
+			for k, v := range want {
+				if got := attr(span, k); got != v {
+					t.Errorf("span %q has %s=%q, want %q", span.Name, k, got, v)
+				}
+			}
+		}
+		checked := false
+		for _, e := range route.Events {
+			checked = checked || e.Name == "auth.checked" && attrs(e.Attributes) == "auth.method=api_key auth.outcome=ok"
+		}
+		if !checked {
+			t.Errorf("the route's span has no auth.checked event of the API key: %v", route.Events)
+		}
+		// The exporter has sent what the untraced requests made before the traced one's.
+		n := 0
+		for _, s := range recv.all() {
+			if s.Name == "insert_post posts" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d spans of an insert were exported, want 1: the untraced site's requests export none", n)
+		}
+	})
+
+	t.Run("a GraphQL query is an operation's span over its prepare and execution", func(t *testing.T) {
+		tp, traceID := traceparent(2)
+		body := `{"query":"query Recent { posts(limit: 2) { id title } }","operationName":"Recent"}`
+		if res, got := do(t, "POST", p.url+"/graphql", body, tp); res.StatusCode != http.StatusOK || strings.Contains(got, `"errors"`) {
+			t.Fatalf("the query answered %d %s", res.StatusCode, got)
+		}
+		spans, drawn := recv.tree(t, traceID, "caddy", "query Recent", "graphql.prepare", "graphql.execute", "list_posts posts", "graphql.write")
+		t.Logf("the trace of a GraphQL query:\n%s", drawn)
+		op := spans["query Recent"]
+		childOf(t, op, spans["caddy"])
+		childOf(t, spans["graphql.prepare"], op)
+		childOf(t, spans["graphql.execute"], op)
+		childOf(t, spans["graphql.write"], op)
+		childOf(t, spans["list_posts posts"], spans["graphql.execute"])
+		if got := attr(op, "graphql.operation.type") + " " + attr(op, "graphql.operation.name"); got != "query Recent" {
+			t.Errorf("the operation's span has type and name %q", got)
+		}
+		if h := attr(op, "graphql.document.hash"); len(h) != 64 {
+			t.Errorf("graphql.document.hash is %q, not a SHA-256 in hex", h)
+		}
+		if got := attr(spans["graphql.execute"], "graphql.execution"); got != "plan" {
+			t.Errorf("a query ran by %q, want plan", got)
+		}
+		for _, s := range spans {
+			if strings.Contains(attrs(s.Attributes), "posts(limit") {
+				t.Errorf("span %q carries the document's text", s.Name)
+			}
+		}
+	})
+
+	t.Run("a token of a kid the key set lacks is a JWKS fetch in the request's trace", func(t *testing.T) {
+		tp, traceID := traceparent(3)
+		token := idp().TokenOfKID(authtest.Claims("alice"), "rsa-rotated")
+		if res, got := do(t, "GET", p.url+"/posts?limit=1", "", tp, "Authorization", "Bearer "+token); res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a token of an unknown kid answered %d %s, want 401", res.StatusCode, got)
+		}
+		spans, drawn := recv.tree(t, traceID, "caddy", "GET /posts", "jwks.fetch")
+		t.Logf("the trace of a request that fetched the key set:\n%s", drawn)
+		fetch, route := spans["jwks.fetch"], spans["GET /posts"]
+		childOf(t, fetch, route)
+		if got := attr(fetch, "url.full"); got != idp().URL {
+			t.Errorf("the fetch's url.full is %q, want %q", got, idp().URL)
+		}
+		if got := attr(fetch, "auth.jwks.keys"); got != "2" {
+			t.Errorf("the fetch found %s keys, want 2", got)
+		}
+		if attr(route, "error.type") != "UNAUTHENTICATED" || route.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+			t.Errorf("the refused request's span has error.type %q and status %v", attr(route, "error.type"), route.Status)
+		}
+	})
+}
+
+// TestTheTraceOfAGraphQLQueryWhoseStoreFails runs a traced ./caddy on a MongoDB that is not
+// there: the query's store call, its execution and its operation record the store's error,
+// with the code the client gets.
+func TestTheTraceOfAGraphQLQueryWhoseStoreFails(t *testing.T) {
+	ownProcesses(t)
+	recv := newOTLPReceiver(t)
+	port := freePort(t)
+	caddyfile := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n}\nhttp://:%d {\n\ttracing\n\tposts {\n\t\tmongodb_uri \"mongodb://127.0.0.1:%d/?serverSelectionTimeoutMS=200\"\n\t\ttimeout 1s\n\t\tapi_key process-key alice\n\t}\n}\n", port, freePort(t))
+	p := startProcessWith(t, caddyfile, port, "/posts?limit=1", http.StatusServiceUnavailable, recv.env()...)
+	tp, traceID := traceparent(4)
+	req, _ := http.NewRequest("POST", p.url+"/graphql", strings.NewReader(`{"query":"{ post(id: \"65f000000000000000000001\") { id } }"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", tp)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), `"UNAVAILABLE"`) {
+		t.Fatalf("the query answered %d %s, want an UNAVAILABLE error", res.StatusCode, body)
+	}
+	spans, drawn := recv.tree(t, traceID, "query", "graphql.execute", "get_post posts")
+	t.Logf("the trace of a query whose store failed:\n%s", drawn)
+	for _, name := range []string{"query", "graphql.execute", "get_post posts"} {
+		s := spans[name]
+		if s.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+			t.Errorf("span %q has status %v, want an error", name, s.Status)
+		}
+	}
+	if got := attr(spans["get_post posts"], "db.system.name"); got != "mongodb" {
+		t.Errorf("the store's span has db.system.name %q", got)
+	}
+	if got := attr(spans["graphql.execute"], "error.type"); got != "UNAVAILABLE" {
+		t.Errorf("the execution's error.type is %q, want UNAVAILABLE", got)
+	}
+	errorEvent := false
+	for _, e := range spans["graphql.execute"].Events {
+		errorEvent = errorEvent || e.Name == "graphql.error" && strings.Contains(attrs(e.Attributes), "graphql.error.code=UNAVAILABLE")
+	}
+	if !errorEvent {
+		t.Errorf("the execution has no graphql.error event with its code: %v", spans["graphql.execute"].Events)
+	}
+}

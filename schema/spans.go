@@ -1,0 +1,103 @@
+// The spans of an operation, when its request is traced (spans.Start): the operation's,
+// renamed for it once it is known, and the phases under it, its prepare (PrepareIn) and its
+// execution (Execute: a plan's or graphql-go's Exec), each error with its extensions.code.
+
+package schema
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/postsedge/caddy-posts/spans"
+)
+
+// operationSpan is the name of an operation's span until the operation is known:
+// OpenTelemetry's for GraphQL.
+const operationSpan = "GraphQL Operation"
+
+// PrepareIn prepares req as Prepare does, in the span of an operation of the request ctx is
+// for, when that one is traced: it returns ctx carrying that span, which the caller ends
+// (spans.Span.End) once it has answered, and Execute's span is a child of. The span is named
+// for the operation (its type and name, as OpenTelemetry's GraphQL conventions say) with
+// graphql.operation.type, graphql.operation.name and graphql.document.hash (the SHA-256 of the
+// document's text, never the text), graphql.subscription.resumed for a subscription that resumes
+// from a cursor, and has the prepare's span, graphql.prepare, under it: a
+// refusal is recorded on both, with its code.
+func (s *Schema) PrepareIn(ctx context.Context, req Request) (context.Context, spans.Span, *Operation, *gqlerrors.QueryError) {
+	ctx, span := spans.Start(ctx, operationSpan)
+	_, prepare := spans.Start(ctx, "graphql.prepare")
+	op, refusal := s.Prepare(req)
+	if refusal != nil {
+		code := errorCode(refusal)
+		prepare.Fail(refusal, code)
+		span.Fail(refusal, code)
+	}
+	prepare.End()
+	if op != nil && span.On() {
+		span.Rename(op.spanName())
+		span.Set(attribute.String("graphql.operation.type", op.Type), attribute.String("graphql.document.hash", op.doc.hash))
+		if op.Name != "" {
+			span.String("graphql.operation.name", op.Name)
+		}
+		if op.resumeFrom != "" {
+			span.Bool("graphql.subscription.resumed", true)
+		}
+	}
+	return ctx, span, op, refusal
+}
+
+// spanName is the name of op's span: its type, then its name if it has one.
+func (op *Operation) spanName() string {
+	if op.Name == "" {
+		return op.Type
+	}
+	return op.Type + " " + op.Name
+}
+
+// executionOf is graphql.execution, how an operation ran: by its plan, or by graphql-go's Exec.
+func executionOf(planned bool) string {
+	if planned {
+		return "plan"
+	}
+	return "exec"
+}
+
+// recordErrors records the errors of a response on span, the execution's, and on the
+// operation's, ctx's: each an event with its code and path, and the first as the spans' error.
+func recordErrors(ctx context.Context, span spans.Span, errs []*gqlerrors.QueryError) {
+	if !span.On() || len(errs) == 0 {
+		return
+	}
+	for _, e := range errs {
+		attrs := []attribute.KeyValue{attribute.String("graphql.error.code", errorCode(e)), attribute.String("graphql.error.message", e.Message)}
+		if len(e.Path) > 0 {
+			attrs = append(attrs, attribute.String("graphql.error.path", pathString(e.Path)))
+		}
+		span.Event("graphql.error", attrs...)
+	}
+	code := errorCode(errs[0])
+	span.Fail(errs[0], code)
+	spans.Current(ctx).Fail(errs[0], code)
+}
+
+// errorCode is e's extensions.code, or "".
+func errorCode(e *gqlerrors.QueryError) string {
+	code, _ := e.Extensions["code"].(string)
+	return code
+}
+
+// pathString is a response path as one string, its keys and indexes joined by dots.
+func pathString(path []any) string {
+	var b strings.Builder
+	for i, p := range path {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		fmt.Fprint(&b, p)
+	}
+	return b.String()
+}
