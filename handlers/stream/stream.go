@@ -26,8 +26,8 @@ import (
 	"github.com/postsedge/caddy-posts/handlers/live"
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/requestid"
-	"github.com/postsedge/caddy-posts/spans"
 	"github.com/postsedge/caddy-posts/schema"
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // Framing writes the bytes of one streaming transport (SSE, Multipart); each method appends to

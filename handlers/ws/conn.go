@@ -26,8 +26,8 @@ import (
 	"github.com/postsedge/caddy-posts/metrics"
 	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/requestid"
-	"github.com/postsedge/caddy-posts/spans"
 	"github.com/postsedge/caddy-posts/schema"
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // Handler serves GraphQL over WebSocket for one config: the API's, which lets connections in;
