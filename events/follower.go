@@ -86,6 +86,7 @@ type Follower struct {
 	offered map[int64]store.Event // events of this instance's writes, ahead of next
 	failing bool                  // the last read failed (logged once)
 	peers   map[string]time.Time  // when an event of each other origin was last handed (peerGoneQuiet)
+	origins []Origin              // of the last events handed, by position (OriginOf); nil until one is
 
 	cursors Cursors        // of the log's key, read at the start
 	stats   store.LogStats // as the last expiry left the log
@@ -159,6 +160,7 @@ func (f *Follower) hand(e store.Event) {
 	if !own && !f.cfg.Relay {
 		return
 	}
+	f.noteOrigin(e, !own)
 	f.cfg.Hand(e)
 	if !own {
 		f.peers[e.Origin] = time.Now()

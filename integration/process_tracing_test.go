@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -374,5 +376,102 @@ func TestTheTraceOfAGraphQLQueryWhoseStoreFails(t *testing.T) {
 	}
 	if !errorEvent {
 		t.Errorf("the execution has no graphql.error event with its code: %v", spans["graphql.execute"].Events)
+	}
+}
+
+// TestTheDeliveryOfAnEventIsLinkedToItsWrite runs two traced ./caddy on one FerretDB, a
+// subscriber on B: a post created on A reaches it as a delivery span on B linked to A's span of
+// the write (through the event log) and to the subscribe's, which says it was relayed and how
+// long after the log took it it was sent; one created on B is B's own.
+func TestTheDeliveryOfAnEventIsLinkedToItsWrite(t *testing.T) {
+	ownProcesses(t)
+	recv := newOTLPReceiver(t)
+	db := startFerretProcess(t)
+	config := func(port int) string {
+		return fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n}\nhttp://:%d {\n\ttracing\n\tposts {\n\t\tmongodb_uri %s\n\t\tdatabase traced\n\t\tapi_key process-key alice\n\t}\n}\n", port, db.URI)
+	}
+	portA, portB := freePort(t), freePort(t)
+	a := startProcessWith(t, config(portA), portA, "/posts?limit=1", http.StatusOK, recv.env()...)
+	b := startProcessWith(t, config(portB), portB, "/posts?limit=1", http.StatusOK, recv.env()...)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	subscribeTP, subscribeTrace := traceparent(5)
+	ws, _, err := websocket.Dial(ctx, strings.Replace(b.url, "http", "ws", 1)+"/graphql", &websocket.DialOptions{
+		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Traceparent": {subscribeTP}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	for _, m := range []string{`{"type":"connection_init","payload":{}}`,
+		`{"id":"c","type":"subscribe","payload":{"query":"subscription Created { postCreated { id } }"}}`} {
+		if err := ws.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ack, err := ws.Read(ctx); err != nil || !strings.Contains(string(ack), "connection_ack") {
+		t.Fatalf("connection_init: %s %v", ack, err)
+	}
+	subscribed, _ := recv.tree(t, subscribeTrace, "subscription Created")
+	subscribe := subscribed["subscription Created"]
+
+	for i, tt := range []struct {
+		writer *caddyProcess
+		via    string
+	}{{a, "relay"}, {b, "own"}} {
+		tp, writeTrace := traceparent(byte(6 + i))
+		req, _ := http.NewRequest("POST", tt.writer.url+"/posts", strings.NewReader(`{"title":"linked"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "ApiKey process-key")
+		req.Header.Set("Traceparent", tp)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusCreated {
+			t.Fatalf("the create answered %d %s", res.StatusCode, body)
+		}
+		id := createdID(body)
+		for {
+			_, msg, err := ws.Read(ctx)
+			if err != nil {
+				t.Fatalf("the subscriber got no event of %s: %v", id, err)
+			}
+			if strings.Contains(string(msg), id) {
+				break
+			}
+		}
+		written, _ := recv.tree(t, writeTrace, "insert_post posts")
+		write := written["insert_post posts"]
+		delivery := recv.await(t, "of the delivery linked to the write", func(s *tracepb.Span) bool {
+			if s.Name != "graphql.subscription.event" {
+				return false
+			}
+			for _, l := range s.Links {
+				if bytes.Equal(l.TraceId, write.TraceId) && bytes.Equal(l.SpanId, write.SpanId) {
+					return true
+				}
+			}
+			return false
+		})
+		t.Logf("the delivery of a write on %s: %s %s", tt.via, delivery.Name, attrs(delivery.Attributes))
+		linkedToSubscribe := false
+		for _, l := range delivery.Links {
+			linkedToSubscribe = linkedToSubscribe || bytes.Equal(l.SpanId, subscribe.SpanId)
+		}
+		if !linkedToSubscribe {
+			t.Errorf("the delivery is not linked to the subscribe's span")
+		}
+		if bytes.Equal(delivery.TraceId, write.TraceId) || bytes.Equal(delivery.TraceId, subscribe.TraceId) {
+			t.Errorf("the delivery is in the trace of the write or of the subscribe, not one of its own")
+		}
+		if got := attr(delivery, "posts.event.via"); got != tt.via {
+			t.Errorf("posts.event.via is %q, want %q", got, tt.via)
+		}
+		if attr(delivery, "posts.event.delay_ms") == "" || attr(delivery, "posts.event.position") == "" {
+			t.Errorf("the delivery lacks its delay or position: %s", attrs(delivery.Attributes))
+		}
 	}
 }

@@ -109,3 +109,16 @@ func Publish(broker *events.Broker[*Event], e store.Event) {
 	event := EventOf(e)
 	broker.Publish(&event)
 }
+
+// OriginOf is where the event of cursor (a subscription response's, schema.CursorOf) came from,
+// if the follower still remembers it (events.Follower.OriginOf): for the span of its delivery.
+func (s *Service) OriginOf(cursor string) (events.Origin, bool) {
+	if s.follower == nil || cursor == "" {
+		return events.Origin{}, false
+	}
+	position, err := s.follower.Cursors().Read(cursor)
+	if err != nil {
+		return events.Origin{}, false
+	}
+	return s.follower.OriginOf(position)
+}

@@ -89,6 +89,8 @@ type Operation struct {
 	// checked says that its resume was checked and counted before it started, by the stream
 	// that runs it (ChangesOf): its replay neither refuses it as too long nor counts it.
 	checked bool
+	// traced is what a subscription whose request is traced keeps for its spans (PrepareIn).
+	traced *Traced
 }
 
 // Prepare finds the document of req (in the cache, or parsed), picks its operation and checks

@@ -99,7 +99,8 @@ func (q *Sequence) replayFrom(l *Listener, from int64, resumes bool) {
 
 // replay is r, the replay of l from the event after from, or from its operation's cursor when
 // resumes: steps 2 to 4 above. Each of its acts on l's Sequence checks that r is still l's
-// replay.
+// replay. Of a traced subscription (Traced), it is one span, graphql.subscription.replay, with
+// the count of events it replayed.
 func (s *Schema) replay(ctx context.Context, l *Listener, subscribed <-chan struct{}, r *pending, from int64, resumes bool) {
 	if resumes {
 		var err error
@@ -121,6 +122,10 @@ func (s *Schema) replay(ctx context.Context, l *Listener, subscribed <-chan stru
 		}
 	}
 	l.seq.start(l, r, from)
+	span := l.op.traced.replaySpan(from)
+	defer span.End()
+	replayed := 0
+	defer func() { span.Int("posts.replay.events", int64(replayed)) }()
 
 	src := &replaySource{svc: s.svc, q: r, from: from, upto: max(handed, from),
 		pace: func(ctx context.Context) error { return l.seq.pace(ctx, l) },
@@ -142,6 +147,7 @@ func (s *Schema) replay(ctx context.Context, l *Listener, subscribed <-chan stru
 	for res := range s.subscribe(withReplay(ctx, src), l.op) {
 		if l.seq.arriveReplayed(l, r, s.encode(res, r.oldest())) {
 			metrics.EventReplayed()
+			replayed++
 		}
 	}
 	if ctx.Err() != nil {
@@ -149,6 +155,7 @@ func (s *Schema) replay(ctx context.Context, l *Listener, subscribed <-chan stru
 	}
 	switch {
 	case src.err != nil && resumes:
+		span.Fail(src.err, "")
 		s.refuseResume(ctx, l, src.err)
 	case src.err != nil:
 		// A reread (Sequence.reread) that cannot go on: its listener never sent the cursor

@@ -6,12 +6,14 @@ package schema
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/postsedge/caddy-posts/posts"
 	"github.com/postsedge/caddy-posts/spans"
 )
 
@@ -38,6 +40,9 @@ func (s *Schema) PrepareIn(ctx context.Context, req Request) (context.Context, s
 	}
 	prepare.End()
 	if op != nil && span.On() {
+		if op.Type == "subscription" {
+			op.traced = &Traced{spans.Carry(context.Background(), ctx), s.svc}
+		}
 		span.Rename(op.spanName())
 		span.Set(attribute.String("graphql.operation.type", op.Type), attribute.String("graphql.document.hash", op.doc.hash))
 		if op.Name != "" {
@@ -100,4 +105,53 @@ func pathString(path []any) string {
 		fmt.Fprint(&b, p)
 	}
 	return b.String()
+}
+
+// Traced is what a subscription whose request is traced keeps for the spans of its deliveries
+// (Delivery) and replays: the subscribe's span, which they link to or are children of. A
+// subscription whose request is not traced has none (Operation.Traced is nil).
+type Traced struct {
+	ctx context.Context // carries the operation's span (spans.Carry)
+	svc *posts.Service  // where its events came from (posts.Service.OriginOf)
+}
+
+// Traced is op's Traced, nil when its request is not traced.
+func (op *Operation) Traced() *Traced { return op.traced }
+
+// Delivery starts the span of the delivery of payload, a response of t's subscription, which its
+// transport ends once it has sent it (or failed to): graphql.subscription.event, the root of a
+// trace of its own, linked to the subscribe's span and to the span of the write that made the
+// event, on whichever instance it ran (store.Event.Trace). It says how the event came
+// (posts.event.via: own, this instance's write; relay, another's, read from the log; log, an
+// event this instance no longer remembers, read from the log by a replay or a subscriber far
+// behind), its position, and the delay from the log's taking it to the send, in milliseconds.
+func (t *Traced) Delivery(payload json.RawMessage) spans.Span {
+	if t == nil {
+		return spans.Span{}
+	}
+	origin, known := t.svc.OriginOf(CursorOf(payload))
+	span := spans.StartLinked(t.ctx, "graphql.subscription.event", origin.Trace)
+	if !span.On() || !known {
+		span.String("posts.event.via", "log")
+		return span
+	}
+	via := "own"
+	if origin.Relayed {
+		via = "relay"
+	}
+	span.Set(attribute.String("posts.event.via", via), attribute.Int64("posts.event.position", origin.Position),
+		attribute.Float64("posts.event.delay_ms", spans.Since(origin.At)))
+	return span
+}
+
+// replaySpan starts the span of a replay of t's subscription from the event after from,
+// graphql.subscription.replay, a child of the subscribe's span; its count is set as it ends
+// (endReplay).
+func (t *Traced) replaySpan(from int64) spans.Span {
+	if t == nil {
+		return spans.Span{}
+	}
+	_, span := spans.Start(t.ctx, "graphql.subscription.replay")
+	span.Int("posts.replay.after", from)
+	return span
 }

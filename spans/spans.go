@@ -10,6 +10,8 @@ package spans
 
 import (
 	"context"
+	"encoding/hex"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -23,16 +25,34 @@ const Scope = "github.com/postsedge/caddy-posts"
 // Span is one of the module's spans, or nothing (its zero value) when the request is not traced.
 type Span struct{ s trace.Span }
 
-// Start starts the span name as a child of ctx's span, when that one is recording, and returns
-// a context that carries it; otherwise ctx and the zero Span.
+// Start starts the span name as a child of ctx's span, when that one is recording (or was, and
+// was carried, Carry), and returns a context that carries it; otherwise ctx and the zero Span.
 func Start(ctx context.Context, name string) (context.Context, Span) {
-	parent := trace.SpanFromContext(ctx)
-	if !parent.IsRecording() {
+	tracer := tracerOf(ctx)
+	if tracer == nil {
 		return ctx, Span{}
 	}
-	ctx, s := parent.TracerProvider().Tracer(Scope).Start(ctx, name)
+	ctx, s := tracer.Start(ctx, name)
 	return ctx, Span{s}
 }
+
+// tracerOf is the tracer of the module's spans under ctx's span, nil when that is not traced: the
+// provider of ctx's span while it records, or the one Carry kept with a sampled span's context.
+func tracerOf(ctx context.Context) trace.Tracer {
+	parent := trace.SpanFromContext(ctx)
+	if parent.IsRecording() {
+		return parent.TracerProvider().Tracer(Scope)
+	}
+	if sc := parent.SpanContext(); sc.IsSampled() {
+		if p, ok := ctx.Value(providerKey{}).(trace.TracerProvider); ok {
+			return p.Tracer(Scope)
+		}
+	}
+	return nil
+}
+
+// providerKey is the context key of the TracerProvider that Carry keeps.
+type providerKey struct{}
 
 // Current is ctx's span when it is recording, for an event of the module's on a span it did not
 // start; otherwise the zero Span.
@@ -111,13 +131,65 @@ func (s Span) End() {
 }
 
 // Carry returns to, carrying the span of from, when from has one: for work that outlives a
-// request (a WebSocket's connection, a stream) but is still its own, so that its spans are
-// children of the request's and its log lines name the request's trace.
+// request (a WebSocket's connection, a key set's fetch) but is still its own, so that its spans
+// are children of the request's, and its log lines name the request's trace. What it carries is
+// the span's context and, when it records, its provider, not the span: a request's span stops
+// recording when the request ends (a WebSocket's upgrade, long before its operations).
 func Carry(to, from context.Context) context.Context {
-	if s := trace.SpanFromContext(from); s.SpanContext().IsValid() {
-		return trace.ContextWithSpan(to, s)
+	s := trace.SpanFromContext(from)
+	if !s.SpanContext().IsValid() {
+		return to
 	}
-	return to
+	if s.IsRecording() {
+		to = context.WithValue(to, providerKey{}, s.TracerProvider())
+	}
+	return trace.ContextWithSpanContext(to, s.SpanContext())
+}
+
+// Traceparent is ctx's span as a W3C traceparent (its version 00), when that one is recording:
+// what the event log keeps of the write that logged an event, for the spans of its deliveries to
+// link to (StartLinked); "" otherwise.
+func Traceparent(ctx context.Context) string {
+	s := trace.SpanFromContext(ctx)
+	if !s.IsRecording() {
+		return ""
+	}
+	sc := s.SpanContext()
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+}
+
+// spanContextOf reads a traceparent that Traceparent wrote; the zero SpanContext for anything
+// else.
+func spanContextOf(traceparent string) trace.SpanContext {
+	parts := strings.Split(traceparent, "-")
+	if len(parts) != 4 || parts[0] != "00" || len(parts[3]) != 2 {
+		return trace.SpanContext{}
+	}
+	traceID, err1 := trace.TraceIDFromHex(parts[1])
+	spanID, err2 := trace.SpanIDFromHex(parts[2])
+	flags, err3 := hex.DecodeString(parts[3])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return trace.SpanContext{}
+	}
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: spanID, TraceFlags: trace.TraceFlags(flags[0]), Remote: true})
+}
+
+// StartLinked starts the span name as the root of a trace of its own, made by the provider of
+// ctx's span when ctx is traced (Start's rule), linked to that span and to the span of
+// traceparent (Traceparent's) when there is one: a delivery of an event to a subscriber, which
+// is work of neither the subscribe nor the write, but follows from both, as OpenTelemetry's
+// messaging conventions link a message's processing to its sending.
+func StartLinked(ctx context.Context, name, traceparent string) Span {
+	tracer := tracerOf(ctx)
+	if tracer == nil {
+		return Span{}
+	}
+	links := []trace.Link{{SpanContext: trace.SpanContextFromContext(ctx)}}
+	if write := spanContextOf(traceparent); write.IsValid() {
+		links = append(links, trace.Link{SpanContext: write})
+	}
+	_, s := tracer.Start(ctx, name, trace.WithNewRoot(), trace.WithLinks(links...))
+	return Span{s}
 }
 
 // Since is how long ago t was, as an attribute's value in milliseconds, the unit that tracing

@@ -28,6 +28,10 @@ type Event struct {
 	Kind string
 	// Post is the post afterwards; of a deleted post, its ID, UserID and the Version deleted.
 	Post Post
+	// Trace is the span of the write that logged it, as a W3C traceparent, when the write was
+	// traced (spans.Traceparent): the spans of its deliveries link to it, on every instance.
+	// "" when it was not.
+	Trace string
 }
 
 // EventLog is the ordered log of a store's writes, which a reader follows by position. Both

@@ -62,6 +62,9 @@ type stream struct {
 	caller string          // the user id, "" for anonymous
 	opened time.Time
 	sent   int // results written; only run touches it
+	// traced is the subscription's of a traced request, for the spans of its deliveries; nil
+	// when untraced, or for a stream of several (REST's changes).
+	traced *schema.Traced
 
 	undo []func() // what close undoes, in the order taken
 
@@ -251,6 +254,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f Framing, fail 
 	s.atEnd(func() { h.Hub.Remove(s) })
 	h.Hub.CloseOnExit(r, h.Config.Exiting)
 	seq := schema.NewSequence(cfg.SendQueue, s.roomForEvents, s.hold)
+	if len(ops) == 1 {
+		s.traced = ops[0].Traced()
+	}
 	listeners := make([]*schema.Listener, 0, len(ops))
 	for _, op := range ops {
 		l, err := h.Config.GraphQL.ListenIn(seq, client, op, caller,
@@ -417,9 +423,13 @@ func (s *stream) run(o out) {
 			results, done, end := s.take()
 			b = b[:0]
 			taken := 0
+			var deliveries []spans.Span // of a traced subscription's events
 			for _, p := range results {
 				b = s.frame.result(b, p, true)
 				taken += len(p)
+				if s.traced != nil {
+					deliveries = append(deliveries, s.traced.Delivery(p))
+				}
 			}
 			if done {
 				if end.errs == nil {
@@ -428,7 +438,14 @@ func (s *stream) run(o out) {
 					b = s.frame.failed(b, end.errs, end.reconnect)
 				}
 			}
-			if len(b) > 0 && !o.write(b, s.deadline()) {
+			written := len(b) == 0 || o.write(b, s.deadline())
+			for _, d := range deliveries {
+				if !written {
+					d.Fail(errNotWritten, "")
+				}
+				d.End()
+			}
+			if !written {
 				s.ended(s.lost())
 				return
 			}
@@ -445,6 +462,9 @@ func (s *stream) run(o out) {
 		}
 	}
 }
+
+// errNotWritten is what the span of a delivery records when the stream broke under it.
+var errNotWritten = errors.New("the stream broke before the event was written")
 
 // recoverFault turns a panic of run into the end of its stream alone. run goes on a goroutine
 // of its own once it has taken its connection (Handler.Serve), which no handler of Caddy's

@@ -22,8 +22,9 @@ import (
 // operation is one running operation of a connection.
 type operation struct {
 	id        string
-	stop      func()      // leaves a subscription's feed, or cancels a query or mutation
-	completed atomic.Bool // by the client: no more of it may be sent, even what is queued
+	stop      func()         // leaves a subscription's feed, or cancels a query or mutation
+	completed atomic.Bool    // by the client: no more of it may be sent, even what is queued
+	traced    *schema.Traced // a subscription's whose request is traced: its deliveries' spans
 }
 
 // subscribe starts an operation. The protocol acknowledges no subscribe: a subscription's
@@ -75,7 +76,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 		c.refuseOperation(m.ID, op, start, answer.QueryError(e))
 		return nil
 	}
-	o := &operation{id: m.ID}
+	o := &operation{id: m.ID, traced: op.Traced()}
 	if op.Type == "subscription" {
 		defer span.End()
 		if c.seq == nil { // the first subscription: an idle connection holds none

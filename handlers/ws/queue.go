@@ -5,11 +5,13 @@ package ws
 
 import (
 	"context"
+	"errors"
 
 	"github.com/coder/websocket"
 
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/metrics"
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // reply queues a message the client's own messages call for (ack, pong, a result, an error),
@@ -127,12 +129,23 @@ func (c *wsConn) kick() {
 	}
 }
 
+// errNotWritten is what the span of a delivery records when the connection broke under it.
+var errNotWritten = errors.New("the connection broke before the event was written")
+
 // write is the connection's only writer while it runs: it writes what is queued, and once Fail
 // is called, closes the connection with Fail's code after the queue.
 func (c *wsConn) write() {
 	for {
 		if m, ok := c.dequeue(); ok {
+			delivery := spans.Span{}
+			if m.op != nil && m.Type == c.proto.next {
+				delivery = m.op.traced.Delivery(m.Payload) // a traced subscription's event
+			}
 			written := c.writeMessage(m)
+			if !written {
+				delivery.Fail(errNotWritten, "")
+			}
+			delivery.End()
 			c.freed(m)
 			if !written {
 				return // the connection is broken: writing stays set, no writer runs again

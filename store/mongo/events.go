@@ -16,6 +16,7 @@ import (
 	driver "go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/postsedge/caddy-posts/spans"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -89,6 +90,9 @@ type event struct {
 	Origin string     `bson:"origin,omitempty"`
 	Kind   string     `bson:"kind,omitempty"`
 	Post   *eventPost `bson:"post,omitempty"`
+	// Trace is store.Event.Trace: the span of the writer that logged it, when traced. An event
+	// that another writer or instance logs for it (RecoverEvents) has none.
+	Trace string `bson:"trace,omitempty"`
 }
 
 // eventPost is the post of an event; the times are zero for a deleted post.
@@ -108,7 +112,7 @@ func (e event) toStore() store.Event {
 	if !p.CreatedAt.IsZero() {
 		post.CreatedAt, post.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
 	}
-	return store.Event{Position: e.Position, At: e.At.UTC(), Origin: e.Origin, Kind: e.Kind, Post: post}
+	return store.Event{Position: e.Position, At: e.At.UTC(), Origin: e.Origin, Kind: e.Kind, Post: post, Trace: e.Trace}
 }
 
 // changeKey names the change of kind to p: a post has one event per version, and one deletion.
@@ -252,6 +256,9 @@ func (s *Store) logEvent(ctx context.Context, p post, found bool) (store.Event, 
 		return store.Event{}, err
 	}
 	e := store.Event{Origin: s.origin, Kind: p.Pending.Kind, Post: p.toStore()}
+	if !found {
+		e.Trace = spans.Traceparent(ctx) // the write's own span
+	}
 	if e.Kind == store.EventDeleted {
 		e.Post = store.Post{ID: e.Post.ID, UserID: e.Post.UserID, Version: e.Post.Version}
 	}
@@ -277,7 +284,7 @@ func (s *Store) logEvent(ctx context.Context, p post, found bool) (store.Event, 
 		_, err = c.InsertOne(ctx, event{Position: e.Position, At: e.At, Key: key, Wrote: p.Pending.At, Origin: e.Origin, Kind: e.Kind, Post: &eventPost{
 			ID: e.Post.ID, UserID: e.Post.UserID, Title: e.Post.Title, Body: e.Post.Body, CreatedAt: e.Post.CreatedAt,
 			UpdatedAt: e.Post.UpdatedAt, Version: e.Post.Version,
-		}})
+		}, Trace: e.Trace})
 		if !driver.IsDuplicateKeyError(err) {
 			return e, err
 		}

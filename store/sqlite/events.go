@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"time"
 
+	"github.com/postsedge/caddy-posts/spans"
 	"github.com/postsedge/caddy-posts/store"
 )
 
@@ -21,12 +22,12 @@ import (
 // rolled back, or a write of a shared transaction rolled back to its savepoint (commit.go), gives
 // its position back, unseen: the next write takes it.
 const (
-	eventColumns = `position, at, kind, post_id, user_id, title, body, created_at, updated_at, version`
+	eventColumns = `position, at, kind, post_id, user_id, title, body, created_at, updated_at, version, trace`
 	// lastPosition reads the last position of the primary key (no scan) and the one row of
 	// event_log.
 	lastPosition = `(SELECT max(coalesce((SELECT max(position) FROM events), 0), event_log.floor) FROM event_log)`
-	logEventSQL  = `INSERT INTO events (position, at, kind, post_id, user_id, title, body, created_at, updated_at, version)
-		VALUES (` + lastPosition + ` + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING position`
+	logEventSQL  = `INSERT INTO events (position, at, kind, post_id, user_id, title, body, created_at, updated_at, version, trace)
+		VALUES (` + lastPosition + ` + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING position`
 	lastPositionSQL = `SELECT ` + lastPosition
 	readEventsSQL   = `SELECT ` + eventColumns + ` FROM events WHERE position > ? ORDER BY position LIMIT ?`
 	// expiryCutSQL is the position up to which ExpireEvents deletes: the one before the oldest
@@ -65,15 +66,18 @@ var now = time.Now
 
 // logEvent inserts the event of kind of p, the post as the write left it, in tx, and returns it;
 // it notes it in c.changed, for the cache of posts (postCache), as every write of a post logs its
-// event here.
+// event here. It keeps the write's span, ctx's, when that one is traced.
 func logEvent(ctx context.Context, tx *sql.Tx, c *conns, kind string, p store.Post) (store.Event, error) {
-	e := store.Event{At: now().UTC().Truncate(time.Millisecond), Kind: kind, Post: p}
-	var title, created, updated any
+	e := store.Event{At: now().UTC().Truncate(time.Millisecond), Kind: kind, Post: p, Trace: spans.Traceparent(ctx)}
+	var title, created, updated, trace any
+	if e.Trace != "" {
+		trace = e.Trace
+	}
 	if kind != store.EventDeleted {
 		title, created, updated = p.Title, millis(p.CreatedAt), millis(p.UpdatedAt)
 	}
 	err := tx.StmtContext(ctx, c.stmt.logEvent).QueryRowContext(ctx, millis(e.At), kind, p.ID, p.UserID, title, orNil(p.Body),
-		created, updated, p.Version).Scan(&e.Position)
+		created, updated, p.Version, trace).Scan(&e.Position)
 	if err == nil {
 		c.changed = append(c.changed, e)
 	}
@@ -83,14 +87,14 @@ func logEvent(ctx context.Context, tx *sql.Tx, c *conns, kind string, p store.Po
 func scanEvent(row scanner) (e store.Event, err error) {
 	var (
 		at               int64
-		title            sql.NullString
+		title, trace     sql.NullString
 		created, updated sql.NullInt64
 	)
 	p := &e.Post
-	if err := row.Scan(&e.Position, &at, &e.Kind, &p.ID, &p.UserID, &title, &p.Body, &created, &updated, &p.Version); err != nil {
+	if err := row.Scan(&e.Position, &at, &e.Kind, &p.ID, &p.UserID, &title, &p.Body, &created, &updated, &p.Version, &trace); err != nil {
 		return store.Event{}, err
 	}
-	e.At, p.Title = fromMillis(at), title.String
+	e.At, p.Title, e.Trace = fromMillis(at), title.String, trace.String
 	if created.Valid {
 		p.CreatedAt, p.UpdatedAt = fromMillis(created.Int64), fromMillis(updated.Int64)
 	}

@@ -181,6 +181,9 @@ var migrations = []string{
 		DELETE FROM post_rows WHERE row >= max(min(old.created_at, 8796093022206), -8796093022208) * 1048576 AND row < (max(min(old.created_at, 8796093022206), -8796093022208) + 1) * 1048576 AND id = old.id;
 	END;
 	INSERT INTO post_words (post_words, rank) VALUES ('usermerge', 2);`,
+	// 10: the span of the write that logged an event, a W3C traceparent, when the write was
+	// traced (store.Event.Trace); NULL otherwise. Adding a column rewrites no row.
+	`ALTER TABLE events ADD COLUMN trace TEXT;`,
 }
 
 // fills are the steps of migrations that SQL alone cannot take: fills[v], when set, runs after
