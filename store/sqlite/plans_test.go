@@ -51,7 +51,7 @@ func TestListsSearchAnIndexAndNeverSort(t *testing.T) {
 		{"a delete keeping its id for the keys that name it", sqlite.KeepDeletedSQL, []any{"x"}, "idempotency_keys_post"},
 		{"the cut of expiry by time and cap", sqlite.ExpiryCutSQL, []any{int64(1 << 40), 100}, "SEARCH events"},
 		{"the last position", sqlite.LastPositionSQL, nil, "SEARCH events"},
-		{"a write's event, at the next position", sqlite.LogEventSQL, []any{1, "created", "x", "user1", "t", nil, 1, 1, 1}, "SEARCH events"},
+		{"a write's event, at the next position", sqlite.LogEventSQL, []any{1, "created", "x", "user1", "t", nil, 1, 1, 1, nil}, "SEARCH events"},
 		{"a batch of expiry", sqlite.ExpireEventsSQL, []any{1500, sqlite.ExpireBatch}, "PRIMARY KEY (rowid<?)"},
 		{"whether a position is kept", sqlite.KeptSQL, []any{1500}, "PRIMARY KEY (rowid=?)"},
 		{"the log's oldest position", sqlite.LogStatsSQL, nil, "SEARCH events"},
