@@ -36,6 +36,9 @@ func Start(ctx context.Context, name string) (context.Context, Span) {
 	return ctx, Span{s}
 }
 
+// Traced says whether Start would start a span in ctx: for a caller that builds its span's name.
+func Traced(ctx context.Context) bool { return tracerOf(ctx) != nil }
+
 // tracerOf is the tracer of the module's spans under ctx's span, nil when that is not traced: the
 // provider of ctx's span while it records, or the one Carry kept with a sampled span's context.
 func tracerOf(ctx context.Context) trace.Tracer {

@@ -38,12 +38,13 @@ type call struct {
 // begin starts the operation on collection, a span named as OpenTelemetry's database
 // conventions name a call's (its operation, then its collection) with their attributes.
 func (o observing) begin(ctx context.Context, operation, collection string) (context.Context, call) {
-	name := operation
-	if collection != "" {
-		name += " " + collection
-	}
-	ctx, span := spans.Start(ctx, name)
-	if span.On() {
+	var span spans.Span
+	if spans.Traced(ctx) { // the name is made only then: it costs an allocation
+		name := operation
+		if collection != "" {
+			name += " " + collection
+		}
+		ctx, span = spans.Start(ctx, name)
 		span.String("db.system.name", o.system)
 		span.String("db.operation.name", operation)
 		if collection != "" {
