@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -473,5 +474,99 @@ func TestTheDeliveryOfAnEventIsLinkedToItsWrite(t *testing.T) {
 		if attr(delivery, "posts.event.delay_ms") == "" || attr(delivery, "posts.event.position") == "" {
 			t.Errorf("the delivery lacks its delay or position: %s", attrs(delivery.Attributes))
 		}
+	}
+
+	// The connection's log lines name the trace of its upgrade request.
+	ws.Close(websocket.StatusNormalClosure, "")
+	want := `"trace_id":"` + hex.EncodeToString(subscribeTrace) + `"`
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		closed := ""
+		for line := range strings.Lines(b.out.String()) {
+			if strings.Contains(line, `"msg":"websocket closed"`) {
+				closed = line
+			}
+		}
+		if strings.Contains(closed, want) && strings.Contains(closed, `"span_id":"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log line of the connection's close does not name its trace (%s): %q", want, closed)
+		}
+	}
+}
+
+// TestAReloadThatChangesTracingUnderLoad reloads a traced ./caddy, under a steady load of reads
+// and writes, with another span name, then with tracing off, then on again: no request is
+// answered with an error, the process lives on, and the module's spans come under the span of
+// the config that served them. A request lost on a connection the reload closes is Caddy's
+// (TestAReloadUnderLoadFailsNoRequest says why), counted, not failed on.
+func TestAReloadThatChangesTracingUnderLoad(t *testing.T) {
+	ownProcesses(t)
+	recv := newOTLPReceiver(t)
+	port := freePort(t)
+	admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	dir := t.TempDir()
+	config := func(tracing string) string {
+		return fmt.Sprintf("{\n\tadmin %s\n\tpersist_config off\n}\nhttp://:%d {\n%s\tposts {\n\t\tdata_dir %s\n\t\tapi_key process-key alice\n\t}\n}\n", admin, port, tracing, dir)
+	}
+	p := startProcessWith(t, config("\ttracing {\n\t\tspan first\n\t}\n"), port, "/posts?limit=1", http.StatusOK, recv.env()...)
+
+	stop := make(chan struct{})
+	failures := make(chan string, 100)
+	var lost atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest("GET", p.url+"/posts?limit=5", nil)
+				if (w+i)%2 == 0 {
+					req, _ = http.NewRequest("POST", p.url+"/posts", strings.NewReader(`{"title":"under reload"}`))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Authorization", "ApiKey process-key")
+				}
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					lost.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode >= 400 {
+					select {
+					case failures <- fmt.Sprintf("%s %s answered %d", req.Method, req.URL.Path, res.StatusCode):
+					default: // enough to tell
+					}
+				}
+			}
+		})
+	}
+	under := func(name string) {
+		t.Helper()
+		parent := recv.await(t, "named "+name, func(s *tracepb.Span) bool { return s.Name == name })
+		recv.await(t, "of the module under "+name, func(s *tracepb.Span) bool {
+			return bytes.Equal(s.ParentSpanId, parent.SpanId) && (s.Name == "GET /posts" || s.Name == "POST /posts")
+		})
+	}
+	under("first")
+	adminLoad(t, admin, config("\ttracing {\n\t\tspan second\n\t}\n"))
+	under("second")
+	adminLoad(t, admin, config(""))
+	time.Sleep(300 * time.Millisecond)
+	adminLoad(t, admin, config("\ttracing {\n\t\tspan third\n\t}\n"))
+	under("third")
+	close(stop)
+	wg.Wait()
+	close(failures)
+	for f := range failures {
+		t.Errorf("a request under the reloads failed: %s", f)
+	}
+	t.Logf("%d requests were lost on connections the reloads closed", lost.Load())
+	if res, err := http.Get(p.url + "/posts?limit=1"); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("after the reloads: %v %v", res, err)
 	}
 }
