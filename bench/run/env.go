@@ -101,6 +101,8 @@ type env struct {
 	copies searchCopies
 
 	large, smallStore, pbStore seeded
+	// tracingNow and tracingBefore are the processes of the T rows (tracing.go).
+	tracingNow, tracingBefore tracingSite
 	// pages are the URLs of GET /posts?limit=20, first page and page 50, of the small and the
 	// large store; page50First is the id of the first post of page 50, by store.
 	pages, page50First map[string]string
@@ -114,9 +116,9 @@ type env struct {
 type baseline struct{ url, profile, file string }
 
 // start starts everything in dir (a fresh temporary directory), PocketBase only if withPeer,
-// the gqlgen server only if withGQLGen, seeds every store through its API at conc connections,
+// the gqlgen server only if withGQLGen, the T rows' processes only if withTracing, seeds every store through its API at conc connections,
 // and checks that every side answers what the pairs expect.
-func start(ctx context.Context, cfg config, dir string, withPeer, withGQLGen bool) (e *env, err error) {
+func start(ctx context.Context, cfg config, dir string, withPeer, withGQLGen, withTracing bool) (e *env, err error) {
 	e, err = startFresh(cfg, dir)
 	if err != nil {
 		return e, err
@@ -185,6 +187,11 @@ func start(ctx context.Context, cfg config, dir string, withPeer, withGQLGen boo
 	if withGQLGen {
 		if err := e.startGQLGen(ctx, cfg.gqlgen); err != nil {
 			return e, fmt.Errorf("the gqlgen server: %w", err)
+		}
+	}
+	if withTracing {
+		if err := e.startTracing(ctx); err != nil {
+			return e, fmt.Errorf("the T rows: %w", err)
 		}
 	}
 	return e, e.check(ctx)

@@ -103,7 +103,8 @@ func run(ctx context.Context, cfg config) error {
 	if len(chosen) > 0 {
 		var e *env
 		if slices.ContainsFunc(chosen, func(p *pair) bool { return !p.fresh() }) {
-			e, err = start(ctx, cfg, dir, slices.ContainsFunc(peerPairs, cfg.only.MatchString), slices.ContainsFunc(gqlgenPairs, cfg.only.MatchString))
+			e, err = start(ctx, cfg, dir, slices.ContainsFunc(peerPairs, cfg.only.MatchString), slices.ContainsFunc(gqlgenPairs, cfg.only.MatchString),
+				slices.ContainsFunc(tracingPairs, cfg.only.MatchString))
 			if err == nil {
 				log.Printf("every server is up and seeded, and the sides of each pair answer alike")
 			}

@@ -407,7 +407,7 @@ func pairs(e *env) []*pair {
 	}
 	// The stream rows follow the WebSocket rows whose baseline they share.
 	after9 := slices.IndexFunc(rows, func(p *pair) bool { return p.id == "9" }) + 1
-	return slices.Insert(rows, after9, streamPairs(p8, sseH1, sseH2)...)
+	return append(slices.Insert(rows, after9, streamPairs(p8, sseH1, sseH2)...), tracingRows(e)...)
 }
 
 // The GraphQL reads: post(id) with every field of the REST answer, and a user's latest posts.
