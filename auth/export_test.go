@@ -58,3 +58,6 @@ func (t *Tokens) CacheLen() int {
 
 // InitHeaders is initHeaders, for the tests and the fuzz target of the payload's syntax.
 var InitHeaders = initHeaders
+
+// Redacted is redacted, for the test of what a fetch's span shows.
+var Redacted = redacted

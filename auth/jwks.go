@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,7 +183,9 @@ func (s *JWKS) run() {
 func (s *JWKS) fetch(ctx context.Context) error {
 	ctx, span := spans.Start(ctx, "jwks.fetch")
 	defer span.End()
-	span.String("url.full", s.url)
+	if span.On() {
+		span.String("url.full", redacted(s.url))
+	}
 	select {
 	case s.busy <- struct{}{}:
 		defer func() { <-s.busy }()
@@ -192,8 +195,34 @@ func (s *JWKS) fetch(ctx context.Context) error {
 	keys, err := s.load(ctx)
 	metrics.JWKSFetched(s.url, keys, err)
 	span.Int("auth.jwks.keys", int64(keys))
-	span.Fail(err, "")
+	if err != nil {
+		span.FailCode(jwksFailure)
+	}
 	return err
+}
+
+// jwksFailure is the error.type of a fetch that failed: what failed is in the log line, whose
+// URL and error may hold what a span's backend should not (a key in the query).
+const jwksFailure = "jwks_fetch_failed"
+
+// redacted is rawURL as OpenTelemetry's url.full should show it: without a password, and with
+// the values of its query replaced by REDACTED, which may be credentials.
+func redacted(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "REDACTED"
+	}
+	if u.User != nil {
+		u.User = url.UserPassword("REDACTED", "REDACTED")
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"REDACTED"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
 
 // load fetches the key set, holding busy, and returns how many keys it holds.

@@ -192,3 +192,15 @@ func TestJWKSKeepsItsKeysWhenARefreshHasNoUsableKey(t *testing.T) {
 	fresh := withClaims(goodClaims(), map[string]any{"jti": "not cached"})
 	mustVerify(t, tokens, key.sign(t, fresh))
 }
+
+func TestTheSpanOfAFetchShowsTheKeySetsURLWithoutItsSecrets(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://idp.example.com/.well-known/jwks.json":         "https://idp.example.com/.well-known/jwks.json",
+		"https://user:secret@idp.example.com/jwks":              "https://REDACTED:REDACTED@idp.example.com/jwks",
+		"https://idp.example.com/jwks?api_key=secret&tenant=ab": "https://idp.example.com/jwks?api_key=REDACTED&tenant=REDACTED",
+	} {
+		if got := auth.Redacted(in); got != want {
+			t.Errorf("redacted(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -86,7 +86,6 @@ type Follower struct {
 	offered map[int64]store.Event // events of this instance's writes, ahead of next
 	failing bool                  // the last read failed (logged once)
 	peers   map[string]time.Time  // when an event of each other origin was last handed (peerGoneQuiet)
-	origins []Origin              // of the last events handed, by position (OriginOf); nil until one is
 
 	cursors Cursors        // of the log's key, read at the start
 	stats   store.LogStats // as the last expiry left the log
@@ -94,6 +93,9 @@ type Follower struct {
 	recover chan struct{}  // asks for a recovery soon
 	started chan struct{}  // closed once the start is read
 	last    atomic.Int64   // unix nanoseconds of the last successful read, or of the start
+
+	keepOrigins atomic.Bool // set by KeepOrigins
+	origins     origins     // of the last events handed (origins.go)
 }
 
 // NewFollower returns a follower of cfg.Log; Run starts it.

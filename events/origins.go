@@ -1,14 +1,15 @@
 package events
 
 import (
+	"sync"
 	"time"
 
 	"github.com/postsedge/caddy-posts/store"
 )
 
 // Origin is where an event the follower handed came from: what the span of its delivery to a
-// subscriber says of it (its link to the write's span, the delay since the log took it, and
-// whether another instance wrote it).
+// traced subscription says of it (its link to the write's span, the delay since the log took
+// it, and whether another instance wrote it).
 type Origin struct {
 	// Position is the event's place in the log.
 	Position int64
@@ -25,21 +26,42 @@ type Origin struct {
 // writes. 4,096 Origins take about 220 KB.
 const originsKept = 4096
 
-// noteOrigin remembers the origin of e, being handed; f.mu is held.
-func (f *Follower) noteOrigin(e store.Event, relayed bool) {
-	if f.origins == nil {
-		f.origins = make([]Origin, originsKept)
-	}
-	f.origins[e.Position%originsKept] = Origin{Position: e.Position, At: e.At, Trace: e.Trace, Relayed: relayed}
+// origins is the ring of the last originsKept events' Origins, by position: none until a traced
+// subscription asks for them (KeepOrigins), so that a server that is not traced keeps nothing.
+type origins struct {
+	mu   sync.Mutex
+	ring []Origin
 }
 
-// OriginOf is the Origin of the event at position, if it is among the last originsKept handed.
+// KeepOrigins has f remember the Origins of the events it hands from now on, for as long as it
+// runs: called as a traced subscription starts, before the events it will be handed.
+func (f *Follower) KeepOrigins() {
+	f.origins.mu.Lock()
+	defer f.origins.mu.Unlock()
+	if f.origins.ring == nil {
+		f.origins.ring = make([]Origin, originsKept)
+		f.keepOrigins.Store(true)
+	}
+}
+
+// noteOrigin remembers the origin of e, being handed, when KeepOrigins was called.
+func (f *Follower) noteOrigin(e store.Event, relayed bool) {
+	if !f.keepOrigins.Load() {
+		return
+	}
+	f.origins.mu.Lock()
+	f.origins.ring[e.Position%originsKept] = Origin{Position: e.Position, At: e.At, Trace: e.Trace, Relayed: relayed}
+	f.origins.mu.Unlock()
+}
+
+// OriginOf is the Origin of the event at position, if it is among the last originsKept handed
+// since KeepOrigins.
 func (f *Follower) OriginOf(position int64) (Origin, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.origins == nil || position <= 0 {
+	f.origins.mu.Lock()
+	defer f.origins.mu.Unlock()
+	if f.origins.ring == nil || position <= 0 {
 		return Origin{}, false
 	}
-	o := f.origins[position%originsKept]
+	o := f.origins.ring[position%originsKept]
 	return o, o.Position == position
 }

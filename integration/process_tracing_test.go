@@ -1,3 +1,5 @@
+//go:build integration
+
 package integration
 
 import (
@@ -329,7 +331,9 @@ func TestTracesOfARunningCaddy(t *testing.T) {
 		if got := attr(fetch, "auth.jwks.keys"); got != "2" {
 			t.Errorf("the fetch found %s keys, want 2", got)
 		}
-		if attr(route, "error.type") != "UNAUTHENTICATED" || route.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+		// A client's error is the span's error.type, and leaves its status unset (OpenTelemetry's
+		// HTTP conventions): a 5xx only fails it.
+		if attr(route, "error.type") != "UNAUTHENTICATED" || route.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
 			t.Errorf("the refused request's span has error.type %q and status %v", attr(route, "error.type"), route.Status)
 		}
 	})
@@ -381,9 +385,9 @@ func TestTheTraceOfAGraphQLQueryWhoseStoreFails(t *testing.T) {
 }
 
 // TestTheDeliveryOfAnEventIsLinkedToItsWrite runs two traced ./caddy on one FerretDB, a
-// subscriber on B: a post created on A reaches it as a delivery span on B linked to A's span of
-// the write (through the event log) and to the subscribe's, which says it was relayed and how
-// long after the log took it it was sent; one created on B is B's own.
+// subscriber on B: a post created on A reaches it as a delivery span on B, a child of the
+// subscribe's, linked to A's span of the write (through the event log), which says it was
+// relayed and how long after the log took it it was sent; one created on B is B's own.
 func TestTheDeliveryOfAnEventIsLinkedToItsWrite(t *testing.T) {
 	ownProcesses(t)
 	recv := newOTLPReceiver(t)
@@ -458,15 +462,8 @@ func TestTheDeliveryOfAnEventIsLinkedToItsWrite(t *testing.T) {
 			return false
 		})
 		t.Logf("the delivery of a write on %s: %s %s", tt.via, delivery.Name, attrs(delivery.Attributes))
-		linkedToSubscribe := false
-		for _, l := range delivery.Links {
-			linkedToSubscribe = linkedToSubscribe || bytes.Equal(l.SpanId, subscribe.SpanId)
-		}
-		if !linkedToSubscribe {
-			t.Errorf("the delivery is not linked to the subscribe's span")
-		}
-		if bytes.Equal(delivery.TraceId, write.TraceId) || bytes.Equal(delivery.TraceId, subscribe.TraceId) {
-			t.Errorf("the delivery is in the trace of the write or of the subscribe, not one of its own")
+		if !bytes.Equal(delivery.TraceId, subscribe.TraceId) || !bytes.Equal(delivery.ParentSpanId, subscribe.SpanId) {
+			t.Errorf("the delivery is not a child of the subscribe's span")
 		}
 		if got := attr(delivery, "posts.event.via"); got != tt.via {
 			t.Errorf("posts.event.via is %q, want %q", got, tt.via)

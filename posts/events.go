@@ -111,7 +111,8 @@ func Publish(broker *events.Broker[*Event], e store.Event) {
 }
 
 // OriginOf is where the event of cursor (a subscription response's, schema.CursorOf) came from,
-// if the follower still remembers it (events.Follower.OriginOf): for the span of its delivery.
+// if the follower remembers it (events.Follower.OriginOf); its Position alone otherwise, 0 for a
+// cursor it cannot read. For the span of its delivery to a traced subscription.
 func (s *Service) OriginOf(cursor string) (events.Origin, bool) {
 	if s.follower == nil || cursor == "" {
 		return events.Origin{}, false
@@ -120,5 +121,16 @@ func (s *Service) OriginOf(cursor string) (events.Origin, bool) {
 	if err != nil {
 		return events.Origin{}, false
 	}
-	return s.follower.OriginOf(position)
+	if o, ok := s.follower.OriginOf(position); ok {
+		return o, true
+	}
+	return events.Origin{Position: position}, false
+}
+
+// KeepOrigins has the follower remember where the events it hands came from, for OriginOf: as a
+// traced subscription starts (events.Follower.KeepOrigins).
+func (s *Service) KeepOrigins() {
+	if s.follower != nil {
+		s.follower.KeepOrigins()
+	}
 }

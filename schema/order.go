@@ -359,6 +359,9 @@ func (q *Sequence) release() {
 	}
 	q.settle() // before deliver queues them, so that they never count twice
 	for _, h := range q.held[:n] {
+		if h.replayed {
+			h.l.op.traced.fromReplay(h.position) // for the span of its delivery
+		}
 		h.l.deliver(h.payload)
 		if h.position != 0 {
 			h.l.delivered = h.position

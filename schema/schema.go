@@ -186,9 +186,9 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits, persisted ...Per
 // (PrepareIn), its errors recorded on both (recordErrors).
 func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
 	in, span := spans.Start(ctx, "graphql.execute")
+	defer span.End()
 	res := s.execute(in, op)
 	recordErrors(ctx, span, res.Errors)
-	span.End()
 	return res
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 
 	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 	"go.opentelemetry.io/otel/attribute"
@@ -28,20 +29,21 @@ const operationSpan = "GraphQL Operation"
 // graphql.operation.type, graphql.operation.name and graphql.document.hash (the SHA-256 of the
 // document's text, never the text), graphql.subscription.resumed for a subscription that resumes
 // from a cursor, and has the prepare's span, graphql.prepare, under it: a
-// refusal is recorded on both, with its code.
+// refusal is recorded on both, with its code (never its message, which may quote the document).
 func (s *Schema) PrepareIn(ctx context.Context, req Request) (context.Context, spans.Span, *Operation, *gqlerrors.QueryError) {
 	ctx, span := spans.Start(ctx, operationSpan)
 	_, prepare := spans.Start(ctx, "graphql.prepare")
 	op, refusal := s.Prepare(req)
 	if refusal != nil {
 		code := errorCode(refusal)
-		prepare.Fail(refusal, code)
-		span.Fail(refusal, code)
+		prepare.FailCode(code)
+		span.FailCode(code)
 	}
 	prepare.End()
 	if op != nil && span.On() {
 		if op.Type == "subscription" {
-			op.traced = &Traced{spans.Carry(context.Background(), ctx), s.svc}
+			op.traced = &Traced{ctx: spans.Carry(context.Background(), ctx), svc: s.svc}
+			s.svc.KeepOrigins()
 		}
 		span.Rename(op.spanName())
 		span.Set(attribute.String("graphql.operation.type", op.Type), attribute.String("graphql.document.hash", op.doc.hash))
@@ -72,21 +74,22 @@ func executionOf(planned bool) string {
 }
 
 // recordErrors records the errors of a response on span, the execution's, and on the
-// operation's, ctx's: each an event with its code and path, and the first as the spans' error.
+// operation's, ctx's: each an event with its code and path, and the first's code as the spans'
+// error. Not their messages, which may quote the document or the variables.
 func recordErrors(ctx context.Context, span spans.Span, errs []*gqlerrors.QueryError) {
 	if !span.On() || len(errs) == 0 {
 		return
 	}
 	for _, e := range errs {
-		attrs := []attribute.KeyValue{attribute.String("graphql.error.code", errorCode(e)), attribute.String("graphql.error.message", e.Message)}
+		attrs := []attribute.KeyValue{attribute.String("graphql.error.code", errorCode(e))}
 		if len(e.Path) > 0 {
 			attrs = append(attrs, attribute.String("graphql.error.path", pathString(e.Path)))
 		}
 		span.Event("graphql.error", attrs...)
 	}
 	code := errorCode(errs[0])
-	span.Fail(errs[0], code)
-	spans.Current(ctx).Fail(errs[0], code)
+	span.FailCode(code)
+	spans.Current(ctx).FailCode(code)
 }
 
 // errorCode is e's extensions.code, or "".
@@ -108,39 +111,75 @@ func pathString(path []any) string {
 }
 
 // Traced is what a subscription whose request is traced keeps for the spans of its deliveries
-// (Delivery) and replays: the subscribe's span, which they link to or are children of. A
-// subscription whose request is not traced has none (Operation.Traced is nil).
+// (Delivery) and replays: the subscribe's span, which they are children of. A subscription whose
+// request is not traced has none (Operation.Traced is nil).
 type Traced struct {
 	ctx context.Context // carries the operation's span (spans.Carry)
 	svc *posts.Service  // where its events came from (posts.Service.OriginOf)
+
+	mu       sync.Mutex
+	replayed map[int64]struct{} // positions its Sequence released from a replay, not yet delivered
 }
 
 // Traced is op's Traced, nil when its request is not traced.
 func (op *Operation) Traced() *Traced { return op.traced }
 
+// fromReplay notes that the response to the event at position comes from a replay, for its
+// Delivery (Sequence.release); nothing for a nil t.
+func (t *Traced) fromReplay(position int64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.replayed == nil {
+		t.replayed = map[int64]struct{}{}
+	}
+	t.replayed[position] = struct{}{}
+}
+
+// wasReplayed says whether the response to position came from a replay, and forgets it.
+func (t *Traced) wasReplayed(position int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.replayed[position]
+	delete(t.replayed, position)
+	return ok
+}
+
 // Delivery starts the span of the delivery of payload, a response of t's subscription, which its
-// transport ends once it has sent it (or failed to): graphql.subscription.event, the root of a
-// trace of its own, linked to the subscribe's span and to the span of the write that made the
-// event, on whichever instance it ran (store.Event.Trace). It says how the event came
-// (posts.event.via: own, this instance's write; relay, another's, read from the log; log, an
-// event this instance no longer remembers, read from the log by a replay or a subscriber far
-// behind), its position, and the delay from the log's taking it to the send, in milliseconds.
+// transport ends once it has sent it (or failed to): graphql.subscription.event, a child of the
+// subscribe's span, linked to the span of the write that made the event, on whichever instance
+// it ran (store.Event.Trace). It says how the event came (posts.event.via: own, this instance's
+// write; relay, another's, read from the log; replay, read again from the log for a resume or a
+// subscriber that fell behind; log, one this instance no longer remembers), its position, and
+// the delay from the log's taking it to the send, in milliseconds.
 func (t *Traced) Delivery(payload json.RawMessage) spans.Span {
 	if t == nil {
 		return spans.Span{}
 	}
 	origin, known := t.svc.OriginOf(CursorOf(payload))
+	replayed := t.wasReplayed(origin.Position)
 	span := spans.StartLinked(t.ctx, "graphql.subscription.event", origin.Trace)
-	if !span.On() || !known {
-		span.String("posts.event.via", "log")
+	if !span.On() {
 		return span
 	}
-	via := "own"
-	if origin.Relayed {
+	via := "log"
+	switch {
+	case replayed:
+		via = "replay"
+	case known && origin.Relayed:
 		via = "relay"
+	case known:
+		via = "own"
 	}
-	span.Set(attribute.String("posts.event.via", via), attribute.Int64("posts.event.position", origin.Position),
-		attribute.Float64("posts.event.delay_ms", spans.Since(origin.At)))
+	span.String("posts.event.via", via)
+	if origin.Position > 0 {
+		span.Int("posts.event.position", origin.Position)
+	}
+	if known {
+		span.Set(attribute.Float64("posts.event.delay_ms", spans.Since(origin.At)))
+	}
 	return span
 }
 

@@ -33,7 +33,16 @@ func Start(ctx context.Context, name string) (context.Context, Span) {
 		return ctx, Span{}
 	}
 	ctx, s := tracer.Start(ctx, name)
-	return ctx, Span{s}
+	return ctx, recording(s)
+}
+
+// recording is s, or the zero Span when s records nothing: a provider that Caddy shut down on a
+// reload that turned tracing off gives such spans to the connections that carried it.
+func recording(s trace.Span) Span {
+	if !s.IsRecording() {
+		return Span{}
+	}
+	return Span{s}
 }
 
 // Traced says whether Start would start a span in ctx: for a caller that builds its span's name.
@@ -114,7 +123,8 @@ func (s Span) Event(name string, attributes ...attribute.KeyValue) {
 
 // Fail records err on the span, with its code (errcode's, the GraphQL extensions.code a client
 // gets) as error.type, OpenTelemetry's attribute for what kind of error ended an operation, and
-// marks the span's status an error.
+// marks the span's status an error. FailCode is Fail without err's text, for errors whose text
+// may quote what a client sent.
 func (s Span) Fail(err error, code string) {
 	if s.s == nil || err == nil {
 		return
@@ -124,6 +134,16 @@ func (s Span) Fail(err error, code string) {
 	}
 	s.s.RecordError(err)
 	s.s.SetStatus(codes.Error, err.Error())
+}
+
+// FailCode records the code of an error as error.type and marks the span's status an error,
+// described by the code alone.
+func (s Span) FailCode(code string) {
+	if s.s == nil {
+		return
+	}
+	s.s.SetAttributes(attribute.String("error.type", code))
+	s.s.SetStatus(codes.Error, code)
 }
 
 // End ends the span.
@@ -177,22 +197,23 @@ func spanContextOf(traceparent string) trace.SpanContext {
 	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: spanID, TraceFlags: trace.TraceFlags(flags[0]), Remote: true})
 }
 
-// StartLinked starts the span name as the root of a trace of its own, made by the provider of
-// ctx's span when ctx is traced (Start's rule), linked to that span and to the span of
-// traceparent (Traceparent's) when there is one: a delivery of an event to a subscriber, which
-// is work of neither the subscribe nor the write, but follows from both, as OpenTelemetry's
-// messaging conventions link a message's processing to its sending.
+// StartLinked starts the span name as a child of ctx's span (Start's rule), linked to the span
+// of traceparent (Traceparent's) when there is one: a delivery of an event to a subscriber, which
+// is work of the subscription, following from a write of another request, maybe of another
+// instance, as OpenTelemetry's messaging conventions link a message's processing to its
+// sending. A child, not the root of a trace of its own, so that the subscription's sampling
+// decides for its deliveries.
 func StartLinked(ctx context.Context, name, traceparent string) Span {
 	tracer := tracerOf(ctx)
 	if tracer == nil {
 		return Span{}
 	}
-	links := []trace.Link{{SpanContext: trace.SpanContextFromContext(ctx)}}
+	var links []trace.Link
 	if write := spanContextOf(traceparent); write.IsValid() {
-		links = append(links, trace.Link{SpanContext: write})
+		links = []trace.Link{{SpanContext: write}}
 	}
-	_, s := tracer.Start(ctx, name, trace.WithNewRoot(), trace.WithLinks(links...))
-	return Span{s}
+	_, s := tracer.Start(ctx, name, trace.WithLinks(links...))
+	return recording(s)
 }
 
 // Since is how long ago t was, as an attribute's value in milliseconds, the unit that tracing

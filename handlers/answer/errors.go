@@ -75,13 +75,17 @@ func (f *Failer) FailGraphQL(w http.ResponseWriter, r *http.Request, media strin
 
 // Problem gives err its row of errcode's table and sets the headers that go with its status:
 // the challenge of a 401 or of a refused credential, the Retry-After of a 503, and for every
-// failure the Cache-Control of one (SetFailed). It is recorded on the request's span, with its
-// GraphQL code (spans.Span.Fail). A server fault is logged, and its cause never reaches the
+// failure the Cache-Control of one (SetFailed). Its GraphQL code is the error.type of the
+// request's span, which a 5xx marks failed too (spans.Span.Fail). A server fault is logged, and its cause never reaches the
 // client.
 func (f *Failer) Problem(w http.ResponseWriter, r *http.Request, err error) *errcode.Error {
 	e := errcode.Of(err)
 	SetFailed(w)
-	spans.Current(r.Context()).Fail(err, e.Code.GraphQL)
+	if span := spans.Current(r.Context()); e.Code.Status >= 500 {
+		span.Fail(err, e.Code.GraphQL)
+	} else { // the client's error: not one of the span's, as OpenTelemetry's HTTP conventions say
+		span.String("error.type", e.Code.GraphQL)
+	}
 	if authErr, ok := errors.AsType[*auth.Error](err); ok {
 		w.Header().Set("WWW-Authenticate", authErr.Challenge())
 	} else if e.Code.Status == http.StatusUnauthorized {

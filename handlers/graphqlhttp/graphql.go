@@ -118,6 +118,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// ctx carries the operation's span when the request is traced: what runs it is its part.
 	ctx, span, op, refusal := h.GraphQL.PrepareIn(r.Context(), req)
 	defer span.End()
+	tr := r // r, or a traced request's copy carrying the span: not r itself, which a closure below holds
+	if span.On() {
+		tr = r.WithContext(ctx)
+	}
 	if op != nil {
 		h.operationKnown(w, r, op)
 	}
@@ -126,7 +130,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case refusal != nil && isMethodNotAllowed(refusal): // a mutation by GET, whatever else the request holds
 		w.Header().Set("Allow", http.MethodPost)
-		h.Answer.FailGraphQL(w, r, plain, refusal.Err)
+		h.Answer.FailGraphQL(w, tr, plain, refusal.Err)
 		return
 	case refusal != nil && media == "": // a client that takes only a stream
 		// As graphql-sse's reference server does: the errors as the stream's one result.
@@ -137,28 +141,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case get && op.Type == "subscription" && !streamed: // GET streams a subscription only
 		w.Header().Set("Allow", http.MethodPost)
-		h.Answer.FailGraphQL(w, r, plain, errcode.New(errcode.MethodNotAllowed, "a subscription cannot be sent with GET but to a stream; use POST"))
+		h.Answer.FailGraphQL(w, tr, plain, errcode.New(errcode.MethodNotAllowed, "a subscription cannot be sent with GET but to a stream; use POST"))
 		return
 	case op.Type == "subscription" && !streamed:
-		h.Answer.FailGraphQL(w, r, plain, answer.BadRequest("a subscription is served over a WebSocket to this URL (subprotocol graphql-transport-ws), or streamed over HTTP to a request that accepts text/event-stream or multipart/mixed;subscriptionSpec=1.0"))
+		h.Answer.FailGraphQL(w, tr, plain, answer.BadRequest("a subscription is served over a WebSocket to this URL (subprotocol graphql-transport-ws), or streamed over HTTP to a request that accepts text/event-stream or multipart/mixed;subscriptionSpec=1.0"))
 		return
 	case streamed && !answer.OriginAllowed(r, h.OriginPatterns):
-		h.Answer.FailGraphQL(w, r, plain, errcode.New(errcode.Forbidden, "the Origin of this request is not allowed to subscribe (allowed_origins)"))
+		h.Answer.FailGraphQL(w, tr, plain, errcode.New(errcode.Forbidden, "the Origin of this request is not allowed to subscribe (allowed_origins)"))
 		return
 	case streamed && op.Type == "mutation" && r.Header[answer.IdempotencyKeyHeader] != nil:
-		h.Answer.FailGraphQL(w, r, plain, answer.BadRequest("a mutation with an Idempotency-Key is answered in JSON: accept %s", answer.GraphQLResponseJSON))
+		h.Answer.FailGraphQL(w, tr, plain, answer.BadRequest("a mutation with an Idempotency-Key is answered in JSON: accept %s", answer.GraphQLResponseJSON))
 		return
 	}
 	if err := h.Posts.Allow(caller, request.ActionOf(op.Type)); err != nil {
-		h.Answer.FailGraphQL(w, r, plain, err)
+		h.Answer.FailGraphQL(w, tr, plain, err)
 		return
 	}
 	if streamed {
-		sr := r // not r itself, which the closure below holds: a traced request's copy
-		if span.On() {
-			sr = r.WithContext(ctx)
-		}
-		h.Streams.Serve(w, sr, framing, plain, caller, op)
+		h.Streams.Serve(w, tr, framing, plain, caller, op)
 		return
 	}
 	// The id made only for a resolver that logs: the operation's resolvers have all returned

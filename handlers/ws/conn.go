@@ -359,11 +359,13 @@ func (c *wsConn) refuse(why *errcode.Error) *errcode.Error {
 	return why
 }
 
-// spawn runs f in a goroutine that end waits for, unless the connection has ended.
-func (c *wsConn) spawn(f func()) {
+// spawn runs f in a goroutine that end waits for, unless the connection has ended, and says
+// whether it does.
+func (c *wsConn) spawn(f func()) bool {
 	c.life.Lock()
 	defer c.life.Unlock()
 	if !c.stopped {
 		c.wg.Go(func() { defer c.recoverFault(); f() })
 	}
+	return !c.stopped
 }

@@ -107,7 +107,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	ctx, stop := context.WithCancel(auth.NewContext(ctx, c.caller))
 	o.stop = stop
 	c.ops[m.ID] = o
-	c.spawn(func() {
+	spawned := c.spawn(func() {
 		defer stop()
 		defer span.End()
 		res := cfg.GraphQL.Execute(ctx, op)
@@ -119,6 +119,9 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 		c.reply(message{ID: o.id, Type: c.proto.next, Payload: answer.MustJSON(res), op: o})
 		c.complete(o, nil)
 	})
+	if !spawned { // the connection is ending
+		span.End()
+	}
 	return nil
 }
 

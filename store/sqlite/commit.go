@@ -178,7 +178,7 @@ func (s *Store) commit(c *conns, batch []*write) {
 				w.err = err
 			}
 		}
-		if len(ws) > 1 { // its span shows the transaction it shared, as a batch of writes
+		if err == nil && len(ws) > 1 { // its span shows the transaction it shared, as a batch of writes
 			spans.Current(w.ctx).Int("db.operation.batch.size", int64(len(ws)))
 		}
 		close(w.done) // before wrote, whose truncation of the log its caller need not wait for
