@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/MicahParks/jwkset"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
@@ -67,6 +68,10 @@ type JWKS struct {
 	busy         chan struct{} // a one-slot semaphore: one fetch at a time
 	unknownKID   *rate.Limiter // fetches asked for by tokens with an unknown kid
 	firstAttempt chan struct{} // closed when the first fetch has succeeded or failed
+
+	// provider is the TracerProvider of the last traced request that checked a token against
+	// the set (tracedBy), which traces its timed refreshes; nil until one.
+	provider atomic.Pointer[tracerProvider]
 
 	life      context.Context // ends with Close; every fetch runs under it
 	cancel    context.CancelFunc
@@ -150,11 +155,37 @@ func (s *JWKS) URL() string { return s.url }
 // Fetched reports whether a fetch has succeeded.
 func (s *JWKS) Fetched() bool { return s.fetched.Load() }
 
+// tracerProvider holds a trace.TracerProvider, whatever its type, for an atomic.Pointer.
+type tracerProvider struct{ trace.TracerProvider }
+
+// tracedBy keeps the provider of ctx's span, when the request is traced, for the timed refreshes.
+func (s *JWKS) tracedBy(ctx context.Context) {
+	p := spans.Provider(ctx)
+	if p == nil {
+		return
+	}
+	if kept := s.provider.Load(); kept == nil || kept.TracerProvider != p {
+		s.provider.Store(&tracerProvider{p})
+	}
+}
+
+// refreshSpan starts the span of a timed refresh, jwks.refresh, the root of a trace of its own,
+// once a traced request has checked a token against the set (tracedBy); its fetch's span is its
+// child.
+func (s *JWKS) refreshSpan() (context.Context, spans.Span) {
+	if p := s.provider.Load(); p != nil {
+		return spans.StartRoot(s.life, p.TracerProvider, "jwks.refresh")
+	}
+	return s.life, spans.Span{}
+}
+
 func (s *JWKS) run() {
 	retry := s.timings.retryMin
 	for first := true; ; first = false {
 		wait := s.refresh
-		err := s.fetch(s.life)
+		ctx, span := s.refreshSpan()
+		err := s.fetch(ctx)
+		span.End()
 		if first {
 			close(s.firstAttempt)
 		}

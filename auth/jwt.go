@@ -105,6 +105,7 @@ func newTokens(cfg TokenConfig, now func() time.Time) (*Tokens, error) {
 // Verify checks a bearer token and returns the caller it names. A bad token is an *Error with
 // status 401; a token that cannot be checked yet is ErrKeysUnavailable.
 func (t *Tokens) Verify(ctx context.Context, token string) (Identity, error) {
+	t.keys.tracedBy(ctx)
 	digest := sha256.Sum256([]byte(token))
 	version := t.keys.version()
 	if id, ok := t.cache.get(digest, version, t.now()); ok {

@@ -24,6 +24,14 @@ func newKeyRing(sets []*JWKS) keyRing {
 }
 
 // awaitFirstAttempts starts every set and waits, no longer than ctx, until each has tried once.
+// tracedBy has every set keep the provider of ctx's span, when the request is traced, for its
+// timed refreshes (JWKS.tracedBy).
+func (k keyRing) tracedBy(ctx context.Context) {
+	for _, s := range k.sets {
+		s.tracedBy(ctx)
+	}
+}
+
 func (k keyRing) awaitFirstAttempts(ctx context.Context) {
 	for _, s := range k.sets {
 		s.awaitFirstAttempt(ctx)

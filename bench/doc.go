@@ -7,7 +7,8 @@
 // of bench/run instead: ./caddy against the baselines of bench/bare (net/http on the same SQLite
 // files), the gqlgen server of bench/gqlbare (gqlgen with its default caches, on the same file),
 // each of those two behind Caddy's reverse_proxy (the deployment a user would run instead of the
-// module), Caddy's respond, bench/wsbare and the PocketBase peer of bench/pocketbase, each pair
+// module), Caddy's respond, bench/wsbare, the PocketBase peer of bench/pocketbase, and the module
+// as it was before its spans (the T rows, built from git, on bench/Caddyfile.tracing), each pair
 // interleaved (under bench/run's load generator, or with the WebSocket client of bench/wsload
 // and the server-sent events client of bench/sseload, which hold 10,000 idle subscribers of a
 // fresh server each run), into bench/RESULTS.md.

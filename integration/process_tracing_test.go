@@ -206,14 +206,14 @@ func traceparent(n byte) (string, []byte) {
 
 // TestTracesOfARunningCaddy runs ./caddy with Caddy's tracing directive pointed at an OTLP
 // receiver and follows requests through the module's spans: a REST create down to the store's
-// call, a GraphQL query's operation and phases, a JWKS fetch for a token of a kid the set lacks,
-// a WebSocket's operation; and a site without tracing exports nothing.
+// call, a GraphQL query's operation and phases, a JWKS fetch for a token of a kid the set lacks
+// and the timed refreshes after it; and a site without tracing exports nothing.
 func TestTracesOfARunningCaddy(t *testing.T) {
 	ownProcesses(t)
 	recv := newOTLPReceiver(t)
 	traced, untraced := freePort(t), freePort(t)
 	site := func(port int, tracing string) string {
-		return fmt.Sprintf("http://:%d {\n%s\tposts {\n\t\tdata_dir %s\n\t\tjwks_url %s\n\t\tissuer %s\n\t\taudience %s\n\t\tapi_key process-key alice\n\t}\n}\n",
+		return fmt.Sprintf("http://:%d {\n%s\tposts {\n\t\tdata_dir %s\n\t\tjwks_url %s\n\t\tjwks_refresh 1s\n\t\tissuer %s\n\t\taudience %s\n\t\tapi_key process-key alice\n\t}\n}\n",
 			port, tracing, t.TempDir(), idp().URL, authtest.Issuer, authtest.Audience)
 	}
 	caddyfile := "{\n\tadmin off\n\tpersist_config off\n}\n" + site(traced, "\ttracing {\n\t\tspan caddy\n\t}\n") + site(untraced, "")
@@ -336,6 +336,18 @@ func TestTracesOfARunningCaddy(t *testing.T) {
 		if attr(route, "error.type") != "UNAUTHENTICATED" || route.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
 			t.Errorf("the refused request's span has error.type %q and status %v", attr(route, "error.type"), route.Status)
 		}
+	})
+
+	t.Run("a timed refresh of the key set, once a traced request checked a token, is a trace of its own", func(t *testing.T) {
+		// The request of the subtest above checked a token, traced: the refreshes that follow
+		// (every second here) are traced with its provider.
+		refresh := recv.await(t, "jwks.refresh", func(s *tracepb.Span) bool { return s.Name == "jwks.refresh" })
+		if len(refresh.ParentSpanId) != 0 {
+			t.Errorf("the refresh's span has a parent")
+		}
+		spans, drawn := recv.tree(t, refresh.TraceId, "jwks.refresh", "jwks.fetch")
+		t.Logf("the trace of a timed refresh:\n%s", drawn)
+		childOf(t, spans["jwks.fetch"], refresh)
 	})
 }
 

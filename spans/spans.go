@@ -216,6 +216,27 @@ func StartLinked(ctx context.Context, name, traceparent string) Span {
 	return recording(s)
 }
 
+// Provider is the TracerProvider of ctx's span while it records, nil otherwise: kept by work of
+// the module that no request starts (a key set's timed refresh, StartRoot), to trace it where
+// Caddy traces the requests.
+func Provider(ctx context.Context) trace.TracerProvider {
+	if s := trace.SpanFromContext(ctx); s.IsRecording() {
+		return s.TracerProvider()
+	}
+	return nil
+}
+
+// StartRoot starts the span name as the root of a trace of its own, made by p (Provider's), for
+// work of the module that no request starts, under p's sampler; ctx and the zero Span when p is
+// nil.
+func StartRoot(ctx context.Context, p trace.TracerProvider, name string) (context.Context, Span) {
+	if p == nil {
+		return ctx, Span{}
+	}
+	ctx, s := p.Tracer(Scope).Start(ctx, name, trace.WithNewRoot())
+	return ctx, recording(s)
+}
+
 // Since is how long ago t was, as an attribute's value in milliseconds, the unit that tracing
 // backends show beside a span's own duration.
 func Since(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
