@@ -204,6 +204,27 @@ func traceparent(n byte) (string, []byte) {
 	return "00-" + hex.EncodeToString(id) + "-00f067aa0ba902b7-01", id
 }
 
+// sendTraced sends a request with a JSON body (if any), its traceparent tp (if any) and headers
+// (name, value, ...), and returns the answer and its body.
+func sendTraced(t *testing.T, method, url, body, tp string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if tp != "" {
+		req.Header.Set("traceparent", tp)
+	}
+	for i := 0; i < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	return res, string(got)
+}
+
 // TestTracesOfARunningCaddy runs ./caddy with Caddy's tracing directive pointed at an OTLP
 // receiver and follows requests through the module's spans: a REST create down to the store's
 // call, a GraphQL query's operation and phases, a JWKS fetch for a token of a kid the set lacks
@@ -220,34 +241,15 @@ func TestTracesOfARunningCaddy(t *testing.T) {
 	p := startProcessWith(t, caddyfile, traced, "/posts?limit=1", http.StatusOK, recv.env()...)
 	untracedURL := fmt.Sprintf("http://127.0.0.1:%d", untraced)
 
-	do := func(t *testing.T, method, url, body, tp string, headers ...string) (*http.Response, string) {
-		t.Helper()
-		req, _ := http.NewRequest(method, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if tp != "" {
-			req.Header.Set("traceparent", tp)
-		}
-		for i := 0; i < len(headers); i += 2 {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		return res, string(got)
-	}
-
 	t.Run("a REST create is the route's span over the store's call", func(t *testing.T) {
 		// The untraced site's writes first: none of them may export a span.
 		for range 3 {
-			if res, got := do(t, "POST", untracedURL+"/posts", `{"title":"untraced","body":"b"}`, "", "Authorization", "ApiKey process-key"); res.StatusCode != http.StatusCreated {
+			if res, got := sendTraced(t, "POST", untracedURL+"/posts", `{"title":"untraced","body":"b"}`, "", "Authorization", "ApiKey process-key"); res.StatusCode != http.StatusCreated {
 				t.Fatalf("an untraced create answered %d %s", res.StatusCode, got)
 			}
 		}
 		tp, traceID := traceparent(1)
-		if res, got := do(t, "POST", p.url+"/posts", `{"title":"traced","body":"b"}`, tp, "Authorization", "ApiKey process-key"); res.StatusCode != http.StatusCreated {
+		if res, got := sendTraced(t, "POST", p.url+"/posts", `{"title":"traced","body":"b"}`, tp, "Authorization", "ApiKey process-key"); res.StatusCode != http.StatusCreated {
 			t.Fatalf("the create answered %d %s", res.StatusCode, got)
 		}
 		spans, drawn := recv.tree(t, traceID, "caddy", "POST /posts", "insert_post posts")
@@ -288,7 +290,7 @@ func TestTracesOfARunningCaddy(t *testing.T) {
 	t.Run("a GraphQL query is an operation's span over its prepare and execution", func(t *testing.T) {
 		tp, traceID := traceparent(2)
 		body := `{"query":"query Recent { posts(limit: 2) { id title } }","operationName":"Recent"}`
-		if res, got := do(t, "POST", p.url+"/graphql", body, tp); res.StatusCode != http.StatusOK || strings.Contains(got, `"errors"`) {
+		if res, got := sendTraced(t, "POST", p.url+"/graphql", body, tp); res.StatusCode != http.StatusOK || strings.Contains(got, `"errors"`) {
 			t.Fatalf("the query answered %d %s", res.StatusCode, got)
 		}
 		spans, drawn := recv.tree(t, traceID, "caddy", "query Recent", "graphql.prepare", "graphql.execute", "list_posts posts", "graphql.write")
@@ -318,7 +320,7 @@ func TestTracesOfARunningCaddy(t *testing.T) {
 	t.Run("a token of a kid the key set lacks is a JWKS fetch in the request's trace", func(t *testing.T) {
 		tp, traceID := traceparent(3)
 		token := idp().TokenOfKID(authtest.Claims("alice"), "rsa-rotated")
-		if res, got := do(t, "GET", p.url+"/posts?limit=1", "", tp, "Authorization", "Bearer "+token); res.StatusCode != http.StatusUnauthorized {
+		if res, got := sendTraced(t, "GET", p.url+"/posts?limit=1", "", tp, "Authorization", "Bearer "+token); res.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("a token of an unknown kid answered %d %s, want 401", res.StatusCode, got)
 		}
 		spans, drawn := recv.tree(t, traceID, "caddy", "GET /posts", "jwks.fetch")
@@ -361,16 +363,8 @@ func TestTheTraceOfAGraphQLQueryWhoseStoreFails(t *testing.T) {
 	caddyfile := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n}\nhttp://:%d {\n\ttracing\n\tposts {\n\t\tmongodb_uri \"mongodb://127.0.0.1:%d/?serverSelectionTimeoutMS=200\"\n\t\ttimeout 1s\n\t\tapi_key process-key alice\n\t}\n}\n", port, freePort(t))
 	p := startProcessWith(t, caddyfile, port, "/posts?limit=1", http.StatusServiceUnavailable, recv.env()...)
 	tp, traceID := traceparent(4)
-	req, _ := http.NewRequest("POST", p.url+"/graphql", strings.NewReader(`{"query":"{ post(id: \"65f000000000000000000001\") { id } }"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", tp)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if !strings.Contains(string(body), `"UNAVAILABLE"`) {
+	res, body := sendTraced(t, "POST", p.url+"/graphql", `{"query":"{ post(id: \"65f000000000000000000001\") { id } }"}`, tp)
+	if !strings.Contains(body, `"UNAVAILABLE"`) {
 		t.Fatalf("the query answered %d %s, want an UNAVAILABLE error", res.StatusCode, body)
 	}
 	spans, drawn := recv.tree(t, traceID, "query", "graphql.execute", "get_post posts")
@@ -437,20 +431,11 @@ func TestTheDeliveryOfAnEventIsLinkedToItsWrite(t *testing.T) {
 		via    string
 	}{{a, "relay"}, {b, "own"}} {
 		tp, writeTrace := traceparent(byte(6 + i))
-		req, _ := http.NewRequest("POST", tt.writer.url+"/posts", strings.NewReader(`{"title":"linked"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "ApiKey process-key")
-		req.Header.Set("Traceparent", tp)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
+		res, body := sendTraced(t, "POST", tt.writer.url+"/posts", `{"title":"linked"}`, tp, "Authorization", "ApiKey process-key")
 		if res.StatusCode != http.StatusCreated {
 			t.Fatalf("the create answered %d %s", res.StatusCode, body)
 		}
-		id := createdID(body)
+		id := createdID([]byte(body))
 		for {
 			_, msg, err := ws.Read(ctx)
 			if err != nil {

@@ -18,7 +18,7 @@ func TestEveryLabelValueTheCodeGivesIsInTheHelp(t *testing.T) {
 		pattern *regexp.Regexp // its first group is a value
 	}{
 		{"caddy_posts_auth_total", []string{"auth/errors.go"}, regexp.MustCompile(`Reason\w+\s*=\s*"(\w+)"`)},
-		{"caddy_posts_store_operation_duration_seconds", []string{"store/observed*.go"}, regexp.MustCompile(`\.(?:observe|done)\("(\w+)"`)},
+		{"caddy_posts_store_operation_duration_seconds", []string{"store/observed*.go"}, regexp.MustCompile(`\.begin\(ctx, "(\w+)"`)},
 		{"caddy_posts_limit_refusals_total", []string{"*/*.go"}, regexp.MustCompile(`metrics\.LimitRefused\("(\w+)"\)`)},
 	}
 	helps := map[string]string{}
