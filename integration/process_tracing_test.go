@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -314,6 +315,46 @@ func TestTracesOfARunningCaddy(t *testing.T) {
 			if strings.Contains(attrs(s.Attributes), "posts(limit") {
 				t.Errorf("span %q carries the document's text", s.Name)
 			}
+		}
+	})
+
+	t.Run("an event of REST's change stream is delivered under the stream's span, linked to its write", func(t *testing.T) {
+		tp, streamTrace := traceparent(9)
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", p.url+"/posts", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("traceparent", tp)
+		// A transport of its own: the tests' default one reads a whole answer to check it.
+		res, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("the change stream answered %d", res.StatusCode)
+		}
+		writeTP, writeTrace := traceparent(10)
+		if res, got := sendTraced(t, "POST", p.url+"/posts", `{"title":"streamed"}`, writeTP, "Authorization", "ApiKey process-key"); res.StatusCode != http.StatusCreated {
+			t.Fatalf("the create answered %d %s", res.StatusCode, got)
+		}
+		lines := bufio.NewScanner(res.Body)
+		for lines.Scan() && lines.Text() != "event: created" {
+		}
+		if lines.Err() != nil {
+			t.Fatalf("the change stream ended before the event: %v", lines.Err())
+		}
+		written, _ := recv.tree(t, writeTrace, "insert_post posts")
+		write := written["insert_post posts"]
+		streamed, drawn := recv.tree(t, streamTrace, "GET /posts", "graphql.subscription.event")
+		t.Logf("the trace of a change stream:\n%s", drawn)
+		delivery := streamed["graphql.subscription.event"]
+		childOf(t, delivery, streamed["GET /posts"])
+		if len(delivery.Links) != 1 || !bytes.Equal(delivery.Links[0].SpanId, write.SpanId) {
+			t.Errorf("the delivery is not linked to the write's span: %v", delivery.Links)
+		}
+		if got := attr(delivery, "posts.event.via"); got != "own" {
+			t.Errorf("posts.event.via is %q, want own", got)
 		}
 	})
 

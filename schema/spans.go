@@ -42,8 +42,7 @@ func (s *Schema) PrepareIn(ctx context.Context, req Request) (context.Context, s
 	prepare.End()
 	if op != nil && span.On() {
 		if op.Type == "subscription" {
-			op.traced = &Traced{ctx: spans.Carry(context.Background(), ctx), svc: s.svc}
-			s.svc.KeepOrigins()
+			op.traced = s.TracedIn(ctx)
 		}
 		span.Rename(op.spanName())
 		span.Set(attribute.String("graphql.operation.type", op.Type), attribute.String("graphql.document.hash", op.doc.hash))
@@ -123,6 +122,17 @@ type Traced struct {
 
 // Traced is op's Traced, nil when its request is not traced.
 func (op *Operation) Traced() *Traced { return op.traced }
+
+// TracedIn is the Traced of the subscriptions of a stream that ctx's request opens, when it is
+// traced, whose deliveries are children of ctx's span: for REST's change stream, whose
+// operations (ChangesOf) are not prepared from a request. Nil when ctx is not traced.
+func (s *Schema) TracedIn(ctx context.Context) *Traced {
+	if !spans.Traced(ctx) {
+		return nil
+	}
+	s.svc.KeepOrigins()
+	return &Traced{ctx: spans.Carry(context.Background(), ctx), svc: s.svc}
+}
 
 // fromReplay notes that the response to the event at position comes from a replay, for its
 // Delivery (Sequence.release); nothing for a nil t.

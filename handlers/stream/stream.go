@@ -62,8 +62,8 @@ type stream struct {
 	caller string          // the user id, "" for anonymous
 	opened time.Time
 	sent   int // results written; only run touches it
-	// traced is the subscription's of a traced request, for the spans of its deliveries; nil
-	// when untraced, or for a stream of several (REST's changes).
+	// traced is the subscription's of a traced request, for the spans of its deliveries (of
+	// REST's change stream, its request's); nil when untraced.
 	traced *schema.Traced
 
 	undo []func() // what close undoes, in the order taken
@@ -256,6 +256,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f Framing, fail 
 	seq := schema.NewSequence(cfg.SendQueue, s.roomForEvents, s.hold)
 	if len(ops) == 1 {
 		s.traced = ops[0].Traced()
+	} else { // REST's change stream, its operations made, not prepared from the request
+		s.traced = h.Config.GraphQL.TracedIn(r.Context())
 	}
 	listeners := make([]*schema.Listener, 0, len(ops))
 	for _, op := range ops {
