@@ -173,10 +173,15 @@ func (s *JWKS) tracedBy(ctx context.Context) {
 // once a traced request has checked a token against the set (tracedBy); its fetch's span is its
 // child.
 func (s *JWKS) refreshSpan() (context.Context, spans.Span) {
-	if p := s.provider.Load(); p != nil {
-		return spans.StartRoot(s.life, p.TracerProvider, "jwks.refresh")
+	p := s.provider.Load()
+	if p == nil {
+		return s.life, spans.Span{}
 	}
-	return s.life, spans.Span{}
+	ctx, span := spans.StartRoot(s.life, p.TracerProvider, "jwks.refresh")
+	if !span.On() { // shut down by a reload, or its sampler's no: the next traced request says again
+		s.provider.CompareAndSwap(p, nil)
+	}
+	return ctx, span
 }
 
 func (s *JWKS) run() {

@@ -23,7 +23,6 @@ func newKeyRing(sets []*JWKS) keyRing {
 	return keyRing{sets: sets}
 }
 
-// awaitFirstAttempts starts every set and waits, no longer than ctx, until each has tried once.
 // tracedBy has every set keep the provider of ctx's span, when the request is traced, for its
 // timed refreshes (JWKS.tracedBy).
 func (k keyRing) tracedBy(ctx context.Context) {
@@ -32,6 +31,7 @@ func (k keyRing) tracedBy(ctx context.Context) {
 	}
 }
 
+// awaitFirstAttempts starts every set and waits, no longer than ctx, until each has tried once.
 func (k keyRing) awaitFirstAttempts(ctx context.Context) {
 	for _, s := range k.sets {
 		s.awaitFirstAttempt(ctx)

@@ -23,7 +23,7 @@ type Origin struct {
 
 // originsKept is how many of the last events handed a Follower remembers the Origin of
 // (OriginOf): a subscriber that lags further behind gets its events with no link to their
-// writes. 4,096 Origins take about 220 KB.
+// writes. 4,096 Origins take about 220 KB, and the traceparents of traced writes 55 bytes each.
 const originsKept = 4096
 
 // origins is the ring of the last originsKept events' Origins, by position: none until a traced

@@ -42,6 +42,7 @@ import (
 
 	"github.com/postsedge/caddy-posts/errcode"
 	"github.com/postsedge/caddy-posts/metrics"
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // Request is one GraphQL request, as any transport receives it.
@@ -89,6 +90,9 @@ type Operation struct {
 	// checked says that its resume was checked and counted before it started, by the stream
 	// that runs it (ChangesOf): its replay neither refuses it as too long nor counts it.
 	checked bool
+	// span is the operation's span, when its request is traced (PrepareIn): what runs it knows
+	// from it whether to make spans, with no lookup of the context.
+	span spans.Span
 	// traced is what a subscription whose request is traced keeps for its spans (PrepareIn).
 	traced *Traced
 }

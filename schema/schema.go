@@ -185,15 +185,18 @@ func New(svc *posts.Service, logger *zap.Logger, limits Limits, persisted ...Per
 // It runs in the span graphql.execute, when ctx's request is traced, under the operation's
 // (PrepareIn), its errors recorded on both (recordErrors).
 func (s *Schema) Execute(ctx context.Context, op *Operation) *graphql.Response {
-	in, span := spans.Start(ctx, "graphql.execute")
+	var span spans.Span
+	if op.span.On() { // a traced request's (PrepareIn): the untraced look nothing up
+		ctx, span = spans.Start(ctx, "graphql.execute")
+	}
 	defer span.End()
-	res := s.execute(in, op)
-	recordErrors(ctx, span, res.Errors)
+	res := s.execute(ctx, op, span)
+	recordErrors(op, span, res.Errors)
 	return res
 }
 
-// execute is Execute but for its span, which ctx carries.
-func (s *Schema) execute(ctx context.Context, op *Operation) *graphql.Response {
+// execute is Execute but for its span, span, which ctx carries.
+func (s *Schema) execute(ctx context.Context, op *Operation, span spans.Span) *graphql.Response {
 	req := op.request
 	var seen *posts.Seen
 	if op.Type == string(ast.Query) {
@@ -209,7 +212,7 @@ func (s *Schema) execute(ctx context.Context, op *Operation) *graphql.Response {
 		b.stop = stop // graphql-go runs fields at once: the first over the budget ends the others
 		res = s.exec.Exec(withBudget(ctx, b), op.document, req.OperationName, req.Variables)
 	}
-	spans.Current(ctx).String("graphql.execution", executionOf(planned))
+	span.String("graphql.execution", executionOf(planned))
 	// The length check is a second lock: introspection's resolvers are graphql-go's, which
 	// charge nothing (the schema and max_root_fields bound them).
 	if b.exceeded() || int64(len(res.Data)) > s.limits.MaxResponseSize {

@@ -32,7 +32,10 @@ const operationSpan = "GraphQL Operation"
 // refusal is recorded on both, with its code (never its message, which may quote the document).
 func (s *Schema) PrepareIn(ctx context.Context, req Request) (context.Context, spans.Span, *Operation, *gqlerrors.QueryError) {
 	ctx, span := spans.Start(ctx, operationSpan)
-	_, prepare := spans.Start(ctx, "graphql.prepare")
+	var prepare spans.Span
+	if span.On() {
+		_, prepare = spans.Start(ctx, "graphql.prepare")
+	}
 	op, refusal := s.Prepare(req)
 	if refusal != nil {
 		code := errorCode(refusal)
@@ -41,8 +44,9 @@ func (s *Schema) PrepareIn(ctx context.Context, req Request) (context.Context, s
 	}
 	prepare.End()
 	if op != nil && span.On() {
+		op.span = span
 		if op.Type == "subscription" {
-			op.traced = s.TracedIn(ctx)
+			s.TracedIn(ctx, op)
 		}
 		span.Rename(op.spanName())
 		span.Set(attribute.String("graphql.operation.type", op.Type), attribute.String("graphql.document.hash", op.doc.hash))
@@ -72,10 +76,10 @@ func executionOf(planned bool) string {
 	return "exec"
 }
 
-// recordErrors records the errors of a response on span, the execution's, and on the
-// operation's, ctx's: each an event with its code and path, and the first's code as the spans'
-// error. Not their messages, which may quote the document or the variables.
-func recordErrors(ctx context.Context, span spans.Span, errs []*gqlerrors.QueryError) {
+// recordErrors records the errors of a response of op on span, the execution's, and on op's:
+// each an event with its code and path, and the first's code as the spans' error. Not their
+// messages, which may quote the document or the variables.
+func recordErrors(op *Operation, span spans.Span, errs []*gqlerrors.QueryError) {
 	if !span.On() || len(errs) == 0 {
 		return
 	}
@@ -88,7 +92,7 @@ func recordErrors(ctx context.Context, span spans.Span, errs []*gqlerrors.QueryE
 	}
 	code := errorCode(errs[0])
 	span.FailCode(code)
-	spans.Current(ctx).FailCode(code)
+	op.span.FailCode(code)
 }
 
 // errorCode is e's extensions.code, or "".
@@ -120,24 +124,32 @@ type Traced struct {
 	replayed map[int64]struct{} // positions its Sequence released from a replay, not yet delivered
 }
 
+// Span is op's span, the zero Span when its request is not traced (PrepareIn): the parent of
+// the spans of what runs it.
+func (op *Operation) Span() spans.Span { return op.span }
+
 // Traced is op's Traced, nil when its request is not traced.
 func (op *Operation) Traced() *Traced { return op.traced }
 
-// TracedIn is the Traced of the subscriptions of a stream that ctx's request opens, when it is
-// traced, whose deliveries are children of ctx's span: for REST's change stream, whose
-// operations (ChangesOf) are not prepared from a request. Nil when ctx is not traced.
-func (s *Schema) TracedIn(ctx context.Context) *Traced {
+// TracedIn gives ops, the subscriptions that ctx's request runs, and returns, a Traced whose
+// spans are children of ctx's, when ctx is traced; nil otherwise. PrepareIn's, and REST's change
+// stream's, whose operations (ChangesOf) are not prepared from a request but share its span.
+func (s *Schema) TracedIn(ctx context.Context, ops ...*Operation) *Traced {
 	if !spans.Traced(ctx) {
 		return nil
 	}
 	s.svc.KeepOrigins()
-	return &Traced{ctx: spans.Carry(context.Background(), ctx), svc: s.svc}
+	t := &Traced{ctx: spans.Carry(context.Background(), ctx), svc: s.svc}
+	for _, op := range ops {
+		op.traced = t
+	}
+	return t
 }
 
 // fromReplay notes that the response to the event at position comes from a replay, for its
 // Delivery (Sequence.release); nothing for a nil t.
 func (t *Traced) fromReplay(position int64) {
-	if t == nil {
+	if t == nil || position == 0 || !spans.Traced(t.ctx) { // none to label once tracing is off
 		return
 	}
 	t.mu.Lock()
@@ -150,6 +162,9 @@ func (t *Traced) fromReplay(position int64) {
 
 // wasReplayed says whether the response to position came from a replay, and forgets it.
 func (t *Traced) wasReplayed(position int64) bool {
+	if position == 0 {
+		return false
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	_, ok := t.replayed[position]
@@ -165,7 +180,7 @@ func (t *Traced) wasReplayed(position int64) bool {
 // subscriber that fell behind; log, one this instance no longer remembers), its position, and
 // the delay from the log's taking it to the send, in milliseconds.
 func (t *Traced) Delivery(payload json.RawMessage) spans.Span {
-	if t == nil {
+	if t == nil || !spans.Traced(t.ctx) { // not traced, or no longer (a reload turned tracing off)
 		return spans.Span{}
 	}
 	origin, known := t.svc.OriginOf(CursorOf(payload))

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Scope is the instrumentation scope of the module's spans.
@@ -49,7 +50,9 @@ func recording(s trace.Span) Span {
 func Traced(ctx context.Context) bool { return tracerOf(ctx) != nil }
 
 // tracerOf is the tracer of the module's spans under ctx's span, nil when that is not traced: the
-// provider of ctx's span while it records, or the one Carry kept with a sampled span's context.
+// provider of ctx's span while it records, or the one Carry kept with a sampled span's context,
+// unless Caddy has shut that one down (a reload that turned tracing off), which gives a no-op
+// tracer.
 func tracerOf(ctx context.Context) trace.Tracer {
 	parent := trace.SpanFromContext(ctx)
 	if parent.IsRecording() {
@@ -57,10 +60,18 @@ func tracerOf(ctx context.Context) trace.Tracer {
 	}
 	if sc := parent.SpanContext(); sc.IsSampled() {
 		if p, ok := ctx.Value(providerKey{}).(trace.TracerProvider); ok {
-			return p.Tracer(Scope)
+			return live(p.Tracer(Scope))
 		}
 	}
 	return nil
+}
+
+// live is t, or nil when it is a no-op tracer.
+func live(t trace.Tracer) trace.Tracer {
+	if _, ok := t.(noop.Tracer); ok {
+		return nil
+	}
+	return t
 }
 
 // providerKey is the context key of the TracerProvider that Carry keeps.
@@ -230,10 +241,11 @@ func Provider(ctx context.Context) trace.TracerProvider {
 // work of the module that no request starts, under p's sampler; ctx and the zero Span when p is
 // nil.
 func StartRoot(ctx context.Context, p trace.TracerProvider, name string) (context.Context, Span) {
-	if p == nil {
+	tracer := live(p.Tracer(Scope))
+	if tracer == nil {
 		return ctx, Span{}
 	}
-	ctx, s := p.Tracer(Scope).Start(ctx, name, trace.WithNewRoot())
+	ctx, s := tracer.Start(ctx, name, trace.WithNewRoot())
 	return ctx, recording(s)
 }
 

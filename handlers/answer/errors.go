@@ -75,17 +75,13 @@ func (f *Failer) FailGraphQL(w http.ResponseWriter, r *http.Request, media strin
 
 // Problem gives err its row of errcode's table and sets the headers that go with its status:
 // the challenge of a 401 or of a refused credential, the Retry-After of a 503, and for every
-// failure the Cache-Control of one (SetFailed). Its GraphQL code is the error.type of the
-// request's span, which a 5xx marks failed too (spans.Span.Fail). A server fault is logged, and its cause never reaches the
+// failure the Cache-Control of one (SetFailed). It is recorded on the request's span
+// (RecordError). A server fault is logged, and its cause never reaches the
 // client.
 func (f *Failer) Problem(w http.ResponseWriter, r *http.Request, err error) *errcode.Error {
 	e := errcode.Of(err)
 	SetFailed(w)
-	if span := spans.Current(r.Context()); e.Code.Status >= 500 {
-		span.Fail(err, e.Code.GraphQL)
-	} else { // the client's error: not one of the span's, as OpenTelemetry's HTTP conventions say
-		span.String("error.type", e.Code.GraphQL)
-	}
+	RecordError(spans.Current(r.Context()), err, e)
 	if authErr, ok := errors.AsType[*auth.Error](err); ok {
 		w.Header().Set("WWW-Authenticate", authErr.Challenge())
 	} else if e.Code.Status == http.StatusUnauthorized {
@@ -99,6 +95,17 @@ func (f *Failer) Problem(w http.ResponseWriter, r *http.Request, err error) *err
 			zap.Int("status", e.Code.Status), zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 	}
 	return e
+}
+
+// RecordError records e, the row of err, on span: its GraphQL code as error.type, and a 5xx as
+// the span's failure too; a client's error does not fail it, as OpenTelemetry's HTTP conventions
+// say.
+func RecordError(span spans.Span, err error, e *errcode.Error) {
+	if e.Code.Status >= 500 {
+		span.Fail(err, e.Code.GraphQL)
+	} else {
+		span.String("error.type", e.Code.GraphQL)
+	}
 }
 
 // ID is the id r is logged under (Failer.RequestID's), or "".

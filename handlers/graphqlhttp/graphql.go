@@ -165,7 +165,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// before the request's goroutine goes on, when Caddy may read its replacer.
 	ctx = requestid.WithLazy(auth.NewContext(ctx, caller), func() string { return h.Answer.ID(r) })
 	if op.Type == "mutation" && r.Header[answer.IdempotencyKeyHeader] != nil { // a query, which writes nothing, ignores it
-		h.serveGraphQLOnce(ctx, w, r, media, caller, op)
+		h.serveGraphQLOnce(ctx, w, tr, media, caller, op)
 		return
 	}
 	h.executeGraphQL(ctx, w, media, op)
@@ -186,7 +186,10 @@ func (h *Handler) executeGraphQL(ctx context.Context, w http.ResponseWriter, med
 	if res.Data == nil { // it did not run: a request error
 		status = answer.RequestErrorStatus(media)
 	}
-	_, span := spans.Start(ctx, "graphql.write")
+	var span spans.Span
+	if op.Span().On() {
+		_, span = spans.Start(ctx, "graphql.write")
+	}
 	answer.WriteGraphQL(w, media, status, res)
 	span.End()
 }

@@ -257,7 +257,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f Framing, fail 
 	if len(ops) == 1 {
 		s.traced = ops[0].Traced()
 	} else { // REST's change stream, its operations made, not prepared from the request
-		s.traced = h.Config.GraphQL.TracedIn(r.Context())
+		s.traced = h.Config.GraphQL.TracedIn(r.Context(), ops...)
 	}
 	listeners := make([]*schema.Listener, 0, len(ops))
 	for _, op := range ops {

@@ -71,7 +71,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 	}
 	if err := cfg.Posts.Allow(c.caller, request.ActionOf(op.Type)); err != nil {
 		e := errcode.Of(err)
-		span.Fail(e, e.Code.GraphQL)
+		answer.RecordError(span, err, e)
 		span.End()
 		c.refuseOperation(m.ID, op, start, answer.QueryError(e))
 		return nil
@@ -88,7 +88,7 @@ func (c *wsConn) subscribe(m message) *errcode.Error {
 			func(err error) { close(endedEarly); c.spawn(func() { c.feedEnded(o, err) }) })
 		if err != nil { // ErrTooManyFeeds or ErrTooManyFeedsPerClient
 			e := errcode.Of(err)
-			span.Fail(e, e.Code.GraphQL)
+			answer.RecordError(span, err, e)
 			c.refuseOperation(m.ID, op, start, answer.QueryError(e))
 			return nil
 		}
