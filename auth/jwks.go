@@ -158,12 +158,8 @@ func (s *JWKS) Fetched() bool { return s.fetched.Load() }
 // tracerProvider holds a trace.TracerProvider, whatever its type, for an atomic.Pointer.
 type tracerProvider struct{ trace.TracerProvider }
 
-// tracedBy keeps the provider of ctx's span, when the request is traced, for the timed refreshes.
-func (s *JWKS) tracedBy(ctx context.Context) {
-	p := spans.Provider(ctx)
-	if p == nil {
-		return
-	}
+// tracedBy keeps p, the provider of a traced request's span, for the timed refreshes.
+func (s *JWKS) tracedBy(p trace.TracerProvider) {
 	if kept := s.provider.Load(); kept == nil || kept.TracerProvider != p {
 		s.provider.Store(&tracerProvider{p})
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/postsedge/caddy-posts/spans"
 )
 
 // keyRing is the keys of every configured JWKS.
@@ -24,10 +26,14 @@ func newKeyRing(sets []*JWKS) keyRing {
 }
 
 // tracedBy has every set keep the provider of ctx's span, when the request is traced, for its
-// timed refreshes (JWKS.tracedBy).
+// timed refreshes (JWKS.tracedBy): one look at ctx for all of them.
 func (k keyRing) tracedBy(ctx context.Context) {
+	p := spans.Provider(ctx)
+	if p == nil {
+		return
+	}
 	for _, s := range k.sets {
-		s.tracedBy(ctx)
+		s.tracedBy(p)
 	}
 }
 

@@ -10,12 +10,11 @@ package spans
 
 import (
 	"context"
-	"encoding/hex"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -180,32 +179,29 @@ func Carry(to, from context.Context) context.Context {
 	return trace.ContextWithSpanContext(to, s.SpanContext())
 }
 
-// Traceparent is ctx's span as a W3C traceparent (its version 00), when that one is recording:
-// what the event log keeps of the write that logged an event, for the spans of its deliveries to
-// link to (StartLinked); "" otherwise.
+// Traceparent is ctx's span as a W3C traceparent (propagation.TraceContext's), when that one is
+// recording: what the event log keeps of the write that logged an event, for the spans of its
+// deliveries to link to (StartLinked); "" otherwise.
 func Traceparent(ctx context.Context) string {
-	s := trace.SpanFromContext(ctx)
-	if !s.IsRecording() {
+	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ""
 	}
-	sc := s.SpanContext()
-	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	return carrier[traceparentHeader]
 }
+
+// traceparentHeader is the key of a traceparent in propagation.TraceContext's carrier.
+const traceparentHeader = "traceparent"
 
 // spanContextOf reads a traceparent that Traceparent wrote; the zero SpanContext for anything
 // else.
 func spanContextOf(traceparent string) trace.SpanContext {
-	parts := strings.Split(traceparent, "-")
-	if len(parts) != 4 || parts[0] != "00" || len(parts[3]) != 2 {
+	if traceparent == "" {
 		return trace.SpanContext{}
 	}
-	traceID, err1 := trace.TraceIDFromHex(parts[1])
-	spanID, err2 := trace.SpanIDFromHex(parts[2])
-	flags, err3 := hex.DecodeString(parts[3])
-	if err1 != nil || err2 != nil || err3 != nil {
-		return trace.SpanContext{}
-	}
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceID, SpanID: spanID, TraceFlags: trace.TraceFlags(flags[0]), Remote: true})
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{traceparentHeader: traceparent})
+	return trace.SpanContextFromContext(ctx)
 }
 
 // StartLinked starts the span name as a child of ctx's span (Start's rule), linked to the span
@@ -241,6 +237,9 @@ func Provider(ctx context.Context) trace.TracerProvider {
 // work of the module that no request starts, under p's sampler; ctx and the zero Span when p is
 // nil.
 func StartRoot(ctx context.Context, p trace.TracerProvider, name string) (context.Context, Span) {
+	if p == nil {
+		return ctx, Span{}
+	}
 	tracer := live(p.Tracer(Scope))
 	if tracer == nil {
 		return ctx, Span{}
